@@ -1,0 +1,30 @@
+-- wrk script: POSTs real-shaped iAd payloads, each with a new app_user_id so that none
+-- is a duplicate. The same bodies go to the no-op route for the ceiling.
+local thread_count = 0
+
+function setup(thread)
+  thread:set("tid", thread_count)
+  thread_count = thread_count + 1
+end
+
+local counter = 0
+local template = '{"app_id":"1234567890","app_user_id":"bench-%s-%d-%d","Version3.1":{' ..
+  '"iad-attribution":"true","iad-org-id":"40669820","iad-org-name":"Mindful Apps Inc.",' ..
+  '"iad-campaign-id":"542370539","iad-campaign-name":"US Search - Meditation",' ..
+  '"iad-adgroup-id":"542317095","iad-adgroup-name":"Exact - Core","iad-keyword-id":"87675432",' ..
+  '"iad-keyword":"meditation app","iad-keyword-matchtype":"Exact","iad-ad-id":"542317136",' ..
+  '"iad-country-or-region":"US","iad-conversion-type":"Download",' ..
+  '"iad-click-date":"2020-08-04T17:18:07Z","iad-conversion-date":"2020-08-04T17:19:41Z"}}'
+local run_id = os.getenv("BENCH_RUN") or "0"
+
+request = function()
+  counter = counter + 1
+  local body = string.format(template, run_id, tid or 0, counter)
+  return wrk.format("POST", nil, { ["Content-Type"] = "application/json" }, body)
+end
+
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT requests=%d errors_status=%d rps=%.1f p50_ms=%.3f p99_ms=%.3f\n",
+    summary.requests, summary.errors.status, summary.requests / (summary.duration / 1e6),
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000))
+end

@@ -1,0 +1,81 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "attribution-gateway",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "attribution-gateway", targets: ["AttributionGatewayCLI"]),
+        .library(name: "GatewayCore", targets: ["GatewayCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // The model and the extension points. Depends on nothing heavy so that plugins can.
+        .target(
+            name: "GatewayCore",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // config.yaml: YAML → checked, typed configuration.
+        .target(
+            name: "GatewayConfig",
+            dependencies: ["GatewayCore", .product(name: "Yams", package: "Yams")]
+        ),
+        // The durable store (records, dedupe keys, outboxes, dead letters) on SQLite.
+        .target(
+            name: "GatewayStorage",
+            dependencies: ["GatewayCore", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        // Built-in providers: one folder per signal kind.
+        .target(name: "GatewayProviders", dependencies: ["GatewayCore"]),
+        // Built-in sinks: one folder per destination.
+        .target(
+            name: "GatewaySinks",
+            dependencies: ["GatewayCore", "GatewayStorage", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        // Assembly (config → running gateway) and the HTTP surface.
+        .target(
+            name: "GatewayServer",
+            dependencies: [
+                "GatewayCore", "GatewayConfig", "GatewayStorage", "GatewayProviders", "GatewaySinks",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
+        .executableTarget(
+            name: "AttributionGatewayCLI",
+            dependencies: [
+                "GatewayServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"]),
+        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayServer"]),
+        .testTarget(name: "GatewayProvidersTests", dependencies: ["GatewayProviders"]),
+        .testTarget(
+            name: "GatewayStorageTests",
+            dependencies: ["GatewayStorage", "GatewaySinks", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(
+            name: "GatewayServerTests",
+            dependencies: [
+                "GatewayServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

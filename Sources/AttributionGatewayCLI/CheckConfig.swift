@@ -1,0 +1,55 @@
+import ArgumentParser
+import GatewayConfig
+import GatewayCore
+import GatewayServer
+
+struct CheckConfig: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-config",
+        abstract: "Check a configuration file and print what it enables.",
+        discussion: "Prints every problem with its line, and exits 1 when there is any. Secrets are never printed.")
+
+    @Argument(help: "The configuration file.")
+    var file = "config.yaml"
+
+    func run() throws {
+        let configuration = try loadConfiguration(file)
+        print(ConfigSummary.describe(configuration))
+    }
+}
+
+/// What a valid configuration enables, in words; never the value of a secret.
+enum ConfigSummary {
+    static func describe(_ configuration: GatewayConfiguration) -> String {
+        var lines = ["\(configuration.file): valid"]
+        let server = configuration.server
+        lines.append("server: \(server.host):\(server.port), bodies up to \(server.maxBodyBytes) bytes")
+        lines.append("storage: sqlite \(configuration.storage.sqlitePath) (durability \(configuration.storage.durability))")
+        let providers = configuration.providers.map(\.typeName)
+        lines.append("providers: \(providers.isEmpty ? "none enabled" : providers.joined(separator: ", "))")
+        lines.append("sinks:")
+        if configuration.sinks.isEmpty { lines.append("  none") }
+        for sink in configuration.sinks {
+            let d = sink.delivery
+            lines.append(
+                "  \(sink.name) (\(sink.prepared.typeName)): \(sink.prepared.summary); batches of \(d.batchSize), "
+                    + "\(d.maxAttempts) attempts\(d.paused ? ", PAUSED" : "")")
+        }
+        lines.append("routes:")
+        if configuration.routes.isEmpty { lines.append("  none: records are stored but go to no sink") }
+        for (index, route) in configuration.routes.enumerated() {
+            lines.append("  \(index + 1). \(describe(route.filter)) -> \(route.sinks.joined(separator: ", "))")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func describe(_ filter: RecordFilter) -> String {
+        var parts: [String] = []
+        if let providers = filter.providers { parts.append("provider in [\(providers.joined(separator: ", "))]") }
+        if let apps = filter.appIDs { parts.append("app_id in [\(apps.joined(separator: ", "))]") }
+        if let attributed = filter.attributed { parts.append("attributed = \(attributed)") }
+        if let kinds = filter.kinds { parts.append("kind in [\(kinds.map(\.rawValue).joined(separator: ", "))]") }
+        if let isTest = filter.isTest { parts.append("is_test = \(isTest)") }
+        return parts.isEmpty ? "all records" : parts.joined(separator: " and ")
+    }
+}

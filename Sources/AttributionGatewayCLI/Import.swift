@@ -1,0 +1,64 @@
+import ArgumentParser
+import Foundation
+import GatewayConfig
+import GatewayCore
+import GatewayServer
+
+struct Import: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Ingest a file of historical payloads (one JSON object per line) through the normal pipeline.",
+        discussion: """
+            Records are stored, deduplicated and routed exactly as if they had been posted; the running \
+            gateway (or the next `serve`) delivers them. Lines that cannot be read are listed with their \
+            number and the exit status is 1.
+            """)
+
+    @Option(help: "The provider that reads each line (e.g. iad).")
+    var provider: String
+
+    @Option(name: .shortAndLong, help: "The configuration file.")
+    var config = "config.yaml"
+
+    @Argument(help: "A JSON Lines file.")
+    var file: String
+
+    func run() async throws {
+        let configuration = try loadConfiguration(config)
+        let provider = try makeProvider(named: provider)
+        guard let data = FileManager.default.contents(atPath: file) else {
+            printError("cannot read \(file)")
+            throw ExitCode(2)
+        }
+        let gateway = try await Gateway.build(configuration: configuration)
+        let lines = data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        var progress = ProgressBar(total: lines.count, label: "importing")
+        var stored = 0, duplicates = 0
+        var failures: [String] = []
+        var batch: [AttributionRecord] = []
+
+        func flush() async throws {
+            for outcome in try await gateway.pipeline.ingest(batch) {
+                if outcome.isDuplicate { duplicates += 1 } else { stored += 1 }
+            }
+            batch.removeAll(keepingCapacity: true)
+        }
+
+        for (index, line) in lines.enumerated() {
+            progress.advance(to: index + 1)
+            guard !line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }) else { continue }
+            do {
+                batch += try provider.normalize(IngestPayload(body: Data(line), receivedAt: Date()))
+            } catch let error as GatewayError {
+                failures.append("line \(index + 1): \(error)")
+            }
+            if batch.count >= 500 { try await flush() }
+        }
+        try await flush()
+        progress.finish()
+
+        print("\(stored) stored, \(duplicates) duplicates, \(failures.count) lines rejected")
+        for failure in failures.prefix(1000) { print(failure) }
+        if failures.count > 1000 { print("… and \(failures.count - 1000) more") }
+        if !failures.isEmpty { throw ExitCode(1) }
+    }
+}

@@ -1,0 +1,30 @@
+import Foundation
+
+/// A progress bar on stderr: redrawn in place on a terminal, a line per 10% elsewhere.
+struct ProgressBar {
+    let total: Int
+    let label: String
+    private var shownPercent = -1
+    private let interactive = isatty(STDERR_FILENO) == 1
+
+    init(total: Int, label: String) {
+        self.total = max(total, 1)
+        self.label = label
+    }
+
+    mutating func advance(to done: Int) {
+        let percent = done * 100 / total
+        let step = interactive ? 1 : 10
+        guard percent / step != shownPercent / step || shownPercent < 0 else { return }
+        shownPercent = percent
+        let width = 30
+        let filled = width * percent / 100
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+        let text = "\(label) [\(bar)] \(percent)% \(done)/\(total)"
+        FileHandle.standardError.write(Data((interactive ? "\r\(text)" : "\(text)\n").utf8))
+    }
+
+    func finish() {
+        if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+}

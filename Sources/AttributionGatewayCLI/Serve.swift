@@ -1,0 +1,27 @@
+import ArgumentParser
+import GatewayServer
+import Hummingbird
+import Logging
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the gateway: HTTP ingest and delivery to every configured sink.",
+        discussion: "Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, undelivered records stay in the outbox.")
+
+    @Option(name: .shortAndLong, help: "The configuration file.")
+    var config = "config.yaml"
+
+    func run() async throws {
+        let configuration = try loadConfiguration(config)
+        let level = Logger.Level(rawValue: configuration.server.logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "attribution-gateway")
+        let gateway = try await Gateway.build(configuration: configuration, logger: logger)
+        let app = GatewayHTTP.makeApplication(gateway: gateway)
+        try await app.runService(gracefulShutdownSignals: [.sigterm, .sigint])
+    }
+}

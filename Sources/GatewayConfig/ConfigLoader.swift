@@ -1,0 +1,183 @@
+import Foundation
+import GatewayCore
+
+/// Reads config.yaml into a ``GatewayConfiguration``, reporting every problem with its
+/// YAML path and line (unknown keys, wrong types, missing settings, routes to sinks that
+/// do not exist) rather than the first one.
+public enum ConfigLoader {
+    public static let defaultFile = "config.yaml"
+
+    /// Loads and checks the file at `path`.
+    public static func load(
+        path: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+        registry: PluginRegistry
+    ) throws(ConfigError) -> GatewayConfiguration {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigError(issues: [
+                ConfigIssue(file: path, path: "", line: 0, column: 0, message: "cannot read the file: \(error.localizedDescription)")
+            ])
+        }
+        return try parse(yaml: text, file: path, environment: environment, registry: registry)
+    }
+
+    /// Checks YAML text; `file` names it in messages.
+    public static func parse(
+        yaml: String, file: String, environment: [String: String], registry: PluginRegistry
+    ) throws(ConfigError) -> GatewayConfiguration {
+        let root = try YAMLConfigNode.parse(yaml, file: file)
+        let diagnostics = ConfigDiagnostics(file: file)
+        let reader = ConfigReader(node: root, path: "", diagnostics: diagnostics, environment: environment)
+
+        let server = readServer(reader.child("server"))
+        let storage = readStorage(reader.child("storage"))
+        let providers = readProviders(reader.child("providers"), registry: registry)
+        readEnrichers(reader.child("enrichers"))
+        let sinks = readSinks(reader.child("sinks"), storage: storage, registry: registry)
+        let routes = readRoutes(reader, sinks: sinks.map(\.name), registry: registry)
+        reader.finish()
+
+        if !diagnostics.issues.isEmpty { throw ConfigError(issues: diagnostics.issues) }
+        return GatewayConfiguration(
+            file: file, server: server, storage: storage, providers: providers, sinks: sinks, routes: routes)
+    }
+
+    static func readServer(_ reader: ConfigReader?) -> ServerSettings {
+        var settings = ServerSettings()
+        guard let reader else { return settings }
+        if let host = reader.string("host") { settings.host = host }
+        if let port = reader.int("port", in: 0...65535) { settings.port = port }
+        if let bytes = reader.int("max_body_bytes", in: 1024...(64 << 20)) { settings.maxBodyBytes = bytes }
+        if let noop = reader.bool("noop_route") { settings.noopRoute = noop }
+        if let level = reader.choice(
+            "log_level", ["trace", "debug", "info", "notice", "warning", "error", "critical"])
+        {
+            settings.logLevel = level
+        }
+        reader.finish()
+        return settings
+    }
+
+    static func readStorage(_ reader: ConfigReader?) -> StorageSettings {
+        var settings = StorageSettings()
+        guard let reader else { return settings }
+        if let sqlite = reader.child("sqlite") {
+            if let path = sqlite.string("path") { settings.sqlitePath = path }
+            if let durability = sqlite.choice("durability", ["full", "normal"]) { settings.durability = durability }
+            sqlite.finish()
+        }
+        reader.finish()
+        return settings
+    }
+
+    static func readProviders(_ reader: ConfigReader?, registry: PluginRegistry) -> [PreparedProvider] {
+        guard let reader else { return [] }
+        var prepared: [PreparedProvider] = []
+        for name in reader.keys {
+            guard let options = reader.child(name) else { continue }
+            let enabled = options.bool("enabled") ?? true
+            guard let result = registry.prepareProvider(type: name, reader: options) else {
+                reader.report(
+                    "unknown provider '\(name)'; available: \(registry.providerTypes.joined(separator: ", "))", key: name)
+                continue
+            }
+            // A disabled provider's settings are still checked, so enabling it later holds no surprise.
+            options.finish()
+            if enabled, let provider = result { prepared.append(provider) }
+        }
+        return prepared
+    }
+
+    static func readEnrichers(_ reader: ConfigReader?) {
+        guard let reader else { return }
+        for name in reader.keys {
+            reader.report("unknown enricher '\(name)'; none is available in this build", key: name)
+            _ = reader.node(name)
+        }
+    }
+
+    static func isValidSinkName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, CharacterSet.lowercaseLetters.union(.decimalDigits).contains(first)
+        else { return false }
+        return name.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" }
+    }
+
+    static func readSinks(_ reader: ConfigReader?, storage: StorageSettings, registry: PluginRegistry)
+        -> [ConfiguredSink]
+    {
+        guard let reader else { return [] }
+        var sinks: [ConfiguredSink] = []
+        for name in reader.keys {
+            guard let options = reader.child(name) else {
+                reader.report("a sink needs at least a type", key: name)
+                continue
+            }
+            if !isValidSinkName(name) {
+                reader.report("sink names use lowercase letters, digits, '-' and '_'", key: name)
+            }
+            var delivery = DeliverySettings()
+            if let size = options.int("batch_size", in: 1...10_000) { delivery.batchSize = size }
+            if let attempts = options.int("max_attempts", in: 1...1000) { delivery.maxAttempts = attempts }
+            if let ms = options.int("backoff_initial_ms", in: 1...86_400_000) {
+                delivery.backoffInitial = .milliseconds(ms)
+            }
+            if let ms = options.int("backoff_max_ms", in: 1...86_400_000) { delivery.backoffMax = .milliseconds(ms) }
+            if let paused = options.bool("paused") { delivery.paused = paused }
+            if delivery.backoffMax < delivery.backoffInitial {
+                options.report("backoff_max_ms must not be less than backoff_initial_ms", key: "backoff_max_ms")
+            }
+            guard let type = options.requiredString("type") else { continue }
+            let context = SinkContext(name: name, storagePath: storage.sqlitePath, logger: .init(label: "config"))
+            guard let result = registry.prepareSink(type: type, reader: options, context: context) else {
+                options.report(
+                    "unknown sink type '\(type)'; available: \(registry.sinkTypes.joined(separator: ", "))", key: "type")
+                continue
+            }
+            options.finish()
+            if let prepared = result { sinks.append(ConfiguredSink(prepared: prepared, delivery: delivery)) }
+        }
+        return sinks
+    }
+
+    static func readRoutes(_ reader: ConfigReader, sinks: [String], registry: PluginRegistry) -> [Route] {
+        guard let list = reader.list("routes") else {
+            // No routes at all: every record goes to every sink.
+            return sinks.isEmpty ? [] : [Route(sinks: sinks)]
+        }
+        var routes: [Route] = []
+        for item in list {
+            let names = item.stringList("sinks") ?? []
+            if names.isEmpty { item.report("a route needs at least one sink in 'sinks'") }
+            for name in names where !sinks.contains(name) {
+                let known = sinks.isEmpty ? "no sinks are defined" : "defined: \(sinks.joined(separator: ", "))"
+                item.report("route names sink '\(name)', which is not under 'sinks:' (\(known))", key: "sinks")
+            }
+            var filter = RecordFilter()
+            if let conditions = item.child("where") {
+                filter.providers = conditions.stringList("provider")
+                for provider in filter.providers ?? [] where !registry.providerTypes.contains(provider) {
+                    conditions.report("unknown provider '\(provider)'", key: "provider")
+                }
+                filter.appIDs = conditions.stringList("app_id")
+                filter.attributed = conditions.bool("attributed")
+                filter.isTest = conditions.bool("is_test")
+                if let kinds = conditions.stringList("kind") {
+                    filter.kinds = kinds.compactMap { kind in
+                        guard let parsed = RecordKind(rawValue: kind) else {
+                            let allowed = RecordKind.allCases.map(\.rawValue).joined(separator: ", ")
+                            conditions.report("unknown kind '\(kind)'; one of \(allowed)", key: "kind")
+                            return nil
+                        }
+                        return parsed
+                    }
+                }
+                conditions.finish()
+            }
+            item.finish()
+            routes.append(Route(sinks: names, filter: filter))
+        }
+        return routes
+    }
+}

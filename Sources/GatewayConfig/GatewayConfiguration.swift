@@ -1,0 +1,47 @@
+import GatewayCore
+
+/// The checked contents of config.yaml: everything needed to build a running gateway.
+/// Only ``ConfigLoader`` makes one, and only when the whole file is valid.
+public struct GatewayConfiguration: Sendable {
+    public var file: String
+    public var server: ServerSettings
+    public var storage: StorageSettings
+    public var providers: [PreparedProvider]
+    public var sinks: [ConfiguredSink]
+    public var routes: [Route]
+}
+
+/// `server:`
+public struct ServerSettings: Sendable, Equatable {
+    /// `host`, default `127.0.0.1`.
+    public var host = "127.0.0.1"
+    /// `port`, default `8080`; `0` picks a free port.
+    public var port = 8080
+    /// `max_body_bytes`, default 1 MiB: larger bodies get `413`.
+    public var maxBodyBytes = 1_048_576
+    /// `noop_route`, default false: serves `POST /v1/noop`, which reads the body and does
+    /// nothing, as the benchmark's ceiling.
+    public var noopRoute = false
+    /// `log_level`: trace, debug, info, notice, warning, error or critical. Default info.
+    public var logLevel = "info"
+
+    public init() {}
+}
+
+/// `storage:`
+public struct StorageSettings: Sendable, Equatable {
+    /// `sqlite.path`, default `./data/gateway.sqlite`.
+    public var sqlitePath = "./data/gateway.sqlite"
+    /// `sqlite.durability`: `full` (fsync each commit, the default) or `normal`
+    /// (survives a crash of the process, not a power cut).
+    public var durability = "full"
+
+    public init() {}
+}
+
+/// One entry of `sinks:`: the plugin's checked options and the worker's settings.
+public struct ConfiguredSink: Sendable {
+    public var prepared: PreparedSink
+    public var delivery: DeliverySettings
+    public var name: String { prepared.name }
+}

@@ -1,0 +1,82 @@
+/// A parsed configuration document with the position of every value, independent of the
+/// YAML library so that plugins can read their options without depending on it.
+public struct ConfigNode: Sendable {
+    public enum Value: Sendable {
+        /// A scalar as written. `plain` is false for quoted scalars, which are never null,
+        /// booleans or numbers by accident.
+        case scalar(String, plain: Bool)
+        case mapping([(key: String, value: ConfigNode)])
+        case sequence([ConfigNode])
+        case null
+    }
+
+    public var value: Value
+    /// 1-based line, or 0 when unknown.
+    public var line: Int
+    public var column: Int
+
+    public init(_ value: Value, line: Int = 0, column: Int = 0) {
+        self.value = value
+        self.line = line
+        self.column = column
+    }
+
+    var typeName: String {
+        switch value {
+        case .scalar: "a scalar"
+        case .mapping: "a mapping"
+        case .sequence: "a list"
+        case .null: "null"
+        }
+    }
+}
+
+/// One problem found in a configuration file, with where it is.
+public struct ConfigIssue: Sendable, Equatable, CustomStringConvertible {
+    public var file: String
+    public var path: String
+    public var line: Int
+    public var column: Int
+    public var message: String
+
+    public init(file: String, path: String, line: Int, column: Int, message: String) {
+        self.file = file
+        self.path = path
+        self.line = line
+        self.column = column
+        self.message = message
+    }
+
+    public var description: String {
+        let position = line > 0 ? "\(file):\(line):\(column)" : file
+        return path.isEmpty ? "\(position): \(message)" : "\(position): \(path): \(message)"
+    }
+}
+
+/// Collects every issue of one load, so that a user sees all of them at once.
+public final class ConfigDiagnostics {
+    public let file: String
+    public private(set) var issues: [ConfigIssue] = []
+
+    public init(file: String) {
+        self.file = file
+    }
+
+    public func report(_ message: String, path: String, at node: ConfigNode?) {
+        issues.append(
+            ConfigIssue(file: file, path: path, line: node?.line ?? 0, column: node?.column ?? 0, message: message))
+    }
+}
+
+/// Thrown when a configuration file has one or more issues.
+public struct ConfigError: Error, Sendable, CustomStringConvertible {
+    public var issues: [ConfigIssue]
+
+    public init(issues: [ConfigIssue]) {
+        self.issues = issues
+    }
+
+    public var description: String {
+        issues.map(\.description).joined(separator: "\n")
+    }
+}

@@ -1,0 +1,237 @@
+import Foundation
+
+/// Reads one mapping of the configuration with typed accessors, reporting every problem
+/// to the shared ``ConfigDiagnostics`` with its YAML path and line instead of stopping at
+/// the first one.
+///
+/// It remembers which keys were read: ``finish()`` reports the rest as unknown keys (with
+/// a "did you mean" when one is close), which is how typos in config.yaml become errors
+/// rather than silently ignored settings. `${VAR}` and `${VAR:-default}` in scalars are
+/// replaced from the environment when read.
+public final class ConfigReader {
+    public let path: String
+    public let node: ConfigNode
+    public let diagnostics: ConfigDiagnostics
+    let environment: [String: String]
+    private var entries: [(key: String, value: ConfigNode)] = []
+    private var consumed: Set<String> = []
+
+    public init(node: ConfigNode, path: String, diagnostics: ConfigDiagnostics, environment: [String: String]) {
+        self.node = node
+        self.path = path
+        self.diagnostics = diagnostics
+        self.environment = environment
+        switch node.value {
+        case .mapping(let entries):
+            var seen: Set<String> = []
+            for entry in entries {
+                if !seen.insert(entry.key).inserted {
+                    diagnostics.report("duplicate key '\(entry.key)'", path: join(entry.key), at: entry.value)
+                }
+            }
+            self.entries = entries
+        case .null:
+            break
+        default:
+            diagnostics.report("expected a mapping, found \(node.typeName)", path: path, at: node)
+        }
+    }
+
+    /// The keys present in this mapping, in file order.
+    public var keys: [String] { entries.map(\.key) }
+
+    public func has(_ key: String) -> Bool {
+        entries.contains { $0.key == key }
+    }
+
+    func join(_ key: String) -> String {
+        path.isEmpty ? key : "\(path).\(key)"
+    }
+
+    /// The raw node at `key`, marking it read.
+    public func node(_ key: String) -> ConfigNode? {
+        consumed.insert(key)
+        guard let node = entries.last(where: { $0.key == key })?.value else { return nil }
+        if case .null = node.value { return nil }
+        return node
+    }
+
+    /// Reports a problem with the value at `key` (or with this mapping when `key` is nil).
+    public func report(_ message: String, key: String? = nil) {
+        let target = key.flatMap { k in entries.last(where: { $0.key == k })?.value } ?? node
+        diagnostics.report(message, path: key.map(join) ?? path, at: target)
+    }
+
+    // MARK: scalars
+
+    /// A string, with environment variables interpolated.
+    public func string(_ key: String) -> String? {
+        guard let node = node(key) else { return nil }
+        guard case .scalar(let text, _) = node.value else {
+            diagnostics.report("expected a string, found \(node.typeName)", path: join(key), at: node)
+            return nil
+        }
+        return interpolate(text, key: key, node: node)
+    }
+
+    /// A string that must be present and non-empty.
+    public func requiredString(_ key: String) -> String? {
+        guard node(key) != nil else {
+            diagnostics.report("is required", path: join(key), at: node)
+            return nil
+        }
+        guard let value = string(key) else { return nil }
+        if value.isEmpty {
+            report("must not be empty", key: key)
+            return nil
+        }
+        return value
+    }
+
+    public func int(_ key: String, in range: ClosedRange<Int>? = nil) -> Int? {
+        guard let text = string(key) else { return nil }
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)) else {
+            report("expected an integer, found '\(text)'", key: key)
+            return nil
+        }
+        if let range, !range.contains(value) {
+            report("must be between \(range.lowerBound) and \(range.upperBound), found \(value)", key: key)
+            return nil
+        }
+        return value
+    }
+
+    public func bool(_ key: String) -> Bool? {
+        guard let text = string(key) else { return nil }
+        switch text.lowercased() {
+        case "true": return true
+        case "false": return false
+        default:
+            report("expected true or false, found '\(text)'", key: key)
+            return nil
+        }
+    }
+
+    /// One of a fixed set of words.
+    public func choice(_ key: String, _ allowed: [String]) -> String? {
+        guard let text = string(key) else { return nil }
+        guard allowed.contains(text) else {
+            report("must be one of \(allowed.joined(separator: ", ")), found '\(text)'\(suggestion(text, allowed))", key: key)
+            return nil
+        }
+        return text
+    }
+
+    /// A scalar or a list of scalars, as a list.
+    public func stringList(_ key: String) -> [String]? {
+        guard let node = node(key) else { return nil }
+        switch node.value {
+        case .scalar(let text, _):
+            return interpolate(text, key: key, node: node).map { [$0] }
+        case .sequence(let items):
+            var values: [String] = []
+            for (index, item) in items.enumerated() {
+                guard case .scalar(let text, _) = item.value else {
+                    diagnostics.report(
+                        "expected a string, found \(item.typeName)", path: "\(join(key))[\(index)]", at: item)
+                    continue
+                }
+                if let value = interpolate(text, key: key, node: item) { values.append(value) }
+            }
+            return values
+        default:
+            diagnostics.report("expected a string or a list of strings, found \(node.typeName)", path: join(key), at: node)
+            return nil
+        }
+    }
+
+    // MARK: nesting
+
+    /// The mapping at `key`, or nil when absent.
+    public func child(_ key: String) -> ConfigReader? {
+        guard let node = node(key) else { return nil }
+        return ConfigReader(node: node, path: join(key), diagnostics: diagnostics, environment: environment)
+    }
+
+    /// The mappings in the list at `key`.
+    public func list(_ key: String) -> [ConfigReader]? {
+        guard let node = node(key) else { return nil }
+        guard case .sequence(let items) = node.value else {
+            diagnostics.report("expected a list, found \(node.typeName)", path: join(key), at: node)
+            return nil
+        }
+        return items.enumerated().map { index, item in
+            ConfigReader(node: item, path: "\(join(key))[\(index)]", diagnostics: diagnostics, environment: environment)
+        }
+    }
+
+    /// Reports every key that nothing read as unknown.
+    public func finish() {
+        let known = Array(consumed)
+        for entry in entries where !consumed.contains(entry.key) {
+            diagnostics.report(
+                "unknown key '\(entry.key)'\(suggestion(entry.key, known))", path: join(entry.key), at: entry.value)
+        }
+    }
+
+    // MARK: helpers
+
+    func interpolate(_ text: String, key: String, node: ConfigNode) -> String? {
+        guard text.contains("${") else { return text }
+        var result = ""
+        var rest = Substring(text)
+        while let start = rest.range(of: "${") {
+            result += rest[..<start.lowerBound]
+            guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
+                diagnostics.report("unterminated ${ in value", path: join(key), at: node)
+                return nil
+            }
+            let expression = rest[start.upperBound..<end]
+            let name: Substring
+            let fallback: Substring?
+            if let separator = expression.range(of: ":-") {
+                name = expression[..<separator.lowerBound]
+                fallback = expression[separator.upperBound...]
+            } else {
+                name = expression
+                fallback = nil
+            }
+            if let value = environment[String(name)], !value.isEmpty {
+                result += value
+            } else if let fallback {
+                result += fallback
+            } else {
+                diagnostics.report(
+                    "environment variable \(name) is not set (write ${\(name):-default} to give a default)",
+                    path: join(key), at: node)
+                return nil
+            }
+            rest = rest[rest.index(after: end)...]
+        }
+        return result + rest
+    }
+}
+
+/// ", did you mean 'x'?" when a known word is a small edit away.
+func suggestion(_ word: String, _ candidates: [String]) -> String {
+    let best = candidates
+        .map { ($0, editDistance(word.lowercased(), $0.lowercased())) }
+        .filter { $0.1 <= max(2, word.count / 3) }
+        .min { $0.1 < $1.1 }
+    return best.map { ", did you mean '\($0.0)'?" } ?? ""
+}
+
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a), b = Array(b)
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var previous = Array(0...b.count)
+    for i in 1...a.count {
+        var current = [i] + Array(repeating: 0, count: b.count)
+        for j in 1...b.count {
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        }
+        previous = current
+    }
+    return previous[b.count]
+}

@@ -1,0 +1,148 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Drains one sink's outbox: batches, retries with backoff and jitter, dead letters.
+///
+/// Every decision is written to the store before the next batch, so a crash at any point
+/// re-offers at most the batch in flight (at-least-once; sinks write idempotently by
+/// `record_id`). A slow or dead sink only delays its own outbox.
+public final class SinkWorker: Service, Sendable {
+    public let sinkName: String
+    let sink: any AttributionSink
+    let store: any AttributionStore
+    public let settings: DeliverySettings
+    let metrics: GatewayMetrics
+    let logger: Logger
+    let health: WorkerHealth
+    let now: @Sendable () -> Date
+    let random: @Sendable () -> Double
+    private let wakeUp = WakeUp()
+
+    public init(
+        sinkName: String,
+        sink: any AttributionSink,
+        store: any AttributionStore,
+        settings: DeliverySettings,
+        metrics: GatewayMetrics = .none,
+        logger: Logger = Logger(label: "gateway.delivery"),
+        health: WorkerHealth = WorkerHealth(),
+        now: @escaping @Sendable () -> Date = { Date() },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) {
+        self.sinkName = sinkName
+        self.sink = sink
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        var logger = logger
+        logger[metadataKey: "sink"] = .string(sinkName)
+        self.logger = logger
+        self.health = health
+        self.now = now
+        self.random = random
+        health.expect(sinkName)
+    }
+
+    /// Wakes the worker if it is waiting for work.
+    public func wake() {
+        Task { await wakeUp.signal() }
+    }
+
+    public func run() async throws {
+        health.set(sinkName, running: true)
+        defer { health.set(sinkName, running: false) }
+        logger.info("sink worker started", metadata: ["paused": "\(settings.paused)"])
+        await withGracefulShutdownHandler {
+            while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                if settings.paused {
+                    await wakeUp.wait(timeout: .seconds(3600))
+                    continue
+                }
+                do {
+                    if try await drainOnce() > 0 { continue }
+                    await wakeUp.wait(timeout: try await idleWait())
+                } catch {
+                    logger.error("outbox unavailable", metadata: ["error": "\(error)"])
+                    await wakeUp.wait(timeout: settings.idlePoll)
+                }
+            }
+        } onGracefulShutdown: {
+            self.wake()
+        }
+        logger.info("sink worker stopped")
+    }
+
+    /// Offers one batch of due records to the sink and records the outcome.
+    /// Returns how many records were offered (0 when nothing was due).
+    @discardableResult
+    public func drainOnce() async throws -> Int {
+        let limit = max(1, min(settings.batchSize, sink.maxBatchSize))
+        let entries = try await store.dueEntries(sink: sinkName, now: now(), limit: limit)
+        guard !entries.isEmpty else { return 0 }
+
+        var outcomes: [DeliveryOutcome]
+        do {
+            outcomes = try await sink.deliver(entries.map(\.record))
+            if outcomes.count != entries.count {
+                let reason = "sink answered \(outcomes.count) outcomes for \(entries.count) records"
+                logger.error("sink broke its contract", metadata: ["reason": "\(reason)"])
+                outcomes = Array(repeating: .retry(reason: reason), count: entries.count)
+            }
+        } catch {
+            outcomes = Array(repeating: .retry(reason: "\(error)"), count: entries.count)
+        }
+
+        let decidedAt = now()
+        var resolutions: [OutboxResolution] = []
+        var delivered = 0, retried = 0, dead = 0
+        for (entry, outcome) in zip(entries, outcomes) {
+            switch outcome {
+            case .delivered:
+                resolutions.append(.delivered(id: entry.id))
+                delivered += 1
+            case .retry(let reason, let after):
+                let attempts = entry.attempts + 1
+                if attempts >= settings.maxAttempts {
+                    resolutions.append(.deadLetter(id: entry.id, attempts: attempts, error: reason))
+                    dead += 1
+                } else {
+                    let delay = settings.backoff(attempt: attempts, retryAfter: after, unit: random())
+                    let at = decidedAt.addingTimeInterval(delay / .seconds(1))
+                    resolutions.append(.retry(id: entry.id, attempts: attempts, at: at, error: reason))
+                    retried += 1
+                }
+            case .reject(let reason):
+                resolutions.append(.deadLetter(id: entry.id, attempts: entry.attempts + 1, error: reason))
+                dead += 1
+            }
+        }
+        try await store.resolve(sink: sinkName, resolutions, now: decidedAt)
+
+        metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
+        metrics.delivery(sink: sinkName, outcome: "retry", count: retried)
+        metrics.delivery(sink: sinkName, outcome: "dead_letter", count: dead)
+        if retried + dead > 0 {
+            let firstError: String? = outcomes.lazy.compactMap { outcome -> String? in
+                switch outcome {
+                case .retry(let reason, _), .reject(let reason): reason
+                case .delivered: nil
+                }
+            }.first
+            logger.warning(
+                "delivery incomplete",
+                metadata: [
+                    "delivered": "\(delivered)", "retry": "\(retried)", "dead_letter": "\(dead)",
+                    "error": "\(firstError ?? "")",
+                ])
+        }
+        return entries.count
+    }
+
+    private func idleWait() async throws -> Duration {
+        guard let next = try await store.nextDueDate(sink: sinkName) else { return settings.idlePoll }
+        let seconds = next.timeIntervalSince(now())
+        if seconds <= 0 { return .zero }
+        return min(settings.idlePoll, .milliseconds(Int64(seconds * 1000) + 1))
+    }
+}

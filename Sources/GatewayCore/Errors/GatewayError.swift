@@ -1,0 +1,65 @@
+/// An error a client can act on: a stable `code`, a human `message` and, where one is to
+/// blame, the `field` (a dotted JSON path such as `Version3.1.iad-campaign-id`).
+///
+/// Codes are static members rather than enum cases so that adding one is not a breaking
+/// change; every code maps to exactly one HTTP status.
+public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A machine-readable error code with its HTTP status.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        public let name: String
+        public let httpStatus: Int
+
+        public init(_ name: String, httpStatus: Int) {
+            self.name = name
+            self.httpStatus = httpStatus
+        }
+
+        public var description: String { name }
+
+        /// The body is not JSON.
+        public static let malformedJSON = Code("malformed_json", httpStatus: 400)
+        /// A required field is absent.
+        public static let missingField = Code("missing_field", httpStatus: 422)
+        /// A field is present with the wrong JSON type or an unreadable value.
+        public static let invalidField = Code("invalid_field", httpStatus: 422)
+        /// The body exceeds `server.max_body_bytes`.
+        public static let payloadTooLarge = Code("payload_too_large", httpStatus: 413)
+        /// The body's media type is not one the route reads.
+        public static let unsupportedMediaType = Code("unsupported_media_type", httpStatus: 415)
+        /// No route at this path.
+        public static let notFound = Code("not_found", httpStatus: 404)
+        /// A route exists at this path, but not for this method.
+        public static let methodNotAllowed = Code("method_not_allowed", httpStatus: 405)
+        /// Missing or unknown credentials.
+        public static let unauthorized = Code("unauthorized", httpStatus: 401)
+        /// Credentials valid, but not for this app.
+        public static let forbidden = Code("forbidden", httpStatus: 403)
+        /// The store could not take the record; nothing was acknowledged.
+        public static let storageUnavailable = Code("storage_unavailable", httpStatus: 503)
+        /// Anything else; details are logged, not returned.
+        public static let internalError = Code("internal_error", httpStatus: 500)
+    }
+
+    public let code: Code
+    public let message: String
+    public let field: String?
+
+    public init(_ code: Code, _ message: String, field: String? = nil) {
+        self.code = code
+        self.message = message
+        self.field = field
+    }
+
+    public var description: String {
+        if let field { return "\(code.name): \(field): \(message)" }
+        return "\(code.name): \(message)"
+    }
+
+    public static func missing(_ field: String) -> GatewayError {
+        GatewayError(.missingField, "\(field) is required", field: field)
+    }
+
+    public static func invalid(_ field: String, _ message: String) -> GatewayError {
+        GatewayError(.invalidField, message, field: field)
+    }
+}

@@ -1,0 +1,45 @@
+import CoreMetrics
+
+/// The gateway's counters, made through one factory so that each running gateway (and
+/// each test) has its own registry instead of the process-wide one.
+public struct GatewayMetrics: Sendable {
+    let factory: any MetricsFactory
+
+    public init(factory: any MetricsFactory) {
+        self.factory = factory
+    }
+
+    /// Discards everything: for offline commands.
+    public static let none = GatewayMetrics(factory: NOOPMetricsHandler.instance)
+
+    func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
+        Counter(label: label, dimensions: dimensions, factory: factory)
+    }
+
+    public func received(provider: String, count: Int = 1) {
+        counter("gateway_records_received_total", [("provider", provider)]).increment(by: count)
+    }
+
+    public func rejected(provider: String, code: String) {
+        counter("gateway_records_rejected_total", [("provider", provider), ("code", code)]).increment()
+    }
+
+    public func stored(provider: String) {
+        counter("gateway_records_stored_total", [("provider", provider)]).increment()
+    }
+
+    public func duplicate(provider: String) {
+        counter("gateway_records_duplicate_total", [("provider", provider)]).increment()
+    }
+
+    public func delivery(sink: String, outcome: String, count: Int) {
+        guard count > 0 else { return }
+        counter("gateway_deliveries_total", [("sink", sink), ("outcome", outcome)]).increment(by: count)
+    }
+
+    public func outbox(sink: String, depth: Int, oldestAgeSeconds: Double) {
+        Gauge(label: "gateway_outbox_depth", dimensions: [("sink", sink)], factory: factory).record(depth)
+        Gauge(label: "gateway_outbox_oldest_age_seconds", dimensions: [("sink", sink)], factory: factory)
+            .record(oldestAgeSeconds)
+    }
+}

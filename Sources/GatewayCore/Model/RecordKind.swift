@@ -1,0 +1,16 @@
+/// What happened, as far as the record can tell.
+public enum RecordKind: String, Sendable, Codable, CaseIterable {
+    case install, reinstall, postback, event, purchase
+}
+
+/// How far a provider got in turning the signal into an attribution.
+public enum Resolution: String, Sendable, Codable, CaseIterable {
+    /// The source answered; `attributed` says whether an ad was behind it.
+    case resolved
+    /// Stored, waiting for the source (an AdServices token Apple has not resolved yet).
+    case pending
+    /// The source never found a match within its retry schedule.
+    case notFound = "not_found"
+    /// The source rejected the signal (a bad token, a forged postback).
+    case invalid
+}

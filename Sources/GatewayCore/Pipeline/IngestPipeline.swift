@@ -1,0 +1,102 @@
+import Foundation
+import Logging
+
+/// Takes a raw payload the whole way to durable outbox rows: normalise, dedupe, enrich,
+/// route, store. When `accept` returns, the records are on disk; delivery happens later,
+/// in each sink's worker.
+public struct IngestPipeline: Sendable {
+    public let store: any AttributionStore
+    public let router: RecordRouter
+    public let enrichers: [any Enricher]
+    public let metrics: GatewayMetrics
+    /// Called with the sinks that received new outbox rows, to wake their workers.
+    let onStored: @Sendable (Set<String>) -> Void
+
+    public init(
+        store: any AttributionStore,
+        router: RecordRouter,
+        enrichers: [any Enricher] = [],
+        metrics: GatewayMetrics = .none,
+        onStored: @escaping @Sendable (Set<String>) -> Void = { _ in }
+    ) {
+        self.store = store
+        self.router = router
+        self.enrichers = enrichers
+        self.metrics = metrics
+        self.onStored = onStored
+    }
+
+    /// Normalises `payload` with `provider` and stores what comes out.
+    public func accept(_ payload: IngestPayload, provider: any AttributionProvider) async throws -> [IngestOutcome] {
+        let records: [AttributionRecord]
+        do {
+            records = try provider.normalize(payload)
+        } catch let error as GatewayError {
+            metrics.rejected(provider: provider.name, code: error.code.name)
+            throw error
+        }
+        metrics.received(provider: provider.name, count: records.count)
+        return try await ingest(records)
+    }
+
+    /// Dedupes, enriches, routes and stores already normalised records, in order.
+    public func ingest(_ records: [AttributionRecord]) async throws -> [IngestOutcome] {
+        guard !records.isEmpty else { return [] }
+        let known: [String: String]
+        do {
+            known = try await store.existingRecordIDs(dedupeKeys: records.map(\.dedupeKey))
+        } catch {
+            throw GatewayError(.storageUnavailable, "the store is unavailable; nothing was recorded")
+        }
+        // Enrichment can call outside APIs, so duplicates skip it.
+        var fresh = records.filter { known[$0.dedupeKey] == nil }
+        for enricher in enrichers where !fresh.isEmpty {
+            fresh = await enricher.enrich(fresh)
+        }
+        let routed = fresh.map { RoutedRecord(record: $0, sinks: router.sinks(for: $0)) }
+        let results: [IngestResult]
+        do {
+            results = try await store.ingest(routed)
+        } catch {
+            throw GatewayError(.storageUnavailable, "the store is unavailable; nothing was recorded")
+        }
+
+        var woken: Set<String> = []
+        var freshOutcomes: [IngestOutcome] = []
+        for (item, result) in zip(routed, results) {
+            switch result {
+            case .stored(let id):
+                metrics.stored(provider: item.record.provider)
+                woken.formUnion(item.sinks)
+                freshOutcomes.append(IngestOutcome(recordID: id, duplicateOf: nil, record: item.record, sinks: item.sinks))
+            case .duplicate(let original):
+                metrics.duplicate(provider: item.record.provider)
+                freshOutcomes.append(IngestOutcome(recordID: original, duplicateOf: original, record: item.record, sinks: []))
+            }
+        }
+        if !woken.isEmpty { onStored(woken) }
+
+        // `fresh` kept the order of `records`, so its outcomes fill the gaps between known ones.
+        var nextFresh = freshOutcomes.makeIterator()
+        return records.map { record in
+            if let original = known[record.dedupeKey] {
+                metrics.duplicate(provider: record.provider)
+                return IngestOutcome(recordID: original, duplicateOf: original, record: record, sinks: [])
+            }
+            return nextFresh.next()!
+        }
+    }
+}
+
+/// What happened to one record of an accepted payload.
+public struct IngestOutcome: Sendable {
+    /// The stored record's id; for a duplicate, the original's.
+    public var recordID: String
+    /// Set when the record was already stored under the same dedupe key.
+    public var duplicateOf: String?
+    public var record: AttributionRecord
+    /// The sinks whose outboxes received it.
+    public var sinks: [String]
+
+    public var isDuplicate: Bool { duplicateOf != nil }
+}

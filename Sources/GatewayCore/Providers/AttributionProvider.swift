@@ -1,0 +1,42 @@
+import Foundation
+
+/// Reads one kind of attribution signal and turns it into records.
+///
+/// A provider owns HTTP routes (``routes``); the server hands it the bytes it received on
+/// them. `normalize` must be pure: no I/O, no clock but `payload.receivedAt`, so the same
+/// payload gives the same record offline (`attribution-gateway normalize`) as online.
+/// It throws ``GatewayError`` naming the field for anything it cannot read; it never
+/// returns a half-filled record pretending to be data.
+public protocol AttributionProvider: Sendable {
+    /// The name under `providers:` in config.yaml and in each record's `provider` field.
+    var name: String { get }
+    /// The routes this provider answers.
+    var routes: [ProviderRoute] { get }
+    /// Turns one raw payload into one or more records.
+    func normalize(_ payload: IngestPayload) throws -> [AttributionRecord]
+}
+
+/// An HTTP route a provider owns.
+public struct ProviderRoute: Sendable, Hashable {
+    public enum Method: String, Sendable { case get = "GET", post = "POST" }
+    public let method: Method
+    public let path: String
+
+    public init(_ method: Method, _ path: String) {
+        self.method = method
+        self.path = path
+    }
+}
+
+/// Raw bytes as received, with what the transport knew about them.
+public struct IngestPayload: Sendable {
+    public var body: Data
+    public var receivedAt: Date
+    public var path: String
+
+    public init(body: Data, receivedAt: Date, path: String = "") {
+        self.body = body
+        self.receivedAt = receivedAt
+        self.path = path
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+
+/// Typed reads from a JSON object as devices and relays actually send it: ids as numbers
+/// or numeric strings, booleans as `true` or `"true"`, dates as lenient ISO-8601. Every
+/// failure is a ``GatewayError`` naming the field by its dotted path.
+public struct PayloadFields: Sendable {
+    public let object: [String: JSONValue]
+    /// The dotted path of this object in the payload, "" at the top.
+    public let path: String
+    /// The longest string any field may hold.
+    public static let maxStringLength = 1024
+
+    public init(_ object: [String: JSONValue], path: String = "") {
+        self.object = object
+        self.path = path
+    }
+
+    /// Parses a request body that must be a JSON object.
+    public static func parseObject(_ body: Data) throws -> PayloadFields {
+        guard !body.isEmpty else {
+            throw GatewayError(.malformedJSON, "the body is empty; expected a JSON object")
+        }
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(body)
+        } catch {
+            throw GatewayError(.malformedJSON, "the body is not valid JSON")
+        }
+        guard case .object(let object) = value else {
+            throw GatewayError(.malformedJSON, "expected a JSON object, found \(value.typeName)")
+        }
+        return PayloadFields(object)
+    }
+
+    public func fieldPath(_ key: String) -> String {
+        path.isEmpty ? key : "\(path).\(key)"
+    }
+
+    /// The value at `key`, treating JSON null as absent.
+    public func value(_ key: String) -> JSONValue? {
+        guard let value = object[key], value != .null else { return nil }
+        return value
+    }
+
+    /// The object at `key`.
+    public func object(_ key: String) throws -> PayloadFields? {
+        guard let value = value(key) else { return nil }
+        guard case .object(let nested) = value else {
+            throw GatewayError.invalid(fieldPath(key), "expected an object, found \(value.typeName)")
+        }
+        return PayloadFields(nested, path: fieldPath(key))
+    }
+
+    public func requiredObject(_ key: String) throws -> PayloadFields {
+        guard let nested = try object(key) else { throw GatewayError.missing(fieldPath(key)) }
+        return nested
+    }
+
+    /// A string; numbers are accepted and written in decimal (app ids often arrive as numbers).
+    /// An empty string counts as absent.
+    public func string(_ key: String) throws -> String? {
+        guard let value = value(key) else { return nil }
+        let text: String
+        switch value {
+        case .string(let s): text = s
+        case .integer(let n): text = String(n)
+        default: throw GatewayError.invalid(fieldPath(key), "expected a string, found \(value.typeName)")
+        }
+        guard text.count <= Self.maxStringLength else {
+            throw GatewayError.invalid(fieldPath(key), "longer than \(Self.maxStringLength) characters")
+        }
+        return text.isEmpty ? nil : text
+    }
+
+    public func requiredString(_ key: String) throws -> String {
+        guard let text = try string(key) else { throw GatewayError.missing(fieldPath(key)) }
+        return text
+    }
+
+    /// A 64-bit id, from a number or a numeric string.
+    public func id(_ key: String) throws -> Int64? {
+        guard let value = value(key) else { return nil }
+        switch value {
+        case .integer(let n):
+            return n
+        case .string(let s):
+            if s.isEmpty { return nil }
+            guard let n = Int64(s.trimmingCharacters(in: .whitespaces)) else {
+                throw GatewayError.invalid(fieldPath(key), "expected an integer id, found '\(s.prefix(40))'")
+            }
+            return n
+        default:
+            throw GatewayError.invalid(fieldPath(key), "expected an integer id, found \(value.typeName)")
+        }
+    }
+
+    /// An integer within `range`, from a number or a numeric string.
+    public func int(_ key: String, in range: ClosedRange<Int>) throws -> Int? {
+        guard let n = try id(key) else { return nil }
+        guard let value = Int(exactly: n), range.contains(value) else {
+            throw GatewayError.invalid(
+                fieldPath(key), "must be between \(range.lowerBound) and \(range.upperBound), found \(n)")
+        }
+        return value
+    }
+
+    /// A boolean from `true`/`false`, `"true"`/`"false"` (any case) or `1`/`0`.
+    public func bool(_ key: String) throws -> Bool? {
+        guard let value = value(key) else { return nil }
+        switch value {
+        case .bool(let b): return b
+        case .integer(0): return false
+        case .integer(1): return true
+        case .string(let s):
+            switch s.lowercased() {
+            case "true", "1", "yes": return true
+            case "false", "0", "no": return false
+            default: break
+            }
+        default: break
+        }
+        throw GatewayError.invalid(fieldPath(key), "expected true or false, found \(describe(value))")
+    }
+
+    /// An ISO-8601 date, with or without seconds and fractional seconds.
+    public func date(_ key: String) throws -> Date? {
+        guard let text = try string(key) else { return nil }
+        guard let date = ISO8601.parse(text) else {
+            throw GatewayError.invalid(fieldPath(key), "expected an ISO-8601 date such as 2020-08-04T17:18:07Z")
+        }
+        return date
+    }
+
+    private func describe(_ value: JSONValue) -> String {
+        if case .string(let s) = value { return "'\(s.prefix(40))'" }
+        return value.typeName
+    }
+}

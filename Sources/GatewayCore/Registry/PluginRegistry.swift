@@ -1,0 +1,102 @@
+import Logging
+
+/// Everything a sink may need to build itself.
+public struct SinkContext: Sendable {
+    /// The name under `sinks:` in config.yaml.
+    public var name: String
+    /// The gateway's own SQLite file, for sinks that default to it.
+    public var storagePath: String
+    public var logger: Logger
+
+    public init(name: String, storagePath: String, logger: Logger) {
+        self.name = name
+        self.storagePath = storagePath
+        self.logger = logger
+    }
+}
+
+/// A sink type that config.yaml can name with `type:`.
+///
+/// Reading options and building are separate steps so that `check-config` and `serve`
+/// can reject a bad file before anything is opened or connected.
+public protocol SinkPlugin: SendableMetatype {
+    associatedtype Options: Sendable
+    /// The `type:` name in config.yaml.
+    static var typeName: String { get }
+    /// Reads and checks this sink's own keys, reporting problems to the reader; returns
+    /// nil when anything was wrong. Keys it does not read are reported as unknown.
+    static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options?
+    /// Builds the sink from checked options. Runs only when the whole file is valid.
+    static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink
+    /// One line for `check-config`; must not contain secrets.
+    static func summary(_ options: Options) -> String
+}
+
+/// A provider that config.yaml can enable under `providers:`.
+public protocol ProviderPlugin: SendableMetatype {
+    associatedtype Options: Sendable
+    /// The key under `providers:` and the `provider` of every record it makes.
+    static var typeName: String { get }
+    static func readOptions(_ reader: ConfigReader) -> Options?
+    static func makeProvider(options: Options) throws -> any AttributionProvider
+}
+
+/// Checked options for one sink, ready to build.
+public struct PreparedSink: Sendable {
+    public let name: String
+    public let typeName: String
+    public let summary: String
+    public let build: @Sendable (SinkContext) async throws -> any AttributionSink
+}
+
+/// Checked options for one provider, ready to build.
+public struct PreparedProvider: Sendable {
+    public let typeName: String
+    public let build: @Sendable () throws -> any AttributionProvider
+}
+
+/// The `type:` names config.yaml may use, each bound to its plugin.
+public struct PluginRegistry: Sendable {
+    struct SinkEntry: Sendable {
+        let prepare: @Sendable (ConfigReader, SinkContext) -> PreparedSink?
+    }
+    struct ProviderEntry: Sendable {
+        let prepare: @Sendable (ConfigReader) -> PreparedProvider?
+    }
+
+    private var sinks: [String: SinkEntry] = [:]
+    private var providers: [String: ProviderEntry] = [:]
+
+    public init() {}
+
+    public var sinkTypes: [String] { sinks.keys.sorted() }
+    public var providerTypes: [String] { providers.keys.sorted() }
+
+    /// Makes a sink type available to config.yaml.
+    public mutating func register<P: SinkPlugin>(sink plugin: P.Type) {
+        sinks[P.typeName] = SinkEntry { reader, context in
+            guard let options = P.readOptions(reader, context: context) else { return nil }
+            return PreparedSink(
+                name: context.name, typeName: P.typeName, summary: P.summary(options),
+                build: { context in try await P.makeSink(options: options, context: context) })
+        }
+    }
+
+    /// Makes a provider available to config.yaml.
+    public mutating func register<P: ProviderPlugin>(provider plugin: P.Type) {
+        providers[P.typeName] = ProviderEntry { reader in
+            guard let options = P.readOptions(reader) else { return nil }
+            return PreparedProvider(typeName: P.typeName, build: { try P.makeProvider(options: options) })
+        }
+    }
+
+    public func prepareSink(type: String, reader: ConfigReader, context: SinkContext) -> PreparedSink?? {
+        guard let entry = sinks[type] else { return .none }
+        return .some(entry.prepare(reader, context))
+    }
+
+    public func prepareProvider(type: String, reader: ConfigReader) -> PreparedProvider?? {
+        guard let entry = providers[type] else { return .none }
+        return .some(entry.prepare(reader))
+    }
+}

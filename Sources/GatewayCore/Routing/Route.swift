@@ -1,0 +1,59 @@
+/// One entry of `routes:` in config.yaml: which sinks get which records.
+public struct Route: Sendable, Equatable {
+    public var sinks: [String]
+    public var filter: RecordFilter
+
+    public init(sinks: [String], filter: RecordFilter = RecordFilter()) {
+        self.sinks = sinks
+        self.filter = filter
+    }
+}
+
+/// The `where:` of a route. Every condition given must hold; a list means any of its values.
+public struct RecordFilter: Sendable, Equatable {
+    public var providers: [String]?
+    public var appIDs: [String]?
+    public var attributed: Bool?
+    public var kinds: [RecordKind]?
+    public var isTest: Bool?
+
+    public init(
+        providers: [String]? = nil, appIDs: [String]? = nil, attributed: Bool? = nil,
+        kinds: [RecordKind]? = nil, isTest: Bool? = nil
+    ) {
+        self.providers = providers
+        self.appIDs = appIDs
+        self.attributed = attributed
+        self.kinds = kinds
+        self.isTest = isTest
+    }
+
+    public func matches(_ record: AttributionRecord) -> Bool {
+        if let providers, !providers.contains(record.provider) { return false }
+        if let appIDs, !appIDs.contains(where: { $0 == record.appID }) { return false }
+        if let attributed, record.attributed != attributed { return false }
+        if let kinds, !kinds.contains(record.kind) { return false }
+        if let isTest, record.isTest != isTest { return false }
+        return true
+    }
+}
+
+/// Decides, for each record, the set of sinks whose outboxes receive it.
+public struct RecordRouter: Sendable {
+    public let routes: [Route]
+
+    public init(routes: [Route]) {
+        self.routes = routes
+    }
+
+    /// The sinks of every matching route, each once, in the order the config names them.
+    public func sinks(for record: AttributionRecord) -> [String] {
+        var chosen: [String] = []
+        for route in routes where route.filter.matches(record) {
+            for sink in route.sinks where !chosen.contains(sink) {
+                chosen.append(sink)
+            }
+        }
+        return chosen
+    }
+}

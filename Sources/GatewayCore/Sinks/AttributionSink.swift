@@ -1,0 +1,22 @@
+/// A destination for records: receives batches and classifies each record's fate.
+///
+/// The sink only classifies; the delivery worker owns retries, backoff, attempt limits
+/// and the dead-letter queue. `deliver` returns exactly one outcome per record, in order.
+/// Throwing means the whole batch failed in a retryable way (the endpoint is down).
+/// Delivery is at-least-once: after a crash a batch may be offered again, so a sink
+/// should write idempotently by `record_id`.
+public protocol AttributionSink: Sendable {
+    /// The largest batch the destination accepts.
+    var maxBatchSize: Int { get }
+    func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome]
+}
+
+/// What happened to one record offered to a sink.
+public enum DeliveryOutcome: Sendable, Equatable {
+    /// The destination has it.
+    case delivered
+    /// Try again later; `after` is the destination's `Retry-After`, when it gave one.
+    case retry(reason: String, after: Duration? = nil)
+    /// The destination will never take it; it goes to the dead-letter queue.
+    case reject(reason: String)
+}

@@ -1,0 +1,103 @@
+import Foundation
+
+/// The gateway's durable state: records, dedupe keys, one outbox per sink and the
+/// dead-letter queue. Everything that touches storage goes through this protocol so that
+/// another database can serve several replicas without changing providers or sinks.
+public protocol AttributionStore: Sendable {
+    /// Stores records with their outbox rows in one transaction. A record whose dedupe
+    /// key is already stored is not stored again; its result names the original.
+    /// When this returns, every `.stored` record is durable.
+    func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult]
+
+    /// The ids of stored records for these dedupe keys, to skip work on duplicates early.
+    func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String]
+
+    /// Up to `limit` outbox entries of `sink` due at `now`, oldest first.
+    func dueEntries(sink: String, now: Date, limit: Int) async throws -> [OutboxEntry]
+
+    /// When the next entry of `sink` is due, if it has any.
+    func nextDueDate(sink: String) async throws -> Date?
+
+    /// Applies the worker's decisions about a batch in one transaction.
+    func resolve(sink: String, _ resolutions: [OutboxResolution], now: Date) async throws
+
+    /// Undelivered entries per sink, with the age of the oldest.
+    func outboxStats() async throws -> [String: OutboxStats]
+
+    /// Dead letters, newest first.
+    func deadLetters(sink: String?, limit: Int) async throws -> [DeadLetter]
+
+    /// Moves dead letters back to their sink's outbox, due now. Returns how many.
+    func retryDeadLetters(ids: [Int64]?, sink: String?, now: Date) async throws -> Int
+
+    /// Fails when the store cannot be read.
+    func ping() async throws
+}
+
+/// A record and the sinks the router chose for it.
+public struct RoutedRecord: Sendable {
+    public var record: AttributionRecord
+    public var sinks: [String]
+
+    public init(record: AttributionRecord, sinks: [String]) {
+        self.record = record
+        self.sinks = sinks
+    }
+}
+
+/// What the store did with one record of a batch.
+public enum IngestResult: Sendable, Equatable {
+    case stored(recordID: String)
+    case duplicate(of: String)
+}
+
+/// One record waiting in one sink's outbox.
+public struct OutboxEntry: Sendable {
+    public var id: Int64
+    public var record: AttributionRecord
+    /// Failed attempts so far.
+    public var attempts: Int
+
+    public init(id: Int64, record: AttributionRecord, attempts: Int) {
+        self.id = id
+        self.record = record
+        self.attempts = attempts
+    }
+}
+
+/// The worker's decision about one outbox entry.
+public enum OutboxResolution: Sendable, Equatable {
+    case delivered(id: Int64)
+    case retry(id: Int64, attempts: Int, at: Date, error: String)
+    case deadLetter(id: Int64, attempts: Int, error: String)
+}
+
+/// Depth and age of one sink's outbox.
+public struct OutboxStats: Sendable, Equatable {
+    public var depth: Int
+    public var oldest: Date?
+
+    public init(depth: Int, oldest: Date?) {
+        self.depth = depth
+        self.oldest = oldest
+    }
+}
+
+/// A record a sink gave up on.
+public struct DeadLetter: Sendable {
+    public var id: Int64
+    public var sink: String
+    public var recordID: String
+    public var attempts: Int
+    public var error: String
+    public var failedAt: Date
+
+    public init(id: Int64, sink: String, recordID: String, attempts: Int, error: String, failedAt: Date) {
+        self.id = id
+        self.sink = sink
+        self.recordID = recordID
+        self.attempts = attempts
+        self.error = error
+        self.failedAt = failedAt
+    }
+}

@@ -1,0 +1,29 @@
+import GatewayCore
+
+/// The device and consent fields that app- and backend-facing payloads share.
+struct DeviceFields {
+    var idfv: String?
+    var idfa: String?
+    var attStatus: Int?
+
+    static let zeroIDFA = "00000000-0000-0000-0000-000000000000"
+    static let authorized = 3
+
+    /// Reads `idfv`, `idfa` and `att_status` (0–3). The IDFA is kept only when ATT is
+    /// authorised and it is not the all-zero IDFA, as Apple's rules require: no sink
+    /// ever sees an IDFA the user did not allow.
+    init(_ fields: PayloadFields) throws {
+        idfv = try fields.string("idfv")
+        attStatus = try fields.int("att_status", in: 0...3)
+        let idfa = try fields.string("idfa")
+        if attStatus == Self.authorized, let idfa, idfa != Self.zeroIDFA {
+            self.idfa = idfa
+        }
+    }
+
+    func apply(to record: inout AttributionRecord) {
+        record.idfv = idfv
+        record.idfa = idfa
+        record.attStatus = attStatus
+    }
+}

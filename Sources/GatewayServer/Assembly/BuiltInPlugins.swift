@@ -1,0 +1,13 @@
+import GatewayCore
+import GatewayProviders
+import GatewaySinks
+
+extension PluginRegistry {
+    /// Every provider and sink that ships with the gateway: one line per plugin.
+    public static var builtIn: PluginRegistry {
+        var registry = PluginRegistry()
+        registry.register(provider: IAdProviderPlugin.self)
+        registry.register(sink: SQLiteSinkPlugin.self)
+        return registry
+    }
+}

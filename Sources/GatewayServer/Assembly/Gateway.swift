@@ -1,0 +1,83 @@
+import Foundation
+import GatewayConfig
+import GatewayCore
+import GatewayStorage
+import Logging
+import Prometheus
+
+/// A running gateway's parts, built from a checked configuration: the store, the
+/// providers, the ingest pipeline and one delivery worker per sink.
+public final class Gateway: Sendable {
+    public let configuration: GatewayConfiguration
+    public let store: SQLiteStore
+    public let providers: [any AttributionProvider]
+    public let pipeline: IngestPipeline
+    public let workers: [SinkWorker]
+    public let health: WorkerHealth
+    public let metricsRegistry: PrometheusCollectorRegistry
+    public let metrics: GatewayMetrics
+    public let logger: Logger
+
+    init(
+        configuration: GatewayConfiguration, store: SQLiteStore, providers: [any AttributionProvider],
+        pipeline: IngestPipeline, workers: [SinkWorker], health: WorkerHealth,
+        metricsRegistry: PrometheusCollectorRegistry, metrics: GatewayMetrics, logger: Logger
+    ) {
+        self.configuration = configuration
+        self.store = store
+        self.providers = providers
+        self.pipeline = pipeline
+        self.workers = workers
+        self.health = health
+        self.metricsRegistry = metricsRegistry
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// Opens the store and builds every provider and sink. Fails before anything listens
+    /// when a sink cannot be built (an unreadable file, a bad key).
+    public static func build(
+        configuration: GatewayConfiguration, logger: Logger = Logger(label: "gateway")
+    ) async throws -> Gateway {
+        let durability = SQLiteDatabase.Durability(rawValue: configuration.storage.durability) ?? .full
+        let store = try SQLiteStore(path: configuration.storage.sqlitePath, durability: durability)
+        let providers = try configuration.providers.map { try $0.build() }
+        let registry = PrometheusCollectorRegistry()
+        let metrics = GatewayMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        let health = WorkerHealth()
+
+        var workers: [SinkWorker] = []
+        for configured in configuration.sinks {
+            let context = SinkContext(
+                name: configured.name, storagePath: configuration.storage.sqlitePath,
+                logger: logger.with(metadataKey: "sink", value: configured.name))
+            let sink = try await configured.prepared.build(context)
+            workers.append(
+                SinkWorker(
+                    sinkName: configured.name, sink: sink, store: store, settings: configured.delivery,
+                    metrics: metrics, logger: logger, health: health))
+        }
+        let byName = Dictionary(uniqueKeysWithValues: workers.map { ($0.sinkName, $0) })
+        let pipeline = IngestPipeline(
+            store: store, router: RecordRouter(routes: configuration.routes), metrics: metrics,
+            onStored: { sinks in
+                for sink in sinks { byName[sink]?.wake() }
+            })
+        return Gateway(
+            configuration: configuration, store: store, providers: providers, pipeline: pipeline,
+            workers: workers, health: health, metricsRegistry: registry, metrics: metrics, logger: logger)
+    }
+
+    /// The provider enabled under this name, if any.
+    public func provider(named name: String) -> (any AttributionProvider)? {
+        providers.first { $0.name == name }
+    }
+}
+
+extension Logger {
+    func with(metadataKey key: String, value: String) -> Logger {
+        var copy = self
+        copy[metadataKey: key] = .string(value)
+        return copy
+    }
+}

@@ -1,0 +1,35 @@
+import GatewayCore
+import Hummingbird
+import Logging
+
+/// The gateway's HTTP surface on Hummingbird.
+public enum GatewayHTTP {
+    /// The router with every route and the JSON error middleware.
+    public static func makeRouter(gateway: Gateway) -> Router<BasicRequestContext> {
+        let router = Router()
+        router.add(middleware: ErrorMiddleware())
+        addIngestRoutes(to: router, gateway: gateway)
+        addOperatorRoutes(to: router, gateway: gateway)
+        return router
+    }
+
+    /// The application: the HTTP server plus every sink worker, shut down together.
+    /// Graceful shutdown stops accepting, finishes in-flight requests, then stops the
+    /// workers after their current batch; anything undelivered stays in the outbox.
+    public static func makeApplication(
+        gateway: Gateway,
+        onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) -> some ApplicationProtocol {
+        let settings = gateway.configuration.server
+        return Application(
+            router: makeRouter(gateway: gateway),
+            configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
+            services: gateway.workers,
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? settings.port
+                gateway.logger.info("gateway listening", metadata: ["address": "\(settings.host):\(port)"])
+                await onServerRunning(port)
+            },
+            logger: gateway.logger)
+    }
+}

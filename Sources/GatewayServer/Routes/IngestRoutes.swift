@@ -1,0 +1,60 @@
+import Foundation
+import GatewayCore
+import Hummingbird
+
+/// The answer to an accepted payload.
+struct IngestAnswer: Encodable {
+    /// The stored record; for a duplicate, the original.
+    let record_id: String
+    /// `accepted` or `duplicate`.
+    let status: String
+    let duplicate_of: String?
+    let provider: String
+    let resolution: String
+    let attributed: Bool
+
+    init(_ outcome: IngestOutcome) {
+        record_id = outcome.recordID
+        status = outcome.isDuplicate ? "duplicate" : "accepted"
+        duplicate_of = outcome.duplicateOf
+        provider = outcome.record.provider
+        resolution = outcome.record.resolution.rawValue
+        attributed = outcome.record.attributed
+    }
+}
+
+struct BatchAnswer: Encodable {
+    let results: [IngestAnswer]
+}
+
+extension GatewayHTTP {
+    /// Every enabled provider's routes: body → provider → pipeline. `202` once stored,
+    /// `200` when every record was already stored (a duplicate changes nothing).
+    static func addIngestRoutes(to router: Router<BasicRequestContext>, gateway: Gateway) {
+        let limit = gateway.configuration.server.maxBodyBytes
+        for provider in gateway.providers {
+            for route in provider.routes {
+                let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, context in
+                    let body = try await BodyReader.collect(request, limit: limit)
+                    let payload = IngestPayload(body: body, receivedAt: Date(), path: route.path)
+                    let outcomes = try await gateway.pipeline.accept(payload, provider: provider)
+                    let status: HTTPResponse.Status = outcomes.allSatisfy(\.isDuplicate) ? .ok : .accepted
+                    if outcomes.count == 1 {
+                        return JSONResponse.make(status: status, IngestAnswer(outcomes[0]))
+                    }
+                    return JSONResponse.make(status: status, BatchAnswer(results: outcomes.map(IngestAnswer.init)))
+                }
+                switch route.method {
+                case .post: router.post(RouterPath(route.path), use: handler)
+                case .get: router.get(RouterPath(route.path), use: handler)
+                }
+            }
+        }
+        if gateway.configuration.server.noopRoute {
+            router.post("/v1/noop") { request, _ -> Response in
+                _ = try await BodyReader.collect(request, limit: limit)
+                return JSONResponse.make(status: .accepted, ["status": "noop"])
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import GatewayCore
+import Hummingbird
+
+extension GatewayHTTP {
+    /// `/healthz` (the process answers), `/readyz` (the store is reachable and every sink
+    /// worker runs) and `/metrics` (Prometheus text).
+    static func addOperatorRoutes(to router: Router<BasicRequestContext>, gateway: Gateway) {
+        router.get("/healthz") { _, _ in
+            JSONResponse.make(status: .ok, ["status": "ok"])
+        }
+
+        router.get("/readyz") { _, context -> Response in
+            var problems: [String] = []
+            do {
+                try await gateway.store.ping()
+            } catch {
+                context.logger.warning("store unreachable", metadata: ["error": "\(error)"])
+                problems.append("store unreachable")
+            }
+            for sink in gateway.health.stoppedSinks {
+                problems.append("sink worker '\(sink)' is not running")
+            }
+            if problems.isEmpty {
+                return JSONResponse.make(status: .ok, ["status": "ready"])
+            }
+            return JSONResponse.make(status: .serviceUnavailable, ReadinessProblems(status: "not_ready", problems: problems))
+        }
+
+        router.get("/metrics") { _, _ -> Response in
+            let now = Date()
+            let stats = (try? await gateway.store.outboxStats()) ?? [:]
+            for configured in gateway.configuration.sinks {
+                let sinkStats = stats[configured.name]
+                gateway.metrics.outbox(
+                    sink: configured.name, depth: sinkStats?.depth ?? 0,
+                    oldestAgeSeconds: sinkStats?.oldest.map { now.timeIntervalSince($0) } ?? 0)
+            }
+            let text = gateway.metricsRegistry.emitToBuffer()
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: text)))
+        }
+    }
+}
+
+struct ReadinessProblems: Encodable {
+    let status: String
+    let problems: [String]
+}

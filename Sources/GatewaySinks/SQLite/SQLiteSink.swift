@@ -1,0 +1,64 @@
+import Foundation
+import GatewayCore
+import GatewayStorage
+import GRDB
+
+/// Writes records into a queryable, indexed `attribution_records` table, idempotently by
+/// `record_id`. By default it uses the gateway's own SQLite file.
+public final class SQLiteSink: AttributionSink {
+    public let maxBatchSize = 500
+    let pool: DatabasePool
+
+    public init(path: String) throws {
+        pool = try SQLiteDatabase.pool(path: path)
+        try pool.write { db in try SQLiteSinkTable.prepare(db) }
+    }
+
+    public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+        let rows = try records.map(Self.row)
+        try await pool.write { db in
+            let statement = try db.cachedStatement(sql: SQLiteSinkTable.upsertSQL)
+            for row in rows {
+                try statement.execute(arguments: StatementArguments(row))
+            }
+        }
+        return Array(repeating: .delivered, count: records.count)
+    }
+
+    /// The record's JSON, spread over the table's columns.
+    static func row(_ record: AttributionRecord) throws -> [DatabaseValue] {
+        let json = try JSONValue.parse(AttributionRecord.makeEncoder().encode(record))
+        let object = json.objectValue ?? [:]
+        return SQLiteSinkTable.columns.map { column in
+            switch object[column.name] {
+            case nil, .null: .null
+            case .bool(let b): (b ? 1 : 0).databaseValue
+            case .integer(let n): n.databaseValue
+            case .double(let d): d.databaseValue
+            case .string(let s): s.databaseValue
+            case .some(let nested): nested.jsonText.databaseValue
+            }
+        }
+    }
+}
+
+/// Registers the SQLite sink as `type: sqlite`.
+public enum SQLiteSinkPlugin: SinkPlugin {
+    public struct Options: Sendable {
+        public var path: String
+    }
+
+    public static let typeName = "sqlite"
+
+    public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
+        Options(path: reader.string("path") ?? context.storagePath)
+    }
+
+    public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
+        try SQLiteSink(path: options.path)
+    }
+
+    public static func summary(_ options: Options) -> String {
+        "table attribution_records in \(options.path)"
+    }
+}

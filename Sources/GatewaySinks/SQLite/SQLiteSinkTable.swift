@@ -1,0 +1,61 @@
+import GRDB
+
+/// The `attribution_records` table: one column per record field, named as in the JSON.
+///
+/// The table only ever grows: on start the sink adds the columns it lacks, so a newer
+/// gateway adds fields to an older file without a migration step.
+enum SQLiteSinkTable {
+    static let name = "attribution_records"
+
+    /// Every record field, with its SQLite type. Dates are ISO-8601 text (UTC) so that
+    /// they sort and read well in `sqlite3`; `events` and `raw` are JSON text.
+    static let columns: [(name: String, type: String)] = [
+        ("record_id", "TEXT"), ("received_at", "TEXT"), ("provider", "TEXT"), ("app_id", "TEXT"),
+        ("app_user_id", "TEXT"), ("idfv", "TEXT"), ("idfa", "TEXT"), ("att_status", "INTEGER"),
+        ("attributed", "INTEGER"), ("kind", "TEXT"), ("resolution", "TEXT"), ("is_test", "INTEGER"),
+        ("duplicate_of", "TEXT"),
+        ("org_id", "INTEGER"), ("org_name", "TEXT"), ("campaign_id", "INTEGER"), ("campaign_name", "TEXT"),
+        ("ad_group_id", "INTEGER"), ("ad_group_name", "TEXT"), ("keyword_id", "INTEGER"), ("keyword", "TEXT"),
+        ("keyword_match_type", "TEXT"), ("ad_id", "INTEGER"), ("creative_set_id", "INTEGER"),
+        ("creative_set_name", "TEXT"), ("country_or_region", "TEXT"), ("conversion_type", "TEXT"),
+        ("claim_type", "TEXT"), ("supply_placement", "TEXT"), ("click_date", "TEXT"),
+        ("impression_date", "TEXT"), ("conversion_date", "TEXT"), ("purchase_date", "TEXT"),
+        ("skan_version", "TEXT"), ("ad_network_id", "TEXT"), ("transaction_id", "TEXT"),
+        ("source_app_id", "TEXT"), ("source_identifier", "TEXT"), ("source_domain", "TEXT"),
+        ("fine_value", "INTEGER"), ("coarse_value", "TEXT"), ("postback_sequence_index", "INTEGER"),
+        ("did_win", "INTEGER"), ("fidelity_type", "INTEGER"), ("redownload", "INTEGER"), ("signature", "TEXT"),
+        ("events", "TEXT"), ("revenue_min", "REAL"), ("revenue_max", "REAL"),
+        ("event_name", "TEXT"), ("revenue", "REAL"), ("currency", "TEXT"), ("transaction_ref", "TEXT"),
+        ("raw", "TEXT"), ("dedupe_key", "TEXT"), ("enriched_at", "TEXT"),
+    ]
+
+    static let indexed = [
+        "received_at", "provider", "app_id", "app_user_id", "campaign_id", "ad_group_id", "keyword_id", "kind",
+    ]
+
+    /// Creates the table, adds missing columns and indexes.
+    static func prepare(_ db: Database) throws {
+        let definitions = columns.map { column in
+            column.name == "record_id" ? "record_id TEXT PRIMARY KEY" : "\(column.name) \(column.type)"
+        }
+        try db.execute(sql: "CREATE TABLE IF NOT EXISTS \(name) (\(definitions.joined(separator: ", ")))")
+        let existing = Set(try db.columns(in: name).map(\.name))
+        for column in columns where !existing.contains(column.name) {
+            try db.execute(sql: "ALTER TABLE \(name) ADD COLUMN \(column.name) \(column.type)")
+        }
+        for column in indexed {
+            try db.execute(sql: "CREATE INDEX IF NOT EXISTS \(name)_\(column) ON \(name)(\(column))")
+        }
+    }
+
+    /// `INSERT … ON CONFLICT(record_id) DO UPDATE`: a re-delivery or an update of the
+    /// same record overwrites its row instead of adding one.
+    static let upsertSQL: String = {
+        let names = columns.map(\.name)
+        let updates = names.dropFirst().map { "\($0) = excluded.\($0)" }
+        return """
+            INSERT INTO \(name) (\(names.joined(separator: ", "))) VALUES (\(names.map { _ in "?" }.joined(separator: ", ")))
+            ON CONFLICT(record_id) DO UPDATE SET \(updates.joined(separator: ", "))
+            """
+    }()
+}

@@ -1,0 +1,42 @@
+import Foundation
+import GRDB
+import Synchronization
+
+/// Opens SQLite files in WAL mode, one pool per file per process, so that the store and
+/// the SQLite sink share a connection pool (and its single writer) when they share a file.
+public enum SQLiteDatabase {
+    /// How much SQLite waits for the disk on commit.
+    public enum Durability: String, Sendable, CaseIterable {
+        /// fsync on every commit: an acknowledged record survives power loss.
+        case full
+        /// fsync at checkpoints: survives a process crash, may lose the last commits on power loss.
+        case normal
+    }
+
+    final class WeakPool: @unchecked Sendable {
+        weak var pool: DatabasePool?
+        init(_ pool: DatabasePool) { self.pool = pool }
+    }
+
+    private static let pools = Mutex<[String: WeakPool]>([:])
+
+    /// The pool for `path`, opened (and its folder created) on first use.
+    public static func pool(path: String, durability: Durability = .full) throws -> DatabasePool {
+        let url = URL(fileURLWithPath: path).standardizedFileURL
+        try FileManager.default.createDirectory(
+            at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        return try pools.withLock { pools in
+            if let pool = pools[url.path]?.pool { return pool }
+            var configuration = Configuration()
+            // Another process (the CLI's import) may hold the write lock for a moment.
+            configuration.busyMode = .timeout(10)
+            let synchronous = durability == .full ? "FULL" : "NORMAL"
+            configuration.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+            }
+            let pool = try DatabasePool(path: url.path, configuration: configuration)
+            pools[url.path] = WeakPool(pool)
+            return pool
+        }
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import GatewayCore
+import GRDB
+
+/// The embedded store: records, dedupe keys, outboxes and dead letters in one SQLite file
+/// (WAL). Every acknowledged write is a committed transaction.
+public final class SQLiteStore: AttributionStore {
+    public let pool: DatabasePool
+    public let path: String
+
+    public init(path: String, durability: SQLiteDatabase.Durability = .full) throws {
+        self.path = path
+        pool = try SQLiteDatabase.pool(path: path, durability: durability)
+        try SQLiteStoreSchema.migrator.migrate(pool)
+    }
+
+    public func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult] {
+        let encoder = AttributionRecord.makeEncoder()
+        let bodies = try batch.map { String(decoding: try encoder.encode($0.record), as: UTF8.self) }
+        return try await pool.write { db in
+            var results: [IngestResult] = []
+            for (item, body) in zip(batch, bodies) {
+                let record = item.record
+                let now = record.receivedAt.timeIntervalSince1970
+                try db.execute(
+                    sql: """
+                        INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
+                        VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(dedupe_key) DO NOTHING
+                        """,
+                    arguments: [record.recordID, record.dedupeKey, record.provider, record.appID, now, body])
+                if db.changesCount == 0 {
+                    let original = try String.fetchOne(
+                        db, sql: "SELECT record_id FROM records WHERE dedupe_key = ?", arguments: [record.dedupeKey])
+                    results.append(.duplicate(of: original ?? record.recordID))
+                    continue
+                }
+                for sink in item.sinks {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
+                            VALUES (?, ?, 0, ?, ?)
+                            """,
+                        arguments: [sink, record.recordID, now, now])
+                }
+                results.append(.stored(recordID: record.recordID))
+            }
+            return results
+        }
+    }
+
+    public func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String] {
+        guard !dedupeKeys.isEmpty else { return [:] }
+        return try await pool.read { db in
+            var found: [String: String] = [:]
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT dedupe_key, record_id FROM records WHERE dedupe_key IN (SELECT value FROM json_each(?))",
+                arguments: [Self.jsonArray(dedupeKeys)])
+            for row in rows {
+                found[row["dedupe_key"]] = row["record_id"]
+            }
+            return found
+        }
+    }
+
+    public func dueEntries(sink: String, now: Date, limit: Int) async throws -> [OutboxEntry] {
+        try await pool.read { db in
+            let decoder = AttributionRecord.makeDecoder()
+            return try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT o.id, o.attempts, r.body FROM outbox o JOIN records r ON r.record_id = o.record_id
+                    WHERE o.sink = ? AND o.next_attempt_at <= ?
+                    ORDER BY o.next_attempt_at, o.id LIMIT ?
+                    """,
+                arguments: [sink, now.timeIntervalSince1970, limit]
+            ).map { row in
+                let body: String = row["body"]
+                return OutboxEntry(
+                    id: row["id"], record: try decoder.decode(AttributionRecord.self, from: Data(body.utf8)),
+                    attempts: row["attempts"])
+            }
+        }
+    }
+
+    public func nextDueDate(sink: String) async throws -> Date? {
+        try await pool.read { db in
+            try Double.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM outbox WHERE sink = ?", arguments: [sink])
+                .map { Date(timeIntervalSince1970: $0) }
+        }
+    }
+
+    public func resolve(sink: String, _ resolutions: [OutboxResolution], now: Date) async throws {
+        guard !resolutions.isEmpty else { return }
+        let failedAt = now.timeIntervalSince1970
+        try await pool.write { db in
+            for resolution in resolutions {
+                switch resolution {
+                case .delivered(let id):
+                    try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id])
+                case .retry(let id, let attempts, let at, let error):
+                    try db.execute(
+                        sql: "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
+                        arguments: [attempts, at.timeIntervalSince1970, error, id])
+                case .deadLetter(let id, let attempts, let error):
+                    try db.execute(
+                        sql: """
+                            INSERT OR REPLACE INTO dead_letters (sink, record_id, attempts, error, failed_at)
+                            SELECT sink, record_id, ?, ?, ? FROM outbox WHERE id = ?
+                            """,
+                        arguments: [attempts, error, failedAt, id])
+                    try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id])
+                }
+            }
+        }
+    }
+
+    public func outboxStats() async throws -> [String: OutboxStats] {
+        try await pool.read { db in
+            var stats: [String: OutboxStats] = [:]
+            for row in try Row.fetchAll(
+                db, sql: "SELECT sink, COUNT(*) AS depth, MIN(created_at) AS oldest FROM outbox GROUP BY sink")
+            {
+                let oldest: Double? = row["oldest"]
+                stats[row["sink"]] = OutboxStats(
+                    depth: row["depth"], oldest: oldest.map { Date(timeIntervalSince1970: $0) })
+            }
+            return stats
+        }
+    }
+
+    public func deadLetters(sink: String?, limit: Int) async throws -> [DeadLetter] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, sink, record_id, attempts, error, failed_at FROM dead_letters
+                    WHERE ?1 IS NULL OR sink = ?1 ORDER BY id DESC LIMIT ?2
+                    """,
+                arguments: [sink, limit]
+            ).map { row in
+                DeadLetter(
+                    id: row["id"], sink: row["sink"], recordID: row["record_id"], attempts: row["attempts"],
+                    error: row["error"], failedAt: Date(timeIntervalSince1970: row["failed_at"]))
+            }
+        }
+    }
+
+    public func retryDeadLetters(ids: [Int64]?, sink: String?, now: Date) async throws -> Int {
+        let idList = ids.map { Self.jsonArray($0.map(String.init)) }
+        return try await pool.write { db in
+            let filter = """
+                (?1 IS NULL OR id IN (SELECT CAST(value AS INTEGER) FROM json_each(?1))) AND (?2 IS NULL OR sink = ?2)
+                """
+            try db.execute(
+                sql: """
+                    INSERT OR IGNORE INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
+                    SELECT sink, record_id, 0, ?3, ?3 FROM dead_letters WHERE \(filter)
+                    """,
+                arguments: [idList, sink, now.timeIntervalSince1970])
+            try db.execute(sql: "DELETE FROM dead_letters WHERE \(filter)", arguments: [idList, sink])
+            return db.changesCount
+        }
+    }
+
+    public func ping() async throws {
+        _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+    }
+
+    /// The stored record with this id.
+    public func record(id: String) async throws -> AttributionRecord? {
+        let body = try await pool.read { db in
+            try String.fetchOne(db, sql: "SELECT body FROM records WHERE record_id = ?", arguments: [id])
+        }
+        return try body.map { try AttributionRecord.makeDecoder().decode(AttributionRecord.self, from: Data($0.utf8)) }
+    }
+
+    static func jsonArray(_ values: [String]) -> String {
+        String(decoding: (try? JSONEncoder().encode(values)) ?? Data("[]".utf8), as: UTF8.self)
+    }
+}

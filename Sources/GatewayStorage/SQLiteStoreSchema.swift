@@ -1,0 +1,45 @@
+import GRDB
+
+/// The store's tables, as versioned migrations. Never edit a shipped migration: add one.
+enum SQLiteStoreSchema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("store-v1") { db in
+            // The full record is kept as JSON; the columns beside it serve lookups.
+            try db.execute(
+                sql: """
+                    CREATE TABLE records (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        record_id TEXT NOT NULL UNIQUE,
+                        dedupe_key TEXT NOT NULL UNIQUE,
+                        provider TEXT NOT NULL,
+                        app_id TEXT,
+                        received_at REAL NOT NULL,
+                        body TEXT NOT NULL
+                    );
+                    CREATE INDEX records_received ON records(received_at);
+                    CREATE TABLE outbox (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        sink TEXT NOT NULL,
+                        record_id TEXT NOT NULL REFERENCES records(record_id),
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        next_attempt_at REAL NOT NULL,
+                        created_at REAL NOT NULL,
+                        last_error TEXT,
+                        UNIQUE(sink, record_id)
+                    );
+                    CREATE INDEX outbox_due ON outbox(sink, next_attempt_at, id);
+                    CREATE TABLE dead_letters (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        sink TEXT NOT NULL,
+                        record_id TEXT NOT NULL REFERENCES records(record_id),
+                        attempts INTEGER NOT NULL,
+                        error TEXT NOT NULL,
+                        failed_at REAL NOT NULL,
+                        UNIQUE(sink, record_id)
+                    );
+                    """)
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import GRDB
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// The whole way through the real HTTP server on loopback and a real SQLite file.
+@Suite struct IngestEndToEndTests {
+    struct Answer: Decodable {
+        let record_id: String
+        let status: String
+        let duplicate_of: String?
+    }
+
+    struct ErrorAnswer: Decodable {
+        struct Detail: Decodable {
+            let code: String
+            let message: String
+            let field: String?
+        }
+        let error: Detail
+    }
+
+    @Test func iAdPayloadIsStoredDeliveredAndDeduplicated() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration())
+        let app = GatewayHTTP.makeApplication(gateway: gateway)
+
+        try await app.test(.live) { client in
+            let body = ByteBuffer(string: IAdPayloads.attributed(user: "user-42"))
+            let first = try await client.execute(uri: "/v1/iad", method: .post, body: body)
+            #expect(first.status == .accepted)
+            let answer = try JSONDecoder().decode(Answer.self, from: Data(first.body.readableBytesView))
+            #expect(answer.status == "accepted")
+
+            let second = try await client.execute(uri: "/v1/iad", method: .post, body: body)
+            #expect(second.status == .ok)
+            let duplicate = try JSONDecoder().decode(Answer.self, from: Data(second.body.readableBytesView))
+            #expect(duplicate.status == "duplicate")
+            #expect(duplicate.duplicate_of == answer.record_id)
+
+            #expect(try await env.eventually { try env.deliveredRecordIDs() == [answer.record_id] })
+            let row = try gateway.store.pool.read { db in
+                try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT keyword, keyword_id, campaign_name, campaign_id, ad_group_name, attributed,
+                               click_date, conversion_date FROM attribution_records
+                        """)
+            }
+            let stored = try #require(row)
+            #expect(stored["keyword"] as String? == "meditation app")
+            #expect(stored["keyword_id"] as Int64? == 87_675_432)
+            #expect(stored["campaign_name"] as String? == "US Search - Meditation")
+            #expect(stored["campaign_id"] as Int64? == 542_370_539)
+            #expect(stored["ad_group_name"] as String? == "Exact - Core")
+            #expect(stored["attributed"] as Int? == 1)
+            #expect(stored["click_date"] as String? == "2020-08-04T17:18:07Z")
+            #expect(stored["conversion_date"] as String? == "2020-08-04T17:19:41.250Z")
+
+            // The duplicate left no second outbox row behind.
+            let pending = try await gateway.store.outboxStats()
+            #expect(pending["local"] == nil)
+        }
+    }
+
+    @Test(arguments: [
+        ("not json at all", 400, "malformed_json", nil),
+        ("[1, 2]", 400, "malformed_json", nil),
+        (#"{"app_id": "1", "app_user_id": "u"}"#, 422, "missing_field", "Version3.1"),
+        (#"{"app_user_id": "u", "Version3.1": {"iad-attribution": "true"}}"#, 422, "missing_field", "app_id"),
+        (
+            #"{"app_id": "1", "app_user_id": "u", "Version3.1": {"iad-attribution": "true", "iad-campaign-id": "x"}}"#,
+            422, "invalid_field", "Version3.1.iad-campaign-id"
+        ),
+        (#"{"app_id": "1", "app_user_id": "u", "Version3.1": "true"}"#, 422, "invalid_field", "Version3.1"),
+    ] as [(String, Int, String, String?)])
+    func badPayloadsGetAJSONErrorNamingTheProblem(body: String, status: Int, code: String, field: String?)
+        async throws
+    {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration())
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let response = try await client.execute(uri: "/v1/iad", method: .post, body: ByteBuffer(string: body))
+            #expect(response.status.code == status)
+            let error = try JSONDecoder().decode(ErrorAnswer.self, from: Data(response.body.readableBytesView))
+            #expect(error.error.code == code)
+            #expect(error.error.field == field)
+
+            // The server is still up and answering.
+            let health = try await client.execute(uri: "/healthz", method: .get)
+            #expect(health.status == .ok)
+        }
+    }
+
+    @Test func oversizedBodyIs413AndNothingIsStored() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration())
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let huge = ByteBuffer(string: String(repeating: "x", count: 200_000))
+            let response = try await client.execute(uri: "/v1/iad", method: .post, body: huge)
+            #expect(response.status == .contentTooLarge)
+            let error = try JSONDecoder().decode(ErrorAnswer.self, from: Data(response.body.readableBytesView))
+            #expect(error.error.code == "payload_too_large")
+            #expect(try await gateway.store.outboxStats().isEmpty)
+        }
+    }
+
+    @Test func unknownRouteAnswersTheJSONErrorShape() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration())
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let response = try await client.execute(uri: "/v1/nothing-here", method: .post)
+            #expect(response.status == .notFound)
+            let error = try JSONDecoder().decode(ErrorAnswer.self, from: Data(response.body.readableBytesView))
+            #expect(error.error.code == "not_found")
+        }
+    }
+
+    @Test func readinessAndMetricsReportTheGatewayState() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration(paused: true))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            _ = try await client.execute(
+                uri: "/v1/iad", method: .post, body: ByteBuffer(string: IAdPayloads.attributed(user: "a")))
+            _ = try await client.execute(uri: "/v1/iad", method: .post, body: ByteBuffer(string: "{"))
+
+            #expect(try await env.eventually { gateway.health.stoppedSinks.isEmpty })
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(ready.status == .ok)
+
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            let text = String(buffer: metrics.body)
+            #expect(text.contains(#"gateway_records_received_total{provider="iad"} 1"#))
+            #expect(text.contains(#"gateway_records_rejected_total{provider="iad",code="malformed_json"} 1"#))
+            // The sink is paused, so the record waits in its outbox.
+            #expect(text.contains(#"gateway_outbox_depth{sink="local"} 1"#))
+        }
+    }
+}

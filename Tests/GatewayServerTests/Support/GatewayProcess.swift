@@ -1,0 +1,74 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The built `attribution-gateway` executable running `serve` in a child process, so that
+/// a test can kill it for real.
+final class GatewayProcess {
+    let process = Process()
+    let logURL: URL
+    private(set) var port = 0
+
+    /// The executable that `swift build` put beside the test bundle.
+    static var executableURL: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("attribution-gateway")
+    }
+
+    init(config: String, logURL: URL) throws {
+        self.logURL = logURL
+        if !FileManager.default.fileExists(atPath: logURL.path) {
+            _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        }
+        process.executableURL = Self.executableURL
+        process.arguments = ["serve", "--config", config]
+        let log = try FileHandle(forWritingTo: logURL)
+        log.seekToEndOfFile()
+        process.standardOutput = log
+        process.standardError = log
+    }
+
+    /// Starts the server and waits (bounded) until it says which port it listens on.
+    func start() async throws {
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            let text = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
+            if let range = text.range(of: "listening on 127.0.0.1:", options: .backwards) {
+                let rest = text[range.upperBound...]
+                let digits = rest.prefix { $0.isNumber }
+                // Only a whole line: the number may still be half written.
+                if rest.dropFirst(digits.count).first?.isNewline == true, let port = Int(digits) {
+                    self.port = port
+                    return
+                }
+            }
+            guard process.isRunning else { throw Failure("the gateway exited: \(text)") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw Failure("the gateway did not start")
+    }
+
+    func kill(_ signal: Int32) {
+        Foundation.kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+    }
+
+    /// POSTs a body; returns the status and the JSON answer.
+    func post(_ path: String, body: String) async throws -> (Int, [String: Any]) {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = "POST"
+        request.httpBody = Data(body.utf8)
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+        return (status, json)
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+}
