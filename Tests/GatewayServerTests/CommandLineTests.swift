@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+
+/// The `attribution-gateway` commands, run as a user runs them.
+@Suite struct CommandLineTests {
+    struct Run {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    func run(_ arguments: [String], stdin: String? = nil) throws -> Run {
+        let process = Process()
+        process.executableURL = GatewayProcess.executableURL
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    @Test func checkConfigReportsEveryIssueWithItsLineAndFails() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let path = env.directory.appendingPathComponent("bad.yaml").path
+        try """
+        server:
+          host: 127.0.0.1
+          port: abc
+        storage: { sqlite: { path: \(env.databasePath) } }
+        sinks:
+          local: { type: sqlite, batch_sise: 10 }
+        routes:
+          - sinks: [local, missing]
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+
+        let result = try run(["check-config", path])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("bad.yaml:3:9: server.port: expected an integer, found 'abc'"))
+        #expect(result.stderr.contains("bad.yaml:6:38: sinks.local.batch_sise: unknown key 'batch_sise', did you mean 'batch_size'?"))
+        #expect(result.stderr.contains("bad.yaml:8:12: routes[0].sinks: route names sink 'missing'"))
+    }
+
+    @Test func checkConfigAcceptsTheRepositoryConfig() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let result = try run(["check-config", root.appendingPathComponent("config.yaml").path])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("providers: iad"))
+        #expect(result.stdout.contains("1. all records -> local"))
+    }
+
+    @Test func normalizePrintsTheRecordWithoutAServer() throws {
+        let result = try run(["normalize", "--provider", "iad"], stdin: IAdPayloads.attributed(user: "offline"))
+        #expect(result.status == 0, "\(result.stderr)")
+        let record = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        #expect(record["keyword"] as? String == "meditation app")
+        #expect(record["campaign_id"] as? Int == 542_370_539)
+        #expect(record["dedupe_key"] as? String == "iad:1234567890:offline")
+
+        let bad = try run(["normalize", "--provider", "iad"], stdin: #"{"app_id": "1"}"#)
+        #expect(bad.status == 1)
+        #expect(bad.stderr.contains("missing_field: app_user_id"))
+    }
+
+    @Test func importIngestsAFileThroughThePipelineAndReportsBadLines() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        let lines = [
+            IAdPayloads.attributed(user: "history-1").replacingOccurrences(of: "\n", with: ""),
+            IAdPayloads.attributed(user: "history-2").replacingOccurrences(of: "\n", with: ""),
+            #"{"app_id": "1", "app_user_id": "u"}"#,
+            IAdPayloads.attributed(user: "history-1").replacingOccurrences(of: "\n", with: ""),
+            "",
+        ]
+        let file = env.directory.appendingPathComponent("history.jsonl").path
+        try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+
+        let result = try run(["import", "--provider", "iad", "--config", config, file])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("2 stored, 1 duplicates, 1 lines rejected"))
+        #expect(result.stdout.contains("line 3: missing_field: Version3.1"))
+        #expect(result.stderr.contains("importing"))
+
+        // Stored and waiting in the outbox for the running gateway.
+        let again = try run(["import", "--provider", "iad", "--config", config, file])
+        #expect(again.stdout.contains("0 stored, 3 duplicates, 1 lines rejected"))
+    }
+}
