@@ -17,6 +17,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // The model and the extension points. Depends on nothing heavy so that plugins can.
@@ -43,7 +45,12 @@ let package = Package(
         // Built-in sinks: one folder per destination.
         .target(
             name: "GatewaySinks",
-            dependencies: ["GatewayCore", "GatewayStorage", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "GatewayCore", "GatewayStorage",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         // Assembly (config → running gateway) and the HTTP surface.
         .target(

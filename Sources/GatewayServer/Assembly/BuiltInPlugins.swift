@@ -8,6 +8,7 @@ extension PluginRegistry {
         var registry = PluginRegistry()
         registry.register(provider: IAdProviderPlugin.self)
         registry.register(sink: SQLiteSinkPlugin.self)
+        registry.register(sink: WebhookSinkPlugin.self)
         return registry
     }
 }

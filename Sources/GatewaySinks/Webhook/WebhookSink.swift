@@ -1,0 +1,179 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import GatewayCore
+import NIOCore
+import NIOHTTP1
+
+/// POSTs batches of records as JSON (`{"records": [...]}`) to a URL, signed with
+/// ``WebhookSignature`` and carrying an `Idempotency-Key` that stays the same when the
+/// same batch is retried, so a receiver can drop repeats.
+///
+/// Answers are classified, never retried here: `2xx` delivered; `408`, `425`, `429` and
+/// `5xx` retry (honouring `Retry-After`); any other `4xx` rejects the batch to the
+/// dead-letter queue; connection errors and timeouts retry.
+public final class WebhookSink: AttributionSink {
+    public struct Options: Sendable {
+        public var url: String
+        public var secret: String
+        public var headers: [(String, String)]
+        public var timeout: Duration
+        public var maxBatchSize: Int
+        public var circuitThreshold: Int
+        public var circuitCoolDown: Duration
+
+        public init(
+            url: String, secret: String, headers: [(String, String)] = [], timeout: Duration = .seconds(10),
+            maxBatchSize: Int = 100, circuitThreshold: Int = 5, circuitCoolDown: Duration = .seconds(30)
+        ) {
+            self.url = url
+            self.secret = secret
+            self.headers = headers
+            self.timeout = timeout
+            self.maxBatchSize = maxBatchSize
+            self.circuitThreshold = circuitThreshold
+            self.circuitCoolDown = circuitCoolDown
+        }
+    }
+
+    public let maxBatchSize: Int
+    let options: Options
+    let client: HTTPClient
+    let breaker: CircuitBreaker
+    let now: @Sendable () -> Date
+
+    public init(options: Options, client: HTTPClient = .shared, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.options = options
+        self.maxBatchSize = options.maxBatchSize
+        self.client = client
+        self.breaker = CircuitBreaker(
+            threshold: options.circuitThreshold, coolDown: options.circuitCoolDown / .seconds(1))
+        self.now = now
+    }
+
+    struct Batch: Encodable {
+        let records: [AttributionRecord]
+    }
+
+    /// Thrown for answers worth retrying; its text never contains the secret.
+    struct Unavailable: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+        if let until = breaker.blockedUntil(now: now()) {
+            let wait = max(until.timeIntervalSince(now()), 0.001)
+            let outcome = DeliveryOutcome.retry(
+                reason: "circuit open after repeated failures", after: .milliseconds(Int64(wait * 1000)))
+            return Array(repeating: outcome, count: records.count)
+        }
+
+        let body = try AttributionRecord.makeEncoder().encode(Batch(records: records))
+        var request = HTTPClientRequest(url: options.url)
+        request.method = .POST
+        for (name, value) in options.headers { request.headers.add(name: name, value: value) }
+        request.headers.replaceOrAdd(name: "Content-Type", value: "application/json")
+        request.headers.replaceOrAdd(name: "Idempotency-Key", value: Self.idempotencyKey(records))
+        request.headers.replaceOrAdd(
+            name: WebhookSignature.header,
+            value: WebhookSignature.sign(body: body, secret: options.secret, timestamp: Int(now().timeIntervalSince1970)))
+        request.body = .bytes(ByteBuffer(bytes: body))
+
+        let status: Int
+        let retryAfter: Duration?
+        do {
+            let response = try await client.execute(request, timeout: .milliseconds(options.timeout.milliseconds))
+            status = Int(response.status.code)
+            retryAfter = response.headers.first(name: "Retry-After").flatMap { Self.parseRetryAfter($0, now: now()) }
+            // Drain (and bound) the answer so the connection can be reused.
+            _ = try? await response.body.collect(upTo: 64 * 1024)
+        } catch {
+            breaker.recordFailure(now: now())
+            throw Unavailable(description: "webhook unreachable: \(Self.describe(error))")
+        }
+
+        switch status {
+        case 200..<300:
+            breaker.recordSuccess()
+            return Array(repeating: .delivered, count: records.count)
+        case 408, 425, 429, 500...599:
+            breaker.recordFailure(now: now())
+            return Array(repeating: .retry(reason: "webhook answered \(status)", after: retryAfter), count: records.count)
+        default:
+            breaker.recordSuccess()
+            return Array(repeating: .reject(reason: "webhook answered \(status)"), count: records.count)
+        }
+    }
+
+    /// Stable for the same records in the same order: a retried batch keeps its key.
+    static func idempotencyKey(_ records: [AttributionRecord]) -> String {
+        let digest = SHA256.hash(data: Data(records.map(\.recordID).joined(separator: ",").utf8))
+        return WebhookSignature.hex(digest.prefix(16))
+    }
+
+    /// `Retry-After` as delay-seconds or an HTTP date.
+    static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
+        if let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 {
+            return .seconds(seconds)
+        }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        return .milliseconds(Int64(max(date.timeIntervalSince(now), 0) * 1000))
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError { return "\(error)" }
+        return String(describing: type(of: error))
+    }
+}
+
+extension Duration {
+    var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}
+
+/// Registers the webhook sink as `type: webhook`.
+public enum WebhookSinkPlugin: SinkPlugin {
+    public typealias Options = WebhookSink.Options
+    public static let typeName = "webhook"
+
+    public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
+        let url = reader.requiredString("url")
+        if let url, URL(string: url)?.scheme.map({ ["http", "https"].contains($0) }) != true {
+            reader.report("must be an http or https URL", key: "url")
+        }
+        let secret = reader.requiredString("secret")
+        if let secret, secret.count < 16 {
+            reader.report("must be at least 16 characters", key: "secret")
+        }
+        var headers: [(String, String)] = []
+        if let mapping = reader.child("headers") {
+            for name in mapping.keys {
+                if let value = mapping.string(name) { headers.append((name, value)) }
+            }
+            mapping.finish()
+        }
+        let timeout = reader.int("timeout_ms", in: 100...600_000) ?? 10_000
+        let batch = reader.int("max_batch_size", in: 1...10_000) ?? 100
+        let threshold = reader.int("circuit_failure_threshold", in: 1...1000) ?? 5
+        let coolDown = reader.int("circuit_cool_down_ms", in: 1...3_600_000) ?? 30_000
+        guard let url, let secret, secret.count >= 16 else { return nil }
+        return Options(
+            url: url, secret: secret, headers: headers, timeout: .milliseconds(timeout), maxBatchSize: batch,
+            circuitThreshold: threshold, circuitCoolDown: .milliseconds(coolDown))
+    }
+
+    public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
+        WebhookSink(options: options)
+    }
+
+    public static func summary(_ options: Options) -> String {
+        // The URL may carry a token in its query: show scheme, host and path only.
+        let url = URL(string: options.url)
+        return "POST \(url?.scheme ?? "")://\(url?.host ?? "")\(url?.path ?? ""), signed, batches of up to \(options.maxBatchSize)"
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+import GatewayCore
+import GatewaySinks
+import GatewayStorage
+import Hummingbird
+import HummingbirdTesting
+import Synchronization
+import Testing
+
+/// The webhook sink against a local receiver that checks what a real one would.
+@Suite struct WebhookSinkTests {
+    static let secret = "whsec-test-0123456789abcdef"
+
+    /// What the fake receiver saw, and what it answers next.
+    final class Receiver: Sendable {
+        struct Seen: Sendable {
+            let body: Data
+            let signature: String?
+            let idempotencyKey: String?
+            let contentType: String?
+            let custom: String?
+        }
+        let seen = Mutex<[Seen]>([])
+        /// Status codes to answer, in order; 200 once exhausted.
+        let script = Mutex<[(Int, String?)]>([])
+
+        func router() -> Router<BasicRequestContext> {
+            let router = Router()
+            router.post("/hook") { request, _ -> Response in
+                let body = try await request.body.collect(upTo: 10 << 20)
+                self.seen.withLock {
+                    $0.append(
+                        Seen(
+                            body: Data(body.readableBytesView),
+                            signature: self.header(request, "x-gateway-signature"),
+                            idempotencyKey: self.header(request, "idempotency-key"),
+                            contentType: request.headers[.contentType],
+                            custom: self.header(request, "x-team")))
+                }
+                let (status, retryAfter) = self.script.withLock { $0.isEmpty ? (200, nil) : $0.removeFirst() }
+                var headers = HTTPFields()
+                if let retryAfter { headers[.retryAfter] = retryAfter }
+                return Response(status: .init(code: status), headers: headers)
+            }
+            return router
+        }
+
+        var requests: [Seen] { seen.withLock { $0 } }
+
+        func header(_ request: Request, _ name: String) -> String? {
+            request.headers.first { $0.name.canonicalName == name }?.value
+        }
+    }
+
+    func records(_ count: Int) -> [AttributionRecord] {
+        (0..<count).map { index in
+            var record = AttributionRecord(
+                provider: "iad", kind: .install, dedupeKey: "iad:1:webhook-\(index)-\(UUID())",
+                receivedAt: Date(timeIntervalSince1970: 1_700_000_000), attributed: true)
+            record.appUserID = "webhook-\(index)"
+            record.keyword = "meditation app"
+            return record
+        }
+    }
+
+    func sink(
+        port: Int, timeout: Duration = .seconds(5), now: @escaping @Sendable () -> Date = { Date() }
+    ) -> WebhookSink {
+        WebhookSink(
+            options: .init(
+                url: "http://127.0.0.1:\(port)/hook", secret: Self.secret, headers: [("X-Team", "growth")],
+                timeout: timeout, maxBatchSize: 50, circuitThreshold: 3, circuitCoolDown: .seconds(30)),
+            now: now)
+    }
+
+    @Test func postsSignedBatchesWithAStableIdempotencyKey() async throws {
+        let receiver = Receiver()
+        receiver.script.withLock { $0 = [(503, nil)] }
+        try await Application(router: receiver.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            .test(.live) { client in
+                let webhook = sink(port: try #require(client.port))
+                let batch = records(3)
+
+                #expect(try await webhook.deliver(batch) == Array(repeating: .retry(reason: "webhook answered 503"), count: 3))
+                #expect(try await webhook.deliver(batch) == Array(repeating: .delivered, count: 3))
+
+                let seen = receiver.requests
+                #expect(seen.count == 2)
+                let delivered = try #require(seen.last)
+                #expect(delivered.contentType == "application/json")
+                #expect(delivered.custom == "growth")
+                // A retry of the same batch carries the same key, so the receiver can drop repeats.
+                #expect(seen[0].idempotencyKey == delivered.idempotencyKey)
+                #expect(delivered.idempotencyKey?.count == 32)
+
+                let json = try #require(try JSONSerialization.jsonObject(with: delivered.body) as? [String: Any])
+                let sent = try #require(json["records"] as? [[String: Any]])
+                #expect(sent.map { $0["record_id"] as? String } == batch.map(\.recordID))
+                #expect(sent.first?["keyword"] as? String == "meditation app")
+
+                let header = try #require(delivered.signature)
+                let now = Int(Date().timeIntervalSince1970)
+                #expect(WebhookSignature.verify(header: header, body: delivered.body, secret: Self.secret, now: now))
+                #expect(!WebhookSignature.verify(header: header, body: delivered.body, secret: "another-secret-value", now: now))
+                #expect(!WebhookSignature.verify(header: header, body: delivered.body + Data(" ".utf8), secret: Self.secret, now: now))
+                // A stale timestamp is refused even with a valid MAC.
+                #expect(!WebhookSignature.verify(header: header, body: delivered.body, secret: Self.secret, now: now + 3600))
+            }
+    }
+
+    @Test func answersAreClassifiedForTheWorker() async throws {
+        let receiver = Receiver()
+        receiver.script.withLock { $0 = [(429, "7"), (400, nil), (404, nil), (500, nil)] }
+        try await Application(router: receiver.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            .test(.live) { client in
+                let webhook = sink(port: try #require(client.port))
+                #expect(try await webhook.deliver(records(1)) == [.retry(reason: "webhook answered 429", after: .seconds(7))])
+                #expect(try await webhook.deliver(records(1)) == [.reject(reason: "webhook answered 400")])
+                #expect(try await webhook.deliver(records(1)) == [.reject(reason: "webhook answered 404")])
+                #expect(try await webhook.deliver(records(1)) == [.retry(reason: "webhook answered 500")])
+            }
+    }
+
+    @Test func aDeadEndpointOpensTheCircuitInsteadOfBeingHammered() async throws {
+        // Nothing listens on port 9 (discard) on a test machine: every connection is refused.
+        let clock = Mutex(Date(timeIntervalSince1970: 1_700_000_000))
+        let webhook = sink(port: 9, timeout: .seconds(1), now: { clock.withLock { $0 } })
+        for _ in 0..<3 {
+            await #expect(throws: (any Error).self) { try await webhook.deliver(records(1)) }
+        }
+        // Open: the sink answers retry at once, with the time left, and makes no call.
+        let outcome = try await webhook.deliver(records(1))
+        #expect(outcome == [.retry(reason: "circuit open after repeated failures", after: .seconds(30))])
+        // After the cool-down one call goes through again (and fails, still down).
+        clock.withLock { $0 = $0.addingTimeInterval(31) }
+        await #expect(throws: (any Error).self) { try await webhook.deliver(records(1)) }
+    }
+
+    @Test func recordsHeldDuringAnOutageAllArriveOnceWhenTheReceiverIsBack() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let store = try SQLiteStore(path: env.databasePath, durability: .normal)
+        let receiver = Receiver()
+        // Down for a while: three answers of 503 before it recovers.
+        receiver.script.withLock { $0 = [(503, nil), (503, nil), (503, nil)] }
+        try await Application(router: receiver.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            .test(.live) { client in
+                let clock = Mutex(Date())
+                let webhook = sink(port: try #require(client.port), now: { clock.withLock { $0 } })
+                let worker = SinkWorker(
+                    sinkName: "hook", sink: webhook, store: store,
+                    settings: DeliverySettings(batchSize: 10, maxAttempts: 10, backoffInitial: .seconds(1)),
+                    now: { clock.withLock { $0 } }, random: { 0.5 })
+                let batch = records(25)
+                _ = try await store.ingest(batch.map { RoutedRecord(record: $0, sinks: ["hook"]) })
+
+                // Drive the worker through the outage, moving the clock past each backoff.
+                for _ in 0..<50 {
+                    if try await worker.drainOnce() == 0 {
+                        guard let next = try await store.nextDueDate(sink: "hook") else { break }
+                        clock.withLock { $0 = max($0, next) }
+                    }
+                }
+                #expect(try await store.outboxStats()["hook"] == nil)
+                #expect(try await store.deadLetters(sink: "hook", limit: 10).isEmpty)
+
+                var arrived: [String: Int] = [:]
+                var keys: Set<String> = []
+                for request in receiver.requests.dropFirst(3) {
+                    let json = try #require(try JSONSerialization.jsonObject(with: request.body) as? [String: Any])
+                    for record in json["records"] as? [[String: Any]] ?? [] {
+                        arrived[record["record_id"] as? String ?? "", default: 0] += 1
+                    }
+                    #expect(keys.insert(request.idempotencyKey ?? "").inserted)
+                }
+                #expect(Set(arrived.keys) == Set(batch.map(\.recordID)))
+                #expect(arrived.values.allSatisfy { $0 == 1 })
+                #expect(receiver.requests.dropFirst(3).allSatisfy { request in
+                    (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any])?["records"]
+                        .map { ($0 as? [Any])?.count ?? 0 <= 10 } ?? false
+                })
+            }
+    }
+}
