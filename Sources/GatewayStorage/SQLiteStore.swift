@@ -162,6 +162,56 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
+    public func dropDeadLetters(ids: [Int64]?, sink: String?) async throws -> Int {
+        let idList = ids.map { Self.jsonArray($0.map(String.init)) }
+        return try await pool.write { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM dead_letters WHERE (?1 IS NULL OR id IN (SELECT CAST(value AS INTEGER) FROM json_each(?1)))
+                    AND (?2 IS NULL OR sink = ?2)
+                    """,
+                arguments: [idList, sink])
+            return db.changesCount
+        }
+    }
+
+    static let replayCondition = "(?1 IS NULL OR received_at >= ?1) AND (?2 IS NULL OR provider = ?2)"
+
+    public func recordIDs(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
+        -> (ids: [String], cursor: Int64)
+    {
+        try await pool.read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT seq, record_id FROM records WHERE \(Self.replayCondition) AND seq > ?3 ORDER BY seq LIMIT ?4",
+                arguments: [filter.since?.timeIntervalSince1970, filter.provider, cursor, limit])
+            let ids: [String] = rows.map { $0["record_id"] }
+            let last: Int64 = rows.last?["seq"] ?? cursor
+            return (ids, last)
+        }
+    }
+
+    public func countRecords(matching filter: ReplayFilter) async throws -> Int {
+        try await pool.read { db in
+            try Int.fetchOne(
+                db, sql: "SELECT COUNT(*) FROM records WHERE \(Self.replayCondition)",
+                arguments: [filter.since?.timeIntervalSince1970, filter.provider]) ?? 0
+        }
+    }
+
+    public func enqueue(recordIDs: [String], sink: String, now: Date) async throws -> Int {
+        guard !recordIDs.isEmpty else { return 0 }
+        return try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT OR IGNORE INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
+                    SELECT ?, value, 0, ?, ? FROM json_each(?)
+                    """,
+                arguments: [sink, now.timeIntervalSince1970, now.timeIntervalSince1970, Self.jsonArray(recordIDs)])
+            return db.changesCount
+        }
+    }
+
     public func ping() async throws {
         _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }

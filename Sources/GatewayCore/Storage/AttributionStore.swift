@@ -30,8 +30,34 @@ public protocol AttributionStore: Sendable {
     /// Moves dead letters back to their sink's outbox, due now. Returns how many.
     func retryDeadLetters(ids: [Int64]?, sink: String?, now: Date) async throws -> Int
 
+    /// Deletes dead letters for good. Returns how many.
+    func dropDeadLetters(ids: [Int64]?, sink: String?) async throws -> Int
+
+    /// Stored records matching `filter`, in storage order after `cursor`, for replays.
+    /// Returns their ids and the cursor to continue from.
+    func recordIDs(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
+        -> (ids: [String], cursor: Int64)
+
+    /// Counts the stored records matching `filter`.
+    func countRecords(matching filter: ReplayFilter) async throws -> Int
+
+    /// Queues stored records for `sink` again, due now; records already waiting for it
+    /// are not queued twice. Returns how many were queued.
+    func enqueue(recordIDs: [String], sink: String, now: Date) async throws -> Int
+
     /// Fails when the store cannot be read.
     func ping() async throws
+}
+
+/// Which stored records a replay re-delivers.
+public struct ReplayFilter: Sendable {
+    public var since: Date?
+    public var provider: String?
+
+    public init(since: Date? = nil, provider: String? = nil) {
+        self.since = since
+        self.provider = provider
+    }
 }
 
 /// A record and the sinks the router chose for it.

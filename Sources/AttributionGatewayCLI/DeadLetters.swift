@@ -1,0 +1,82 @@
+import ArgumentParser
+import Foundation
+import GatewayCore
+import GatewayStorage
+
+struct DeadLetters: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dlq",
+        abstract: "List, retry or drop records that a sink gave up on.",
+        subcommands: [List.self, Retry.self, Drop.self])
+
+    struct Selection: ParsableArguments {
+        @Option(name: .shortAndLong, help: "The configuration file.")
+        var config = "config.yaml"
+        @Option(help: "Only this sink's dead letters.")
+        var sink: String?
+        @Option(name: .customLong("id"), help: "Only these dead letters (repeatable).")
+        var ids: [Int64] = []
+
+        func store() throws -> SQLiteStore {
+            let configuration = try loadConfiguration(config)
+            return try SQLiteStore(path: configuration.storage.sqlitePath)
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print dead letters, newest first, as JSON lines.")
+        @OptionGroup var selection: Selection
+        @Option(help: "At most this many.")
+        var limit = 100
+
+        func run() async throws {
+            let letters = try await selection.store().deadLetters(sink: selection.sink, limit: limit)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            for letter in letters where selection.ids.isEmpty || selection.ids.contains(letter.id) {
+                let line: [String: String] = [
+                    "id": String(letter.id), "sink": letter.sink, "record_id": letter.recordID,
+                    "attempts": String(letter.attempts), "error": letter.error,
+                    "failed_at": ISO8601.format(letter.failedAt),
+                ]
+                print(String(decoding: try encoder.encode(line), as: UTF8.self))
+            }
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Move dead letters back to their sink's outbox; the running gateway delivers them.")
+        @OptionGroup var selection: Selection
+        @Flag(help: "Every dead letter of every sink (needed when neither --sink nor --id is given).")
+        var all = false
+
+        func run() async throws {
+            try requireSelection(selection, all: all)
+            let moved = try await selection.store().retryDeadLetters(
+                ids: selection.ids.isEmpty ? nil : selection.ids, sink: selection.sink, now: Date())
+            print("\(moved) dead letters queued for delivery again")
+        }
+    }
+
+    struct Drop: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete dead letters for good.")
+        @OptionGroup var selection: Selection
+        @Flag(help: "Every dead letter of every sink (needed when neither --sink nor --id is given).")
+        var all = false
+
+        func run() async throws {
+            try requireSelection(selection, all: all)
+            let dropped = try await selection.store().dropDeadLetters(
+                ids: selection.ids.isEmpty ? nil : selection.ids, sink: selection.sink)
+            print("\(dropped) dead letters dropped")
+        }
+    }
+}
+
+/// Refuses to act on every dead letter unless the user said so.
+func requireSelection(_ selection: DeadLetters.Selection, all: Bool) throws {
+    if selection.sink == nil && selection.ids.isEmpty && !all {
+        throw ValidationError("name --sink, --id, or --all")
+    }
+}
