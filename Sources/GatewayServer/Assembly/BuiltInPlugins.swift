@@ -9,6 +9,7 @@ extension PluginRegistry {
         registry.register(provider: IAdProviderPlugin.self)
         registry.register(sink: SQLiteSinkPlugin.self)
         registry.register(sink: WebhookSinkPlugin.self)
+        registry.register(sink: MixpanelSinkPlugin.self)
         return registry
     }
 }

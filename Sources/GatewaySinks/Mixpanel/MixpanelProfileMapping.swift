@@ -1,0 +1,67 @@
+import Foundation
+import GatewayCore
+
+/// Turns a record into Mixpanel People updates with the property names growth teams
+/// already query (`asa_campaign_id`, `asa_keyword`, …, with a configurable prefix).
+///
+/// Attribution is first-touch, so it goes in `$set_once`: a later record never
+/// overwrites how the user arrived. Names that enrichment fills in later (keyword,
+/// campaign and ad group names) go in `$set`, so an update can add them.
+struct MixpanelProfileMapping: Sendable {
+    let token: String
+    let prefix: String
+
+    /// Ids Mixpanel refuses as `distinct_id`: sending them would merge unrelated users.
+    static let placeholderIDs: Set<String> = [
+        "anon", "anonymous", "null", "none", "nil", "undefined", "0", "-1", "unknown", "[]", "{}",
+        "00000000-0000-0000-0000-000000000000", "lmy47d", "email", "false", "true",
+    ]
+
+    /// The user this record belongs to, or nil when it has no real one.
+    static func distinctID(_ record: AttributionRecord) -> String? {
+        guard let id = record.appUserID?.trimmingCharacters(in: .whitespaces), !id.isEmpty,
+            !placeholderIDs.contains(id.lowercased())
+        else { return nil }
+        return id
+    }
+
+    /// The update objects for one record (none when it has no real user).
+    func updates(for record: AttributionRecord) -> [JSONValue] {
+        guard let distinctID = Self.distinctID(record) else { return [] }
+        var once: [String: JSONValue] = [:]
+        var set: [String: JSONValue] = [:]
+        func put(_ target: inout [String: JSONValue], _ name: String, _ value: JSONValue?) {
+            if let value { target[prefix + name] = value }
+        }
+        let isAppleAds = ["iad", "adservices"].contains(record.provider)
+        if isAppleAds {
+            put(&once, "attribution", .bool(record.attributed))
+            put(&once, "org_id", record.orgID.map(JSONValue.integer))
+            put(&once, "campaign_id", record.campaignID.map(JSONValue.integer))
+            put(&once, "ad_group_id", record.adGroupID.map(JSONValue.integer))
+            put(&once, "keyword_id", record.keywordID.map(JSONValue.integer))
+            put(&once, "ad_id", record.adID.map(JSONValue.integer))
+            put(&once, "country", record.countryOrRegion.map(JSONValue.string))
+            put(&once, "conversion_type", record.conversionType.map(JSONValue.string))
+            put(&once, "claim_type", record.claimType.map(JSONValue.string))
+            put(&once, "keyword_match_type", record.keywordMatchType.map(JSONValue.string))
+            put(&once, "click_date", record.clickDate.map { .string(ISO8601.format($0)) })
+            put(&set, "keyword", record.keyword.map(JSONValue.string))
+            put(&set, "campaign_name", record.campaignName.map(JSONValue.string))
+            put(&set, "ad_group_name", record.adGroupName.map(JSONValue.string))
+        }
+        if record.provider == "skadnetwork" {
+            put(&once, "skan_ad_network_id", record.adNetworkID.map(JSONValue.string))
+            put(&once, "skan_source_app_id", record.sourceAppID.map(JSONValue.string))
+            put(&set, "skan_fine_value", record.fineValue.map { .integer(Int64($0)) })
+            put(&set, "skan_coarse_value", record.coarseValue.map(JSONValue.string))
+        }
+        var updates: [JSONValue] = []
+        let base: [String: JSONValue] = [
+            "$token": .string(token), "$distinct_id": .string(distinctID), "$ip": .string("0"),
+        ]
+        if !once.isEmpty { updates.append(.object(base.merging(["$set_once": .object(once)]) { $1 })) }
+        if !set.isEmpty { updates.append(.object(base.merging(["$set": .object(set)]) { $1 })) }
+        return updates
+    }
+}
