@@ -33,7 +33,10 @@ let package = Package(
         // config.yaml: YAML → checked, typed configuration.
         .target(
             name: "GatewayConfig",
-            dependencies: ["GatewayCore", .product(name: "Yams", package: "Yams")]
+            dependencies: [
+                "GatewayCore", .product(name: "Yams", package: "Yams"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         // The durable store (records, dedupe keys, outboxes, dead letters) on SQLite.
         .target(

@@ -25,6 +25,12 @@ enum ConfigSummary {
         let server = configuration.server
         lines.append("server: \(server.host):\(server.port), bodies up to \(server.maxBodyBytes) bytes")
         lines.append("storage: sqlite \(configuration.storage.sqlitePath) (durability \(configuration.storage.durability))")
+        let keys = configuration.auth.apiKeys
+        let apps = Set(keys.map(\.appID)).sorted()
+        lines.append(
+            keys.isEmpty
+                ? "auth: no API keys; app-facing routes accept any caller"
+                : "auth: \(keys.count) API keys for apps \(apps.joined(separator: ", "))")
         let providers = configuration.providers.map(\.typeName)
         lines.append("providers: \(providers.isEmpty ? "none enabled" : providers.joined(separator: ", "))")
         lines.append("sinks:")

@@ -33,6 +33,7 @@ public enum ConfigLoader {
 
         let server = readServer(reader.child("server"))
         let storage = readStorage(reader.child("storage"))
+        let auth = readAuth(reader.child("auth"))
         let providers = readProviders(reader.child("providers"), registry: registry)
         readEnrichers(reader.child("enrichers"))
         let sinks = readSinks(reader.child("sinks"), storage: storage, registry: registry)
@@ -41,7 +42,7 @@ public enum ConfigLoader {
 
         if !diagnostics.issues.isEmpty { throw ConfigError(issues: diagnostics.issues) }
         return GatewayConfiguration(
-            file: file, server: server, storage: storage, providers: providers, sinks: sinks, routes: routes)
+            file: file, server: server, storage: storage, auth: auth, providers: providers, sinks: sinks, routes: routes)
     }
 
     static func readServer(_ reader: ConfigReader?) -> ServerSettings {
@@ -67,6 +68,31 @@ public enum ConfigLoader {
             if let path = sqlite.string("path") { settings.sqlitePath = path }
             if let durability = sqlite.choice("durability", ["full", "normal"]) { settings.durability = durability }
             sqlite.finish()
+        }
+        reader.finish()
+        return settings
+    }
+
+    static func readAuth(_ reader: ConfigReader?) -> AuthSettings {
+        var settings = AuthSettings()
+        guard let reader else { return settings }
+        for entry in reader.list("api_keys") ?? [] {
+            let appID = entry.requiredString("app_id")
+            var digest: [UInt8]?
+            if entry.has("key_sha256") {
+                if let hex = entry.string("key_sha256") {
+                    digest = SHA256Hex.decode(hex)
+                    if digest == nil { entry.report("must be 64 hex digits (the SHA-256 of the key)", key: "key_sha256") }
+                }
+            } else if let key = entry.requiredString("key") {
+                if key.utf8.count < 16 {
+                    entry.report("must be at least 16 characters", key: "key")
+                } else {
+                    digest = SHA256Hex.digest(key)
+                }
+            }
+            entry.finish()
+            if let appID, let digest { settings.apiKeys.append(.init(appID: appID, sha256: digest)) }
         }
         reader.finish()
         return settings

@@ -6,6 +6,7 @@ public struct GatewayConfiguration: Sendable {
     public var file: String
     public var server: ServerSettings
     public var storage: StorageSettings
+    public var auth: AuthSettings
     public var providers: [PreparedProvider]
     public var sinks: [ConfiguredSink]
     public var routes: [Route]
@@ -44,4 +45,24 @@ public struct ConfiguredSink: Sendable {
     public var prepared: PreparedSink
     public var delivery: DeliverySettings
     public var name: String { prepared.name }
+}
+
+/// `auth:`
+public struct AuthSettings: Sendable, Equatable {
+    /// One accepted key: the app it may write for and the SHA-256 of the key. The plain
+    /// key is hashed as soon as it is read and never kept.
+    public struct Key: Sendable, Equatable {
+        public var appID: String
+        public var sha256: [UInt8]
+
+        public init(appID: String, sha256: [UInt8]) {
+            self.appID = appID
+            self.sha256 = sha256
+        }
+    }
+
+    /// `api_keys`: `[{app_id, key}]` or `[{app_id, key_sha256}]`; several per app for rotation.
+    public var apiKeys: [Key] = []
+
+    public init() {}
 }

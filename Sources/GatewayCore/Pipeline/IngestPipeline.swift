@@ -26,11 +26,16 @@ public struct IngestPipeline: Sendable {
         self.onStored = onStored
     }
 
-    /// Normalises `payload` with `provider` and stores what comes out.
-    public func accept(_ payload: IngestPayload, provider: any AttributionProvider) async throws -> [IngestOutcome] {
+    /// Normalises `payload` with `provider` and stores what comes out. `authorize` sees
+    /// every record before anything is stored and throws to refuse the whole payload.
+    public func accept(
+        _ payload: IngestPayload, provider: any AttributionProvider,
+        authorize: (AttributionRecord) throws -> Void = { _ in }
+    ) async throws -> [IngestOutcome] {
         let records: [AttributionRecord]
         do {
             records = try provider.normalize(payload)
+            try records.forEach(authorize)
         } catch let error as GatewayError {
             metrics.rejected(provider: provider.name, code: error.code.name)
             throw error

@@ -21,10 +21,15 @@ public struct ProviderRoute: Sendable, Hashable {
     public enum Method: String, Sendable { case get = "GET", post = "POST" }
     public let method: Method
     public let path: String
+    /// True for routes apps and backends call, which need an API key when `auth:` has
+    /// keys; false for Apple's and vendors' routes, which prove themselves otherwise
+    /// (signatures, shared secrets).
+    public let requiresAPIKey: Bool
 
-    public init(_ method: Method, _ path: String) {
+    public init(_ method: Method, _ path: String, requiresAPIKey: Bool = true) {
         self.method = method
         self.path = path
+        self.requiresAPIKey = requiresAPIKey
     }
 }
 

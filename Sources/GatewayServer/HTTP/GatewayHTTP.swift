@@ -21,6 +21,9 @@ public enum GatewayHTTP {
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         let settings = gateway.configuration.server
+        if gateway.configuration.auth.apiKeys.isEmpty {
+            gateway.logger.warning("auth.api_keys is empty: the app-facing routes accept any caller")
+        }
         return Application(
             router: makeRouter(gateway: gateway),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),

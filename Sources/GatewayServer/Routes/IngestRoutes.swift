@@ -32,12 +32,24 @@ extension GatewayHTTP {
     /// `200` when every record was already stored (a duplicate changes nothing).
     static func addIngestRoutes(to router: Router<BasicRequestContext>, gateway: Gateway) {
         let limit = gateway.configuration.server.maxBodyBytes
+        let keyring = APIKeyring(keys: gateway.configuration.auth.apiKeys)
         for provider in gateway.providers {
             for route in provider.routes {
                 let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, context in
+                    var allowedApps: Set<String>?
+                    if route.requiresAPIKey && keyring.isEnabled {
+                        guard let apps = keyring.apps(authorization: request.headers[.authorization]) else {
+                            throw APIKeyring.unauthorized
+                        }
+                        allowedApps = apps
+                    }
                     let body = try await BodyReader.collect(request, limit: limit)
                     let payload = IngestPayload(body: body, receivedAt: Date(), path: route.path)
-                    let outcomes = try await gateway.pipeline.accept(payload, provider: provider)
+                    let outcomes = try await gateway.pipeline.accept(payload, provider: provider) { record in
+                        if let allowedApps, !allowedApps.contains(record.appID ?? "") {
+                            throw APIKeyring.forbidden
+                        }
+                    }
                     let status: HTTPResponse.Status = outcomes.allSatisfy(\.isDuplicate) ? .ok : .accepted
                     if outcomes.count == 1 {
                         return JSONResponse.make(status: status, IngestAnswer(outcomes[0]))

@@ -1,0 +1,35 @@
+import GatewayConfig
+import GatewayCore
+
+/// The API keys of `auth.api_keys`, held as SHA-256 digests. A key writes records only
+/// for its own app; answers to a bad key say nothing about which keys exist.
+struct APIKeyring: Sendable {
+    let keys: [AuthSettings.Key]
+
+    var isEnabled: Bool { !keys.isEmpty }
+
+    /// The apps an `Authorization: Bearer KEY` header may write for; nil when it names no key.
+    func apps(authorization header: String?) -> Set<String>? {
+        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
+        let digest = SHA256Hex.digest(String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+        var apps: Set<String> = []
+        // Every key is compared, in constant time, whatever matched before.
+        for key in keys where Self.constantTimeEqual(key.sha256, digest) {
+            apps.insert(key.appID)
+        }
+        return apps.isEmpty ? nil : apps
+    }
+
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
+    }
+
+    static let unauthorized = GatewayError(
+        .unauthorized, "send a valid API key as Authorization: Bearer KEY")
+
+    static let forbidden = GatewayError(
+        .forbidden, "this API key may not write records for this app_id", field: "app_id")
+}

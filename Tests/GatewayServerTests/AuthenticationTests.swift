@@ -1,0 +1,78 @@
+import Foundation
+import GatewayConfig
+import GatewayCore
+import GatewayServer
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// Per-app API keys on the app-facing routes.
+@Suite struct AuthenticationTests {
+    static let appKey = "key-for-app-1234567890"
+
+    func configuration(_ env: TestEnvironment) throws -> GatewayConfiguration {
+        let rotated = SHA256Hex.digest("rotated-key-0000000000").map { String(format: "%02x", $0) }.joined()
+        let yaml = env.yaml() + """
+
+            auth:
+              api_keys:
+                - { app_id: "1234567890", key: "${APP_KEY}" }
+                - { app_id: "1234567890", key_sha256: "\(rotated)" }
+                - { app_id: "999", key: "key-for-another-app-999" }
+            """
+        return try ConfigLoader.parse(
+            yaml: yaml, file: "auth.yaml", environment: ["APP_KEY": Self.appKey], registry: .builtIn)
+    }
+
+    @Test func keysAdmitTheirOwnAppOnly() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try configuration(env))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let body = ByteBuffer(string: IAdPayloads.attributed(user: "authed"))
+            func post(_ authorization: String?, _ body: ByteBuffer) async throws -> TestResponse {
+                var headers = HTTPFields()
+                if let authorization { headers[.authorization] = authorization }
+                return try await client.execute(uri: "/v1/iad", method: .post, headers: headers, body: body)
+            }
+
+            let missing = try await post(nil, body)
+            #expect(missing.status == .unauthorized)
+            #expect(String(buffer: missing.body).contains(#""code":"unauthorized""#))
+            #expect(try await post("Bearer not-a-key-at-all-000", body).status == .unauthorized)
+            #expect(try await post(Self.appKey, body).status == .unauthorized)
+
+            // Another app's key cannot write this app's records, and nothing is stored.
+            let other = try await post("Bearer key-for-another-app-999", body)
+            #expect(other.status == .forbidden)
+            #expect(String(buffer: other.body).contains(#""field":"app_id""#))
+            #expect(try await gateway.store.outboxStats().isEmpty)
+
+            #expect(try await post("Bearer \(Self.appKey)", body).status == .accepted)
+            let rotated = ByteBuffer(string: IAdPayloads.attributed(user: "rotated"))
+            #expect(try await post("bearer rotated-key-0000000000", rotated).status == .accepted)
+
+            // Operator routes stay open.
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+        }
+    }
+
+    @Test func shortOrMalformedKeysAreConfigErrors() throws {
+        let yaml = """
+            auth:
+              api_keys:
+                - { app_id: "1", key: "short" }
+                - { app_id: "2", key_sha256: "xyz" }
+                - { key: "long-enough-key-0000" }
+            """
+        #expect {
+            try ConfigLoader.parse(yaml: yaml, file: "auth.yaml", environment: [:], registry: .builtIn)
+        } throws: { error in
+            let messages = (error as? ConfigError)?.issues.map(\.description) ?? []
+            return messages.contains("auth.yaml:3:27: auth.api_keys[0].key: must be at least 16 characters")
+                && !messages.joined().contains("\"short\"")
+                && messages.contains { $0.contains("auth.api_keys[1].key_sha256: must be 64 hex digits") }
+                && messages.contains { $0.contains("auth.api_keys[2].app_id: is required") }
+        }
+    }
+}
