@@ -43,15 +43,18 @@ public enum ISO8601 {
             guard let s = number(2) else { return nil }
             second = s
             if expect(UInt8(ascii: ".")) || expect(UInt8(ascii: ",")) {
-                var scale = 0.1
-                var any = false
+                var digits = 0
+                var scale = 1.0
+                let start = index
                 while index < chars.count, chars[index] >= 48, chars[index] <= 57 {
-                    fraction += Double(chars[index] - 48) * scale
-                    scale /= 10
+                    if index - start < 9 {
+                        digits = digits * 10 + Int(chars[index] - 48)
+                        scale *= 10
+                    }
                     index += 1
-                    any = true
                 }
-                guard any else { return nil }
+                guard index > start else { return nil }
+                fraction = Double(digits) / scale
             }
         }
         var offsetSeconds = 0
@@ -72,34 +75,59 @@ public enum ISO8601 {
             (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second)
         else { return nil }
 
-        var components = DateComponents()
-        components.year = year
-        components.month = month
-        components.day = day
-        components.hour = hour
-        components.minute = minute
-        components.second = second
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        guard let base = calendar.date(from: components),
-            calendar.component(.day, from: base) == day  // rejects 2024-02-31
-        else { return nil }
-        return base.addingTimeInterval(fraction - Double(offsetSeconds))
+        guard day <= daysInMonth(year: year, month: month) else { return nil }  // rejects 2024-02-31
+        let days = daysFromCivil(year: year, month: month, day: day)
+        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
+        return Date(timeIntervalSince1970: Double(seconds) + fraction)
     }
 
     /// Formats in UTC with milliseconds only when the date has them: `2020-08-04T17:18:07Z`.
     public static func format(_ date: Date) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let seconds = date.timeIntervalSince1970
-        let whole = seconds.rounded(.down)
-        let millis = Int(((seconds - whole) * 1000).rounded())
-        let c = calendar.dateComponents(
-            [.year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSince1970: whole))
-        let base = String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
-        if millis == 0 { return base + "Z" }
-        if millis == 1000 { return format(Date(timeIntervalSince1970: whole + 1)) }
-        return base + String(format: ".%03dZ", millis)
+        let totalMillis = Int((date.timeIntervalSince1970 * 1000).rounded())
+        let millis = ((totalMillis % 1000) + 1000) % 1000
+        let seconds = (totalMillis - millis) / 1000
+        let secondOfDay = ((seconds % 86_400) + 86_400) % 86_400
+        let (year, month, day) = civilFromDays((seconds - secondOfDay) / 86_400)
+        var text = pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T" + pad(secondOfDay / 3600, 2) + ":"
+            + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2)
+        if millis != 0 { text += "." + pad(millis, 3) }
+        return text + "Z"
+    }
+
+    // Calendar arithmetic without Foundation's Calendar, which is slow on Linux and sits on
+    // the ingest path. Howard Hinnant's days-from-civil algorithms, proleptic Gregorian.
+
+    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    static func civilFromDays(_ days: Int) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    static func daysInMonth(year: Int, month: Int) -> Int {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    static func pad(_ value: Int, _ width: Int) -> String {
+        let digits = String(value)
+        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
     }
 }
