@@ -11,21 +11,22 @@ public enum JSONValue: Sendable, Hashable, Codable {
     case object([String: JSONValue])
 
     public init(from decoder: any Decoder) throws {
+        // Each failed attempt throws a DecodingError, which is costly: try the likeliest first.
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([String: JSONValue].self) {
+            self = .object(value)
         } else if let value = try? container.decode(Int64.self) {
             self = .integer(value)
         } else if let value = try? container.decode(Double.self) {
             self = .double(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
         } else {
-            self = .object(try container.decode([String: JSONValue].self))
+            self = .array(try container.decode([JSONValue].self))
         }
     }
 
@@ -42,9 +43,31 @@ public enum JSONValue: Sendable, Hashable, Codable {
         }
     }
 
-    /// Parses a JSON document; the error names where the bytes stopped being JSON.
+    /// Parses a JSON document. JSONSerialization does it without Codable's per-value
+    /// type probing, which dominated the ingest profile.
     public static func parse(_ data: Data) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: data)
+        JSONValue(foundation: try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]))
+    }
+
+    /// Converts what JSONSerialization returns; booleans are told from numbers by the
+    /// number's type code, integers are kept exact.
+    public init(foundation value: Any) {
+        switch value {
+        case let string as String:
+            self = .string(string)
+        case let number as NSNumber:
+            switch String(cString: number.objCType) {
+            case "c", "B": self = .bool(number.boolValue)
+            case "d", "f": self = .double(number.doubleValue)
+            default: self = .integer(number.int64Value)
+            }
+        case let object as [String: Any]:
+            self = .object(object.mapValues(JSONValue.init(foundation:)))
+        case let array as [Any]:
+            self = .array(array.map(JSONValue.init(foundation:)))
+        default:
+            self = .null
+        }
     }
 
     public subscript(key: String) -> JSONValue? {

@@ -29,6 +29,14 @@ final class GatewayProcess {
         process.standardError = log
     }
 
+    /// A test that fails half-way must not leave a server running.
+    deinit {
+        if process.isRunning {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
     /// Starts the server and waits (bounded) until it says which port it listens on.
     func start() async throws {
         try process.run()
@@ -47,6 +55,7 @@ final class GatewayProcess {
             guard process.isRunning else { throw Failure("the gateway exited: \(text)") }
             try await Task.sleep(for: .milliseconds(50))
         }
+        kill(SIGKILL)
         throw Failure("the gateway did not start")
     }
 
