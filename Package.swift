@@ -55,11 +55,13 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // Operators' own sinks: one target each under Plugins/, registered in BuiltInPlugins.swift.
+        .target(name: "CSVSink", dependencies: ["GatewayCore"], path: "Plugins/CSVSink"),
         // Assembly (config → running gateway) and the HTTP surface.
         .target(
             name: "GatewayServer",
             dependencies: [
-                "GatewayCore", "GatewayConfig", "GatewayStorage", "GatewayProviders", "GatewaySinks",
+                "GatewayCore", "GatewayConfig", "GatewayStorage", "GatewayProviders", "GatewaySinks", "CSVSink",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
@@ -74,6 +76,7 @@ let package = Package(
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayServer"]),
         .testTarget(name: "GatewayProvidersTests", dependencies: ["GatewayProviders"]),
+        .testTarget(name: "CSVSinkTests", dependencies: ["CSVSink"]),
         .testTarget(
             name: "GatewayStorageTests",
             dependencies: ["GatewayStorage", "GatewaySinks", .product(name: "GRDB", package: "GRDB.swift")]
