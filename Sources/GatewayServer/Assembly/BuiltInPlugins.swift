@@ -11,6 +11,7 @@ extension PluginRegistry {
         registry.register(sink: SQLiteSinkPlugin.self)
         registry.register(sink: WebhookSinkPlugin.self)
         registry.register(sink: MixpanelSinkPlugin.self)
+        registry.register(sink: ExecSinkPlugin.self)
         registry.register(sink: CSVSinkPlugin.self)  // Plugins/CSVSink
         return registry
     }

@@ -54,13 +54,13 @@ struct TestEnvironment {
     }
 
     /// Polls until `condition` holds, for at most `seconds`. A bound, not a speed claim.
-    func eventually(seconds: Double = 60, _ condition: () throws -> Bool) async throws -> Bool {
+    func eventually(seconds: Double = 60, _ condition: () async throws -> Bool) async throws -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
-            if try condition() { return true }
+            if try await condition() { return true }
             try await Task.sleep(for: .milliseconds(50))
         }
-        return try condition()
+        return try await condition()
     }
 }
 

@@ -1,0 +1,180 @@
+import Foundation
+import GatewayCore
+import Synchronization
+
+/// Runs an operator's program (any language) and speaks newline-delimited JSON with it:
+/// each record goes to its stdin as one line, and the program answers one line per
+/// record on stdout: `{"record_id": "…", "status": "ok" | "retry" | "reject", "reason": "…"}`.
+///
+/// The program is started on first use and again after it dies; a batch it does not
+/// fully answer within `timeout` is retried (and the program restarted), so a hung
+/// plugin delays delivery but loses nothing.
+public final class ExecSink: AttributionSink {
+    public struct Options: Sendable {
+        public var command: [String]
+        public var timeout: Duration
+        public var maxBatchSize: Int
+
+        public init(command: [String], timeout: Duration = .seconds(30), maxBatchSize: Int = 100) {
+            self.command = command
+            self.timeout = timeout
+            self.maxBatchSize = maxBatchSize
+        }
+    }
+
+    public let maxBatchSize: Int
+    let options: Options
+    /// The running program; the worker calls `deliver` one batch at a time.
+    private let child = Mutex<ExecChild?>(nil)
+
+    public init(options: Options) {
+        self.options = options
+        self.maxBatchSize = options.maxBatchSize
+    }
+
+    deinit {
+        child.withLock { $0?.stop() }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+        let process = try child.withLock { child in
+            if let running = child, running.isRunning { return running }
+            child = try ExecChild(command: options.command)
+            return child!
+        }
+        let encoder = AttributionRecord.makeEncoder()
+        var input = Data()
+        for record in records {
+            input.append(try encoder.encode(record))
+            input.append(UInt8(ascii: "\n"))
+        }
+        var outcomes: [String: DeliveryOutcome] = [:]
+        do {
+            try process.write(input)
+            let deadline = ContinuousClock.now + options.timeout
+            while outcomes.count < records.count {
+                let line = try await process.readLine(until: deadline)
+                guard let ack = try? JSONValue.parse(Data(line.utf8)), case .string(let id)? = ack["record_id"] else {
+                    throw Failure(description: "exec sink: unreadable acknowledgement")
+                }
+                let reason: String = if case .string(let text)? = ack["reason"] { text } else { "" }
+                switch ack["status"] {
+                case .string("ok"): outcomes[id] = .delivered
+                case .string("reject"): outcomes[id] = .reject(reason: reason.isEmpty ? "rejected by plugin" : reason)
+                default: outcomes[id] = .retry(reason: reason.isEmpty ? "plugin asked to retry" : reason)
+                }
+            }
+            return records.map { outcomes[$0.recordID] ?? .retry(reason: "plugin did not acknowledge") }
+        } catch {
+            // A plugin that dies, hangs or talks nonsense is restarted for the next batch;
+            // what it acknowledged before that stands, the rest is retried.
+            child.withLock { child in
+                child?.stop()
+                child = nil
+            }
+            guard !outcomes.isEmpty else { throw error }
+            return records.map { outcomes[$0.recordID] ?? .retry(reason: "\(error)") }
+        }
+    }
+}
+
+/// One running plugin process and a line reader over its stdout.
+final class ExecChild: @unchecked Sendable {
+    private let process = Process()
+    private let stdin = Pipe()
+    private let stdout = Pipe()
+    private let lock = NSLock()
+    private var buffer = Data()
+
+    init(command: [String]) throws {
+        // Writing to a plugin that just died must be an error to handle, not a signal that
+        // ends the gateway.
+        signal(SIGPIPE, SIG_IGN)
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = command
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = FileHandle.standardError
+        try process.run()
+    }
+
+    var isRunning: Bool { process.isRunning }
+
+    func write(_ data: Data) throws {
+        try stdin.fileHandleForWriting.write(contentsOf: data)
+    }
+
+    /// The next line of stdout; throws at EOF (the plugin died) or after `deadline`.
+    func readLine(until deadline: ContinuousClock.Instant) async throws -> String {
+        while true {
+            if let line = takeLine() { return line }
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { throw ExecSink.Failure(description: "exec sink: plugin timed out") }
+            let chunk = try await withThrowingTaskGroup(of: Data?.self) { group in
+                let handle = stdout.fileHandleForReading
+                group.addTask {
+                    await withCheckedContinuation { continuation in
+                        DispatchQueue.global().async { continuation.resume(returning: handle.availableData) }
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(for: remaining)
+                    return nil
+                }
+                let first = try await group.next()!
+                group.cancelAll()
+                return first
+            }
+            guard let chunk else {
+                stop()  // unblocks the pending read
+                throw ExecSink.Failure(description: "exec sink: plugin timed out")
+            }
+            guard !chunk.isEmpty else { throw ExecSink.Failure(description: "exec sink: plugin exited") }
+            lock.withLock { buffer.append(chunk) }
+        }
+    }
+
+    private func takeLine() -> String? {
+        lock.withLock {
+            guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+            let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+            buffer = Data(buffer[buffer.index(after: newline)...])
+            return line
+        }
+    }
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            kill(process.processIdentifier, SIGKILL)
+        }
+        try? stdin.fileHandleForWriting.close()
+    }
+}
+
+/// Registers the exec sink as `type: exec`.
+public enum ExecSinkPlugin: SinkPlugin {
+    public typealias Options = ExecSink.Options
+    public static let typeName = "exec"
+
+    public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
+        let command = reader.stringList("command")
+        if command?.isEmpty ?? true { reader.report("is required: the program and its arguments", key: "command") }
+        let timeout = reader.int("timeout_ms", in: 100...600_000) ?? 30_000
+        let batch = reader.int("max_batch_size", in: 1...10_000) ?? 100
+        guard let command, !command.isEmpty else { return nil }
+        return Options(command: command, timeout: .milliseconds(timeout), maxBatchSize: batch)
+    }
+
+    public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
+        ExecSink(options: options)
+    }
+
+    public static func summary(_ options: Options) -> String {
+        "runs \(options.command.first ?? ""), NDJSON over stdin/stdout"
+    }
+}
