@@ -87,7 +87,9 @@ let package = Package(
                 "GatewayServer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
-            ]
+            ],
+            // Plugins the tests run as separate programs, read by path.
+            exclude: ["Fixtures"]
         ),
     ],
     swiftLanguageModes: [.v6]
