@@ -28,7 +28,10 @@ enum YAMLConfigNode {
             return ConfigNode(.scalar(scalar.string, plain: plain), line: line, column: column)
         case .mapping(let mapping):
             let entries = mapping.map { pair in
-                (key: pair.key.string ?? "\(pair.key)", value: convert(pair.value))
+                var value = convert(pair.value)
+                value.keyLine = pair.key.mark?.line ?? 0
+                value.keyColumn = pair.key.mark?.column ?? 0
+                return (key: pair.key.string ?? "\(pair.key)", value: value)
             }
             return ConfigNode(.mapping(entries), line: line, column: column)
         case .sequence(let sequence):
@@ -44,9 +47,9 @@ enum YAMLConfigNode {
             .composer(_, let problem, let mark, _):
             return ConfigIssue(
                 file: file, path: "", line: mark.line, column: mark.column, message: "not valid YAML: \(problem)")
-        case .duplicatedKeysInMapping(let duplicates, _):
+        case .duplicatedKeysInMapping(let duplicates, let context):
             return ConfigIssue(
-                file: file, path: "", line: 0, column: 0,
+                file: file, path: "", line: context.mark.line, column: context.mark.column,
                 message: "duplicate keys: \(duplicates.joined(separator: ", "))")
         default:
             return ConfigIssue(file: file, path: "", line: 0, column: 0, message: "not valid YAML: \(error)")

@@ -14,6 +14,16 @@ public struct ConfigNode: Sendable {
     /// 1-based line, or 0 when unknown.
     public var line: Int
     public var column: Int
+    /// Where the key that holds this value is written, when it is a mapping's value: a
+    /// block mapping's value starts on the line after its key, and errors about the key
+    /// itself (unknown, duplicate) must point at the key.
+    public var keyLine = 0
+    public var keyColumn = 0
+
+    /// A node standing for the key that holds this value, for reporting.
+    var keyPosition: ConfigNode {
+        keyLine > 0 ? ConfigNode(.null, line: keyLine, column: keyColumn) : self
+    }
 
     public init(_ value: Value, line: Int = 0, column: Int = 0) {
         self.value = value

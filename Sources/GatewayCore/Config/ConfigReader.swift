@@ -26,7 +26,7 @@ public final class ConfigReader {
             var seen: Set<String> = []
             for entry in entries {
                 if !seen.insert(entry.key).inserted {
-                    diagnostics.report("duplicate key '\(entry.key)'", path: join(entry.key), at: entry.value)
+                    diagnostics.report("duplicate key '\(entry.key)'", path: join(entry.key), at: entry.value.keyPosition)
                 }
             }
             self.entries = entries
@@ -147,9 +147,11 @@ public final class ConfigReader {
 
     // MARK: nesting
 
-    /// The mapping at `key`, or nil when absent.
+    /// The mapping at `key`, or nil when absent. A key written with nothing after it
+    /// (`iad:`) is an empty mapping, not an absent one: it still gets checked and defaults.
     public func child(_ key: String) -> ConfigReader? {
-        guard let node = node(key) else { return nil }
+        consumed.insert(key)
+        guard let node = entries.last(where: { $0.key == key })?.value else { return nil }
         return ConfigReader(node: node, path: join(key), diagnostics: diagnostics, environment: environment)
     }
 
@@ -170,7 +172,7 @@ public final class ConfigReader {
         let known = Array(consumed)
         for entry in entries where !consumed.contains(entry.key) {
             diagnostics.report(
-                "unknown key '\(entry.key)'\(suggestion(entry.key, known))", path: join(entry.key), at: entry.value)
+                "unknown key '\(entry.key)'\(suggestion(entry.key, known))", path: join(entry.key), at: entry.value.keyPosition)
         }
     }
 
