@@ -31,7 +31,7 @@ public struct IAdProvider: AttributionProvider {
         var record = AttributionRecord(
             provider: name,
             kind: conversion == "Redownload" ? .reinstall : .install,
-            dedupeKey: "iad:\(appID):\(appUserID)",
+            dedupeKey: DedupeKey.make("iad", appID, appUserID),
             receivedAt: payload.receivedAt,
             attributed: attributed)
         record.appID = appID
