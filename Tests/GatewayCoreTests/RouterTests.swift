@@ -2,29 +2,77 @@ import Foundation
 import GatewayCore
 import Testing
 
+/// `routes:` at work: which sinks' outboxes a record lands in.
 @Suite struct RouterTests {
-    func record(provider: String = "iad", app: String? = "111", attributed: Bool = true, kind: RecordKind = .install,
-        isTest: Bool = false) -> AttributionRecord
-    {
+    func record(
+        provider: String = "iad", app: String? = "111", attributed: Bool = true, kind: RecordKind = .install,
+        isTest: Bool = false
+    ) -> AttributionRecord {
         var record = AttributionRecord(
-            provider: provider, kind: kind, dedupeKey: UUID().uuidString, receivedAt: Date(), attributed: attributed)
+            provider: provider, kind: kind, dedupeKey: UUID().uuidString, receivedAt: Date(timeIntervalSince1970: 0),
+            attributed: attributed)
         record.appID = app
         record.isTest = isTest
         return record
     }
 
-    @Test func everyConditionMustHoldAndListsMeanAnyOf() {
-        let filter = RecordFilter(providers: ["iad", "adservices"], appIDs: ["111"], attributed: true, kinds: [.install])
+    @Test func anEmptyFilterMatchesEverything() {
+        #expect(RecordFilter().matches(record()))
+        #expect(
+            RecordFilter().matches(
+                record(provider: "anything", app: nil, attributed: false, kind: .event, isTest: true)))
+    }
+
+    @Test func eachConditionAlone() {
+        #expect(RecordFilter(providers: ["iad"]).matches(record()))
+        #expect(!RecordFilter(providers: ["iad"]).matches(record(provider: "adservices")))
+
+        #expect(RecordFilter(appIDs: ["111"]).matches(record()))
+        #expect(!RecordFilter(appIDs: ["111"]).matches(record(app: "1111")))
+        #expect(!RecordFilter(appIDs: ["111"]).matches(record(app: nil)))
+
+        #expect(RecordFilter(attributed: true).matches(record()))
+        #expect(!RecordFilter(attributed: true).matches(record(attributed: false)))
+        #expect(RecordFilter(attributed: false).matches(record(attributed: false)))
+        #expect(!RecordFilter(attributed: false).matches(record()))
+
+        #expect(RecordFilter(kinds: [.reinstall]).matches(record(kind: .reinstall)))
+        #expect(!RecordFilter(kinds: [.reinstall]).matches(record(kind: .install)))
+
+        // `is_test: false` keeps Apple's test payloads out; `true` keeps only them.
+        #expect(RecordFilter(isTest: false).matches(record()))
+        #expect(!RecordFilter(isTest: false).matches(record(isTest: true)))
+        #expect(RecordFilter(isTest: true).matches(record(isTest: true)))
+        #expect(!RecordFilter(isTest: true).matches(record()))
+    }
+
+    @Test func aListMeansAnyOfItsValues() {
+        let providers = RecordFilter(providers: ["iad", "adservices"])
+        #expect(providers.matches(record(provider: "iad")))
+        #expect(providers.matches(record(provider: "adservices")))
+        #expect(!providers.matches(record(provider: "skadnetwork")))
+
+        let apps = RecordFilter(appIDs: ["111", "222"])
+        #expect(apps.matches(record(app: "111")))
+        #expect(apps.matches(record(app: "222")))
+        #expect(!apps.matches(record(app: "333")))
+
+        let kinds = RecordFilter(kinds: [.install, .reinstall])
+        #expect(kinds.matches(record(kind: .install)))
+        #expect(kinds.matches(record(kind: .reinstall)))
+        #expect(!kinds.matches(record(kind: .purchase)))
+    }
+
+    @Test func everyConditionGivenMustHold() {
+        let filter = RecordFilter(
+            providers: ["iad", "adservices"], appIDs: ["111"], attributed: true, kinds: [.install], isTest: false)
         #expect(filter.matches(record()))
         #expect(filter.matches(record(provider: "adservices")))
         #expect(!filter.matches(record(provider: "skadnetwork")))
         #expect(!filter.matches(record(app: "222")))
-        #expect(!filter.matches(record(app: nil)))
         #expect(!filter.matches(record(attributed: false)))
         #expect(!filter.matches(record(kind: .reinstall)))
-        #expect(RecordFilter(isTest: false).matches(record()))
-        #expect(!RecordFilter(isTest: false).matches(record(isTest: true)))
-        #expect(RecordFilter().matches(record(provider: "anything", app: nil, attributed: false)))
+        #expect(!filter.matches(record(isTest: true)))
     }
 
     @Test func aRecordGoesToEachMatchingSinkOnceInConfigOrder() {
@@ -35,21 +83,28 @@ import Testing
             Route(sinks: ["never"], filter: RecordFilter(providers: ["s2s"])),
         ])
         #expect(router.sinks(for: record()) == ["local", "mixpanel", "hook", "audit"])
+        #expect(router.sinks(for: record(kind: .reinstall)) == ["local", "mixpanel", "hook"])
+        #expect(router.sinks(for: record(attributed: false)) == ["local", "hook", "audit"])
         #expect(router.sinks(for: record(attributed: false, kind: .reinstall)) == ["local"])
-        #expect(RecordRouter(routes: [Route(sinks: ["x"], filter: RecordFilter(appIDs: ["9"]))]).sinks(for: record()).isEmpty)
+        #expect(router.sinks(for: record(provider: "s2s", attributed: false, kind: .event)) == ["local", "never"])
     }
 
-    @Test func backoffDoublesIsCappedJittersAndHonoursRetryAfter() {
-        let settings = DeliverySettings(backoffInitial: .seconds(2), backoffMax: .seconds(60))
-        // Equal jitter: between half and all of the exponential step.
-        #expect(settings.backoff(attempt: 1, retryAfter: nil, unit: 0) == .seconds(1))
-        #expect(settings.backoff(attempt: 1, retryAfter: nil, unit: 0.999_999) == .milliseconds(2000))
-        #expect(settings.backoff(attempt: 3, retryAfter: nil, unit: 0) == .seconds(4))
-        #expect(settings.backoff(attempt: 3, retryAfter: nil, unit: 0.5) == .seconds(6))
-        #expect(settings.backoff(attempt: 20, retryAfter: nil, unit: 0) == .seconds(30))
-        #expect(settings.backoff(attempt: 20, retryAfter: nil, unit: 1) == .seconds(60))
-        // Retry-After is a floor, never shortened.
-        #expect(settings.backoff(attempt: 1, retryAfter: .seconds(90), unit: 0) == .seconds(90))
-        #expect(settings.backoff(attempt: 6, retryAfter: .seconds(1), unit: 1) == .seconds(60))
+    @Test func theOrderIsTheConfigsNotTheMatchOrder() {
+        // A later route naming a sink first does not move it ahead of an earlier route's sinks.
+        let router = RecordRouter(routes: [
+            Route(sinks: ["b", "a"], filter: RecordFilter(attributed: true)),
+            Route(sinks: ["c", "a", "b"]),
+        ])
+        #expect(router.sinks(for: record()) == ["b", "a", "c"])
+        #expect(router.sinks(for: record(attributed: false)) == ["c", "a", "b"])
+    }
+
+    @Test func noMatchingRouteMeansNoSinks() {
+        let router = RecordRouter(routes: [
+            Route(sinks: ["paid"], filter: RecordFilter(attributed: true)),
+            Route(sinks: ["app9"], filter: RecordFilter(appIDs: ["9"])),
+        ])
+        #expect(router.sinks(for: record(attributed: false)).isEmpty)
+        #expect(RecordRouter(routes: []).sinks(for: record()).isEmpty)
     }
 }

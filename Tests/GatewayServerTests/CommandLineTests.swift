@@ -46,7 +46,7 @@ import Testing
         let result = try run(["check-config", path])
         #expect(result.status == 1)
         #expect(result.stderr.contains("bad.yaml:3:9: server.port: expected an integer, found 'abc'"))
-        #expect(result.stderr.contains("bad.yaml:6:38: sinks.local.batch_sise: unknown key 'batch_sise', did you mean 'batch_size'?"))
+        #expect(result.stderr.contains("bad.yaml:6:26: sinks.local.batch_sise: unknown key 'batch_sise', did you mean 'batch_size'?"))
         #expect(result.stderr.contains("bad.yaml:8:12: routes[0].sinks: route names sink 'missing'"))
     }
 

@@ -1,0 +1,417 @@
+import Foundation
+import GatewayConfig
+import GatewayCore
+import GatewayServer
+import Testing
+
+/// config.yaml → checked configuration, with the built-in plugins: every problem reported
+/// with its YAML path and line, and the settings a user writes landing where the gateway
+/// reads them.
+@Suite struct ConfigLoaderTests {
+    func parse(_ yaml: String, environment: [String: String] = [:]) throws(ConfigError) -> GatewayConfiguration {
+        try ConfigLoader.parse(yaml: yaml, file: "test.yaml", environment: environment, registry: .builtIn)
+    }
+
+    /// The issues of a file that must not load (none when it loads).
+    func problems(_ yaml: String, environment: [String: String] = [:]) -> [ConfigIssue] {
+        do {
+            _ = try parse(yaml, environment: environment)
+            return []
+        } catch {
+            return error.issues
+        }
+    }
+
+    /// The one issue reported at `path`.
+    func problem(at path: String, in issues: [ConfigIssue]) throws -> ConfigIssue {
+        let matching = issues.filter { $0.path == path }
+        #expect(matching.count == 1, "issues at \(path): \(issues)")
+        return try #require(matching.first, "no issue at \(path) among \(issues)")
+    }
+
+    static let oneSink = """
+        sinks:
+          local: { type: sqlite, path: /tmp/unused.sqlite }
+        """
+
+    // MARK: the repository's own file
+
+    @Test func theRepositoryConfigLoadsWithItsDocumentedDefaults() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let path = root.appendingPathComponent("config.yaml").path
+        let config = try ConfigLoader.load(path: path, environment: [:], registry: .builtIn)
+        #expect(config.file == path)
+        #expect(config.server.host == "127.0.0.1")
+        #expect(config.server.port == 8080)
+        #expect(config.storage.sqlitePath == "./data/gateway.sqlite")
+        #expect(config.storage.durability == "full")
+        #expect(config.providers.map(\.typeName) == ["iad"])
+        let local = try #require(config.sinks.first { $0.name == "local" })
+        #expect(local.prepared.typeName == "sqlite")
+        // Every route names a defined sink, and the local table gets everything.
+        let names = Set(config.sinks.map(\.name))
+        #expect(config.routes.allSatisfy { Set($0.sinks).isSubset(of: names) })
+        #expect(config.routes.contains(Route(sinks: ["local"])))
+
+        // Its ${VAR:-default} values follow the environment.
+        let moved = try ConfigLoader.load(
+            path: path, environment: ["GATEWAY_PORT": "9091", "GATEWAY_DB": "/srv/gw.sqlite"], registry: .builtIn)
+        #expect(moved.server.port == 9091)
+        #expect(moved.storage.sqlitePath == "/srv/gw.sqlite")
+    }
+
+    @Test func anUnreadableFileIsAnIssueNotACrash() {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("missing-\(UUID()).yaml").path
+        do {
+            _ = try ConfigLoader.load(path: path, environment: [:], registry: .builtIn)
+            Issue.record("a missing file loaded")
+        } catch {
+            #expect(error.issues.count == 1)
+            #expect(error.issues.first?.file == path)
+            #expect(error.issues.first?.message.contains("cannot read") == true)
+        }
+    }
+
+    // MARK: problems, all at once, each with its line
+
+    @Test func anUnknownKeyAndAWrongTypeAreBothReportedWithTheirLines() throws {
+        let issues = problems(
+            """
+            server:
+              host: 0.0.0.0
+              port: abc
+            storage:
+              sqlite:
+                path: /tmp/x.sqlite
+                colour: blue
+            """)
+        #expect(issues.count == 2, "\(issues)")
+
+        let port = try problem(at: "server.port", in: issues)
+        #expect(port.line == 3)
+        #expect(port.column == 9)
+        #expect(port.message == "expected an integer, found 'abc'")
+        #expect(port.file == "test.yaml")
+        #expect(port.description == "test.yaml:3:9: server.port: expected an integer, found 'abc'")
+
+        let colour = try problem(at: "storage.sqlite.colour", in: issues)
+        #expect(colour.line == 7)
+        #expect(colour.message.hasPrefix("unknown key 'colour'"))
+    }
+
+    @Test func anUnknownSectionIsReportedOnTheLineOfItsKey() throws {
+        // The unknown key holds a mapping: the issue must point at `limits:`, not inside it.
+        let issues = problems(
+            """
+            server:
+              port: 8080
+            limits:
+              rate: 10
+            """)
+        let limits = try problem(at: "limits", in: issues)
+        #expect(limits.message.hasPrefix("unknown key 'limits'"))
+        #expect(limits.line == 3)
+    }
+
+    @Test func aDuplicateKeyIsReportedWithItsLine() throws {
+        // Two sinks of the same name, or a key written twice, must be findable in a long file.
+        let issues = problems(
+            """
+            server:
+              port: 8080
+              host: 0.0.0.0
+              port: 9090
+            """)
+        let duplicate = try #require(issues.first)
+        #expect(issues.count == 1, "\(issues)")
+        #expect(duplicate.message.contains("port"))
+        #expect([2, 4].contains(duplicate.line), "reported at line \(duplicate.line)")
+    }
+
+    @Test(arguments: [
+        ("server:\n  prot: 8080", "server.prot", "port"),
+        ("server:\n  log_levle: debug", "server.log_levle", "log_level"),
+        ("sinkss:\n  local: { type: sqlite }", "sinkss", "sinks"),
+        ("sinks:\n  local: { type: sqlite, batch_sise: 10 }", "sinks.local.batch_sise", "batch_size"),
+        (
+            "sinks:\n  local: { type: sqlite }\nroutes:\n  - sinks: [local]\n    wehre: { attributed: true }",
+            "routes[0].wehre", "where"
+        ),
+    ])
+    func aTypoGetsADidYouMean(yaml: String, path: String, intended: String) throws {
+        let issue = try problem(at: path, in: problems(yaml))
+        #expect(issue.message.hasSuffix(", did you mean '\(intended)'?"), "\(issue.message)")
+    }
+
+    @Test func aKeyLikeNothingKnownGetsNoSuggestion() throws {
+        let issue = try problem(at: "server.flavour", in: problems("server:\n  flavour: vanilla"))
+        #expect(issue.message == "unknown key 'flavour'")
+    }
+
+    @Test func aWrongValueInAChoiceIsAnError() throws {
+        let issue = try problem(at: "server.log_level", in: problems("server:\n  log_level: verbose"))
+        #expect(issue.message.contains("found 'verbose'"))
+        #expect(issue.line == 2)
+    }
+
+    // MARK: sinks and routes
+
+    @Test func aRouteToAnUndefinedSinkNamesTheRoutesSinks() throws {
+        let issues = problems(
+            """
+            \(Self.oneSink)
+            routes:
+              - sinks: [local]
+              - sinks: [local, warehouse]
+            """)
+        #expect(issues.count == 1, "\(issues)")
+        let issue = try problem(at: "routes[1].sinks", in: issues)
+        #expect(issue.message.contains("'warehouse'"))
+        #expect(issue.message.contains("local"))
+        #expect(issue.line == 5)
+
+        let first = try problem(
+            at: "routes[0].sinks", in: problems("\(Self.oneSink)\nroutes:\n  - sinks: [warehouse]"))
+        #expect(first.message.contains("'warehouse'"))
+    }
+
+    @Test func aRouteWithoutSinksIsAnError() throws {
+        let issue = try problem(
+            at: "routes[0]", in: problems("\(Self.oneSink)\nroutes:\n  - where: { attributed: true }"))
+        #expect(issue.message.contains("at least one sink"))
+    }
+
+    @Test func anUnknownSinkTypeIsAnErrorListingTheKnownOnes() throws {
+        let issues = problems(
+            """
+            sinks:
+              stream:
+                type: kafka
+            """)
+        let issue = try problem(at: "sinks.stream.type", in: issues)
+        #expect(issue.message.hasPrefix("unknown sink type 'kafka'"))
+        #expect(issue.message.contains("sqlite"))
+        #expect(issue.message.contains("webhook"))
+        #expect(issue.line == 3)
+    }
+
+    @Test func aSinkWithoutATypeIsAnError() throws {
+        let issue = try problem(at: "sinks.local.type", in: problems("sinks:\n  local: { batch_size: 5 }"))
+        #expect(issue.message == "is required")
+    }
+
+    @Test func deliveryKeysLandInTheSinksDeliverySettings() throws {
+        let config = try parse(
+            """
+            sinks:
+              local:
+                type: sqlite
+                path: /tmp/unused.sqlite
+                batch_size: 50
+                max_attempts: 4
+                backoff_initial_ms: 250
+                backoff_max_ms: 8000
+                paused: true
+              other: { type: sqlite, path: /tmp/unused2.sqlite }
+            """)
+        #expect(config.sinks.map(\.name) == ["local", "other"])
+        #expect(
+            config.sinks[0].delivery
+                == DeliverySettings(
+                    batchSize: 50, maxAttempts: 4, backoffInitial: .milliseconds(250), backoffMax: .milliseconds(8000),
+                    paused: true))
+        // Keys left out keep the documented defaults.
+        #expect(config.sinks[1].delivery == DeliverySettings())
+        #expect(DeliverySettings().batchSize == 100)
+        #expect(DeliverySettings().maxAttempts == 10)
+        #expect(DeliverySettings().backoffInitial == .seconds(1))
+        #expect(DeliverySettings().backoffMax == .seconds(300))
+        #expect(!DeliverySettings().paused)
+    }
+
+    @Test func deliveryKeysAreChecked() throws {
+        let issues = problems(
+            """
+            sinks:
+              local:
+                type: sqlite
+                batch_size: 0
+                max_attempts: many
+                paused: sometimes
+              other:
+                type: sqlite
+                backoff_initial_ms: 5000
+                backoff_max_ms: 1000
+            """)
+        #expect(try problem(at: "sinks.local.batch_size", in: issues).line == 4)
+        #expect(try problem(at: "sinks.local.max_attempts", in: issues).message.contains("'many'"))
+        #expect(try problem(at: "sinks.local.paused", in: issues).message.contains("'sometimes'"))
+        #expect(try problem(at: "sinks.other.backoff_max_ms", in: issues).line == 10)
+    }
+
+    @Test func withoutRoutesEveryRecordGoesToEverySink() throws {
+        let config = try parse(
+            """
+            sinks:
+              first: { type: sqlite, path: /tmp/a.sqlite }
+              second: { type: sqlite, path: /tmp/b.sqlite }
+            """)
+        #expect(config.routes == [Route(sinks: ["first", "second"])])
+        #expect(RecordRouter(routes: config.routes).sinks(for: Self.anyRecord) == ["first", "second"])
+        #expect(try parse("server: { port: 1 }").routes.isEmpty)
+    }
+
+    static let anyRecord = AttributionRecord(
+        provider: "iad", kind: .event, dedupeKey: "k", receivedAt: Date(timeIntervalSince1970: 0))
+
+    @Test func whereConditionsParseIntoARecordFilter() throws {
+        let config = try parse(
+            """
+            sinks:
+              local: { type: sqlite, path: /tmp/a.sqlite }
+              paid: { type: sqlite, path: /tmp/b.sqlite }
+            routes:
+              - sinks: [local]
+              - sinks: [paid]
+                where:
+                  provider: iad
+                  app_id: [1234567890, "987"]
+                  attributed: true
+                  kind: [install, reinstall]
+                  is_test: false
+              - sinks: paid
+                where: { kind: purchase }
+            """)
+        #expect(
+            config.routes == [
+                Route(sinks: ["local"]),
+                Route(
+                    sinks: ["paid"],
+                    filter: RecordFilter(
+                        providers: ["iad"], appIDs: ["1234567890", "987"], attributed: true,
+                        kinds: [.install, .reinstall], isTest: false)),
+                Route(sinks: ["paid"], filter: RecordFilter(kinds: [.purchase])),
+            ])
+    }
+
+    @Test func anUnknownKindOrConditionIsAnError() throws {
+        let issues = problems(
+            """
+            \(Self.oneSink)
+            routes:
+              - sinks: [local]
+                where:
+                  kind: [install, instal]
+                  country: US
+            """)
+        let kind = try problem(at: "routes[0].where.kind", in: issues)
+        #expect(kind.message.hasPrefix("unknown kind 'instal'"))
+        #expect(kind.message.contains("reinstall"))
+        #expect(kind.line == 6)
+        #expect(try problem(at: "routes[0].where.country", in: issues).message.hasPrefix("unknown key 'country'"))
+    }
+
+    // MARK: providers
+
+    @Test func anUnknownProviderIsAnError() throws {
+        let issues = problems(
+            """
+            providers:
+              iad: { enabled: true }
+              adservicez: { enabled: true }
+            \(Self.oneSink)
+            routes:
+              - sinks: [local]
+                where: { provider: [iad, skan] }
+            """)
+        let provider = try problem(at: "providers.adservicez", in: issues)
+        #expect(provider.message.hasPrefix("unknown provider 'adservicez'"))
+        #expect(provider.message.contains("iad"))
+        #expect(provider.line == 3)
+        #expect(try problem(at: "routes[0].where.provider", in: issues).message == "unknown provider 'skan'")
+    }
+
+    @Test func aDisabledProviderIsCheckedButNotEnabled() throws {
+        #expect(try parse("providers:\n  iad: { enabled: false }").providers.isEmpty)
+        #expect(try parse("providers:\n  iad: { enabled: true }").providers.map(\.typeName) == ["iad"])
+        let issue = try problem(at: "providers.iad.enabeld", in: problems("providers:\n  iad: { enabeld: false }"))
+        #expect(issue.message.hasSuffix("did you mean 'enabled'?"))
+    }
+
+    @Test func aProviderListedWithoutOptionsIsStillChecked() throws {
+        // `iad:` with nothing after it is `iad: {}`: enabled by default, as the README's table says…
+        let config = try parse("providers:\n  iad:\n")
+        #expect(config.providers.map(\.typeName) == ["iad"])
+        // …and an unknown name written the same way is still an unknown provider.
+        let issues = problems("providers:\n  adservicez:\n")
+        #expect(issues.contains { $0.path == "providers.adservicez" && $0.message.contains("unknown provider") })
+    }
+
+    // MARK: the sqlite sink's file
+
+    @Test func aSQLiteSinkWithoutAPathUsesTheStoragePath() throws {
+        let config = try parse(
+            """
+            storage:
+              sqlite: { path: /srv/gateway/store.sqlite }
+            sinks:
+              local: { type: sqlite }
+              elsewhere: { type: sqlite, path: /srv/reports.sqlite }
+            """)
+        #expect(
+            config.sinks.map(\.prepared.summary) == [
+                "table attribution_records in /srv/gateway/store.sqlite",
+                "table attribution_records in /srv/reports.sqlite",
+            ])
+    }
+
+    // MARK: ${VAR} interpolation
+
+    @Test func environmentVariablesAreInterpolated() throws {
+        let yaml = """
+            server:
+              host: ${HOST}
+              port: ${PORT:-9000}
+              log_level: ${LEVEL:-warning}
+            storage:
+              sqlite:
+                path: /var/${DIR:-gateway}/store-${ENV_NAME}.sqlite
+            """
+        let config = try parse(yaml, environment: ["HOST": "0.0.0.0", "ENV_NAME": "prod", "LEVEL": "debug"])
+        #expect(config.server.host == "0.0.0.0")
+        #expect(config.server.port == 9000)
+        #expect(config.server.logLevel == "debug")
+        #expect(config.storage.sqlitePath == "/var/gateway/store-prod.sqlite")
+
+        // A set variable wins over the default; an empty one falls back to it, as in a shell.
+        let set = try parse(yaml, environment: ["HOST": "h", "ENV_NAME": "e", "PORT": "7000", "DIR": "srv"])
+        #expect(set.server.port == 7000)
+        #expect(set.storage.sqlitePath == "/var/srv/store-e.sqlite")
+        #expect(try parse(yaml, environment: ["HOST": "h", "ENV_NAME": "e", "PORT": ""]).server.port == 9000)
+    }
+
+    @Test func aMissingVariableWithoutDefaultIsAnError() throws {
+        let issues = problems(
+            """
+            server:
+              host: ${GATEWAY_TEST_UNSET_HOST}
+              port: ${GATEWAY_TEST_UNSET_PORT:-8081}
+            """)
+        #expect(issues.count == 1, "\(issues)")
+        let issue = try problem(at: "server.host", in: issues)
+        #expect(issue.message.contains("GATEWAY_TEST_UNSET_HOST"))
+        #expect(issue.line == 2)
+    }
+
+    @Test func anInterpolatedValueIsStillTypeChecked() throws {
+        let issue = try problem(
+            at: "server.port", in: problems("server:\n  port: ${PORT}", environment: ["PORT": "eighty"]))
+        #expect(issue.message == "expected an integer, found 'eighty'")
+    }
+
+    @Test func anUnterminatedReferenceIsAnError() throws {
+        let issue = try problem(at: "server.host", in: problems("server:\n  host: ${HOST", environment: ["HOST": "h"]))
+        #expect(issue.message.contains("unterminated"))
+    }
+}

@@ -1,0 +1,423 @@
+import Foundation
+import GatewayCore
+import GatewaySinks
+import GatewayStorage
+import GRDB
+import Synchronization
+import Testing
+
+/// Delivery from a real SQLite store: the sink worker driven one batch at a time with a
+/// clock and a random source the test controls (no sleeping, no `run()`), and the SQLite
+/// sink's table.
+@Suite struct DeliveryTests {
+    final class Clock: Sendable {
+        let value = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+        var now: Date { value.withLock { $0 } }
+        func advance(_ seconds: TimeInterval) { value.withLock { $0 = $0.addingTimeInterval(seconds) } }
+    }
+
+    struct Fixture {
+        let path: String
+        let store: SQLiteStore
+        let sink: MemorySink
+        let clock = Clock()
+
+        init(sinkLimit: Int = 100) throws {
+            path = FileManager.default.temporaryDirectory.appendingPathComponent("delivery-\(UUID()).sqlite").path
+            store = try SQLiteStore(path: path, durability: .normal)
+            sink = MemorySink(maxBatchSize: sinkLimit)
+        }
+
+        func worker(
+            sinkName: String = "memory", sink: (any AttributionSink)? = nil, batchSize: Int = 10, maxAttempts: Int = 3,
+            random: Double = 0
+        ) -> SinkWorker {
+            let clock = clock
+            return SinkWorker(
+                sinkName: sinkName, sink: sink ?? self.sink, store: store,
+                settings: DeliverySettings(
+                    batchSize: batchSize, maxAttempts: maxAttempts, backoffInitial: .seconds(1),
+                    backoffMax: .seconds(10)),
+                now: { clock.now }, random: { random })
+        }
+
+        func records(_ count: Int, prefix: String = "u") -> [AttributionRecord] {
+            (0..<count).map { index in
+                var record = AttributionRecord(
+                    provider: "iad", kind: .install, dedupeKey: "iad:1:\(prefix)\(index)", receivedAt: clock.now,
+                    attributed: index.isMultiple(of: 2))
+                record.appID = "1"
+                record.appUserID = "\(prefix)\(index)"
+                record.campaignID = Int64(index)
+                return record
+            }
+        }
+
+        @discardableResult
+        func ingest(_ count: Int, prefix: String = "u", sinks: [String] = ["memory"]) async throws
+            -> [AttributionRecord]
+        {
+            let records = records(count, prefix: prefix)
+            let results = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: sinks) })
+            #expect(results == records.map { .stored(recordID: $0.recordID) })
+            return records
+        }
+
+        /// Failed attempts so far of every outbox entry of `sink`, due or not.
+        func attempts(sink: String = "memory") async throws -> [Int] {
+            try await store.dueEntries(sink: sink, now: .distantFuture, limit: 1000).map(\.attempts)
+        }
+
+        func remove() {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        }
+    }
+
+    // MARK: delivery
+
+    @Test func ingestedRecordsAreDeliveredOnceAndLeaveTheOutbox() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(3)
+        #expect(try await f.store.outboxStats()["memory"]?.depth == 3)
+
+        let worker = f.worker()
+        #expect(try await worker.drainOnce() == 3)
+        // The sink got the records as they were ingested, every field intact.
+        #expect(f.sink.delivered == records)
+        #expect(try await f.store.outboxStats().isEmpty)
+
+        #expect(try await worker.drainOnce() == 0)
+        f.clock.advance(3600)
+        #expect(try await worker.drainOnce() == 0)
+        #expect(f.sink.batches.count == 1)
+        #expect(f.sink.delivered.count == 3)
+    }
+
+    @Test func deliversInBatchesOfTheConfiguredSizeOldestFirst() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(25)
+        let worker = f.worker(batchSize: 10)
+        #expect(try await worker.drainOnce() == 10)
+        #expect(try await worker.drainOnce() == 10)
+        #expect(try await worker.drainOnce() == 5)
+        #expect(try await worker.drainOnce() == 0)
+        #expect(f.sink.batches.map(\.count) == [10, 10, 5])
+        #expect(f.sink.delivered.map(\.recordID) == records.map(\.recordID))
+        #expect(try await f.store.outboxStats().isEmpty)
+    }
+
+    @Test func theSinksOwnLimitCapsTheBatch() async throws {
+        let f = try Fixture(sinkLimit: 4)
+        defer { f.remove() }
+        try await f.ingest(9)
+        let worker = f.worker(batchSize: 100)
+        while try await worker.drainOnce() > 0 {}
+        #expect(f.sink.batches.map(\.count) == [4, 4, 1])
+    }
+
+    @Test func eachSinkHasItsOwnOutbox() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(2, sinks: ["memory", "down"])
+        let down = MemorySink()
+        down.failNextBatches(1)
+
+        #expect(try await f.worker(sinkName: "down", sink: down).drainOnce() == 2)
+        #expect(try await f.worker().drainOnce() == 2)
+        #expect(f.sink.delivered.map(\.recordID) == records.map(\.recordID))
+        #expect(down.delivered.isEmpty)
+        #expect(try await f.store.outboxStats() == ["down": OutboxStats(depth: 2, oldest: f.clock.now)])
+    }
+
+    // MARK: retries
+
+    @Test func aFailedBatchIsRetriedAfterTheBackoffWithItsAttemptsCounted() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(2)
+        let worker = f.worker(maxAttempts: 5, random: 0.5)
+        f.sink.failNextBatches(2)
+        let start = f.clock.now
+
+        // First failure: 1 s × (½ + ½ × 0.5) = 0.75 s.
+        #expect(try await worker.drainOnce() == 2)
+        #expect(try await f.attempts() == [1, 1])
+        #expect(try await f.store.nextDueDate(sink: "memory") == start.addingTimeInterval(0.75))
+        #expect(try await f.store.dueEntries(sink: "memory", now: start.addingTimeInterval(0.74), limit: 10).isEmpty)
+        #expect(try await worker.drainOnce() == 0)
+        let error = try await f.store.pool.read { db in
+            try String.fetchOne(db, sql: "SELECT last_error FROM outbox WHERE sink = 'memory' LIMIT 1")
+        }
+        #expect(error?.contains("Unreachable") == true)
+
+        // Second failure, 0.75 s later: 2 s × 0.75 = 1.5 s from then.
+        f.clock.advance(0.75)
+        #expect(try await worker.drainOnce() == 2)
+        #expect(try await f.attempts() == [2, 2])
+        #expect(try await f.store.nextDueDate(sink: "memory") == f.clock.now.addingTimeInterval(1.5))
+
+        f.clock.advance(1.5)
+        #expect(try await worker.drainOnce() == 2)
+        #expect(f.sink.delivered.count == 2)
+        #expect(try await f.store.outboxStats().isEmpty)
+        #expect(try await f.store.deadLetters(sink: nil, limit: 10).isEmpty)
+    }
+
+    @Test func aSinksRetryAfterIsAFloorOnTheBackoff() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(2)
+        f.sink.addRule { record in
+            record.appUserID == "u0"
+                ? .retry(reason: "429", after: .seconds(30)) : .retry(reason: "503", after: .milliseconds(100))
+        }
+        #expect(try await f.worker(maxAttempts: 5).drainOnce() == 2)
+        let due = try await f.store.dueEntries(sink: "memory", now: .distantFuture, limit: 10)
+        let dueAt = try await f.store.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT record_id, next_attempt_at FROM outbox").reduce(into: [String: Double]())
+            {
+                $0[$1["record_id"]] = $1["next_attempt_at"]
+            }
+        }
+        let byUser = Dictionary(uniqueKeysWithValues: due.map { ($0.record.appUserID ?? "", $0.record.recordID) })
+        let now = f.clock.now.timeIntervalSince1970
+        // Longer than the backoff: honoured. Shorter: the backoff (0.5 s at random 0) wins.
+        #expect(dueAt[byUser["u0"] ?? ""] == now + 30)
+        #expect(dueAt[byUser["u1"] ?? ""] == now + 0.5)
+        #expect(due.allSatisfy { $0.attempts == 1 })
+    }
+
+    @Test func afterMaxAttemptsARecordMovesToTheDeadLetters() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(2)
+        let worker = f.worker(maxAttempts: 3)
+        f.sink.failNextBatches(10)
+
+        #expect(try await worker.drainOnce() == 2)
+        f.clock.advance(0.5)
+        #expect(try await worker.drainOnce() == 2)
+        f.clock.advance(1)
+        #expect(try await worker.drainOnce() == 2)
+
+        #expect(try await f.store.outboxStats().isEmpty)
+        #expect(try await f.store.nextDueDate(sink: "memory") == nil)
+        let letters = try await f.store.deadLetters(sink: "memory", limit: 10)
+        #expect(Set(letters.map(\.recordID)) == Set(records.map(\.recordID)))
+        #expect(letters.allSatisfy { $0.sink == "memory" && $0.attempts == 3 && $0.error.contains("Unreachable") })
+        #expect(letters.allSatisfy { $0.failedAt == f.clock.now })
+        #expect(f.sink.delivered.isEmpty)
+        #expect(try await f.store.deadLetters(sink: "other", limit: 10).isEmpty)
+
+        // Nothing more is offered while they sit there.
+        f.clock.advance(3600)
+        #expect(try await worker.drainOnce() == 0)
+    }
+
+    @Test func aRejectedRecordIsDeadLetteredAtOnceWhileItsBatchIsDelivered() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(3)
+        f.sink.addRule { $0.appUserID == "u1" ? .reject(reason: "malformed") : nil }
+        #expect(try await f.worker(maxAttempts: 10).drainOnce() == 3)
+        #expect(f.sink.delivered.map(\.appUserID) == ["u0", "u2"])
+        let letters = try await f.store.deadLetters(sink: "memory", limit: 10)
+        #expect(letters.map(\.recordID) == [records[1].recordID])
+        #expect(letters.first?.error == "malformed")
+        #expect(letters.first?.attempts == 1)
+        #expect(try await f.store.outboxStats().isEmpty)
+    }
+
+    @Test func aSinkAnsweringTheWrongNumberOfOutcomesLosesNothing() async throws {
+        struct OneAnswerSink: AttributionSink {
+            let maxBatchSize = 100
+            func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] { [.delivered] }
+        }
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(3)
+        #expect(try await f.worker(sink: OneAnswerSink()).drainOnce() == 3)
+        #expect(try await f.attempts() == [1, 1, 1])
+    }
+
+    @Test func deadLettersCanBeRetriedBySinkOrByID() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(3)
+        f.sink.addRule { _ in .reject(reason: "no") }
+        #expect(try await f.worker().drainOnce() == 3)
+        let letters = try await f.store.deadLetters(sink: "memory", limit: 10)
+        #expect(letters.count == 3)
+        f.sink.removeRules()
+
+        // One by id: back in the outbox, due now, attempts from zero.
+        let chosen = try #require(letters.first { $0.recordID == records[2].recordID })
+        f.clock.advance(60)
+        #expect(try await f.store.retryDeadLetters(ids: [chosen.id], sink: nil, now: f.clock.now) == 1)
+        #expect(try await f.store.deadLetters(sink: "memory", limit: 10).count == 2)
+        let due = try await f.store.dueEntries(sink: "memory", now: f.clock.now, limit: 10)
+        #expect(due.map(\.record.recordID) == [records[2].recordID])
+        #expect(due.map(\.attempts) == [0])
+
+        // The rest by sink; another sink's filter moves nothing.
+        #expect(try await f.store.retryDeadLetters(ids: nil, sink: "other", now: f.clock.now) == 0)
+        #expect(try await f.store.retryDeadLetters(ids: nil, sink: "memory", now: f.clock.now) == 2)
+        #expect(try await f.store.deadLetters(sink: nil, limit: 10).isEmpty)
+
+        #expect(try await f.worker().drainOnce() == 3)
+        #expect(f.sink.delivered.map(\.recordID).sorted() == records.map(\.recordID).sorted())
+        #expect(try await f.store.outboxStats().isEmpty)
+    }
+
+    // MARK: dedupe
+
+    @Test func aDuplicateIsReportedAndGetsNoSecondOutboxRow() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let first = try await f.ingest(1, prefix: "same")
+        var again = first[0]
+        again.recordID = AttributionRecord.newRecordID()
+        again.campaignID = 99
+        let results = try await f.store.ingest([RoutedRecord(record: again, sinks: ["memory", "other"])])
+        #expect(results == [.duplicate(of: first[0].recordID)])
+        #expect(try await f.store.outboxStats() == ["memory": OutboxStats(depth: 1, oldest: f.clock.now)])
+        #expect(try await f.store.record(id: again.recordID) == nil)
+        #expect(
+            try await f.store.existingRecordIDs(dedupeKeys: [again.dedupeKey, "unknown"]) == [
+                again.dedupeKey: first[0].recordID
+            ])
+
+        // Within one batch too: the second of two records with one key is the duplicate.
+        let a = f.records(1, prefix: "batch")[0]
+        var b = a
+        b.recordID = AttributionRecord.newRecordID()
+        let batch = try await f.store.ingest([a, b].map { RoutedRecord(record: $0, sinks: ["memory"]) })
+        #expect(batch == [.stored(recordID: a.recordID), .duplicate(of: a.recordID)])
+        #expect(try await f.store.outboxStats()["memory"]?.depth == 2)
+
+        _ = try await f.worker().drainOnce()
+        #expect(f.sink.delivered.map(\.recordID) == [first[0].recordID, a.recordID])
+    }
+
+    // MARK: backoff
+
+    @Test func backoffDoublesIsCappedJittersAndHonoursRetryAfter() {
+        let settings = DeliverySettings(backoffInitial: .seconds(2), backoffMax: .seconds(60))
+        // Exponential: 2, 4, 8, 16, 32 s, then capped at 60 s; equal jitter gives half to all of it.
+        for (attempt, step) in [(1, 2), (2, 4), (3, 8), (4, 16), (5, 32), (6, 60), (7, 60), (40, 60)] {
+            #expect(settings.backoff(attempt: attempt, retryAfter: nil, unit: 0) == .milliseconds(step * 500))
+            #expect(settings.backoff(attempt: attempt, retryAfter: nil, unit: 0.5) == .milliseconds(step * 750))
+            #expect(settings.backoff(attempt: attempt, retryAfter: nil, unit: 0.999_999) == .milliseconds(step * 1000))
+        }
+        // Never more than the cap, never less than half of it once reached, whatever the random number.
+        for unit in stride(from: 0.0, to: 1.0, by: 0.05) {
+            let delay = settings.backoff(attempt: 12, retryAfter: nil, unit: unit)
+            #expect(delay >= .seconds(30) && delay <= .seconds(60))
+        }
+        // Retry-After is a floor, even above the cap, and never shortens the backoff.
+        #expect(settings.backoff(attempt: 1, retryAfter: .seconds(90), unit: 0) == .seconds(90))
+        #expect(settings.backoff(attempt: 1, retryAfter: .milliseconds(1500), unit: 0) == .milliseconds(1500))
+        #expect(settings.backoff(attempt: 6, retryAfter: .seconds(1), unit: 1) == .seconds(60))
+        // Millisecond settings, as config.yaml writes them.
+        let fast = DeliverySettings(backoffInitial: .milliseconds(250), backoffMax: .milliseconds(8000))
+        #expect(fast.backoff(attempt: 1, retryAfter: nil, unit: 0) == .milliseconds(125))
+        #expect(fast.backoff(attempt: 3, retryAfter: nil, unit: 0.999_999) == .milliseconds(1000))
+        #expect(fast.backoff(attempt: 9, retryAfter: nil, unit: 0) == .milliseconds(4000))
+    }
+
+    // MARK: the SQLite sink
+
+    @Test func theSQLiteSinkWritesEachRecordOnceWithItsFieldsInColumns() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let sink = try SQLiteSink(path: f.path)
+        var record = AttributionRecord(
+            provider: "iad", kind: .purchase, dedupeKey: "k", receivedAt: Date(timeIntervalSince1970: 1_600_000_000.5),
+            attributed: true)
+        record.appID = "1234567890"
+        record.keyword = "meditation app"
+        record.keywordID = 87_675_432
+        record.revenue = Decimal(string: "9.99")
+        record.events = ["trial", "purchase"]
+        record.raw = .object(["Version3.1": .object(["iad-attribution": .string("true")])])
+
+        #expect(try await sink.deliver([record, record]) == [.delivered, .delivered])
+        #expect(try await sink.deliver([record]) == [.delivered])
+        record.campaignName = "Filled later"
+        #expect(try await sink.deliver([record]) == [.delivered])
+
+        // Rows are not Sendable, so these reads are synchronous.
+        let rows = try f.store.pool.read { db in try Row.fetchAll(db, sql: "SELECT * FROM attribution_records") }
+        #expect(rows.count == 1)
+        let row = try #require(rows.first)
+        #expect(row["record_id"] as String? == record.recordID)
+        #expect(row["provider"] as String? == "iad")
+        #expect(row["app_id"] as String? == "1234567890")
+        #expect(row["kind"] as String? == "purchase")
+        #expect(row["resolution"] as String? == "resolved")
+        #expect(row["attributed"] as Int? == 1)
+        #expect(row["is_test"] as Int? == 0)
+        #expect(row["dedupe_key"] as String? == "k")
+        #expect(row["keyword"] as String? == "meditation app")
+        #expect(row["keyword_id"] as Int64? == 87_675_432)
+        #expect(row["campaign_name"] as String? == "Filled later")
+        #expect(row["campaign_id"] as Int64? == nil)
+        #expect(row["revenue"] as Double? == 9.99)
+        #expect(row["received_at"] as String? == "2020-09-13T12:26:40.500Z")
+        #expect(row["events"] as String? == #"["trial","purchase"]"#)
+        #expect(row["raw"] as String? == #"{"Version3.1":{"iad-attribution":"true"}}"#)
+
+        // A second record is a second row.
+        let other = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k2", receivedAt: Date())
+        _ = try await sink.deliver([other])
+        let count = try await f.store.pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM attribution_records")
+        }
+        #expect(count == 2)
+    }
+
+    @Test func everyRecordFieldHasAColumnInTheSQLiteSinksTable() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let sink = try SQLiteSink(path: f.path)
+        let record = try Self.everyField()
+        _ = try await sink.deliver([record])
+
+        let columns = Set(try await f.store.pool.read { db in try db.columns(in: "attribution_records").map(\.name) })
+        let full = try JSONSerialization.jsonObject(with: AttributionRecord.makeEncoder().encode(record))
+        let keys = Set((full as? [String: Any] ?? [:]).keys)
+        #expect(keys.count == Mirror(reflecting: record).children.count)
+        #expect(keys.subtracting(columns).isEmpty, "no column for \(keys.subtracting(columns).sorted())")
+
+        // And each is filled: no field is left NULL by the sink.
+        let row = try #require(
+            try f.store.pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM attribution_records") })
+        let empty = keys.filter { (row[$0] as DatabaseValue).isNull }
+        #expect(empty.isEmpty, "NULL columns: \(empty.sorted())")
+    }
+
+    /// A record with every optional field set, built through its JSON names.
+    static func everyField() throws -> AttributionRecord {
+        let json = """
+            {"record_id":"r","received_at":"2020-01-01T00:00:00Z","provider":"p","app_id":"a","app_user_id":"u",
+             "idfv":"v","idfa":"i","att_status":3,"attributed":true,"kind":"event","resolution":"resolved","is_test":false,
+             "duplicate_of":"o","org_id":1,"org_name":"o","campaign_id":1,"campaign_name":"c","ad_group_id":1,
+             "ad_group_name":"g","keyword_id":1,"keyword":"k","keyword_match_type":"Exact","ad_id":1,"creative_set_id":1,
+             "creative_set_name":"s","country_or_region":"US","conversion_type":"Download","claim_type":"Click",
+             "supply_placement":"x","click_date":"2020-01-01T00:00:00Z","impression_date":"2020-01-01T00:00:00Z",
+             "conversion_date":"2020-01-01T00:00:00Z","purchase_date":"2020-01-01T00:00:00Z","skan_version":"4.0",
+             "ad_network_id":"n","transaction_id":"t","source_app_id":"s","source_identifier":"1","source_domain":"d",
+             "fine_value":1,"coarse_value":"low","postback_sequence_index":0,"did_win":true,"fidelity_type":1,
+             "redownload":false,"signature":"verified","events":["e"],"revenue_min":1,"revenue_max":2,"event_name":"e",
+             "revenue":1,"currency":"USD","transaction_ref":"t","raw":{},"dedupe_key":"d","enriched_at":"2020-01-01T00:00:00Z"}
+            """
+        let record = try AttributionRecord.makeDecoder().decode(AttributionRecord.self, from: Data(json.utf8))
+        // Every stored property was set from the JSON above: a new field fails here until it is added.
+        let unset = Mirror(reflecting: record).children.filter { "\($0.value)" == "nil" }.compactMap(\.label)
+        #expect(unset.isEmpty, "fields not set by everyField(): \(unset)")
+        #expect(Mirror(reflecting: record).children.count > 50)
+        return record
+    }
+}
