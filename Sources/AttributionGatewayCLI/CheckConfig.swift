@@ -55,7 +55,7 @@ enum ConfigSummary {
         if let apps = filter.appIDs { parts.append("app_id in [\(apps.joined(separator: ", "))]") }
         if let attributed = filter.attributed { parts.append("attributed = \(attributed)") }
         if let kinds = filter.kinds { parts.append("kind in [\(kinds.map(\.rawValue).joined(separator: ", "))]") }
-        if let isTest = filter.isTest { parts.append("is_test = \(isTest)") }
-        return parts.isEmpty ? "all records" : parts.joined(separator: " and ")
+        if filter.isTest == true { parts.append("test payloads only") }
+        return parts.isEmpty ? "all records but test payloads" : parts.joined(separator: " and ")
     }
 }

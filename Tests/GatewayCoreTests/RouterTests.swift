@@ -16,11 +16,13 @@ import Testing
         return record
     }
 
-    @Test func anEmptyFilterMatchesEverything() {
+    @Test func anEmptyFilterMatchesEverythingButTestPayloads() {
         #expect(RecordFilter().matches(record()))
-        #expect(
-            RecordFilter().matches(
-                record(provider: "anything", app: nil, attributed: false, kind: .event, isTest: true)))
+        #expect(RecordFilter().matches(record(provider: "anything", app: nil, attributed: false, kind: .event)))
+        // Apple's developer-mode payloads reach only the routes that ask for them.
+        #expect(!RecordFilter().matches(record(isTest: true)))
+        #expect(RecordRouter(routes: [Route(sinks: ["prod"]), Route(sinks: ["qa"], filter: RecordFilter(isTest: true))])
+            .sinks(for: record(isTest: true)) == ["qa"])
     }
 
     @Test func eachConditionAlone() {

@@ -9,7 +9,8 @@ public struct Route: Sendable, Equatable {
     }
 }
 
-/// The `where:` of a route. Every condition given must hold; a list means any of its values.
+/// The `where:` of a route. Every condition given must hold; a list means any of its
+/// values. Without `is_test`, a route takes no test payloads (Apple's developer-mode ids).
 public struct RecordFilter: Sendable, Equatable {
     public var providers: [String]?
     public var appIDs: [String]?
@@ -33,7 +34,8 @@ public struct RecordFilter: Sendable, Equatable {
         if let appIDs, !appIDs.contains(where: { $0 == record.appID }) { return false }
         if let attributed, record.attributed != attributed { return false }
         if let kinds, !kinds.contains(record.kind) { return false }
-        if let isTest, record.isTest != isTest { return false }
+        // Apple's test payloads stay out of every route that does not ask for them.
+        if record.isTest != (isTest ?? false) { return false }
         return true
     }
 }
