@@ -44,7 +44,14 @@ let package = Package(
             dependencies: ["GatewayCore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         // Built-in providers: one folder per signal kind.
-        .target(name: "GatewayProviders", dependencies: ["GatewayCore"]),
+        .target(
+            name: "GatewayProviders",
+            dependencies: [
+                "GatewayCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // Built-in sinks: one folder per destination.
         .target(
             name: "GatewaySinks",

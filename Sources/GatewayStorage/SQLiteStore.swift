@@ -15,37 +15,44 @@ public final class SQLiteStore: AttributionStore {
     }
 
     public func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult] {
+        let bodies = try Self.encode(batch)
+        return try await pool.write { db in try Self.insert(batch, bodies: bodies, db) }
+    }
+
+    static func encode(_ batch: [RoutedRecord]) throws -> [String] {
         let encoder = AttributionRecord.makeEncoder()
-        let bodies = try batch.map { String(decoding: try encoder.encode($0.record), as: UTF8.self) }
-        return try await pool.write { db in
-            var results: [IngestResult] = []
-            for (item, body) in zip(batch, bodies) {
-                let record = item.record
-                let now = record.receivedAt.timeIntervalSince1970
+        return try batch.map { String(decoding: try encoder.encode($0.record), as: UTF8.self) }
+    }
+
+    /// Inserts records and their outbox rows inside the caller's transaction.
+    static func insert(_ batch: [RoutedRecord], bodies: [String], _ db: Database) throws -> [IngestResult] {
+        var results: [IngestResult] = []
+        for (item, body) in zip(batch, bodies) {
+            let record = item.record
+            let now = record.receivedAt.timeIntervalSince1970
+            try db.execute(
+                sql: """
+                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
+                    VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(dedupe_key) DO NOTHING
+                    """,
+                arguments: [record.recordID, record.dedupeKey, record.provider, record.appID, now, body])
+            if db.changesCount == 0 {
+                let original = try String.fetchOne(
+                    db, sql: "SELECT record_id FROM records WHERE dedupe_key = ?", arguments: [record.dedupeKey])
+                results.append(.duplicate(of: original ?? record.recordID))
+                continue
+            }
+            for sink in item.sinks {
                 try db.execute(
                     sql: """
-                        INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
-                        VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(dedupe_key) DO NOTHING
+                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
+                        VALUES (?, ?, 0, ?, ?)
                         """,
-                    arguments: [record.recordID, record.dedupeKey, record.provider, record.appID, now, body])
-                if db.changesCount == 0 {
-                    let original = try String.fetchOne(
-                        db, sql: "SELECT record_id FROM records WHERE dedupe_key = ?", arguments: [record.dedupeKey])
-                    results.append(.duplicate(of: original ?? record.recordID))
-                    continue
-                }
-                for sink in item.sinks {
-                    try db.execute(
-                        sql: """
-                            INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
-                            VALUES (?, ?, 0, ?, ?)
-                            """,
-                        arguments: [sink, record.recordID, now, now])
-                }
-                results.append(.stored(recordID: record.recordID))
+                    arguments: [sink, record.recordID, now, now])
             }
-            return results
+            results.append(.stored(recordID: record.recordID))
         }
+        return results
     }
 
     public func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String] {

@@ -40,6 +40,25 @@ enum SQLiteStoreSchema {
                     );
                     """)
         }
+        migrator.registerMigration("store-v2-pending") { db in
+            // Accepted payloads whose record waits for an outside answer (AdServices
+            // tokens). The retry schedule lives here so that it survives a restart.
+            try db.execute(
+                sql: """
+                    CREATE TABLE pending (
+                        record_id TEXT PRIMARY KEY,
+                        provider TEXT NOT NULL,
+                        dedupe_key TEXT NOT NULL UNIQUE,
+                        app_id TEXT,
+                        received_at REAL NOT NULL,
+                        state BLOB NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        next_attempt_at REAL NOT NULL,
+                        last_error TEXT
+                    );
+                    CREATE INDEX pending_due ON pending(provider, next_attempt_at);
+                    """)
+        }
         return migrator
     }
 }

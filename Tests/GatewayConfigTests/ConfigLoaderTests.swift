@@ -46,7 +46,7 @@ import Testing
         #expect(config.server.port == 8080)
         #expect(config.storage.sqlitePath == "./data/gateway.sqlite")
         #expect(config.storage.durability == "full")
-        #expect(config.providers.map(\.typeName) == ["iad"])
+        #expect(config.providers.map(\.typeName) == ["adservices", "iad"])
         let local = try #require(config.sinks.first { $0.name == "local" })
         #expect(local.prepared.typeName == "sqlite")
         // Every route names a defined sink, and the local table gets everything.
@@ -346,6 +346,27 @@ import Testing
         // …and an unknown name written the same way is still an unknown provider.
         let issues = problems("providers:\n  adservicez:\n")
         #expect(issues.contains { $0.path == "providers.adservicez" && $0.message.contains("unknown provider") })
+    }
+
+    @Test func adServicesSettingsAreChecked() throws {
+        let issues = problems(
+            """
+            providers:
+              adservices:
+                endpoint: ftp://apple.example
+                timeout_ms: 900
+                error_backoff_initial_ms: 5000
+                error_backoff_max_ms: 1000
+                not_found_retrys: 3
+            """)
+        #expect(try problem(at: "providers.adservices.endpoint", in: issues).line == 3)
+        // Apple holds a connection up to a second before a 404: a shorter timeout would
+        // turn every early token into a timeout.
+        #expect(try problem(at: "providers.adservices.timeout_ms", in: issues).message.contains("between 1500"))
+        _ = try problem(at: "providers.adservices.error_backoff_max_ms", in: issues)
+        #expect(
+            try problem(at: "providers.adservices.not_found_retrys", in: issues).message
+                .hasSuffix("did you mean 'not_found_retries'?"))
     }
 
     // MARK: the sqlite sink's file

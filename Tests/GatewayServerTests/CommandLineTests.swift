@@ -55,8 +55,8 @@ import Testing
             .deletingLastPathComponent()
         let result = try run(["check-config", root.appendingPathComponent("config.yaml").path])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout.contains("providers: iad"))
-        #expect(result.stdout.contains("1. all records -> local"))
+        #expect(result.stdout.contains("providers: adservices, iad"))
+        #expect(result.stdout.contains("1. all records but test payloads -> local"))
     }
 
     @Test func normalizePrintsTheRecordWithoutAServer() throws {

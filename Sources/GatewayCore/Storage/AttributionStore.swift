@@ -45,6 +45,31 @@ public protocol AttributionStore: Sendable {
     /// are not queued twice. Returns how many were queued.
     func enqueue(recordIDs: [String], sink: String, now: Date) async throws -> Int
 
+    /// The stored record with this id.
+    func record(id: String) async throws -> AttributionRecord?
+
+    // MARK: pending work (payloads waiting for an outside answer)
+
+    /// Keeps accepted work, due now, unless its dedupe key is already a record or pending.
+    func addPending(_ work: PendingWork, now: Date) async throws -> PendingAdmission
+
+    /// Up to `limit` of `provider`'s due work, oldest due first, each hidden from further
+    /// claims for `lease` so that work a crash interrupts comes back by itself.
+    func claimPending(provider: String, now: Date, lease: Duration, limit: Int) async throws -> [PendingWork]
+
+    /// When `provider`'s next pending work is due, if it has any.
+    func nextPendingDate(provider: String) async throws -> Date?
+
+    /// Records a failed attempt: the new state and when to try again.
+    func reschedulePending(recordID: String, state: Data, attempts: Int, at: Date, error: String) async throws
+
+    /// Stores the finished records with their outbox rows and removes the work, in one
+    /// transaction.
+    func completePending(recordID: String, records: [RoutedRecord]) async throws -> [IngestResult]
+
+    /// Pending work per provider.
+    func pendingCounts() async throws -> [String: Int]
+
     /// Fails when the store cannot be read.
     func ping() async throws
 }

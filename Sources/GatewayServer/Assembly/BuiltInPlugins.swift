@@ -7,6 +7,7 @@ extension PluginRegistry {
     /// Every provider and sink that ships with the gateway: one line per plugin.
     public static var builtIn: PluginRegistry {
         var registry = PluginRegistry()
+        registry.register(provider: AdServicesProviderPlugin.self)
         registry.register(provider: IAdProviderPlugin.self)
         registry.register(sink: SQLiteSinkPlugin.self)
         registry.register(sink: WebhookSinkPlugin.self)

@@ -13,6 +13,8 @@ public final class Gateway: Sendable {
     public let providers: [any AttributionProvider]
     public let pipeline: IngestPipeline
     public let workers: [SinkWorker]
+    /// One per deferred provider (AdServices), keyed by provider name.
+    public let resolvers: [String: PendingResolver]
     public let health: WorkerHealth
     public let metricsRegistry: PrometheusCollectorRegistry
     public let metrics: GatewayMetrics
@@ -20,7 +22,7 @@ public final class Gateway: Sendable {
 
     init(
         configuration: GatewayConfiguration, store: SQLiteStore, providers: [any AttributionProvider],
-        pipeline: IngestPipeline, workers: [SinkWorker], health: WorkerHealth,
+        pipeline: IngestPipeline, workers: [SinkWorker], resolvers: [String: PendingResolver], health: WorkerHealth,
         metricsRegistry: PrometheusCollectorRegistry, metrics: GatewayMetrics, logger: Logger
     ) {
         self.configuration = configuration
@@ -28,6 +30,7 @@ public final class Gateway: Sendable {
         self.providers = providers
         self.pipeline = pipeline
         self.workers = workers
+        self.resolvers = resolvers
         self.health = health
         self.metricsRegistry = metricsRegistry
         self.metrics = metrics
@@ -63,9 +66,13 @@ public final class Gateway: Sendable {
             onStored: { sinks in
                 for sink in sinks { byName[sink]?.wake() }
             })
+        var resolvers: [String: PendingResolver] = [:]
+        for case let provider as any DeferredAttributionProvider in providers {
+            resolvers[provider.name] = PendingResolver(provider: provider, pipeline: pipeline, logger: logger)
+        }
         return Gateway(
             configuration: configuration, store: store, providers: providers, pipeline: pipeline,
-            workers: workers, health: health, metricsRegistry: registry, metrics: metrics, logger: logger)
+            workers: workers, resolvers: resolvers, health: health, metricsRegistry: registry, metrics: metrics, logger: logger)
     }
 
     /// The provider enabled under this name, if any.

@@ -1,6 +1,7 @@
 import GatewayCore
 import Hummingbird
 import Logging
+import ServiceLifecycle
 
 /// The gateway's HTTP surface on Hummingbird.
 public enum GatewayHTTP {
@@ -27,7 +28,7 @@ public enum GatewayHTTP {
         return Application(
             router: makeRouter(gateway: gateway),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
-            services: gateway.workers,
+            services: gateway.workers.map { $0 as any Service } + gateway.resolvers.values.map { $0 as any Service },
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? settings.port
                 gateway.logger.info("gateway listening", metadata: ["address": "\(settings.host):\(port)"])

@@ -23,6 +23,30 @@ struct IngestAnswer: Encodable {
     }
 }
 
+/// The answer to a payload whose record waits for an outside answer (an AdServices
+/// token): the record id at once, and the record's outcome when it is already known.
+struct DeferredAnswer: Encodable {
+    let record_id: String
+    let status: String
+    let duplicate_of: String?
+    let provider: String
+    /// `pending` until the outside answer is stored.
+    let resolution: String
+    let resolved: Bool
+    /// Absent while pending.
+    let attributed: Bool?
+
+    init(_ answer: PendingResolver.Answer, provider: String) {
+        record_id = answer.recordID
+        status = answer.isDuplicate ? "duplicate" : "accepted"
+        duplicate_of = answer.isDuplicate ? answer.recordID : nil
+        self.provider = provider
+        resolution = answer.record?.resolution.rawValue ?? Resolution.pending.rawValue
+        resolved = answer.record != nil
+        attributed = answer.record?.attributed
+    }
+}
+
 struct BatchAnswer: Encodable {
     let results: [IngestAnswer]
 }
@@ -45,6 +69,15 @@ extension GatewayHTTP {
                     }
                     let body = try await BodyReader.collect(request, limit: limit)
                     let payload = IngestPayload(body: body, receivedAt: Date(), path: route.path)
+                    if let resolver = gateway.resolvers[provider.name] {
+                        let answer = try await resolver.submit(payload) { work in
+                            if let allowedApps, !allowedApps.contains(work.appID ?? "") {
+                                throw APIKeyring.forbidden
+                            }
+                        }
+                        let status: HTTPResponse.Status = answer.isDuplicate ? .ok : .accepted
+                        return JSONResponse.make(status: status, DeferredAnswer(answer, provider: provider.name))
+                    }
                     let outcomes = try await gateway.pipeline.accept(payload, provider: provider) { record in
                         if let allowedApps, !allowedApps.contains(record.appID ?? "") {
                             throw APIKeyring.forbidden

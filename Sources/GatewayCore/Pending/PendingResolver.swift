@@ -1,0 +1,148 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Finishes one deferred provider's pending work: claims what is due, attempts it a few
+/// at a time, and stores each outcome (records, or the next attempt's time) before
+/// claiming more. The schedule lives in the store, so a restart resumes it; work that a
+/// crash interrupted comes back when its claim's lease ends.
+public final class PendingResolver: Service, Sendable {
+    public let provider: any DeferredAttributionProvider
+    let pipeline: IngestPipeline
+    let logger: Logger
+    let now: @Sendable () -> Date
+    /// How long claimed work stays hidden from other claims; longer than any attempt.
+    let lease: Duration
+    let waiters = PendingWaiters()
+    private let wakeUp = WakeUp()
+
+    public init(
+        provider: any DeferredAttributionProvider, pipeline: IngestPipeline,
+        logger: Logger = Logger(label: "gateway.pending"), lease: Duration = .seconds(120),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.provider = provider
+        self.pipeline = pipeline
+        var logger = logger
+        logger[metadataKey: "provider"] = .string(provider.name)
+        self.logger = logger
+        self.lease = lease
+        self.now = now
+    }
+
+    var store: any AttributionStore { pipeline.store }
+
+    /// What a caller learns when it submits a payload.
+    public struct Answer: Sendable {
+        public var recordID: String
+        /// True when the same dedupe key was already accepted.
+        public var isDuplicate: Bool
+        /// The finished record, when it is already stored.
+        public var record: AttributionRecord?
+    }
+
+    /// Validates and keeps a payload, then waits up to the provider's `answerWait` for
+    /// the first attempt. `authorize` sees the work before anything is stored.
+    public func submit(
+        _ payload: IngestPayload, authorize: (PendingWork) throws -> Void = { _ in }
+    ) async throws -> Answer {
+        let work: PendingWork
+        do {
+            work = try provider.accept(payload)
+            try authorize(work)
+        } catch let error as GatewayError {
+            pipeline.metrics.rejected(provider: provider.name, code: error.code.name)
+            throw error
+        }
+        pipeline.metrics.received(provider: provider.name, count: 1)
+        await waiters.expect(work.recordID)
+        let admission: PendingAdmission
+        do {
+            admission = try await store.addPending(work, now: now())
+        } catch {
+            await waiters.forget(work.recordID)
+            throw GatewayError(.storageUnavailable, "the store is unavailable; nothing was recorded")
+        }
+        switch admission {
+        case .accepted(let id):
+            wake()
+            let wait = provider.answerWait
+            let record = wait > .zero ? await waiters.wait(for: id, timeout: wait) : nil
+            await waiters.forget(id)
+            return Answer(recordID: id, isDuplicate: false, record: record)
+        case .duplicate(let original, let resolved):
+            await waiters.forget(work.recordID)
+            pipeline.metrics.duplicate(provider: provider.name)
+            let record = resolved ? try? await store.record(id: original) : nil
+            return Answer(recordID: original, isDuplicate: true, record: record)
+        }
+    }
+
+    public func wake() {
+        Task { await wakeUp.signal() }
+    }
+
+    public func run() async throws {
+        logger.info("pending resolver started")
+        await withGracefulShutdownHandler {
+            while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                do {
+                    if try await drainOnce() > 0 { continue }
+                } catch {
+                    logger.error("cannot read pending work", metadata: ["error": "\(error)"])
+                }
+                var wait = Duration.seconds(60)
+                if let next = try? await store.nextPendingDate(provider: provider.name) {
+                    let seconds = max(0, min(60, next.timeIntervalSince(now())))
+                    wait = .milliseconds(Int64(seconds * 1000) + 1)
+                }
+                await wakeUp.wait(timeout: wait)
+            }
+        } onGracefulShutdown: {
+            self.wake()
+        }
+    }
+
+    /// Claims due work and attempts it, `resolveConcurrency` at a time; returns how many
+    /// were attempted.
+    public func drainOnce() async throws -> Int {
+        let concurrency = max(1, provider.resolveConcurrency)
+        let due = try await store.claimPending(
+            provider: provider.name, now: now(), lease: lease, limit: concurrency * 4)
+        await withTaskGroup(of: Void.self) { group in
+            var rest = due.makeIterator()
+            for _ in 0..<concurrency {
+                guard let work = rest.next() else { break }
+                group.addTask { await self.attempt(work) }
+            }
+            while await group.next() != nil {
+                if let work = rest.next() { group.addTask { await self.attempt(work) } }
+            }
+        }
+        return due.count
+    }
+
+    func attempt(_ work: PendingWork) async {
+        let step = await provider.resolve(work)
+        do {
+            switch step {
+            case .finished(let records):
+                _ = try await pipeline.complete(work, records: records)
+                await waiters.attempted(work.recordID, finished: records.first)
+            case .retry(let delay, let error, let state):
+                let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+                try await store.reschedulePending(
+                    recordID: work.recordID, state: state, attempts: work.attempts + 1,
+                    at: now().addingTimeInterval(seconds), error: error)
+                await waiters.attempted(work.recordID, finished: nil)
+                logger.info(
+                    "attempt will be retried",
+                    metadata: ["record_id": "\(work.recordID)", "attempt": "\(work.attempts + 1)", "error": "\(error)"])
+            }
+        } catch {
+            // The claim's lease brings the work back; nothing is lost.
+            logger.error(
+                "cannot store an attempt's outcome", metadata: ["record_id": "\(work.recordID)", "error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+
+/// Posts attribution tokens to Apple's AdServices API.
+struct AdServicesClient: Sendable {
+    /// What Apple answered, reduced to what decides the next step.
+    enum Reply: Sendable, Equatable {
+        case answer(Data)
+        case badToken
+        case notFound
+        /// A `5xx`, a `429` or another status worth retrying; `retryAfter` when Apple gave one.
+        case unavailable(status: Int, retryAfter: Duration?)
+        /// Timeouts and connection errors.
+        case transport(String)
+    }
+
+    let endpoint: String
+    let timeout: Duration
+    let client: HTTPClient
+
+    /// The largest answer read; Apple's are a few hundred bytes.
+    static let maxAnswerBytes = 64 * 1024
+
+    func post(token: String) async -> Reply {
+        var request = HTTPClientRequest(url: endpoint)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "text/plain")
+        request.headers.add(name: "Accept", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: token))
+        do {
+            let response = try await client.execute(request, timeout: .nanoseconds(timeout.nanoseconds))
+            let body = try await response.body.collect(upTo: Self.maxAnswerBytes)
+            switch response.status.code {
+            case 200: return .answer(Data(body.readableBytesView))
+            case 400: return .badToken
+            case 404: return .notFound
+            default:
+                let retryAfter = response.headers.first(name: "Retry-After").flatMap(Int.init).map { Duration.seconds($0) }
+                return .unavailable(status: Int(response.status.code), retryAfter: retryAfter)
+            }
+        } catch {
+            // The error's text names the host and the failure, never the token.
+            return .transport(String(describing: error))
+        }
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import GRDB
+import GatewayCore
+
+/// Pending work: accepted payloads whose records wait for an outside answer.
+extension SQLiteStore {
+    public func addPending(_ work: PendingWork, now: Date) async throws -> PendingAdmission {
+        try await pool.write { db in
+            if let original = try String.fetchOne(
+                db, sql: "SELECT record_id FROM records WHERE dedupe_key = ?", arguments: [work.dedupeKey])
+            {
+                return .duplicate(of: original, resolved: true)
+            }
+            if let waiting = try String.fetchOne(
+                db, sql: "SELECT record_id FROM pending WHERE dedupe_key = ?", arguments: [work.dedupeKey])
+            {
+                return .duplicate(of: waiting, resolved: false)
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO pending (record_id, provider, dedupe_key, app_id, received_at, state, attempts, next_attempt_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    work.recordID, work.provider, work.dedupeKey, work.appID, work.receivedAt.timeIntervalSince1970,
+                    work.state, work.attempts, now.timeIntervalSince1970,
+                ])
+            return .accepted(recordID: work.recordID)
+        }
+    }
+
+    public func claimPending(provider: String, now: Date, lease: Duration, limit: Int) async throws -> [PendingWork] {
+        let leaseEnd = now.addingTimeInterval(Double(lease.components.seconds) + Double(lease.components.attoseconds) / 1e18)
+        return try await pool.write { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT record_id, dedupe_key, app_id, received_at, state, attempts FROM pending
+                    WHERE provider = ? AND next_attempt_at <= ? ORDER BY next_attempt_at, received_at LIMIT ?
+                    """,
+                arguments: [provider, now.timeIntervalSince1970, limit])
+            let work = rows.map { row in
+                PendingWork(
+                    recordID: row["record_id"], provider: provider, dedupeKey: row["dedupe_key"], appID: row["app_id"],
+                    receivedAt: Date(timeIntervalSince1970: row["received_at"]), state: row["state"],
+                    attempts: row["attempts"])
+            }
+            for item in work {
+                try db.execute(
+                    sql: "UPDATE pending SET next_attempt_at = ? WHERE record_id = ?",
+                    arguments: [leaseEnd.timeIntervalSince1970, item.recordID])
+            }
+            return work
+        }
+    }
+
+    public func nextPendingDate(provider: String) async throws -> Date? {
+        try await pool.read { db in
+            try Double.fetchOne(
+                db, sql: "SELECT MIN(next_attempt_at) FROM pending WHERE provider = ?", arguments: [provider]
+            ).map { Date(timeIntervalSince1970: $0) }
+        }
+    }
+
+    public func reschedulePending(recordID: String, state: Data, attempts: Int, at: Date, error: String) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE pending SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE record_id = ?",
+                arguments: [state, attempts, at.timeIntervalSince1970, error, recordID])
+        }
+    }
+
+    public func completePending(recordID: String, records: [RoutedRecord]) async throws -> [IngestResult] {
+        let bodies = try Self.encode(records)
+        return try await pool.write { db in
+            let results = try Self.insert(records, bodies: bodies, db)
+            try db.execute(sql: "DELETE FROM pending WHERE record_id = ?", arguments: [recordID])
+            return results
+        }
+    }
+
+    public func pendingCounts() async throws -> [String: Int] {
+        try await pool.read { db in
+            var counts: [String: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT provider, COUNT(*) AS n FROM pending GROUP BY provider") {
+                counts[row["provider"]] = row["n"]
+            }
+            return counts
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import GatewayCore
+import Testing
+
+@testable import GatewayProviders
+
+/// Apple's AdServices answers, read offline (no network: `normalize` and `accept` are pure).
+@Suite struct AdServicesProviderTests {
+    let provider = AdServicesProvider(options: .init())
+
+    func normalize(_ answer: String) throws -> AttributionRecord {
+        let records = try provider.normalize(IngestPayload(body: Data(answer.utf8), receivedAt: Date(timeIntervalSince1970: 0)))
+        #expect(records.count == 1)
+        return try #require(records.first)
+    }
+
+    @Test func everyFieldOfAnAttributedAnswer() throws {
+        let record = try normalize(
+            """
+            {"attribution":true,"orgId":40669820,"campaignId":542370539,"conversionType":"Download","claimType":"Click",
+             "adGroupId":542317095,"countryOrRegion":"US","keywordId":87675432,"adId":542317136,"creativeSetId":0,
+             "clickDate":"2024-10-08T17:17Z","impressionDate":"2024-10-08T17:15Z","supplyPlacement":"APPSTORE_SEARCH_TAB"}
+            """)
+        #expect(record.attributed && record.resolution == .resolved && record.kind == .install)
+        #expect(record.orgID == 40_669_820)
+        #expect(record.campaignID == 542_370_539)
+        #expect(record.adGroupID == 542_317_095)
+        #expect(record.keywordID == 87_675_432)
+        #expect(record.adID == 542_317_136)
+        // Creative sets are retired; the 0 relays still send is no id.
+        #expect(record.creativeSetID == nil)
+        #expect(record.countryOrRegion == "US")
+        #expect(record.claimType == "Click")
+        #expect(record.supplyPlacement == "APPSTORE_SEARCH_TAB")
+        // Apple's dates stop at the minute.
+        #expect(record.clickDate == Date(timeIntervalSince1970: 1_728_407_820))
+        #expect(record.impressionDate == Date(timeIntervalSince1970: 1_728_407_700))
+        #expect(!record.isTest)
+    }
+
+    @Test(arguments: [
+        ("Download", "Download", RecordKind.install), ("Redownload", "Redownload", .reinstall),
+        ("PreOrder", "PreOrder", .install), ("preorder", "PreOrder", .install), ("REDOWNLOAD", "Redownload", .reinstall),
+    ])
+    func conversionTypesInAnyCase(sent: String, expected: String, kind: RecordKind) throws {
+        let record = try normalize(#"{"attribution":true,"campaignId":1,"conversionType":"\#(sent)"}"#)
+        #expect(record.conversionType == expected)
+        #expect(record.kind == kind)
+    }
+
+    @Test func aViewThroughHasNoClickDate() throws {
+        let record = try normalize(
+            #"{"attribution":true,"campaignId":1,"claimType":"Impression","impressionDate":"2025-03-01T09:30Z"}"#)
+        #expect(record.claimType == "Impression")
+        #expect(record.clickDate == nil && record.impressionDate != nil)
+    }
+
+    @Test(arguments: [#"{"attribution":false}"#, "{}", #"{"error" : "1"}"#, #"{"attribution":false,"campaignId":5}"#])
+    func organicAnswersCarryNoCampaign(answer: String) throws {
+        let record = try normalize(answer)
+        #expect(!record.attributed && record.resolution == .resolved)
+        #expect(record.campaignID == nil)
+    }
+
+    @Test func idsRelayedAsStringsAreRead() throws {
+        let record = try normalize(#"{"attribution":"true","campaignId":"542370539","keywordId":"12"}"#)
+        #expect(record.campaignID == 542_370_539 && record.keywordID == 12)
+    }
+
+    @Test func applesDeveloperModeAnswerIsTestData() throws {
+        let record = try normalize(
+            """
+            {"attribution":true,"orgId":1234567890,"campaignId":1234567890,"conversionType":"Download",
+             "clickDate":"2020-04-08T17:17Z","adGroupId":1234567890,"countryOrRegion":"US","keywordId":12323222,
+             "adId":1234567890}
+            """)
+        #expect(record.isTest)
+    }
+
+    @Test(arguments: [
+        (#"{"attribution":true,"campaignId":"abc"}"#, "campaignId"),
+        (#"{"attribution":true,"clickDate":"yesterday"}"#, "clickDate"),
+    ])
+    func anUnreadableFieldIsAnErrorNamingIt(answer: String, field: String) {
+        #expect { try normalize(answer) } throws: { ($0 as? GatewayError)?.field == field }
+    }
+
+    // MARK: accepting tokens
+
+    func accept(_ body: String) throws -> PendingWork {
+        try provider.accept(IngestPayload(body: Data(body.utf8), receivedAt: Date(timeIntervalSince1970: 0)))
+    }
+
+    @Test func aTokenIsItsOwnDedupeKeyWhoeverSendsIt() throws {
+        let first = try accept(#"{"token":"QUJD\n","app_id":"1","app_user_id":"a"}"#)
+        let again = try accept(#"{"token":"QUJD","app_id":"1","app_user_id":"b"}"#)
+        let other = try accept(#"{"token":"REVG","app_id":"1","app_user_id":"a"}"#)
+        #expect(first.dedupeKey == again.dedupeKey)
+        #expect(first.dedupeKey != other.dedupeKey)
+        #expect(first.recordID != again.recordID)
+        // The key is a hash: the token itself is not written into logs or sinks.
+        #expect(!first.dedupeKey.contains("QUJD"))
+    }
+
+    @Test func theIDFAIsKeptOnlyWithConsent() throws {
+        let idfa = "6D92078A-8246-4BA4-AE5B-76104861E7DC"
+        let denied = try accept(#"{"token":"QUJD","app_id":"1","app_user_id":"a","att_status":2,"idfa":"\#(idfa)"}"#)
+        #expect(!String(decoding: denied.state, as: UTF8.self).contains(idfa))
+        let allowed = try accept(#"{"token":"QUJD","app_id":"1","app_user_id":"a","att_status":3,"idfa":"\#(idfa)"}"#)
+        #expect(String(decoding: allowed.state, as: UTF8.self).contains(idfa))
+    }
+
+    @Test func oversizedTokensAreRefused() {
+        let long = String(repeating: "A", count: AdServicesProvider.maxTokenLength + 1)
+        #expect { try accept(#"{"token":"\#(long)","app_id":"1","app_user_id":"a"}"#) } throws: {
+            ($0 as? GatewayError)?.field == "token"
+        }
+    }
+
+    @Test func errorBackoffDoublesIsCappedAndHonoursRetryAfter() {
+        var options = AdServicesProvider.Options()
+        options.errorBackoffInitial = .seconds(1)
+        options.errorBackoffMax = .seconds(8)
+        let top = AdServicesProvider(options: options, random: { 1 })
+        #expect(top.backoff(1, floor: nil) == .seconds(1))
+        #expect(top.backoff(3, floor: nil) == .seconds(4))
+        #expect(top.backoff(10, floor: nil) == .seconds(8))
+        let bottom = AdServicesProvider(options: options, random: { 0 })
+        #expect(bottom.backoff(3, floor: nil) == .seconds(2))
+        #expect(bottom.backoff(1, floor: .seconds(30)) == .seconds(30))
+    }
+}
