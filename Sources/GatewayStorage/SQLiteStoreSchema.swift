@@ -59,6 +59,24 @@ enum SQLiteStoreSchema {
                     CREATE INDEX pending_due ON pending(provider, next_attempt_at);
                     """)
         }
+        migrator.registerMigration("store-v3-sdk-users") { db in
+            // The ASA Attribution SDK names users by integer and sends StoreKit original
+            // transaction ids; a transaction belongs to one user.
+            try db.execute(
+                sql: """
+                    CREATE TABLE sdk_users (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        created_at REAL NOT NULL,
+                        attribution_record_id TEXT
+                    );
+                    CREATE TABLE sdk_transactions (
+                        transaction_id TEXT PRIMARY KEY,
+                        user_id INTEGER NOT NULL REFERENCES sdk_users(id),
+                        created_at REAL NOT NULL
+                    );
+                    CREATE INDEX sdk_transactions_user ON sdk_transactions(user_id);
+                    """)
+        }
         return migrator
     }
 }

@@ -70,8 +70,44 @@ public protocol AttributionStore: Sendable {
     /// Pending work per provider.
     func pendingCounts() async throws -> [String: Int]
 
+    // MARK: users of the ASA Attribution SDK's backend contract
+
+    /// A new user with the next integer id.
+    func createSDKUser(now: Date) async throws -> SDKUser
+
+    func sdkUser(id: Int64) async throws -> SDKUser?
+
+    /// Links a user to the record of their AdServices token.
+    func setSDKUserAttribution(userID: Int64, recordID: String) async throws
+
+    /// Ties a StoreKit original transaction id to a user, once.
+    func associateTransaction(userID: Int64, transactionID: String, now: Date) async throws -> TransactionAssociation
+
     /// Fails when the store cannot be read.
     func ping() async throws
+}
+
+/// A user of the ASA Attribution SDK's backend: the SDK knows them by an integer id.
+public struct SDKUser: Sendable, Equatable {
+    public var id: Int64
+    /// The AdServices record of their token (pending until Apple answers).
+    public var attributionRecordID: String?
+    public var createdAt: Date
+
+    public init(id: Int64, attributionRecordID: String?, createdAt: Date) {
+        self.id = id
+        self.attributionRecordID = attributionRecordID
+        self.createdAt = createdAt
+    }
+}
+
+/// What associating a transaction with a user did.
+public enum TransactionAssociation: Sendable, Equatable {
+    case associated
+    /// The same user had it already: associating again changes nothing.
+    case alreadyAssociated
+    /// Another user has it.
+    case belongsTo(userID: Int64)
 }
 
 /// Which stored records a replay re-delivers.

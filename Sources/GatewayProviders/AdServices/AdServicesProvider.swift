@@ -29,11 +29,14 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         public var giveUpAfter: Duration = .seconds(24 * 3600)
         public var answerWait: Duration = .milliseconds(1500)
         public var concurrency = 8
+        /// The app whose users the ASA Attribution SDK's routes (`/functions/v1/…`)
+        /// serve; those routes are off without it.
+        public var sdkAppID: String?
 
         public init() {}
     }
 
-    let options: Options
+    public let options: Options
     let client: AdServicesClient
     let now: @Sendable () -> Date
     let random: @Sendable () -> Double
@@ -88,17 +91,22 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         guard case .string(let raw) = value else {
             throw GatewayError.invalid("token", "expected a string, found \(value.typeName)")
         }
+        return try checkToken(raw, field: "token")
+    }
+
+    /// The token without surrounding whitespace, or an error naming `field`.
+    public static func checkToken(_ raw: String, field: String) throws -> String {
         let token = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !token.isEmpty else { throw GatewayError.missing("token") }
+        guard !token.isEmpty else { throw GatewayError.missing(field) }
         guard token.utf8.count <= maxTokenLength else {
-            throw GatewayError.invalid("token", "longer than \(maxTokenLength) characters")
+            throw GatewayError.invalid(field, "longer than \(maxTokenLength) characters")
         }
         // AAAttribution.attributionToken() returns Base64; anything else cannot be a token.
         let base64 = token.utf8.allSatisfy { c in
             (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c == 43 || c == 47 || c == 61
                 || c == 45 || c == 95
         }
-        guard base64 else { throw GatewayError.invalid("token", "expected the Base64 token from attributionToken()") }
+        guard base64 else { throw GatewayError.invalid(field, "expected the Base64 token from attributionToken()") }
         return token
     }
 

@@ -27,6 +27,10 @@ public enum AdServicesProviderPlugin: ProviderPlugin {
         if let hours = reader.int("give_up_after_hours", in: 1...720) { options.giveUpAfter = .seconds(hours * 3600) }
         if let ms = reader.int("answer_wait_ms", in: 0...30_000) { options.answerWait = .milliseconds(ms) }
         if let n = reader.int("concurrency", in: 1...256) { options.concurrency = n }
+        if let sdk = reader.child("sdk") {
+            options.sdkAppID = sdk.requiredString("app_id")
+            sdk.finish()
+        }
         if options.errorBackoffMax < options.errorBackoffInitial {
             reader.report("error_backoff_max_ms must not be less than error_backoff_initial_ms", key: "error_backoff_max_ms")
         }

@@ -10,6 +10,7 @@ public enum GatewayHTTP {
         let router = Router()
         router.add(middleware: ErrorMiddleware())
         addIngestRoutes(to: router, gateway: gateway)
+        addASASDKRoutes(to: router, gateway: gateway)
         addOperatorRoutes(to: router, gateway: gateway)
         return router
     }

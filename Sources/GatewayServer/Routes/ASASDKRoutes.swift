@@ -1,0 +1,172 @@
+import Foundation
+import GatewayCore
+import GatewayProviders
+import Hummingbird
+
+/// The backend contract of the ASA Attribution SDK (`/functions/v1/…`), so that an app
+/// using that SDK works by changing only its base URL. Users get integer ids; their
+/// token goes through the same AdServices provider, resolver and store as
+/// `POST /v1/adservices`; a StoreKit transaction tied to a user becomes a `purchase`
+/// record carrying the user's campaign and keyword.
+struct ASASDKBackend: Sendable {
+    let appID: String
+    let resolver: PendingResolver
+    let pipeline: IngestPipeline
+    let keyring: APIKeyring
+    let limit: Int
+
+    var store: any AttributionStore { pipeline.store }
+
+    struct AttributionAnswer: Encodable {
+        let didUserComeFromAsa: Bool
+        let asaAttributionResolved: Bool
+    }
+
+    struct CreatedUser: Encodable {
+        let userId: Int64
+        let didUserComeFromAsa: Bool
+        let asaAttributionResolved: Bool
+    }
+
+    struct Association: Encodable {
+        struct User: Encodable {
+            let id: Int64
+            let transaction_id: String
+        }
+        let success: Bool
+        let user: User
+    }
+
+    func createUser(_ request: Request) async throws -> Response {
+        let fields = try await read(request, emptyMeansObject: true)
+        let token = try Self.token(fields, required: false)
+        let user = try await stored { try await store.createSDKUser(now: Date()) }
+        var answer = AttributionAnswer(didUserComeFromAsa: false, asaAttributionResolved: false)
+        if let token { answer = try await resolve(user, token: token) }
+        return JSONResponse.make(
+            status: .ok,
+            CreatedUser(
+                userId: user.id, didUserComeFromAsa: answer.didUserComeFromAsa,
+                asaAttributionResolved: answer.asaAttributionResolved))
+    }
+
+    func resolveAttribution(_ request: Request) async throws -> Response {
+        let fields = try await read(request)
+        let user = try await user(fields)
+        let token = try Self.token(fields, required: true)!
+        // A user whose token Apple already answered keeps that answer.
+        if let known = try await attribution(of: user), known.resolution != .invalid {
+            return JSONResponse.make(status: .ok, Self.answer(for: known))
+        }
+        return JSONResponse.make(status: .ok, try await resolve(user, token: token))
+    }
+
+    func associateUser(_ request: Request) async throws -> Response {
+        let fields = try await read(request)
+        let user = try await user(fields)
+        let transactionID = try fields.requiredString("transaction_id")
+        let now = Date()
+        let association = try await stored {
+            try await store.associateTransaction(userID: user.id, transactionID: transactionID, now: now)
+        }
+        if case .belongsTo = association {
+            throw GatewayError(.conflict, "this transaction belongs to another user", field: "transaction_id")
+        }
+        // Made again on a repeated call: its dedupe key keeps it to one record, and a
+        // crash between the association and the record cannot lose the purchase.
+        let attribution = try await attribution(of: user)
+        let purchase = ASAPurchaseRecord.make(
+            userID: user.id, transactionID: transactionID, appID: appID, attribution: attribution,
+            tokenPending: user.attributionRecordID != nil && attribution == nil, receivedAt: now)
+        _ = try await pipeline.ingest([purchase])
+        return JSONResponse.make(
+            status: .ok, Association(success: true, user: .init(id: user.id, transaction_id: transactionID)))
+    }
+
+    // MARK: helpers
+
+    func read(_ request: Request, emptyMeansObject: Bool = false) async throws -> PayloadFields {
+        if keyring.isEnabled {
+            guard let apps = keyring.apps(authorization: request.headers[.authorization]) else {
+                throw APIKeyring.unauthorized
+            }
+            guard apps.contains(appID) else { throw APIKeyring.forbidden }
+        }
+        let body = try await BodyReader.collect(request, limit: limit)
+        if emptyMeansObject && body.isEmpty { return PayloadFields([:]) }
+        return try PayloadFields.parseObject(body)
+    }
+
+    func user(_ fields: PayloadFields) async throws -> SDKUser {
+        guard let id = try fields.id("user_id") else { throw GatewayError.missing("user_id") }
+        guard let user = try await stored({ try await store.sdkUser(id: id) }) else {
+            throw GatewayError(.notFound, "no user has this id; create it with /functions/v1/create-user", field: "user_id")
+        }
+        return user
+    }
+
+    static func token(_ fields: PayloadFields, required: Bool) throws -> String? {
+        guard let value = fields.value("asa_attribution_token") else {
+            if required { throw GatewayError.missing("asa_attribution_token") }
+            return nil
+        }
+        guard case .string(let token) = value else {
+            throw GatewayError.invalid("asa_attribution_token", "expected a string, found \(value.typeName)")
+        }
+        if token.isEmpty {
+            if required { throw GatewayError.missing("asa_attribution_token") }
+            return nil
+        }
+        // Checked before anything is stored, so a bad token leaves no user behind.
+        return try AdServicesProvider.checkToken(token, field: "asa_attribution_token")
+    }
+
+    /// Sends the user's token through the AdServices provider and remembers its record.
+    func resolve(_ user: SDKUser, token: String) async throws -> AttributionAnswer {
+        let body: [String: String] = ["token": token, "app_id": appID, "app_user_id": String(user.id)]
+        let payload = IngestPayload(body: try JSONEncoder().encode(body), receivedAt: Date(), path: "/functions/v1")
+        let answer = try await resolver.submit(payload)
+        try await stored { try await store.setSDKUserAttribution(userID: user.id, recordID: answer.recordID) }
+        return answer.record.map(Self.answer(for:))
+            ?? AttributionAnswer(didUserComeFromAsa: false, asaAttributionResolved: false)
+    }
+
+    func attribution(of user: SDKUser) async throws -> AttributionRecord? {
+        guard let id = user.attributionRecordID else { return nil }
+        return try await stored { try await store.record(id: id) }
+    }
+
+    /// An invalid token is not a final answer: the SDK sends a fresh token next launch.
+    static func answer(for record: AttributionRecord) -> AttributionAnswer {
+        AttributionAnswer(
+            didUserComeFromAsa: record.attributed, asaAttributionResolved: record.resolution != .invalid)
+    }
+
+    func stored<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as GatewayError {
+            throw error
+        } catch {
+            throw GatewayError(.storageUnavailable, "the store is unavailable; nothing was recorded")
+        }
+    }
+}
+
+extension GatewayHTTP {
+    /// Serves the SDK's three functions when `providers.adservices.sdk.app_id` is set.
+    static func addASASDKRoutes(to router: Router<BasicRequestContext>, gateway: Gateway) {
+        guard let provider = gateway.provider(named: AdServicesProvider.typeName) as? AdServicesProvider,
+            let appID = provider.options.sdkAppID, let resolver = gateway.resolvers[provider.name]
+        else { return }
+        let backend = ASASDKBackend(
+            appID: appID, resolver: resolver, pipeline: gateway.pipeline,
+            keyring: APIKeyring(keys: gateway.configuration.auth.apiKeys),
+            limit: gateway.configuration.server.maxBodyBytes)
+        router.post("/functions/v1/create-user") { request, _ in try await backend.createUser(request) }
+        router.post("/functions/v1/resolve-asa-attribution") { request, _ in
+            try await backend.resolveAttribution(request)
+        }
+        router.post("/functions/v1/associate-user") { request, _ in try await backend.associateUser(request) }
+    }
+}

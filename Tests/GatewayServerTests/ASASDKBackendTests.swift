@@ -1,0 +1,137 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import GRDB
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// The ASA Attribution SDK's three backend functions, exactly as the SDK calls them,
+/// through the real server, SQLite and a local fake of Apple's endpoint.
+@Suite struct ASASDKBackendTests {
+    let harness = AdServicesEndToEndTests()
+    static let sdk = ["sdk": #"{ app_id: "1234567890" }"#]
+
+    func call(_ client: TestClientProtocol, _ function: String, _ body: String) async throws
+        -> (status: Int, json: [String: Any])
+    {
+        let response = try await client.execute(
+            uri: "/functions/v1/\(function)", method: .post, body: ByteBuffer(string: body))
+        let json = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
+        return (Int(response.status.code), json ?? [:])
+    }
+
+    @Test func createResolveAndAssociateAnswerTheSDKsShapes() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let apple = FakeAppleAdServices()
+        let first = AdServicesEndToEndTests.token("sdk-first")
+        let later = AdServicesEndToEndTests.token("sdk-later")
+        apple.script(later, [.notFound, .attributed(keywordID: 555)])
+        let options = Self.sdk.merging(["not_found_interval_ms": "300"]) { $1 }
+        try await harness.withGateway(apple, env: env, options: options) { client, gateway in
+            // A user with a token Apple answers at once.
+            let created = try await call(client, "create-user", #"{"asa_attribution_token": "\#(first)"}"#)
+            #expect(created.status == 200)
+            #expect(Set(created.json.keys) == ["userId", "didUserComeFromAsa", "asaAttributionResolved"])
+            let userID = try #require(created.json["userId"] as? Int)
+            #expect(created.json["didUserComeFromAsa"] as? Bool == true)
+            #expect(created.json["asaAttributionResolved"] as? Bool == true)
+
+            // A user without a token yet: not resolved, so the SDK tries again next launch.
+            let bare = try await call(client, "create-user", "{}")
+            let bareID = try #require(bare.json["userId"] as? Int)
+            #expect(bareID != userID)
+            #expect(bare.json["asaAttributionResolved"] as? Bool == false)
+            #expect(bare.json["didUserComeFromAsa"] as? Bool == false)
+
+            // Its token arrives; Apple is not ready, so the answer is honestly pending…
+            let pending = try await call(
+                client, "resolve-asa-attribution", #"{"user_id": \#(bareID), "asa_attribution_token": "\#(later)"}"#)
+            #expect(pending.status == 200)
+            #expect(Set(pending.json.keys) == ["didUserComeFromAsa", "asaAttributionResolved"])
+            #expect(pending.json["asaAttributionResolved"] as? Bool == false)
+            // …and a later call finds Apple's answer without asking Apple again.
+            var resolved: [String: Any] = [:]
+            #expect(
+                try await env.eventually {
+                    resolved = try await call(
+                        client, "resolve-asa-attribution",
+                        #"{"user_id": \#(bareID), "asa_attribution_token": "\#(later)"}"#
+                    ).json
+                    return resolved["asaAttributionResolved"] as? Bool == true
+                })
+            #expect(resolved["didUserComeFromAsa"] as? Bool == true)
+            #expect(apple.calls(later) == 2)
+
+            // A purchase ties the transaction to the user's keyword, once.
+            let transaction = "2000000123456789"
+            let body = #"{"user_id": \#(bareID), "transaction_id": "\#(transaction)"}"#
+            let associated = try await call(client, "associate-user", body)
+            #expect(associated.status == 200)
+            #expect(associated.json["success"] as? Bool == true)
+            let user = try #require(associated.json["user"] as? [String: Any])
+            #expect(user["id"] as? Int == bareID && user["transaction_id"] as? String == transaction)
+            #expect(Set(user.keys) == ["id", "transaction_id"])
+            let again = try await call(client, "associate-user", body)
+            #expect(again.status == 200 && again.json["success"] as? Bool == true)
+
+            #expect(try await env.eventually { try purchases(gateway).count == 1 })
+            let purchase = try #require(try purchases(gateway).first)
+            #expect(purchase["app_user_id"] as String? == String(bareID))
+            #expect(purchase["transaction_ref"] as String? == transaction)
+            #expect(purchase["keyword_id"] as Int64? == 555)
+            #expect(purchase["campaign_id"] as Int64? == 542_370_539)
+            #expect(purchase["attributed"] as Int? == 1)
+
+            // The same transaction cannot also belong to another user.
+            let stolen = try await call(client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "\#(transaction)"}"#)
+            #expect(stolen.status == 409)
+            #expect((stolen.json["error"] as? [String: Any])?["field"] as? String == "transaction_id")
+        }
+    }
+
+    func purchases(_ gateway: Gateway) throws -> [Row] {
+        try gateway.store.pool.read { db in
+            guard try db.tableExists("attribution_records") else { return [] }
+            return try Row.fetchAll(db, sql: "SELECT * FROM attribution_records WHERE kind = 'purchase'")
+        }
+    }
+
+    @Test(arguments: [
+        ("resolve-asa-attribution", #"{"user_id": 999, "asa_attribution_token": "QUJD"}"#, 404, "user_id"),
+        ("resolve-asa-attribution", #"{"asa_attribution_token": "QUJD"}"#, 422, "user_id"),
+        ("resolve-asa-attribution", #"{"user_id": "abc", "asa_attribution_token": "QUJD"}"#, 422, "user_id"),
+        ("resolve-asa-attribution", #"{"user_id": 1}"#, 422, "asa_attribution_token"),
+        ("resolve-asa-attribution", #"{"user_id": 1, "asa_attribution_token": 5}"#, 422, "asa_attribution_token"),
+        ("associate-user", #"{"user_id": 1}"#, 422, "transaction_id"),
+        ("associate-user", #"{"user_id": 1, "transaction_id": true}"#, 422, "transaction_id"),
+        ("associate-user", #"{"user_id": 999, "transaction_id": "1"}"#, 404, "user_id"),
+        ("create-user", #"{"asa_attribution_token": "not a token!"}"#, 422, "asa_attribution_token"),
+    ])
+    func badCallsGetAnErrorNamingTheField(function: String, body: String, status: Int, field: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let apple = FakeAppleAdServices()
+        try await harness.withGateway(apple, env: env, options: Self.sdk) { client, gateway in
+            let user = try await call(client, "create-user", "")
+            #expect(user.json["userId"] as? Int == 1)
+            let answer = try await call(client, function, body)
+            #expect(answer.status == status)
+            let error = try #require(answer.json["error"] as? [String: Any])
+            #expect(error["field"] as? String == field)
+            // A refused call creates no user.
+            #expect(try await gateway.store.sdkUser(id: 2) == nil)
+        }
+        #expect(apple.totalCalls == 0)
+    }
+
+    @Test func withoutAnSDKAppTheFunctionsAreNotServed() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await harness.withGateway(FakeAppleAdServices(), env: env) { client, _ in
+            let answer = try await call(client, "create-user", "{}")
+            #expect(answer.status == 404)
+        }
+    }
+}
