@@ -62,19 +62,26 @@ extension SQLiteStore {
         }
     }
 
-    public func reschedulePending(recordID: String, state: Data, attempts: Int, at: Date, error: String) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: "UPDATE pending SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE record_id = ?",
-                arguments: [state, attempts, at.timeIntervalSince1970, error, recordID])
+    public func settlePending(_ settlements: [PendingSettlement]) async throws -> [String: [IngestResult]] {
+        guard !settlements.isEmpty else { return [:] }
+        // Encoding happens before the write lock is taken.
+        let encoded = try settlements.map { settlement -> (PendingSettlement, [String]) in
+            if case .finished(_, let records) = settlement { return (settlement, try Self.encode(records)) }
+            return (settlement, [])
         }
-    }
-
-    public func completePending(recordID: String, records: [RoutedRecord]) async throws -> [IngestResult] {
-        let bodies = try Self.encode(records)
         return try await pool.write { db in
-            let results = try Self.insert(records, bodies: bodies, db)
-            try db.execute(sql: "DELETE FROM pending WHERE record_id = ?", arguments: [recordID])
+            var results: [String: [IngestResult]] = [:]
+            for (settlement, bodies) in encoded {
+                switch settlement {
+                case .finished(let recordID, let records):
+                    results[recordID] = try Self.insert(records, bodies: bodies, db)
+                    try db.execute(sql: "DELETE FROM pending WHERE record_id = ?", arguments: [recordID])
+                case .retry(let recordID, let state, let attempts, let at, let error):
+                    try db.execute(
+                        sql: "UPDATE pending SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE record_id = ?",
+                        arguments: [state, attempts, at.timeIntervalSince1970, error, recordID])
+                }
+            }
             return results
         }
     }

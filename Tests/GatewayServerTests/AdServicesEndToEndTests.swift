@@ -166,6 +166,18 @@ import Testing
             // The first call and the three retries Apple allows.
             #expect(apple.calls(never) == 4)
             #expect(try await gateway.store.pendingCounts().isEmpty)
+
+            // Operators see each attempt's outcome and what still waits.
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            func attempts(_ outcome: String) -> String? {
+                metrics.split(separator: "\n").first {
+                    $0.hasPrefix("gateway_resolution_attempts_total{") && $0.contains(#"outcome="\#(outcome)""#)
+                }?.split(separator: " ").last.map(String.init)
+            }
+            #expect(attempts("retry") == "5")
+            #expect(attempts("resolved") == "1")
+            #expect(attempts("not_found") == "1")
+            #expect(metrics.contains(#"gateway_pending_depth{provider="adservices"} 0"#))
         }
     }
 

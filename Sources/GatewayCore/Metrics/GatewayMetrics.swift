@@ -37,6 +37,15 @@ public struct GatewayMetrics: Sendable {
         counter("gateway_deliveries_total", [("sink", sink), ("outcome", outcome)]).increment(by: count)
     }
 
+    /// One attempt at pending work: `retry`, or the finished record's resolution.
+    public func resolutionAttempt(provider: String, outcome: String) {
+        counter("gateway_resolution_attempts_total", [("provider", provider), ("outcome", outcome)]).increment()
+    }
+
+    public func pending(provider: String, depth: Int) {
+        Gauge(label: "gateway_pending_depth", dimensions: [("provider", provider)], factory: factory).record(depth)
+    }
+
     public func outbox(sink: String, depth: Int, oldestAgeSeconds: Double) {
         Gauge(label: "gateway_outbox_depth", dimensions: [("sink", sink)], factory: factory).record(depth)
         Gauge(label: "gateway_outbox_oldest_age_seconds", dimensions: [("sink", sink)], factory: factory)

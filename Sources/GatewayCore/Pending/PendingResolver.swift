@@ -103,46 +103,49 @@ public final class PendingResolver: Service, Sendable {
         }
     }
 
-    /// Claims due work and attempts it, `resolveConcurrency` at a time; returns how many
-    /// were attempted.
+    /// Claims due work, attempts it `resolveConcurrency` at a time, and writes the round's
+    /// outcomes in one transaction (one commit per round, not per token: with
+    /// `durability: full` each commit is an fsync). Returns how many were attempted.
     public func drainOnce() async throws -> Int {
         let concurrency = max(1, provider.resolveConcurrency)
         let due = try await store.claimPending(
             provider: provider.name, now: now(), lease: lease, limit: concurrency * 4)
-        await withTaskGroup(of: Void.self) { group in
+        guard !due.isEmpty else { return 0 }
+        let attempts = await withTaskGroup(of: (PendingWork, ResolutionStep).self) { group in
             var rest = due.makeIterator()
             for _ in 0..<concurrency {
                 guard let work = rest.next() else { break }
-                group.addTask { await self.attempt(work) }
+                group.addTask { (work, await self.provider.resolve(work)) }
             }
-            while await group.next() != nil {
-                if let work = rest.next() { group.addTask { await self.attempt(work) } }
+            var done: [(work: PendingWork, step: ResolutionStep)] = []
+            while let attempt = await group.next() {
+                done.append(attempt)
+                if let work = rest.next() { group.addTask { (work, await self.provider.resolve(work)) } }
             }
+            return done
         }
-        return due.count
-    }
-
-    func attempt(_ work: PendingWork) async {
-        let step = await provider.resolve(work)
         do {
+            try await pipeline.settle(attempts, now: now())
+        } catch {
+            // The claims' lease brings the work back; nothing is lost.
+            logger.error("cannot store a round of attempts", metadata: ["count": "\(attempts.count)", "error": "\(error)"])
+            for (work, _) in attempts { await waiters.attempted(work.recordID, finished: nil) }
+            return attempts.count
+        }
+        for (work, step) in attempts {
             switch step {
             case .finished(let records):
-                _ = try await pipeline.complete(work, records: records)
+                pipeline.metrics.resolutionAttempt(
+                    provider: provider.name, outcome: records.first?.resolution.rawValue ?? "empty")
                 await waiters.attempted(work.recordID, finished: records.first)
-            case .retry(let delay, let error, let state):
-                let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
-                try await store.reschedulePending(
-                    recordID: work.recordID, state: state, attempts: work.attempts + 1,
-                    at: now().addingTimeInterval(seconds), error: error)
+            case .retry(_, let error, _):
+                pipeline.metrics.resolutionAttempt(provider: provider.name, outcome: "retry")
                 await waiters.attempted(work.recordID, finished: nil)
-                logger.info(
+                logger.debug(
                     "attempt will be retried",
                     metadata: ["record_id": "\(work.recordID)", "attempt": "\(work.attempts + 1)", "error": "\(error)"])
             }
-        } catch {
-            // The claim's lease brings the work back; nothing is lost.
-            logger.error(
-                "cannot store an attempt's outcome", metadata: ["record_id": "\(work.recordID)", "error": "\(error)"])
         }
+        return attempts.count
     }
 }

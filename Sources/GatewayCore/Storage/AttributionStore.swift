@@ -60,12 +60,10 @@ public protocol AttributionStore: Sendable {
     /// When `provider`'s next pending work is due, if it has any.
     func nextPendingDate(provider: String) async throws -> Date?
 
-    /// Records a failed attempt: the new state and when to try again.
-    func reschedulePending(recordID: String, state: Data, attempts: Int, at: Date, error: String) async throws
-
-    /// Stores the finished records with their outbox rows and removes the work, in one
-    /// transaction.
-    func completePending(recordID: String, records: [RoutedRecord]) async throws -> [IngestResult]
+    /// Writes the outcomes of a round of attempts in one transaction: finished work is
+    /// replaced by its records (with their outbox rows), the rest gets its next attempt.
+    /// Returns the ingest results of each finished work's records, by record id.
+    func settlePending(_ settlements: [PendingSettlement]) async throws -> [String: [IngestResult]]
 
     /// Pending work per provider.
     func pendingCounts() async throws -> [String: Int]
@@ -85,6 +83,14 @@ public protocol AttributionStore: Sendable {
 
     /// Fails when the store cannot be read.
     func ping() async throws
+}
+
+/// The outcome of one attempt at pending work, as the store writes it.
+public enum PendingSettlement: Sendable {
+    /// These records replace the work `recordID`.
+    case finished(recordID: String, records: [RoutedRecord])
+    /// The work stays, with new state, for another attempt at `at`.
+    case retry(recordID: String, state: Data, attempts: Int, at: Date, error: String)
 }
 
 /// A user of the ASA Attribution SDK's backend: the SDK knows them by an integer id.

@@ -36,6 +36,10 @@ extension GatewayHTTP {
                     sink: configured.name, depth: sinkStats?.depth ?? 0,
                     oldestAgeSeconds: sinkStats?.oldest.map { now.timeIntervalSince($0) } ?? 0)
             }
+            let pending = (try? await gateway.store.pendingCounts()) ?? [:]
+            for provider in gateway.resolvers.keys {
+                gateway.metrics.pending(provider: provider, depth: pending[provider] ?? 0)
+            }
             let text = gateway.metricsRegistry.emitToBuffer()
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
