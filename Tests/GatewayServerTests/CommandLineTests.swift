@@ -73,6 +73,21 @@ import Testing
         #expect(bad.stderr.contains("missing_field: app_user_id"))
     }
 
+    @Test func normalizeReadsAnAnswerFromAppleOffline() throws {
+        let answer = #"{"attribution":true,"orgId":40669820,"campaignId":542370539,"keywordId":87675432,"conversionType":"preorder","clickDate":"2024-10-08T17:17Z"}"#
+        let result = try run(["normalize", "--provider", "adservices"], stdin: answer)
+        #expect(result.status == 0, "\(result.stderr)")
+        let record = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        #expect(record["provider"] as? String == "adservices")
+        #expect(record["keyword_id"] as? Int == 87_675_432)
+        #expect(record["conversion_type"] as? String == "PreOrder")
+        #expect(record["click_date"] as? String == "2024-10-08T17:17:00Z")
+
+        let organic = try run(["normalize", "--provider", "adservices"], stdin: #"{"error" : "1"}"#)
+        #expect(organic.stdout.contains(#""attributed" : false"#))
+    }
+
     @Test func importIngestsAFileThroughThePipelineAndReportsBadLines() throws {
         let env = try TestEnvironment()
         defer { env.remove() }
