@@ -1,5 +1,6 @@
--- wrk script: POSTs real-shaped iAd payloads, each with a new app_user_id so that none
--- is a duplicate. The same bodies go to the no-op route for the ceiling.
+-- wrk script: POSTs real-shaped payloads, each new so that none is a duplicate.
+-- BENCH_BODY=iad (default): iAd dictionaries, also sent to the no-op route for the ceiling;
+-- BENCH_BODY=adservices: AdServices tokens about as long as Apple's (~1 KB of Base64).
 local thread_count = 0
 
 function setup(thread)
@@ -8,18 +9,29 @@ function setup(thread)
 end
 
 local counter = 0
-local template = '{"app_id":"1234567890","app_user_id":"bench-%s-%d-%d","Version3.1":{' ..
-  '"iad-attribution":"true","iad-org-id":"40669820","iad-org-name":"Mindful Apps Inc.",' ..
-  '"iad-campaign-id":"542370539","iad-campaign-name":"US Search - Meditation",' ..
-  '"iad-adgroup-id":"542317095","iad-adgroup-name":"Exact - Core","iad-keyword-id":"87675432",' ..
-  '"iad-keyword":"meditation app","iad-keyword-matchtype":"Exact","iad-ad-id":"542317136",' ..
-  '"iad-country-or-region":"US","iad-conversion-type":"Download",' ..
-  '"iad-click-date":"2020-08-04T17:18:07Z","iad-conversion-date":"2020-08-04T17:19:41Z"}}'
+local templates = {
+  iad = '{"app_id":"1234567890","app_user_id":"bench-%s-%d-%d","Version3.1":{' ..
+    '"iad-attribution":"true","iad-org-id":"40669820","iad-org-name":"Mindful Apps Inc.",' ..
+    '"iad-campaign-id":"542370539","iad-campaign-name":"US Search - Meditation",' ..
+    '"iad-adgroup-id":"542317095","iad-adgroup-name":"Exact - Core","iad-keyword-id":"87675432",' ..
+    '"iad-keyword":"meditation app","iad-keyword-matchtype":"Exact","iad-ad-id":"542317136",' ..
+    '"iad-country-or-region":"US","iad-conversion-type":"Download",' ..
+    '"iad-click-date":"2020-08-04T17:18:07Z","iad-conversion-date":"2020-08-04T17:19:41Z"}}',
+  adservices = '{"app_id":"1234567890","app_user_id":"bench-%s-%d-%d","att_status":3,"token":"' ..
+    string.rep("QmVuY2htYXJrVG9rZW4", 50) .. 'R%sT%dN%d"}',
+}
+local kind = os.getenv("BENCH_BODY") or "iad"
+local template = templates[kind]
 local run_id = os.getenv("BENCH_RUN") or "0"
 
 request = function()
   counter = counter + 1
-  local body = string.format(template, run_id, tid or 0, counter)
+  local body
+  if kind == "adservices" then
+    body = string.format(template, run_id, tid or 0, counter, run_id, tid or 0, counter)
+  else
+    body = string.format(template, run_id, tid or 0, counter)
+  end
   return wrk.format("POST", nil, { ["Content-Type"] = "application/json" }, body)
 end
 
