@@ -369,6 +369,15 @@ import Testing
                 .hasSuffix("did you mean 'not_found_retries'?"))
     }
 
+    @Test func mixpanelFileModeNeedsAFolderAndOnlyItTakesOne() throws {
+        let missing = problems("sinks:\n  mp: { type: mixpanel, token: t, mode: file }")
+        #expect(try problem(at: "sinks.mp.directory", in: missing).message == "is required")
+        let stray = problems("sinks:\n  mp: { type: mixpanel, token: t, directory: ./out }")
+        #expect(try problem(at: "sinks.mp.directory", in: stray).message == "only with mode: file")
+        let config = try parse("sinks:\n  mp: { type: mixpanel, token: t, mode: file, directory: ./out, event_name: Install }")
+        #expect(config.sinks.first?.prepared.summary.contains("NDJSON files in ./out") == true)
+    }
+
     // MARK: the sqlite sink's file
 
     @Test func aSQLiteSinkWithoutAPathUsesTheStoragePath() throws {

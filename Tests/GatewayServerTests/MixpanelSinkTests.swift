@@ -1,6 +1,6 @@
 import Foundation
 import GatewayCore
-import GatewaySinks
+@testable import GatewaySinks
 import Hummingbird
 import HummingbirdTesting
 import Synchronization
@@ -16,6 +16,9 @@ import Testing
         let bodies = Mutex<[Data]>([])
         let queries = Mutex<[String]>([])
         let statusOverride = Mutex<[Int]>([])
+        /// `/import` requests: authorization, query and events.
+        let importBodies = Mutex<[(query: String, body: Data)]>([])
+        let importStatus = Mutex<[Int]>([])
 
         func router() -> Router<BasicRequestContext> {
             let router = Router()
@@ -44,7 +47,53 @@ import Testing
                 }
                 return Self.answer(1, nil)
             }
+            // Validates as Mixpanel's strict import does and names failures by index.
+            router.post("/import") { request, _ -> Response in
+                if let status = self.importStatus.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+                    return Response(status: .init(code: status))
+                }
+                let body = try await request.body.collect(upTo: 10 << 20)
+                let expected = "Basic " + Data("\(MixpanelSinkTests.token):".utf8).base64EncodedString()
+                guard request.headers[.authorization] == expected else { return Response(status: .unauthorized) }
+                guard request.headers[.contentType] == "application/json",
+                    let events = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [[String: Any]]
+                else { return Response(status: .badRequest) }
+                let received = (query: request.uri.query ?? "", body: Data(body.readableBytesView))
+                self.importBodies.withLock { $0.append(received) }
+                var failures: [String] = []
+                for (index, event) in events.enumerated() {
+                    let properties = event["properties"] as? [String: Any] ?? [:]
+                    let insertID = properties["$insert_id"] as? String ?? ""
+                    let valid = insertID.count <= 36 && !insertID.isEmpty
+                        && insertID.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+                    var problem: (String, String)?
+                    if event["event"] as? String == nil { problem = ("event", "missing") }
+                    if properties["time"] as? Int == nil { problem = ("properties.time", "missing") }
+                    if (properties["distinct_id"] as? String ?? "").isEmpty { problem = ("properties.distinct_id", "missing") }
+                    if !valid { problem = ("properties.$insert_id", "invalid") }
+                    if properties["asa_keyword"] as? String == "reject-me" {
+                        problem = ("properties.asa_keyword", "value rejected")
+                    }
+                    if let (field, message) = problem {
+                        failures.append(#"{"index":\#(index),"$insert_id":"\#(insertID)","field":"\#(field)","message":"\#(message)"}"#)
+                    }
+                }
+                let imported = events.count - failures.count
+                let json = failures.isEmpty
+                    ? #"{"code":200,"num_records_imported":\#(imported),"status":"OK"}"#
+                    : #"{"code":400,"error":"some data points in the request failed validation","status":"Bad Request","num_records_imported":\#(imported),"failed_records":[\#(failures.joined(separator: ","))]}"#
+                return Response(
+                    status: failures.isEmpty ? .ok : .badRequest, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(string: json)))
+            }
             return router
+        }
+
+        /// The `/import` requests received, in order.
+        var imports: [(query: String, events: [[String: Any]])] {
+            importBodies.withLock { $0 }.map { request in
+                (request.query, (try? JSONSerialization.jsonObject(with: request.body) as? [[String: Any]]) ?? [])
+            }
         }
 
         /// The update arrays received, in order.
@@ -76,12 +125,16 @@ import Testing
         return record
     }
 
-    func run(_ body: @escaping @Sendable (FakeMixpanel, MixpanelSink) async throws -> Void) async throws {
+    func run(
+        eventName: String? = nil, _ body: @escaping @Sendable (FakeMixpanel, MixpanelSink) async throws -> Void
+    ) async throws {
         let fake = FakeMixpanel()
         try await Application(router: fake.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             .test(.live) { client in
                 let port = try #require(client.port)
-                try await body(fake, MixpanelSink(options: .init(token: Self.token, endpoint: "http://127.0.0.1:\(port)")))
+                let options = MixpanelSink.Options(
+                    token: Self.token, endpoint: "http://127.0.0.1:\(port)", eventName: eventName)
+                try await body(fake, MixpanelSink(options: options))
             }
     }
 
@@ -125,5 +178,83 @@ import Testing
             #expect(try await sink.deliver([record(user: "u1")]) == [.retry(reason: "Mixpanel answered 503", after: .seconds(3))])
             #expect(try await sink.deliver([record(user: "u1")]) == [.delivered])
         }
+    }
+
+    // MARK: events through /import
+
+    @Test func eachRecordIsAlsoAnEventWithAStableInsertID() async throws {
+        try await run(eventName: "ASA Install") { fake, sink throws in
+            let batch = [record(user: "u1"), record(user: "u2"), record(user: nil)]
+            #expect(try await sink.deliver(batch) == [.delivered, .delivered, .delivered])
+            // A retry of the same batch carries the same $insert_id, which Mixpanel dedupes on.
+            #expect(try await sink.deliver(batch) == [.delivered, .delivered, .delivered])
+            let imports = fake.imports
+            #expect(imports.count == 2)
+            #expect(imports.allSatisfy { $0.query == "strict=1" })
+            let events = try #require(imports.first?.events)
+            #expect(events.count == 2)
+            let first = try #require(events.first?["properties"] as? [String: Any])
+            #expect(events.first?["event"] as? String == "ASA Install")
+            #expect(first["distinct_id"] as? String == "u1")
+            #expect(first["$insert_id"] as? String == batch[0].recordID)
+            #expect(first["time"] as? Int == Int((batch[0].receivedAt.timeIntervalSince1970 * 1000).rounded()))
+            #expect(first["asa_campaign_id"] as? Int == 542_370_539)
+            #expect(first["asa_keyword"] as? String == "meditation app")
+            let again = try #require(imports.last?.events.compactMap { ($0["properties"] as? [String: Any])?["$insert_id"] as? String })
+            #expect(again == [batch[0].recordID, batch[1].recordID])
+        }
+    }
+
+    @Test func anEventMixpanelRefusesIsDeadLetteredAloneWithItsMessage() async throws {
+        try await run(eventName: "ASA Install") { fake, sink throws in
+            let outcomes = try await sink.deliver(
+                [record(user: "u1"), record(user: "u2", keyword: "reject-me"), record(user: "u3")])
+            #expect(outcomes == [
+                .delivered, .reject(reason: "Mixpanel /import: properties.asa_keyword: value rejected"), .delivered,
+            ])
+        }
+    }
+
+    @Test func importThrottlingWaitsAtLeastTwoSeconds() async throws {
+        try await run(eventName: "ASA Install") { fake, sink throws in
+            fake.importStatus.withLock { $0 = [503] }
+            #expect(
+                try await sink.deliver([record(user: "u1")])
+                    == [.retry(reason: "Mixpanel /import answered 503", after: .seconds(2))])
+            #expect(try await sink.deliver([record(user: "u1")]) == [.delivered])
+        }
+    }
+
+    @Test func insertIDsFitMixpanelsRules() {
+        let uuid = AttributionRecord.newRecordID()
+        #expect(MixpanelEventMapping.insertID(uuid) == uuid)
+        let hashed = MixpanelEventMapping.insertID("skan:1234:transaction/with:odd chars and more than 36 bytes")
+        #expect(hashed.count == 32 && hashed.allSatisfy { $0.isHexDigit })
+    }
+
+    @Test func fileModeWritesTheSameJSONAsNewlineDelimitedFiles() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mixpanel-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let now = Date(timeIntervalSince1970: 1_763_900_000)  // 2025-11-23
+        // Nothing listens on this endpoint: file mode must not use the network.
+        let sink = MixpanelSink(
+            options: .init(
+                token: Self.token, endpoint: "http://127.0.0.1:9", eventName: "ASA Install",
+                mode: .file(directory: directory.path)),
+            now: { now })
+        #expect(try await sink.deliver([record(user: "u1"), record(user: "u2")]) == [.delivered, .delivered])
+        #expect(try await sink.deliver([record(user: "u3")]) == [.delivered])
+
+        func lines(_ name: String) throws -> [[String: Any]] {
+            let text = try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
+            return try text.split(separator: "\n").map {
+                try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+            }
+        }
+        let profiles = try lines("engage-2025-11-23.ndjson")
+        #expect(profiles.count == 6)
+        #expect(profiles.allSatisfy { $0["$token"] as? String == Self.token })
+        let events = try lines("events-2025-11-23.ndjson")
+        #expect(events.map { ($0["properties"] as? [String: Any])?["distinct_id"] as? String } == ["u1", "u2", "u3"])
     }
 }

@@ -25,9 +25,9 @@ struct MixpanelProfileMapping: Sendable {
         return id
     }
 
-    /// The update objects for one record (none when it has no real user).
-    func updates(for record: AttributionRecord) -> [JSONValue] {
-        guard let distinctID = Self.distinctID(record) else { return [] }
+    /// The properties of one record: first-touch ones (`$set_once`) and those a later
+    /// update may fill in (`$set`).
+    func properties(for record: AttributionRecord) -> (once: [String: JSONValue], set: [String: JSONValue]) {
         var once: [String: JSONValue] = [:]
         var set: [String: JSONValue] = [:]
         func put(_ target: inout [String: JSONValue], _ name: String, _ value: JSONValue?) {
@@ -56,6 +56,13 @@ struct MixpanelProfileMapping: Sendable {
             put(&set, "skan_fine_value", record.fineValue.map { .integer(Int64($0)) })
             put(&set, "skan_coarse_value", record.coarseValue.map(JSONValue.string))
         }
+        return (once, set)
+    }
+
+    /// The update objects for one record (none when it has no real user).
+    func updates(for record: AttributionRecord) -> [JSONValue] {
+        guard let distinctID = Self.distinctID(record) else { return [] }
+        let (once, set) = properties(for: record)
         var updates: [JSONValue] = []
         let base: [String: JSONValue] = [
             "$token": .string(token), "$distinct_id": .string(distinctID), "$ip": .string("0"),

@@ -4,24 +4,40 @@ import GatewayCore
 import NIOCore
 
 /// Updates Mixpanel user profiles through `/engage`, asking for the verbose answer
-/// because Mixpanel answers `200` even when it rejected the data.
+/// because Mixpanel answers `200` even when it rejected the data; with `event_name`, also
+/// sends one event per record through `/import` (see ``MixpanelImport``). In `file` mode
+/// the same JSON goes to newline-delimited files instead.
 ///
 /// A rejected batch is re-sent one record at a time, so that a malformed record goes to
 /// the dead-letter queue with Mixpanel's error and the others are delivered. `429`,
 /// `502`, `503` and other `5xx` are retried with `Retry-After`; other `4xx` reject.
 /// Records without a real `app_user_id` are not sent (Mixpanel refuses placeholders).
 public final class MixpanelSink: AttributionSink {
+    public enum Mode: Sendable, Equatable {
+        case api
+        /// Newline-delimited JSON files in this folder.
+        case file(directory: String)
+    }
+
     public struct Options: Sendable {
         public var token: String
         public var endpoint: String
         public var propertyPrefix: String
         public var timeout: Duration
+        /// When set, each record is also an event of this name.
+        public var eventName: String?
+        public var mode: Mode
 
-        public init(token: String, endpoint: String, propertyPrefix: String = "asa_", timeout: Duration = .seconds(10)) {
+        public init(
+            token: String, endpoint: String, propertyPrefix: String = "asa_", timeout: Duration = .seconds(10),
+            eventName: String? = nil, mode: Mode = .api
+        ) {
             self.token = token
             self.endpoint = endpoint
             self.propertyPrefix = propertyPrefix
             self.timeout = timeout
+            self.eventName = eventName
+            self.mode = mode
         }
     }
 
@@ -31,12 +47,20 @@ public final class MixpanelSink: AttributionSink {
     static let maxRequestBytes = 2_000_000
     let options: Options
     let mapping: MixpanelProfileMapping
+    let events: MixpanelEventMapping?
+    let importer: MixpanelImport
     let client: HTTPClient
+    let now: @Sendable () -> Date
 
-    public init(options: Options, client: HTTPClient = .shared) {
+    public init(options: Options, client: HTTPClient = .shared, now: @escaping @Sendable () -> Date = { Date() }) {
         self.options = options
-        self.mapping = MixpanelProfileMapping(token: options.token, prefix: options.propertyPrefix)
+        let mapping = MixpanelProfileMapping(token: options.token, prefix: options.propertyPrefix)
+        self.mapping = mapping
+        self.events = options.eventName.map { MixpanelEventMapping(name: $0, profile: mapping) }
+        self.importer = MixpanelImport(
+            endpoint: options.endpoint, token: options.token, timeout: options.timeout, client: client)
         self.client = client
+        self.now = now
     }
 
     enum Answer: Equatable {
@@ -50,6 +74,36 @@ public final class MixpanelSink: AttributionSink {
     }
 
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+        let indexedEvents = events.map { events in
+            records.enumerated().compactMap { index, record in events.event(for: record).map { (index, $0) } }
+        } ?? []
+        if case .file(let directory) = options.mode {
+            let writer = MixpanelFileWriter(directory: directory)
+            try writer.append("engage", records.flatMap(mapping.updates), now: now())
+            try writer.append("events", indexedEvents.map(\.1), now: now())
+            return Array(repeating: .delivered, count: records.count)
+        }
+        let profiles = try await deliverProfiles(records)
+        guard events != nil else { return profiles }
+        var eventOutcomes = Array(repeating: DeliveryOutcome.delivered, count: records.count)
+        try await importer.send(indexedEvents.map { (index: $0.0, event: $0.1) }, into: &eventOutcomes)
+        return zip(profiles, eventOutcomes).map(Self.combine)
+    }
+
+    /// A record is delivered when its profile update and its event both are; resending
+    /// either is harmless (`$set`, `$set_once`, `$insert_id`).
+    static func combine(_ profile: DeliveryOutcome, _ event: DeliveryOutcome) -> DeliveryOutcome {
+        switch (profile, event) {
+        case (.reject(let a), .reject(let b)): .reject(reason: a == b ? a : "\(a); \(b)")
+        case (.reject, _): profile
+        case (_, .reject): event
+        case (.retry, _): profile
+        case (_, .retry): event
+        default: .delivered
+        }
+    }
+
+    func deliverProfiles(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         let updates = records.map(mapping.updates)
         let batch = updates.flatMap { $0 }
         guard !batch.isEmpty else { return Array(repeating: .delivered, count: records.count) }
@@ -142,8 +196,19 @@ public enum MixpanelSinkPlugin: SinkPlugin {
         }
         let prefix = reader.string("property_prefix") ?? "asa_"
         let timeout = reader.int("timeout_ms", in: 100...600_000) ?? 10_000
+        let eventName = reader.string("event_name")
+        if eventName?.isEmpty == true { reader.report("must not be empty", key: "event_name") }
+        var mode = MixpanelSink.Mode.api
+        if reader.choice("mode", ["api", "file"]) == "file" {
+            guard let directory = reader.requiredString("directory") else { return nil }
+            mode = .file(directory: directory)
+        } else if reader.string("directory") != nil {
+            reader.report("only with mode: file", key: "directory")
+        }
         guard let token else { return nil }
-        return Options(token: token, endpoint: endpoint, propertyPrefix: prefix, timeout: .milliseconds(timeout))
+        return Options(
+            token: token, endpoint: endpoint, propertyPrefix: prefix, timeout: .milliseconds(timeout),
+            eventName: eventName, mode: mode)
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
@@ -151,6 +216,11 @@ public enum MixpanelSinkPlugin: SinkPlugin {
     }
 
     public static func summary(_ options: Options) -> String {
-        "profiles via \(options.endpoint)/engage, properties prefixed '\(options.propertyPrefix)'"
+        let events = options.eventName.map { ", events '\($0)'" } ?? ""
+        if case .file(let directory) = options.mode {
+            return "profiles\(events) as NDJSON files in \(directory), properties prefixed '\(options.propertyPrefix)'"
+        }
+        let via = options.eventName == nil ? "/engage" : "/engage and /import"
+        return "profiles\(events) via \(options.endpoint)\(via), properties prefixed '\(options.propertyPrefix)'"
     }
 }
