@@ -1,6 +1,11 @@
 // swift-tools-version:6.1
 import PackageDescription
 
+/// Operators' own sinks: one target each under Plugins/NAME, tested in Tests/NAMETests,
+/// registered in Sources/GatewayServer/Assembly/BuiltInPlugins.swift.
+/// `swift package --allow-writing-to-package-directory new-sink --name Slack` adds one.
+let operatorSinks = ["CSVSink"]
+
 let package = Package(
     name: "attribution-gateway",
     platforms: [.macOS(.v14)],
@@ -62,16 +67,24 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        // Operators' own sinks: one target each under Plugins/, registered in BuiltInPlugins.swift.
-        .target(name: "CSVSink", dependencies: ["GatewayCore"], path: "Plugins/CSVSink"),
+        // Scaffolds an operator's sink: swift package --allow-writing-to-package-directory new-sink --name Slack
+        .plugin(
+            name: "NewSinkCommand",
+            capability: .command(
+                intent: .custom(verb: "new-sink", description: "Adds a sink target under Plugins/ with its tests"),
+                permissions: [
+                    .writeToPackageDirectory(reason: "creates Plugins/NAMESink and Tests/NAMESinkTests and registers them")
+                ]),
+            path: "Plugins/NewSinkCommand"
+        ),
         // Assembly (config → running gateway) and the HTTP surface.
         .target(
             name: "GatewayServer",
             dependencies: [
-                "GatewayCore", "GatewayConfig", "GatewayStorage", "GatewayProviders", "GatewaySinks", "CSVSink",
+                "GatewayCore", "GatewayConfig", "GatewayStorage", "GatewayProviders", "GatewaySinks",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-            ]
+            ] + operatorSinks.map { .target(name: $0) }
         ),
         .executableTarget(
             name: "AttributionGatewayCLI",
@@ -83,7 +96,6 @@ let package = Package(
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayServer"]),
         .testTarget(name: "GatewayProvidersTests", dependencies: ["GatewayProviders"]),
-        .testTarget(name: "CSVSinkTests", dependencies: ["CSVSink"]),
         .testTarget(
             name: "GatewayStorageTests",
             dependencies: ["GatewayStorage", "GatewaySinks", .product(name: "GRDB", package: "GRDB.swift")]
@@ -98,6 +110,8 @@ let package = Package(
             // Plugins the tests run as separate programs, read by path.
             exclude: ["Fixtures"]
         ),
-    ],
+    ]
+        + operatorSinks.map { .target(name: $0, dependencies: ["GatewayCore"], path: "Plugins/\($0)") }
+        + operatorSinks.map { .testTarget(name: "\($0)Tests", dependencies: [.target(name: $0)]) },
     swiftLanguageModes: [.v6]
 )
