@@ -143,7 +143,12 @@ public enum ConfigLoader {
             if !isValidSinkName(name) {
                 reader.report("sink names use lowercase letters, digits, '-' and '_'", key: name)
             }
-            var delivery = DeliverySettings()
+            // The type's own defaults first; `type` itself is checked below.
+            let typeName = (options.node("type")?.value).flatMap { value -> String? in
+                if case .scalar(let text, _) = value { return text }
+                return nil
+            }
+            var delivery = registry.deliveryDefaults(type: typeName ?? "")
             if let size = options.int("batch_size", in: 1...10_000) { delivery.batchSize = size }
             if let attempts = options.int("max_attempts", in: 1...1000) { delivery.maxAttempts = attempts }
             if let ms = options.int("backoff_initial_ms", in: 1...86_400_000) {

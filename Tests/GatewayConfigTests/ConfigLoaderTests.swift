@@ -378,6 +378,25 @@ import Testing
         #expect(config.sinks.first?.prepared.summary.contains("NDJSON files in ./out") == true)
     }
 
+    @Test func mixpanelStartsFromItsOwnBackoffAndChecksPropertyNames() throws {
+        let config = try parse(
+            """
+            sinks:
+              mp: { type: mixpanel, token: t, properties: { keyword: "Search Term" } }
+              quick: { type: mixpanel, token: t, backoff_initial_ms: 500 }
+              local: { type: sqlite }
+            """)
+        let delivery = Dictionary(uniqueKeysWithValues: config.sinks.map { ($0.name, $0.delivery) })
+        // Mixpanel asks for 2 s doubling to 60 s; other sinks keep the generic defaults.
+        #expect(delivery["mp"]?.backoffInitial == .seconds(2) && delivery["mp"]?.backoffMax == .seconds(60))
+        #expect(delivery["quick"]?.backoffInitial == .milliseconds(500) && delivery["quick"]?.backoffMax == .seconds(60))
+        #expect(delivery["local"] == DeliverySettings())
+
+        let issues = problems("sinks:\n  mp: { type: mixpanel, token: t, properties: { keywrd: X, keyword: $bad } }")
+        #expect(try problem(at: "sinks.mp.properties.keywrd", in: issues).message.contains("unknown property"))
+        #expect(try problem(at: "sinks.mp.properties.keyword", in: issues).message.contains("not starting with $"))
+    }
+
     // MARK: the sqlite sink's file
 
     @Test func aSQLiteSinkWithoutAPathUsesTheStoragePath() throws {

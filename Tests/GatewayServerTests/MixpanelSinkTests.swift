@@ -225,6 +225,17 @@ import Testing
         }
     }
 
+    @Test func configuredNamesReplaceThePrefixedOnes() {
+        var options = MixpanelSink.Options(token: Self.token, endpoint: "http://127.0.0.1:9")
+        options.propertyNames = ["keyword": "Search Term"]
+        let sink = MixpanelSink(options: options)
+        let updates = sink.mapping.updates(for: record(user: "u1"))
+        let set = updates.compactMap { $0["$set"] }.first
+        #expect(set?["Search Term"] == .string("meditation app"))
+        #expect(set?["asa_keyword"] == nil)
+        #expect(updates.compactMap { $0["$set_once"] }.first?["asa_campaign_id"] == .integer(542_370_539))
+    }
+
     @Test func insertIDsFitMixpanelsRules() {
         let uuid = AttributionRecord.newRecordID()
         #expect(MixpanelEventMapping.insertID(uuid) == uuid)

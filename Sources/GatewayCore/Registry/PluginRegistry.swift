@@ -30,6 +30,13 @@ public protocol SinkPlugin: SendableMetatype {
     static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink
     /// One line for `check-config`; must not contain secrets.
     static func summary(_ options: Options) -> String
+    /// The delivery settings this destination asks for, before a config's own keys
+    /// (Mixpanel wants retries from 2 s to 60 s, for instance).
+    static var deliveryDefaults: DeliverySettings { get }
+}
+
+extension SinkPlugin {
+    public static var deliveryDefaults: DeliverySettings { DeliverySettings() }
 }
 
 /// A provider that config.yaml can enable under `providers:`.
@@ -59,6 +66,7 @@ public struct PreparedProvider: Sendable {
 public struct PluginRegistry: Sendable {
     struct SinkEntry: Sendable {
         let prepare: @Sendable (ConfigReader, SinkContext) -> PreparedSink?
+        let deliveryDefaults: DeliverySettings
     }
     struct ProviderEntry: Sendable {
         let prepare: @Sendable (ConfigReader) -> PreparedProvider?
@@ -74,12 +82,14 @@ public struct PluginRegistry: Sendable {
 
     /// Makes a sink type available to config.yaml.
     public mutating func register<P: SinkPlugin>(sink plugin: P.Type) {
-        sinks[P.typeName] = SinkEntry { reader, context in
-            guard let options = P.readOptions(reader, context: context) else { return nil }
-            return PreparedSink(
-                name: context.name, typeName: P.typeName, summary: P.summary(options),
-                build: { context in try await P.makeSink(options: options, context: context) })
-        }
+        sinks[P.typeName] = SinkEntry(
+            prepare: { reader, context in
+                guard let options = P.readOptions(reader, context: context) else { return nil }
+                return PreparedSink(
+                    name: context.name, typeName: P.typeName, summary: P.summary(options),
+                    build: { context in try await P.makeSink(options: options, context: context) })
+            },
+            deliveryDefaults: P.deliveryDefaults)
     }
 
     /// Makes a provider available to config.yaml.
@@ -88,6 +98,11 @@ public struct PluginRegistry: Sendable {
             guard let options = P.readOptions(reader) else { return nil }
             return PreparedProvider(typeName: P.typeName, build: { try P.makeProvider(options: options) })
         }
+    }
+
+    /// The delivery settings a sink type starts from; the generic ones for unknown types.
+    public func deliveryDefaults(type: String) -> DeliverySettings {
+        sinks[type]?.deliveryDefaults ?? DeliverySettings()
     }
 
     public func prepareSink(type: String, reader: ConfigReader, context: SinkContext) -> PreparedSink?? {

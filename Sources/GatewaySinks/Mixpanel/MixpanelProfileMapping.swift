@@ -10,6 +10,16 @@ import GatewayCore
 struct MixpanelProfileMapping: Sendable {
     let token: String
     let prefix: String
+    /// Property names chosen in config (`properties: { keyword: "Search Term" }`),
+    /// by the unprefixed name; the others are `prefix + name`.
+    var names: [String: String] = [:]
+
+    /// Every property the mapping writes, unprefixed, for config checks.
+    static let propertyNames = [
+        "attribution", "org_id", "campaign_id", "ad_group_id", "keyword_id", "ad_id", "country", "conversion_type",
+        "claim_type", "keyword_match_type", "click_date", "keyword", "campaign_name", "ad_group_name",
+        "skan_ad_network_id", "skan_source_app_id", "skan_fine_value", "skan_coarse_value",
+    ]
 
     /// Ids Mixpanel refuses as `distinct_id`: sending them would merge unrelated users.
     static let placeholderIDs: Set<String> = [
@@ -31,7 +41,7 @@ struct MixpanelProfileMapping: Sendable {
         var once: [String: JSONValue] = [:]
         var set: [String: JSONValue] = [:]
         func put(_ target: inout [String: JSONValue], _ name: String, _ value: JSONValue?) {
-            if let value { target[prefix + name] = value }
+            if let value { target[names[name] ?? prefix + name] = value }
         }
         let isAppleAds = ["iad", "adservices"].contains(record.provider)
         if isAppleAds {

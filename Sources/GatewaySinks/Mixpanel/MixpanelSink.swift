@@ -27,6 +27,8 @@ public final class MixpanelSink: AttributionSink {
         /// When set, each record is also an event of this name.
         public var eventName: String?
         public var mode: Mode
+        /// Property names that replace `prefix + name`, by unprefixed name.
+        public var propertyNames: [String: String] = [:]
 
         public init(
             token: String, endpoint: String, propertyPrefix: String = "asa_", timeout: Duration = .seconds(10),
@@ -54,7 +56,8 @@ public final class MixpanelSink: AttributionSink {
 
     public init(options: Options, client: HTTPClient = .shared, now: @escaping @Sendable () -> Date = { Date() }) {
         self.options = options
-        let mapping = MixpanelProfileMapping(token: options.token, prefix: options.propertyPrefix)
+        let mapping = MixpanelProfileMapping(
+            token: options.token, prefix: options.propertyPrefix, names: options.propertyNames)
         self.mapping = mapping
         self.events = options.eventName.map { MixpanelEventMapping(name: $0, profile: mapping) }
         self.importer = MixpanelImport(
@@ -184,6 +187,10 @@ public final class MixpanelSink: AttributionSink {
 public enum MixpanelSinkPlugin: SinkPlugin {
     public typealias Options = MixpanelSink.Options
     public static let typeName = "mixpanel"
+    /// Mixpanel's guidance: back off from 2 s, doubling to 60 s, with jitter.
+    public static var deliveryDefaults: DeliverySettings {
+        DeliverySettings(backoffInitial: .seconds(2), backoffMax: .seconds(60))
+    }
     static let regions = ["us": "https://api.mixpanel.com", "eu": "https://api-eu.mixpanel.com", "in": "https://api-in.mixpanel.com"]
 
     public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
@@ -205,10 +212,32 @@ public enum MixpanelSinkPlugin: SinkPlugin {
         } else if reader.string("directory") != nil {
             reader.report("only with mode: file", key: "directory")
         }
+        var names: [String: String] = [:]
+        if let properties = reader.child("properties") {
+            for key in properties.keys {
+                guard MixpanelProfileMapping.propertyNames.contains(key) else {
+                    properties.report(
+                        "unknown property '\(key)'; known: \(MixpanelProfileMapping.propertyNames.joined(separator: ", "))",
+                        key: key)
+                    _ = properties.node(key)
+                    continue
+                }
+                if let name = properties.string(key) {
+                    if name.isEmpty || name.hasPrefix("$") {
+                        properties.report("must be a non-empty name not starting with $", key: key)
+                    } else {
+                        names[key] = name
+                    }
+                }
+            }
+            properties.finish()
+        }
         guard let token else { return nil }
-        return Options(
+        var options = Options(
             token: token, endpoint: endpoint, propertyPrefix: prefix, timeout: .milliseconds(timeout),
             eventName: eventName, mode: mode)
+        options.propertyNames = names
+        return options
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
