@@ -1,0 +1,195 @@
+import Crypto
+import Foundation
+import GatewayCore
+import Testing
+
+@testable import GatewayProviders
+
+/// Postbacks signed here with test keys (injected as config would), for every P-256
+/// version and optional-field combination, and the ways a signature can be wrong.
+@Suite struct PostbackSigningTests {
+    let key = P256.Signing.PrivateKey()
+    let otherKey = P256.Signing.PrivateKey()
+
+    var keys: PostbackKeys {
+        var keys = PostbackKeys.apple
+        keys.skanP256 = key.publicKey
+        keys.aakProduction = ["test-network/0": key.publicKey]
+        return keys
+    }
+
+    /// A postback with `fields` signed in `order`, as Apple builds the message.
+    func signed(_ fields: [String: JSONValue], order: [String], with signer: P256.Signing.PrivateKey? = nil) throws
+        -> [String: JSONValue]
+    {
+        let message = order.map { SKANSignature.text(fields[$0])! }.joined(separator: "\u{2063}")
+        let signature = try (signer ?? key).signature(for: Data(message.utf8))
+        var postback = fields
+        postback["attribution-signature"] = .string(signature.derRepresentation.base64EncodedString())
+        return postback
+    }
+
+    func verdict(_ postback: [String: JSONValue]) -> PostbackVerdict {
+        SKANSignature.verify(postback, keys: keys)
+    }
+
+    static let base: [String: JSONValue] = [
+        "ad-network-id": .string("example123.skadnetwork"), "campaign-id": .integer(42), "app-id": .integer(525_463_029),
+        "transaction-id": .string("6aafb7a5-0170-41b5-bbe4-fe71dedf1e28"), "redownload": .bool(false),
+    ]
+
+    static let v3Order = ["version", "ad-network-id", "campaign-id", "app-id", "transaction-id", "redownload"]
+
+    @Test(arguments: [
+        ("2.1", true, nil as Bool?), ("2.1", false, nil), ("2.2", true, nil), ("2.2", false, nil),
+        ("3.0", true, true), ("3.0", false, true), ("3.0", false, false),
+    ])
+    func versionsBeforeFourWithAndWithoutTheSourceApp(version: String, sourceApp: Bool, didWin: Bool?) throws {
+        var fields = Self.base
+        fields["version"] = .string(version)
+        if sourceApp { fields["source-app-id"] = .integer(1_234_567_891) }
+        var order = Self.v3Order + (sourceApp ? ["source-app-id"] : [])
+        if version != "2.1" {
+            fields["fidelity-type"] = .integer(1)
+            order.append("fidelity-type")
+        }
+        if let didWin {
+            fields["did-win"] = .bool(didWin)
+            order.append("did-win")
+        }
+        // Nonwinning postbacks do not sign a source app.
+        if didWin == false { order.removeAll { $0 == "source-app-id" } }
+        fields["conversion-value"] = .integer(20)
+        #expect(verdict(try signed(fields, order: order)).outcome == .verified)
+    }
+
+    @Test(arguments: ["source-app-id", "source-domain", nil] as [String?])
+    func versionFourWithEachSource(source: String?) throws {
+        var fields: [String: JSONValue] = [
+            "version": .string("4.0"), "ad-network-id": .string("KBD757YWX3.skadnetwork"),
+            "source-identifier": .string("5239"), "app-id": .integer(525_463_029),
+            "transaction-id": .string("6aafb7a5-0170-41b5-bbe4-fe71dedf1e28"), "redownload": .bool(false),
+            "fidelity-type": .integer(1), "did-win": .bool(true), "postback-sequence-index": .integer(0),
+            "coarse-conversion-value": .string("high"),
+        ]
+        var order = ["version", "ad-network-id", "source-identifier", "app-id", "transaction-id", "redownload"]
+        if let source {
+            fields[source] = source == "source-domain" ? .string("example.com") : .integer(1_234_567_891)
+            order.append(source)
+        }
+        order += ["fidelity-type", "did-win", "postback-sequence-index"]
+        let postback = try signed(fields, order: order)
+        let result = verdict(postback)
+        #expect(result.outcome == .verified)
+        #expect(!result.signedFields.contains("coarse-conversion-value"))
+    }
+
+    func v3() throws -> [String: JSONValue] {
+        var fields = Self.base
+        fields["version"] = .string("3.0")
+        fields["fidelity-type"] = .integer(1)
+        fields["did-win"] = .bool(true)
+        return try signed(fields, order: Self.v3Order + ["fidelity-type", "did-win"])
+    }
+
+    @Test func numbersSentAsStringsAndExtraUnsignedKeysStillVerify() throws {
+        var postback = try v3()
+        postback["campaign-id"] = .string("42")
+        postback["app-id"] = .string("525463029")
+        postback["timestamp"] = .string("1700000000")
+        postback["adjust-campaign"] = .string("spring")
+        postback["conversion-value"] = .integer(63)
+        #expect(verdict(postback).outcome == .verified)
+    }
+
+    @Test func aChangedSignedFieldOrAnotherKeyIsInvalid() throws {
+        var changed = try v3()
+        changed["transaction-id"] = .string("another-transaction")
+        #expect(verdict(changed) == PostbackVerdict(.invalid, version: "3.0", reason: "bad signature", signedFields: Self.v3Order + ["fidelity-type", "did-win"]))
+
+        var fields = Self.base
+        fields["version"] = .string("3.0")
+        fields["fidelity-type"] = .integer(1)
+        fields["did-win"] = .bool(true)
+        let foreign = try signed(fields, order: Self.v3Order + ["fidelity-type", "did-win"], with: otherKey)
+        #expect(verdict(foreign).outcome == .invalid)
+    }
+
+    @Test func malformedSignaturesAreInvalidNotACrash() throws {
+        let good = try v3()
+        guard case .string(let encoded)? = good["attribution-signature"], let der = Data(base64Encoded: encoded) else {
+            Issue.record("no signature")
+            return
+        }
+        let raw = try P256.Signing.ECDSASignature(derRepresentation: der).rawRepresentation
+        let cases: [(String, String)] = [
+            (der.prefix(der.count - 5).base64EncodedString(), "signature is not DER ECDSA"),
+            (raw.base64EncodedString(), "signature is not DER ECDSA"),
+            ("not base64 at all!", "signature is not base64"),
+            ("", "signature is not DER ECDSA"),
+        ]
+        for (signature, reason) in cases {
+            var postback = good
+            postback["attribution-signature"] = .string(signature)
+            let result = verdict(postback)
+            #expect(result.outcome == .invalid && result.reason == reason, "\(signature)")
+        }
+        var missing = good
+        missing["transaction-id"] = nil
+        #expect(verdict(missing).reason == "missing field transaction-id")
+    }
+
+    @Test func anUnknownVersionIsUnverifiable() throws {
+        var postback = try v3()
+        postback["version"] = .string("5.0")
+        #expect(verdict(postback).outcome == .unverifiable)
+        #expect(verdict(postback).line == "unverifiable 5.0 unknown version")
+    }
+
+    // MARK: AdAttributionKit
+
+    func jws(kid: String, claims: String, signer: P256.Signing.PrivateKey? = nil, raw: Bool = true) throws -> String {
+        func encode(_ data: Data) -> String {
+            data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+        }
+        let header = encode(Data(#"{"kid":"\#(kid.replacingOccurrences(of: "/", with: "\\/"))","alg":"ES256"}"#.utf8))
+        let payload = encode(Data(claims.utf8))
+        let signature = try (signer ?? key).signature(for: Data("\(header).\(payload)".utf8))
+        return "\(header).\(payload).\(encode(raw ? signature.rawRepresentation : signature.derRepresentation))"
+    }
+
+    static let claims = #"{"postback-identifier":"P-1","ad-network-identifier":"example.adattributionkit","did-win":true,"postback-sequence-index":1,"source-identifier":"12","advertised-item-identifier":525463029,"conversion-type":"download"}"#
+
+    @Test func adAttributionKitByKidWithRawSignaturesOnly() throws {
+        let good: [String: JSONValue] = ["jws-string": .string(try jws(kid: "test-network/0", claims: Self.claims))]
+        #expect(AAKSignature.verify(good, keys: keys).verdict.outcome == .verified)
+        let der: [String: JSONValue] = ["jws-string": .string(try jws(kid: "test-network/0", claims: Self.claims, raw: false))]
+        #expect(AAKSignature.verify(der, keys: keys).verdict.reason == "signature is not a 64-byte R‖S")
+        let foreign: [String: JSONValue] = [
+            "jws-string": .string(try jws(kid: "test-network/0", claims: Self.claims, signer: otherKey))
+        ]
+        #expect(AAKSignature.verify(foreign, keys: keys).verdict.outcome == .invalid)
+        let unknown: [String: JSONValue] = ["jws-string": .string(try jws(kid: "someone/9", claims: Self.claims))]
+        #expect(AAKSignature.verify(unknown, keys: keys).verdict.outcome == .unverifiable)
+        #expect(AAKSignature.verify(["jws-string": .string("a.b")], keys: keys).verdict.outcome == .invalid)
+    }
+
+    @Test func invalidPostbacksAreRefusedOrQuarantinedAsConfigured() throws {
+        var tampered = try v3()
+        tampered["redownload"] = .bool(true)
+        let body = try JSONEncoder().encode(JSONValue.array([.object(try v3()), .object(tampered)]))
+        let payload = IngestPayload(body: body, receivedAt: Date(), path: "/v1/skadnetwork/postbacks")
+
+        var options = SKAdNetworkProvider.Options()
+        options.keys = keys
+        let records = try SKAdNetworkProvider(options: options).normalize(payload)
+        #expect(records.map(\.signature) == ["verified", "invalid"])
+
+        options.onInvalidSignature = .reject
+        #expect { try SKAdNetworkProvider(options: options).normalize(payload) } throws: { error in
+            let error = error as? GatewayError
+            return error?.code == .invalidSignature && error?.field == "[1].attribution-signature"
+        }
+    }
+}
