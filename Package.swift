@@ -49,10 +49,12 @@ let package = Package(
             dependencies: ["GatewayCore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         // Built-in providers: one folder per signal kind.
+        // The system OpenSSL (libssl-dev), only for SKAN 1.0/2.0's P-192, which swift-crypto lacks.
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(
             name: "GatewayProviders",
             dependencies: [
-                "GatewayCore",
+                "GatewayCore", "COpenSSL",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
@@ -89,13 +91,18 @@ let package = Package(
         .executableTarget(
             name: "AttributionGatewayCLI",
             dependencies: [
-                "GatewayServer",
+                "GatewayServer", "GatewayProviders",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayServer"]),
-        .testTarget(name: "GatewayProvidersTests", dependencies: ["GatewayProviders"]),
+        .testTarget(
+            name: "GatewayProvidersTests",
+            dependencies: ["GatewayProviders", .product(name: "Crypto", package: "swift-crypto")],
+            // Outside data the tests read by path (../shared/testdata/skan/public_vectors.json).
+            exclude: ["Fixtures"]
+        ),
         .testTarget(
             name: "GatewayStorageTests",
             dependencies: ["GatewayStorage", "GatewaySinks", .product(name: "GRDB", package: "GRDB.swift")]
@@ -105,6 +112,7 @@ let package = Package(
             dependencies: [
                 "GatewayServer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             // Plugins the tests run as separate programs, read by path.

@@ -56,6 +56,7 @@ enum ConfigSummary {
         if let attributed = filter.attributed { parts.append("attributed = \(attributed)") }
         if let kinds = filter.kinds { parts.append("kind in [\(kinds.map(\.rawValue).joined(separator: ", "))]") }
         if filter.isTest == true { parts.append("test payloads only") }
+        if filter.quarantined == true { parts.append("quarantined postbacks only") }
         return parts.isEmpty ? "all records but test payloads" : parts.joined(separator: " and ")
     }
 }

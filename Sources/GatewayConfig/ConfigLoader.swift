@@ -194,6 +194,7 @@ public enum ConfigLoader {
                 filter.appIDs = conditions.stringList("app_id")
                 filter.attributed = conditions.bool("attributed")
                 filter.isTest = conditions.bool("is_test")
+                filter.quarantined = conditions.bool("quarantined")
                 if let kinds = conditions.stringList("kind") {
                     filter.kinds = kinds.compactMap { kind in
                         guard let parsed = RecordKind(rawValue: kind) else {

@@ -46,7 +46,7 @@ import Testing
         #expect(config.server.port == 8080)
         #expect(config.storage.sqlitePath == "./data/gateway.sqlite")
         #expect(config.storage.durability == "full")
-        #expect(config.providers.map(\.typeName) == ["adservices", "iad"])
+        #expect(config.providers.map(\.typeName) == ["adservices", "iad", "skadnetwork"])
         let local = try #require(config.sinks.first { $0.name == "local" })
         #expect(local.prepared.typeName == "sqlite")
         // Every route names a defined sink, and the local table gets everything.
@@ -395,6 +395,22 @@ import Testing
         let issues = problems("sinks:\n  mp: { type: mixpanel, token: t, properties: { keywrd: X, keyword: $bad } }")
         #expect(try problem(at: "sinks.mp.properties.keywrd", in: issues).message.contains("unknown property"))
         #expect(try problem(at: "sinks.mp.properties.keyword", in: issues).message.contains("not starting with $"))
+    }
+
+    @Test func postbackKeysAndPolicyAreChecked() throws {
+        let issues = problems(
+            """
+            providers:
+              skadnetwork:
+                on_invalid_signature: drop
+                keys: { skan_p256: "bm90IGEga2V5", skan_p192: "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8YzdO7eM97s/IJ25kdW5CZ3A14USE5IJ5Ha/vhWaxI6UBI1ZxCEvjrKxVluVGe6qWwF1BDFq+QHqKfH5u+wxHQ==" }
+            """)
+        #expect(try problem(at: "providers.skadnetwork.on_invalid_signature", in: issues).message.contains("reject, quarantine"))
+        #expect(try problem(at: "providers.skadnetwork.keys.skan_p256", in: issues).message.contains("P-256"))
+        // A P-256 key where the P-192 one belongs is refused, not trusted.
+        #expect(try problem(at: "providers.skadnetwork.keys.skan_p192", in: issues).message.contains("P-192"))
+        let routes = try parse("sinks:\n  audit: { type: sqlite }\nroutes:\n  - { sinks: [audit], where: { quarantined: true } }")
+        #expect(routes.routes.first?.filter.quarantined == true)
     }
 
     // MARK: the sqlite sink's file

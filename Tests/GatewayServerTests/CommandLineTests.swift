@@ -55,7 +55,7 @@ import Testing
             .deletingLastPathComponent()
         let result = try run(["check-config", root.appendingPathComponent("config.yaml").path])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout.contains("providers: adservices, iad"))
+        #expect(result.stdout.contains("providers: adservices, iad, skadnetwork"))
         #expect(result.stdout.contains("1. all records but test payloads -> local"))
     }
 
@@ -86,6 +86,28 @@ import Testing
 
         let organic = try run(["normalize", "--provider", "adservices"], stdin: #"{"error" : "1"}"#)
         #expect(organic.stdout.contains(#""attributed" : false"#))
+    }
+
+    @Test func verifyPostbackPrintsTheVerdictAndExitsByIt() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("GatewayProvidersTests/Fixtures/skan_public_vectors.json")
+        let vectors = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [[String: Any]])
+        func postback(_ id: String) throws -> String {
+            let vector = try #require(vectors.first { $0["id"] as? String == id })
+            return String(decoding: try JSONSerialization.data(withJSONObject: vector["postback"]!), as: UTF8.self)
+        }
+        let genuine = try run(["verify-postback"], stdin: try postback("skan40-apple-doc-fine"))
+        #expect(genuine.status == 0 && genuine.stdout == "verified 4.0\n")
+        let p192 = try run(["verify-postback"], stdin: try postback("skan10-ironsource-real"))
+        #expect(p192.status == 0 && p192.stdout == "verified 1.0\n")
+        let tampered = try run(["verify-postback"], stdin: try postback("t-skan40-txid"))
+        #expect(tampered.status == 1 && tampered.stdout == "invalid 4.0 bad signature\n")
+        let future = try run(["verify-postback"], stdin: #"{"version": "9.0", "attribution-signature": "MEUC"}"#)
+        #expect(future.status == 2 && future.stdout.hasPrefix("unverifiable 9.0 unknown version"))
+        // Another key: Apple's genuine postback no longer verifies.
+        let otherKey = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8YzdO7eM97s/IJ25kdW5CZ3A14USE5IJ5Ha/vhWaxI6UBI1ZxCEvjrKxVluVGe6qWwF1BDFq+QHqKfH5u+wxHQ=="
+        let withKey = try run(["verify-postback", "--key", otherKey], stdin: try postback("skan40-apple-doc-fine"))
+        #expect(withKey.status == 1)
     }
 
     @Test func importIngestsAFileThroughThePipelineAndReportsBadLines() throws {

@@ -35,6 +35,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         /// Credentials valid, but not for this app.
         public static let forbidden = Code("forbidden", httpStatus: 403)
         /// The store could not take the record; nothing was acknowledged.
+        /// A postback whose signature does not verify, refused by `on_invalid_signature: reject`.
+        public static let invalidSignature = Code("invalid_signature", httpStatus: 422)
         /// The request contradicts what is stored (a transaction owned by another user).
         public static let conflict = Code("conflict", httpStatus: 409)
         public static let storageUnavailable = Code("storage_unavailable", httpStatus: 503)

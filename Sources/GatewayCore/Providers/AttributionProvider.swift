@@ -25,11 +25,15 @@ public struct ProviderRoute: Sendable, Hashable {
     /// keys; false for Apple's and vendors' routes, which prove themselves otherwise
     /// (signatures, shared secrets).
     public let requiresAPIKey: Bool
+    /// The status of a stored payload: `202`, or `200` for callers that retry anything
+    /// else (Apple's devices resend a postback for nine days until they see a `200`).
+    public let acceptedStatus: Int
 
-    public init(_ method: Method, _ path: String, requiresAPIKey: Bool = true) {
+    public init(_ method: Method, _ path: String, requiresAPIKey: Bool = true, acceptedStatus: Int = 202) {
         self.method = method
         self.path = path
         self.requiresAPIKey = requiresAPIKey
+        self.acceptedStatus = acceptedStatus
     }
 }
 

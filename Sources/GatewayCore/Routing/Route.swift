@@ -17,6 +17,8 @@ public struct RecordFilter: Sendable, Equatable {
     public var attributed: Bool?
     public var kinds: [RecordKind]?
     public var isTest: Bool?
+    /// Postbacks whose signature did not verify, kept for audit.
+    public var quarantined: Bool?
 
     public init(
         providers: [String]? = nil, appIDs: [String]? = nil, attributed: Bool? = nil,
@@ -34,8 +36,10 @@ public struct RecordFilter: Sendable, Equatable {
         if let appIDs, !appIDs.contains(where: { $0 == record.appID }) { return false }
         if let attributed, record.attributed != attributed { return false }
         if let kinds, !kinds.contains(record.kind) { return false }
-        // Apple's test payloads stay out of every route that does not ask for them.
+        // Apple's test payloads and quarantined postbacks stay out of every route that
+        // does not ask for them.
         if record.isTest != (isTest ?? false) { return false }
+        if (record.signature == "invalid") != (quarantined ?? false) { return false }
         return true
     }
 }

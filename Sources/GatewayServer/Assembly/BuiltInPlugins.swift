@@ -9,6 +9,7 @@ extension PluginRegistry {
         var registry = PluginRegistry()
         registry.register(provider: AdServicesProviderPlugin.self)
         registry.register(provider: IAdProviderPlugin.self)
+        registry.register(provider: SKAdNetworkProviderPlugin.self)
         registry.register(sink: SQLiteSinkPlugin.self)
         registry.register(sink: WebhookSinkPlugin.self)
         registry.register(sink: MixpanelSinkPlugin.self)

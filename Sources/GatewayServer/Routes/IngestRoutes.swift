@@ -83,7 +83,8 @@ extension GatewayHTTP {
                             throw APIKeyring.forbidden
                         }
                     }
-                    let status: HTTPResponse.Status = outcomes.allSatisfy(\.isDuplicate) ? .ok : .accepted
+                    let status: HTTPResponse.Status =
+                        outcomes.allSatisfy(\.isDuplicate) ? .ok : .init(code: route.acceptedStatus)
                     if outcomes.count == 1 {
                         return JSONResponse.make(status: status, IngestAnswer(outcomes[0]))
                     }

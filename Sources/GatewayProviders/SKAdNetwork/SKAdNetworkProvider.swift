@@ -1,0 +1,201 @@
+import Crypto
+import Foundation
+import GatewayCore
+
+/// SKAdNetwork (1.0–4.0) and AdAttributionKit install-validation postbacks: verified
+/// against Apple's keys, deduplicated, and normalised into `postback` records.
+///
+/// Apple's developer copies arrive on the `.well-known` paths (with and without the
+/// trailing slash); ad networks and backends forward one postback or an array to
+/// `/v1/skadnetwork/postbacks`. Every record says its verdict in `signature` and, in
+/// `raw.verification`, which fields the signature covers: conversion values never are.
+public struct SKAdNetworkProvider: AttributionProvider {
+    public static let typeName = "skadnetwork"
+    public var name: String { Self.typeName }
+
+    public enum InvalidSignaturePolicy: String, Sendable, CaseIterable {
+        /// Answer `422 invalid_signature`; nothing is stored.
+        case reject
+        /// Store it with `signature: invalid`, for audit; only routes with
+        /// `where: { quarantined: true }` get it.
+        case quarantine
+    }
+
+    public struct Options: Sendable {
+        public var keys = PostbackKeys.apple
+        public var onInvalidSignature = InvalidSignaturePolicy.quarantine
+        public init() {}
+    }
+
+    static let skanCopyPath = "/.well-known/skadnetwork/report-attribution/"
+    static let aakCopyPath = "/.well-known/appattribution/report-attribution/"
+    static let forwardPath = "/v1/skadnetwork/postbacks"
+    /// The most postbacks one forwarded array may hold.
+    static let maxBatch = 1000
+
+    public let options: Options
+
+    public init(options: Options = Options()) {
+        self.options = options
+    }
+
+    public var routes: [ProviderRoute] {
+        [
+            // Apple's devices: authenticated by Apple's signature, and answered 200. The
+            // router matches these with and without the trailing slash.
+            ProviderRoute(.post, Self.skanCopyPath, requiresAPIKey: false, acceptedStatus: 200),
+            ProviderRoute(.post, Self.aakCopyPath, requiresAPIKey: false, acceptedStatus: 200),
+            ProviderRoute(.post, Self.forwardPath),
+        ]
+    }
+
+    public func normalize(_ payload: IngestPayload) throws -> [AttributionRecord] {
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(payload.body)
+        } catch {
+            throw GatewayError(.malformedJSON, "the body is not valid JSON")
+        }
+        let items: [(prefix: String, object: [String: JSONValue])]
+        switch value {
+        case .object(let object):
+            items = [("", object)]
+        case .array(let array) where payload.path == Self.forwardPath || payload.path.isEmpty:
+            guard !array.isEmpty else { throw GatewayError.invalid("", "the array holds no postback") }
+            guard array.count <= Self.maxBatch else {
+                throw GatewayError.invalid("", "at most \(Self.maxBatch) postbacks per request")
+            }
+            items = try array.enumerated().map { index, item in
+                guard case .object(let object) = item else {
+                    throw GatewayError.invalid("[\(index)]", "expected a postback object, found \(item.typeName)")
+                }
+                return ("[\(index)].", object)
+            }
+        default:
+            throw GatewayError(.malformedJSON, "expected a JSON object, found \(value.typeName)")
+        }
+        let isAAKPath = payload.path.hasPrefix(String(Self.aakCopyPath.dropLast()))
+        return try items.map { prefix, object in
+            if isAAKPath || object["jws-string"] != nil {
+                return try aakRecord(object, prefix: prefix, receivedAt: payload.receivedAt)
+            }
+            return try skanRecord(object, prefix: prefix, receivedAt: payload.receivedAt)
+        }
+    }
+
+    /// The verdict for one postback body, SKAN or AdAttributionKit.
+    public func verify(_ object: [String: JSONValue]) -> PostbackVerdict {
+        object["jws-string"] != nil
+            ? AAKSignature.verify(object, keys: options.keys).verdict
+            : SKANSignature.verify(object, keys: options.keys)
+    }
+
+    // MARK: SKAdNetwork
+
+    func skanRecord(_ object: [String: JSONValue], prefix: String, receivedAt: Date) throws -> AttributionRecord {
+        let verdict = SKANSignature.verify(object, keys: options.keys)
+        try enforce(verdict, field: prefix + "attribution-signature")
+        let fields = PayloadFields(object, path: String(prefix.dropLast()))
+        let text = { (key: String) in SKANSignature.text(object[key]) }
+        let transactionID = text("transaction-id")
+        let sequence = try fields.int("postback-sequence-index", in: 0...2)
+        let didWin = SKANSignature.boolValue(object["did-win"])
+        let dedupeKey = transactionID.map { DedupeKey.make("skan", $0, String(sequence ?? 0)) }
+            ?? Self.unkeyed("skan", object)
+        var record = AttributionRecord(
+            provider: name, kind: .postback, dedupeKey: dedupeKey, receivedAt: receivedAt, attributed: didWin ?? true)
+        record.skanVersion = verdict.version
+        record.adNetworkID = text("ad-network-id")
+        record.appID = text("app-id")
+        record.transactionID = transactionID
+        record.sourceAppID = text("source-app-id")
+        // SKAN 4's source-identifier replaced the 2-digit campaign-id of earlier versions.
+        record.sourceIdentifier = text("source-identifier") ?? text("campaign-id")
+        record.sourceDomain = text("source-domain")
+        record.fineValue = try fields.int("conversion-value", in: 0...63)
+        record.coarseValue = try coarse(fields)
+        record.postbackSequenceIndex = sequence
+        record.didWin = didWin
+        record.fidelityType = try fields.int("fidelity-type", in: 0...1)
+        record.redownload = SKANSignature.boolValue(object["redownload"])
+        record.signature = verdict.outcome.rawValue
+        // Apple's test postbacks always carry source-app-id and conversion-value 0.
+        record.isTest = record.sourceAppID == "0" && record.fineValue == 0
+        record.raw = raw(object, verdict)
+        return record
+    }
+
+    // MARK: AdAttributionKit
+
+    func aakRecord(_ object: [String: JSONValue], prefix: String, receivedAt: Date) throws -> AttributionRecord {
+        let decoded = AAKSignature.verify(object, keys: options.keys)
+        try enforce(decoded.verdict, field: prefix + "jws-string")
+        let claims = decoded.claims
+        let fields = PayloadFields(object, path: String(prefix.dropLast()))
+        let claim = { (key: String) in SKANSignature.text(claims[key]) }
+        let postbackID = claim("postback-identifier")
+        let didWin = SKANSignature.boolValue(claims["did-win"])
+        var record = AttributionRecord(
+            provider: name, kind: .postback,
+            dedupeKey: postbackID.map { DedupeKey.make("aak", $0) } ?? Self.unkeyed("aak", object),
+            receivedAt: receivedAt, attributed: didWin ?? true)
+        record.skanVersion = "aak"
+        record.adNetworkID = claim("ad-network-identifier")
+        record.appID = claim("advertised-item-identifier")
+        record.transactionID = postbackID
+        record.sourceIdentifier = claim("source-identifier")
+        record.sourceAppID = claim("publisher-item-identifier")
+        record.postbackSequenceIndex = claims["postback-sequence-index"].flatMap { SKANSignature.text($0) }.flatMap { Int($0) }
+        record.didWin = didWin
+        record.redownload = claim("conversion-type").map { $0 == "redownload" }
+        record.fineValue = try fields.int("conversion-value", in: 0...63)
+        record.coarseValue = try coarse(fields)
+        record.countryOrRegion = try fields.string("country-code")
+        record.fidelityType = try fields.string("ad-interaction-type").map { $0 == "view" ? 0 : 1 }
+        record.signature = decoded.verdict.outcome.rawValue
+        // Postbacks made in developer settings come from this ad network.
+        record.isTest = record.adNetworkID == "development.adattributionkit"
+        record.raw = raw(object, decoded.verdict, claims: claims)
+        return record
+    }
+
+    // MARK: shared
+
+    func enforce(_ verdict: PostbackVerdict, field: String) throws {
+        guard verdict.outcome == .invalid, options.onInvalidSignature == .reject else { return }
+        throw GatewayError(
+            .invalidSignature, "the postback's signature does not verify (\(verdict.reason ?? "bad signature"))",
+            field: field)
+    }
+
+    func coarse(_ fields: PayloadFields) throws -> String? {
+        guard let value = try fields.string("coarse-conversion-value") else { return nil }
+        guard ["low", "medium", "high"].contains(value) else {
+            throw GatewayError.invalid(fields.fieldPath("coarse-conversion-value"), "expected low, medium or high")
+        }
+        return value
+    }
+
+    /// The postback as received, and what its signature covers.
+    func raw(_ object: [String: JSONValue], _ verdict: PostbackVerdict, claims: [String: JSONValue]? = nil) -> JSONValue {
+        var verification: [String: JSONValue] = [
+            "verdict": .string(verdict.outcome.rawValue), "version": .string(verdict.version),
+            "signed_fields": .array(verdict.signedFields.map(JSONValue.string)),
+            "unsigned_fields": .array(
+                object.keys.filter { !verdict.signedFields.contains($0) && $0 != "attribution-signature" && $0 != "jws-string" }
+                    .sorted().map(JSONValue.string)),
+        ]
+        if let reason = verdict.reason { verification["reason"] = .string(reason) }
+        var raw: [String: JSONValue] = ["postback": .object(object), "verification": .object(verification)]
+        if let claims { raw["claims"] = .object(claims) }
+        return .object(raw)
+    }
+
+    /// A key for postbacks without their id: only a byte-identical copy matches it.
+    static func unkeyed(_ kind: String, _ object: [String: JSONValue]) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let data = (try? encoder.encode(JSONValue.object(object))) ?? Data()
+        return "\(kind):unkeyed:" + SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+}

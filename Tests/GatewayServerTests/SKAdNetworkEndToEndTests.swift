@@ -1,0 +1,148 @@
+import Crypto
+import Foundation
+import GatewayConfig
+import GatewayCore
+import GatewayServer
+import GRDB
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// Postbacks through the real server and SQLite, signed with a test key that the config
+/// names in place of Apple's.
+@Suite struct SKAdNetworkEndToEndTests {
+    let key = P256.Signing.PrivateKey()
+
+    func configuration(_ env: TestEnvironment, policy: String = "quarantine") throws -> GatewayConfiguration {
+        let yaml = """
+            server: { host: 127.0.0.1, port: 0, max_body_bytes: 1048576, log_level: warning }
+            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+            providers:
+              skadnetwork:
+                on_invalid_signature: \(policy)
+                keys: { skan_p256: "\(key.publicKey.derRepresentation.base64EncodedString())" }
+            sinks:
+              local: { type: sqlite, backoff_initial_ms: 10, backoff_max_ms: 100 }
+              audit: { type: sqlite, path: \(env.directory.appendingPathComponent("audit.sqlite").path) }
+            routes:
+              - sinks: [local]
+              - { sinks: [audit], where: { quarantined: true } }
+            """
+        return try ConfigLoader.parse(yaml: yaml, file: "skan.yaml", environment: [:], registry: .builtIn)
+    }
+
+    /// A SKAN 4.0 postback signed as Apple signs it.
+    func postback(transaction: String, sequence: Int = 0, fine: Int? = 12) throws -> [String: Any] {
+        var fields: [String: Any] = [
+            "version": "4.0", "ad-network-id": "example123.skadnetwork", "source-identifier": "5239",
+            "app-id": 525_463_029, "transaction-id": transaction, "redownload": false, "source-domain": "example.com",
+            "fidelity-type": 1, "did-win": true, "postback-sequence-index": sequence,
+        ]
+        if let fine { fields["conversion-value"] = fine } else { fields["coarse-conversion-value"] = "medium" }
+        let message = [
+            "4.0", "example123.skadnetwork", "5239", "525463029", transaction, "false", "example.com", "1", "true",
+            String(sequence),
+        ].joined(separator: "\u{2063}")
+        fields["attribution-signature"] = try key.signature(for: Data(message.utf8)).derRepresentation.base64EncodedString()
+        return fields
+    }
+
+    func body(_ value: Any) throws -> ByteBuffer {
+        ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: value))
+    }
+
+    func rows(_ path: String, _ sql: String) throws -> [Row] {
+        try DatabaseQueue(path: path).read { db in
+            guard try db.tableExists("attribution_records") else { return [] }
+            return try Row.fetchAll(db, sql: sql)
+        }
+    }
+
+    @Test func tenThousandPostbacksWithDuplicatesLandOnceEachAndLaterWindowsAreKept() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try configuration(env))
+        // 8,000 distinct postbacks: 2,000 installs with all three SKAN 4 windows, and 2,000 with one.
+        var unique: [[String: Any]] = []
+        for install in 0..<2000 {
+            for sequence in 0..<3 {
+                unique.append(try postback(transaction: "tx-\(install)", sequence: sequence, fine: sequence == 0 ? 12 : nil))
+            }
+        }
+        for install in 2000..<4000 { unique.append(try postback(transaction: "tx-\(install)")) }
+        // 2,000 copies, as devices retrying and relays forwarding twice send them.
+        let all = unique + (0..<2000).map { unique[($0 * 7) % unique.count] }
+        #expect(all.count == 10_000)
+        let requests = try stride(from: 0, to: all.count, by: 250).map {
+            try JSONSerialization.data(withJSONObject: Array(all[$0..<$0 + 250]))
+        }
+
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            for request in requests {
+                let response = try await client.execute(
+                    uri: "/v1/skadnetwork/postbacks", method: .post, body: ByteBuffer(bytes: request))
+                #expect([200, 202].contains(response.status.code), "\(String(buffer: response.body))")
+            }
+            #expect(try await env.eventually { try env.deliveredRecordIDs().count >= 8000 })
+            let counts = try rows(
+                env.databasePath,
+                "SELECT COUNT(*) AS n, COUNT(DISTINCT transaction_id || ':' || postback_sequence_index) AS keys, SUM(signature = 'verified') AS verified FROM attribution_records"
+            )
+            #expect(counts.first?["n"] as Int? == 8000)
+            #expect(counts.first?["keys"] as Int? == 8000)
+            #expect(counts.first?["verified"] as Int? == 8000)
+            let windows = try rows(
+                env.databasePath,
+                "SELECT postback_sequence_index AS i, fine_value, coarse_value FROM attribution_records WHERE transaction_id = 'tx-7' ORDER BY i")
+            #expect(windows.map { $0["i"] as Int } == [0, 1, 2])
+            #expect(windows.map { $0["coarse_value"] as String? } == [nil, "medium", "medium"])
+        }
+    }
+
+    @Test func applesCopiesAreAnsweredTwoHundredOnEitherPathAndForgeriesQuarantined() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try configuration(env))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let path = "/.well-known/skadnetwork/report-attribution"
+            let first = try await client.execute(uri: path + "/", method: .post, body: try body(try postback(transaction: "a")))
+            #expect(first.status == .ok)
+            let bare = try await client.execute(uri: path, method: .post, body: try body(try postback(transaction: "b")))
+            #expect(bare.status == .ok)
+            // A device retrying gets 200 and nothing new.
+            let again = try await client.execute(uri: path + "/", method: .post, body: try body(try postback(transaction: "a")))
+            #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"))
+
+            var forged = try postback(transaction: "c")
+            forged["app-id"] = 999
+            let quarantined = try await client.execute(uri: path + "/", method: .post, body: try body(forged))
+            #expect(quarantined.status == .ok)
+
+            let audit = env.directory.appendingPathComponent("audit.sqlite").path
+            #expect(try await env.eventually { try rows(audit, "SELECT record_id FROM attribution_records").count == 1 })
+            #expect(try await env.eventually { try env.deliveredRecordIDs().count == 2 })
+            let kept = try rows(audit, "SELECT transaction_id, signature, raw FROM attribution_records")
+            #expect(kept.first?["transaction_id"] as String? == "c")
+            #expect(kept.first?["signature"] as String? == "invalid")
+            #expect((kept.first?["raw"] as String?)?.contains("unsigned_fields") == true)
+
+            let array = try await client.execute(uri: path + "/", method: .post, body: try body([try postback(transaction: "d")]))
+            #expect(array.status.code == 400)
+        }
+    }
+
+    @Test func theRejectPolicyRefusesForgeriesWithAJSONError() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try configuration(env, policy: "reject"))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            var forged = try postback(transaction: "x")
+            forged["transaction-id"] = "y"
+            let response = try await client.execute(uri: "/v1/skadnetwork/postbacks", method: .post, body: try body(forged))
+            #expect(response.status.code == 422)
+            let text = String(buffer: response.body)
+            #expect(text.contains(#""code":"invalid_signature""#) && text.contains(#""field":"attribution-signature""#))
+            #expect(try await gateway.store.countRecords(matching: .init()) == 0)
+        }
+    }
+}
