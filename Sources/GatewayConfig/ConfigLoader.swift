@@ -28,7 +28,19 @@ public enum ConfigLoader {
         yaml: String, file: String, environment: [String: String], registry: PluginRegistry
     ) throws(ConfigError) -> GatewayConfiguration {
         let root = try YAMLConfigNode.parse(yaml, file: file)
-        let diagnostics = ConfigDiagnostics(file: file)
+        let diagnostics = ConfigDiagnostics(file: file) { path in
+            do {
+                let text = try String(contentsOfFile: path, encoding: .utf8)
+                return .success(try YAMLConfigNode.parse(text, file: path))
+            } catch let error as ConfigError {
+                return .failure(error)
+            } catch {
+                return .failure(
+                    ConfigError(issues: [
+                        ConfigIssue(file: path, path: "", line: 0, column: 0, message: "cannot read the file: \(error.localizedDescription)")
+                    ]))
+            }
+        }
         let reader = ConfigReader(node: root, path: "", diagnostics: diagnostics, environment: environment)
 
         let server = readServer(reader.child("server"))

@@ -13,13 +13,22 @@ import Testing
 @Suite struct SKAdNetworkEndToEndTests {
     let key = P256.Signing.PrivateKey()
 
-    func configuration(_ env: TestEnvironment, policy: String = "quarantine") throws -> GatewayConfiguration {
+    func configuration(_ env: TestEnvironment, policy: String = "quarantine", model: String? = nil) throws
+        -> GatewayConfiguration
+    {
+        var modelLine = ""
+        if let model {
+            let path = env.directory.appendingPathComponent("conversion-model.yaml")
+            try model.write(to: path, atomically: true, encoding: .utf8)
+            modelLine = "conversion_model: \(path.path)"
+        }
         let yaml = """
             server: { host: 127.0.0.1, port: 0, max_body_bytes: 1048576, log_level: warning }
             storage: { sqlite: { path: \(env.databasePath), durability: normal } }
             providers:
               skadnetwork:
                 on_invalid_signature: \(policy)
+                \(modelLine)
                 keys: { skan_p256: "\(key.publicKey.derRepresentation.base64EncodedString())" }
             sinks:
               local: { type: sqlite, backoff_initial_ms: 10, backoff_max_ms: 100 }
@@ -143,6 +152,50 @@ import Testing
             let text = String(buffer: response.body)
             #expect(text.contains(#""code":"invalid_signature""#) && text.contains(#""field":"attribution-signature""#))
             #expect(try await gateway.store.countRecords(matching: .init()) == 0)
+        }
+    }
+
+    static let model = """
+        windows:
+          - postback: 0
+            fine:
+              - { values: 0, events: [session] }
+              - { values: 1-9, events: [trial_started] }
+              - { values: 10-63, events: [purchase], revenue: { min: 0.99, max: 49.99 }, currency: USD }
+        """
+
+    @Test func theModelDecodesPostbacksAndAnswersWhichValueToSetNext() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try configuration(env, model: Self.model))
+        let now = Int(Date().timeIntervalSince1970)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func ask(_ query: String) async throws -> (Int, String) {
+                let response = try await client.execute(uri: "/v1/skadnetwork/conversion-value?" + query, method: .get)
+                return (Int(response.status.code), String(buffer: response.body))
+            }
+            let base = "a=app&i=com.example.app&app_v=1.0&p=iOS&idfv=X&last_call_to_skadnetwork_timestamp=\(now - 60)"
+            #expect(try await ask(base + "&n=__SESSION__&conversion_value=0") == (200, #"{"status":"ok"}"#))
+            #expect(try await ask(base + "&n=trial_started&conversion_value=0") == (200, #"{"conversion_value":1,"status":"ok"}"#))
+            let revenue = "total_revenue_by_currency=%7B%22USD%22%3A4.99%7D"
+            #expect(try await ask(base + "&n=purchase&conversion_value=1&" + revenue) == (200, #"{"conversion_value":10,"status":"ok"}"#))
+            // Values never go down, and nothing changes once the window closed.
+            #expect(try await ask(base + "&n=trial_started&conversion_value=12") == (200, #"{"status":"ok"}"#))
+            let closed = "n=purchase&conversion_value=1&\(revenue)&last_call_to_skadnetwork_timestamp=\(now - 25 * 3600)"
+            #expect(try await ask(closed) == (200, #"{"status":"ok"}"#))
+            let (status, error) = try await ask(base + "&n=purchase&conversion_value=99")
+            #expect(status == 400 && error.contains(#""status":"error""#) && error.contains("conversion_value"))
+            #expect(try await ask(base + "&conversion_value=1").1.contains("n (the event name"))
+            #expect(try await ask(base + "&n=purchase&total_revenue_by_currency=lots").1.contains("total_revenue_by_currency"))
+
+            let posted = try await client.execute(
+                uri: "/v1/skadnetwork/postbacks", method: .post, body: try body(try postback(transaction: "m", fine: 12)))
+            #expect(posted.status == .accepted)
+            #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
+            let row = try rows(env.databasePath, "SELECT events, revenue_min, revenue_max, currency FROM attribution_records")
+            #expect(row.first?["events"] as String? == #"["purchase"]"#)
+            #expect(row.first?["revenue_max"] as Double? == 49.99)
+            #expect(row.first?["currency"] as String? == "USD")
         }
     }
 }

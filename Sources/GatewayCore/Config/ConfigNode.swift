@@ -66,15 +66,33 @@ public struct ConfigIssue: Sendable, Equatable, CustomStringConvertible {
 /// Collects every issue of one load, so that a user sees all of them at once.
 public final class ConfigDiagnostics {
     public let file: String
-    public private(set) var issues: [ConfigIssue] = []
+    private var ownIssues: [ConfigIssue] = []
+    /// Issues of an included file go to the diagnostics of the file that names it.
+    private let parent: ConfigDiagnostics?
+    /// Reads another YAML file (a conversion model) into a node tree; set by the loader.
+    public let parseFile: (@Sendable (String) -> Result<ConfigNode, ConfigError>)?
 
-    public init(file: String) {
+    public init(file: String, parseFile: (@Sendable (String) -> Result<ConfigNode, ConfigError>)? = nil) {
         self.file = file
+        self.parent = nil
+        self.parseFile = parseFile
+    }
+
+    /// Diagnostics for a file that `parent`'s file includes: its issues name that file.
+    public init(includedFile file: String, parent: ConfigDiagnostics) {
+        self.file = file
+        self.parent = parent
+        self.parseFile = parent.parseFile
+    }
+
+    public var issues: [ConfigIssue] { parent?.issues ?? ownIssues }
+
+    public func append(_ issues: [ConfigIssue]) {
+        if let parent { parent.append(issues) } else { ownIssues += issues }
     }
 
     public func report(_ message: String, path: String, at node: ConfigNode?) {
-        issues.append(
-            ConfigIssue(file: file, path: path, line: node?.line ?? 0, column: node?.column ?? 0, message: message))
+        append([ConfigIssue(file: file, path: path, line: node?.line ?? 0, column: node?.column ?? 0, message: message)])
     }
 }
 

@@ -155,6 +155,27 @@ public final class ConfigReader {
         return ConfigReader(node: node, path: join(key), diagnostics: diagnostics, environment: environment)
     }
 
+    /// The YAML file named at `key` (relative to this config file's folder), read as a
+    /// mapping whose problems are reported with that file's name and lines.
+    public func includedFile(_ key: String) -> (path: String, reader: ConfigReader)? {
+        guard let name = string(key) else { return nil }
+        let base = (diagnostics.file as NSString).deletingLastPathComponent
+        let joined = name.hasPrefix("/") || base.isEmpty ? name : (base as NSString).appendingPathComponent(name)
+        let path = (joined as NSString).standardizingPath
+        guard let parseFile = diagnostics.parseFile else {
+            report("files cannot be read here", key: key)
+            return nil
+        }
+        switch parseFile(path) {
+        case .failure(let error):
+            diagnostics.append(error.issues)
+            return nil
+        case .success(let node):
+            let included = ConfigDiagnostics(includedFile: path, parent: diagnostics)
+            return (path, ConfigReader(node: node, path: "", diagnostics: included, environment: environment))
+        }
+    }
+
     /// The mappings in the list at `key`.
     public func list(_ key: String) -> [ConfigReader]? {
         guard let node = node(key) else { return nil }

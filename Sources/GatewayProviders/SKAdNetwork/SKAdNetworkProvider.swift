@@ -24,6 +24,9 @@ public struct SKAdNetworkProvider: AttributionProvider {
     public struct Options: Sendable {
         public var keys = PostbackKeys.apple
         public var onInvalidSignature = InvalidSignaturePolicy.quarantine
+        /// Decodes conversion values into events and revenue, and serves the
+        /// conversion-value route.
+        public var conversionModel: ConversionModel?
         public init() {}
     }
 
@@ -122,6 +125,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
         // Apple's test postbacks always carry source-app-id and conversion-value 0.
         record.isTest = record.sourceAppID == "0" && record.fineValue == 0
         record.raw = raw(object, verdict)
+        options.conversionModel?.decode(&record)
         return record
     }
 
@@ -156,6 +160,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
         // Postbacks made in developer settings come from this ad network.
         record.isTest = record.adNetworkID == "development.adattributionkit"
         record.raw = raw(object, decoded.verdict, claims: claims)
+        options.conversionModel?.decode(&record)
         return record
     }
 

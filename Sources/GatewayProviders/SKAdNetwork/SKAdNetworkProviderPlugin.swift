@@ -14,6 +14,9 @@ public enum SKAdNetworkProviderPlugin: ProviderPlugin {
             options.onInvalidSignature = .init(rawValue: policy)!
         }
         if let allow = reader.bool("allow_development_keys") { options.keys.allowDevelopmentKeys = allow }
+        if let (_, model) = reader.includedFile("conversion_model") {
+            options.conversionModel = ConversionModel.read(model)
+        }
         if let keys = reader.child("keys") {
             if let text = keys.string("skan_p192") {
                 do { options.keys.skanP192 = try PostbackKeys.p192Key(text) } catch { keys.report("\(error)", key: "skan_p192") }

@@ -11,6 +11,7 @@ public enum GatewayHTTP {
         router.add(middleware: ErrorMiddleware())
         addIngestRoutes(to: router, gateway: gateway)
         addASASDKRoutes(to: router, gateway: gateway)
+        addConversionValueRoute(to: router, gateway: gateway)
         addOperatorRoutes(to: router, gateway: gateway)
         return router
     }

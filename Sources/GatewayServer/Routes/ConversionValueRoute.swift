@@ -1,0 +1,78 @@
+import Foundation
+import GatewayCore
+import GatewayProviders
+import Hummingbird
+
+/// `GET /v1/skadnetwork/conversion-value`: the SKAN server-to-server pattern, where the
+/// app reports each session, event and revenue and asks which conversion value to set.
+/// It takes the query names of the widely copied client snippet of Singular's SKAN S2S
+/// guide, so an app using it switches by changing one URL. Values never go down, and
+/// nothing changes once the update window (24 h after the last SKAdNetwork call) closed.
+struct ConversionValueAnswer: Encodable {
+    let conversion_value: Int?
+    let status: String
+    let reason: String?
+
+    static func value(_ value: Int?) -> ConversionValueAnswer {
+        ConversionValueAnswer(conversion_value: value, status: "ok", reason: nil)
+    }
+
+    static func error(_ reason: String) -> ConversionValueAnswer {
+        ConversionValueAnswer(conversion_value: nil, status: "error", reason: reason)
+    }
+}
+
+extension GatewayHTTP {
+    static func addConversionValueRoute(to router: Router<BasicRequestContext>, gateway: Gateway) {
+        guard let provider = gateway.provider(named: SKAdNetworkProvider.typeName) as? SKAdNetworkProvider,
+            let model = provider.options.conversionModel
+        else { return }
+        let keyring = APIKeyring(keys: gateway.configuration.auth.apiKeys)
+        router.get("/v1/skadnetwork/conversion-value") { request, _ -> Response in
+            if keyring.isEnabled, keyring.apps(authorization: request.headers[.authorization]) == nil {
+                throw APIKeyring.unauthorized
+            }
+            let answer = conversionValue(request.uri.queryParameters, model: model, now: Date())
+            return JSONResponse.make(status: answer.status == "ok" ? .ok : .badRequest, answer)
+        }
+    }
+
+    static func conversionValue(_ query: Parameters, model: ConversionModel, now: Date) -> ConversionValueAnswer {
+        func text(_ name: String) -> String? {
+            query[Substring(name)].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
+        }
+        var current = 0
+        if let value = text("conversion_value") {
+            guard let number = Int(value), (0...63).contains(number) else {
+                return .error("conversion_value must be an integer from 0 to 63")
+            }
+            current = number
+        }
+        guard let event = text("n") else { return .error("n (the event name, or __SESSION__) is required") }
+        var revenue: [String: Decimal] = [:]
+        if let json = text("total_revenue_by_currency") {
+            guard case .object(let object)? = try? JSONValue.parse(Data(json.utf8)) else {
+                return .error("total_revenue_by_currency must be a JSON object such as {\"USD\": 4.99}")
+            }
+            for (currency, amount) in object {
+                switch amount {
+                case .integer(let n): revenue[currency] = Decimal(n)
+                case .double(let d): revenue[currency] = Decimal(string: String(d)) ?? Decimal(d)
+                default: return .error("total_revenue_by_currency.\(currency) must be a number")
+                }
+            }
+        }
+        var calls: [String: Double] = [:]
+        for name in ["first_call_to_skadnetwork_timestamp", "last_call_to_skadnetwork_timestamp"] {
+            guard let value = text(name) else { continue }
+            guard let seconds = Double(value), seconds > 0 else { return .error("\(name) must be UNIX seconds") }
+            calls[name] = seconds
+        }
+        // SKAN's timer: each update allows another within 24 hours, then the window closes.
+        if let last = calls["last_call_to_skadnetwork_timestamp"], now.timeIntervalSince1970 > last + 24 * 3600 {
+            return .value(nil)
+        }
+        guard let next = model.fineValue(event: event, revenue: revenue), next > current else { return .value(nil) }
+        return .value(next)
+    }
+}
