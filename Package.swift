@@ -95,6 +95,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Signed postbacks for Benchmarks/run (wrk cannot sign them itself).
+        .executableTarget(
+            name: "PostbackMaker",
+            dependencies: ["GatewayProviders", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Benchmarks/PostbackMaker"
+        ),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayServer"]),
         .testTarget(

@@ -24,10 +24,26 @@ local kind = os.getenv("BENCH_BODY") or "iad"
 local template = templates[kind]
 local run_id = os.getenv("BENCH_RUN") or "0"
 
+-- BENCH_BODY=skan: signed postbacks from BENCH_FILE (its first line is the key), each
+-- thread taking every other one so that no two requests repeat a postback.
+local postbacks = {}
+local next_postback = 1
+function init(args)
+  if kind ~= "skan" then return end
+  local index = -1
+  for line in io.lines(os.getenv("BENCH_FILE")) do
+    if index >= 0 and index % 2 == (tid or 0) then postbacks[#postbacks + 1] = line end
+    index = index + 1
+  end
+end
+
 request = function()
   counter = counter + 1
   local body
-  if kind == "adservices" then
+  if kind == "skan" then
+    body = postbacks[next_postback]
+    next_postback = next_postback % #postbacks + 1
+  elseif kind == "adservices" then
     body = string.format(template, run_id, tid or 0, counter, run_id, tid or 0, counter)
   else
     body = string.format(template, run_id, tid or 0, counter)
