@@ -105,7 +105,7 @@ let package = Package(
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayServer"]),
         .testTarget(
             name: "GatewayProvidersTests",
-            dependencies: ["GatewayProviders", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["GatewayProviders", "COpenSSL", .product(name: "Crypto", package: "swift-crypto")],
             // Outside data the tests read by path (../shared/testdata/skan/public_vectors.json).
             exclude: ["Fixtures"]
         ),

@@ -92,6 +92,30 @@ import Testing
         return try signed(fields, order: Self.v3Order + ["fidelity-type", "did-win"])
     }
 
+    @Test(arguments: [("1.0", false), ("2.0", true), ("2.0", false)])
+    func theP192VersionsWithTheirOwnFieldLists(version: String, sourceApp: Bool) throws {
+        let signer = try #require(P192TestSigner())
+        var keys = self.keys
+        keys.skanP192 = try PostbackKeys.p192Key(signer.publicKeyBase64)
+        var postback = Self.base
+        // Real 1.0 postbacks carry a version and redownload that 1.0 does not sign.
+        postback["version"] = .string(version)
+        if sourceApp { postback["source-app-id"] = .integer(1_234_567_891) }
+        let order = version == "1.0"
+            ? ["ad-network-id", "campaign-id", "app-id", "transaction-id"]
+            : Self.v3Order + (sourceApp ? ["source-app-id"] : [])
+        let message = order.map { SKANSignature.text(postback[$0])! }.joined(separator: "\u{2063}")
+        postback["attribution-signature"] = .string(try #require(signer.sign(message)).base64EncodedString())
+        postback["conversion-value"] = .integer(7)
+        #expect(SKANSignature.verify(postback, keys: keys).outcome == .verified)
+
+        var tampered = postback
+        tampered["campaign-id"] = .integer(43)
+        #expect(SKANSignature.verify(tampered, keys: keys).outcome == .invalid)
+        // Apple's P-192 key does not verify what the test key signed.
+        #expect(SKANSignature.verify(postback, keys: .apple).outcome == .invalid)
+    }
+
     @Test func numbersSentAsStringsAndExtraUnsignedKeysStillVerify() throws {
         var postback = try v3()
         postback["campaign-id"] = .string("42")
