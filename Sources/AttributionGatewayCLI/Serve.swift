@@ -14,7 +14,9 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let configuration = try loadConfiguration(config)
         let level = Logger.Level(rawValue: configuration.server.logLevel) ?? .info
+        let json = configuration.server.logFormat == "json"
         LoggingSystem.bootstrap { label in
+            if json { return JSONLogHandler(label: label, level: level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler

@@ -69,6 +69,8 @@ public enum ConfigLoader {
         {
             settings.logLevel = level
         }
+        if let format = reader.choice("log_format", ["json", "text"]) { settings.logFormat = format }
+        if let age = reader.int("ready_max_outbox_age_s", in: 0...(30 * 86_400)) { settings.readyMaxOutboxAge = age }
         reader.finish()
         return settings
     }

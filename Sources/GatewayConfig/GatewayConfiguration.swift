@@ -25,6 +25,11 @@ public struct ServerSettings: Sendable, Equatable {
     public var noopRoute = false
     /// `log_level`: trace, debug, info, notice, warning, error or critical. Default info.
     public var logLevel = "info"
+    /// `log_format`: `json` (one object per line, with the request id) or `text`. Default json.
+    public var logFormat = "json"
+    /// `ready_max_outbox_age_s`: `/readyz` fails while a sink's oldest undelivered record is
+    /// older than this many seconds. Default 0: off.
+    public var readyMaxOutboxAge = 0
 
     public init() {}
 }

@@ -8,6 +8,7 @@ public enum GatewayHTTP {
     /// The router with every route and the JSON error middleware.
     public static func makeRouter(gateway: Gateway) -> Router<BasicRequestContext> {
         let router = Router()
+        router.add(middleware: RequestIDMiddleware())
         router.add(middleware: ErrorMiddleware())
         addIngestRoutes(to: router, gateway: gateway)
         addASASDKRoutes(to: router, gateway: gateway)

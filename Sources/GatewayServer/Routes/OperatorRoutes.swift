@@ -21,6 +21,17 @@ extension GatewayHTTP {
             for sink in gateway.health.stoppedSinks {
                 problems.append("sink worker '\(sink)' is not running")
             }
+            // A sink that stopped delivering (its receiver down for too long) makes the
+            // gateway not ready, so that the alert fires before the outbox fills the disk.
+            let bound = gateway.configuration.server.readyMaxOutboxAge
+            if bound > 0, let stats = try? await gateway.store.outboxStats() {
+                let now = Date()
+                for (sink, stat) in stats.sorted(by: { $0.key < $1.key }) {
+                    if let oldest = stat.oldest, now.timeIntervalSince(oldest) > Double(bound) {
+                        problems.append("sink '\(sink)' has undelivered records older than \(bound) s")
+                    }
+                }
+            }
             if problems.isEmpty {
                 return JSONResponse.make(status: .ok, ["status": "ready"])
             }

@@ -46,8 +46,11 @@ final class GatewayProcess {
             if let range = text.range(of: "listening on 127.0.0.1:", options: .backwards) {
                 let rest = text[range.upperBound...]
                 let digits = rest.prefix { $0.isNumber }
-                // Only a whole line: the number may still be half written.
-                if rest.dropFirst(digits.count).first?.isNewline == true, let port = Int(digits) {
+                // Only once the number is followed by something (the JSON line's quote, or
+                // the text line's end): it may still be half written.
+                if let next = rest.dropFirst(digits.count).first, next == "\"" || next.isNewline,
+                    let port = Int(digits)
+                {
                     self.port = port
                     return
                 }

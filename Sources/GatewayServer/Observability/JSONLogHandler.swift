@@ -1,0 +1,59 @@
+import Foundation
+import GatewayCore
+import Logging
+import Synchronization
+
+/// Writes one JSON object per log line (`time`, `level`, `label`, `message`, then the
+/// metadata, including the request id of request-scoped lines), for log pipelines that
+/// index fields rather than parse text.
+public struct JSONLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level
+    let label: String
+    let write: @Sendable (String) -> Void
+
+    public init(label: String, level: Logger.Level, write: @escaping @Sendable (String) -> Void = JSONLogHandler.standardError) {
+        self.label = label
+        self.logLevel = level
+        self.write = write
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    private static let lock = Mutex(())
+
+    /// Whole lines to stderr, one writer at a time so that lines never interleave.
+    public static let standardError: @Sendable (String) -> Void = { line in
+        lock.withLock { _ in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+    }
+
+    public func log(
+        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
+        file: String, function: String, line: UInt
+    ) {
+        var fields: [String: JSONValue] = [
+            "time": .string(ISO8601.format(Date())), "level": .string(level.rawValue), "label": .string(label),
+            "message": .string(message.description), "source": .string(source),
+        ]
+        for (key, value) in metadata.merging(explicit ?? [:], uniquingKeysWith: { $1 }) {
+            // Hummingbird names its request id hb.request.id; one name is easier to query.
+            fields[key == "hb.request.id" ? "request_id" : key] = Self.json(value)
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let data = try? encoder.encode(JSONValue.object(fields)) else { return }
+        write(String(decoding: data, as: UTF8.self))
+    }
+
+    static func json(_ value: Logger.Metadata.Value) -> JSONValue {
+        switch value {
+        case .string(let text): .string(text)
+        case .stringConvertible(let convertible): .string(convertible.description)
+        case .array(let items): .array(items.map(json))
+        case .dictionary(let dictionary): .object(dictionary.mapValues(json))
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import GatewayConfig
+import GatewayCore
+import GatewayServer
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Synchronization
+import Testing
+
+/// Request ids, JSON log lines and readiness as operators rely on them.
+@Suite struct ObservabilityTests {
+    @Test func everyAnswerCarriesARequestIDAndASaneCallerIDIsKept() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration())
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func id(_ sent: String?) async throws -> String? {
+                var headers = HTTPFields()
+                if let sent { headers[HTTPFields.Element.Name("X-Request-Id")!] = sent }
+                let response = try await client.execute(uri: "/healthz", method: .get, headers: headers)
+                return response.headers.first { $0.name.canonicalName == "x-request-id" }?.value
+            }
+            #expect(try await id("backend-call-42") == "backend-call-42")
+            let generated = try await id(nil)
+            #expect(generated?.isEmpty == false)
+            // An id that could forge log lines is replaced.
+            let forged = try await id("x\"}{\"level\":\"critical")
+            #expect(forged != nil && forged?.contains("\"") == false)
+            // Errors carry it too.
+            var headers = HTTPFields()
+            headers[HTTPFields.Element.Name("X-Request-Id")!] = "trace-7"
+            let missing = try await client.execute(uri: "/nowhere", method: .get, headers: headers)
+            #expect(missing.headers.first { $0.name.canonicalName == "x-request-id" }?.value == "trace-7")
+        }
+    }
+
+    @Test func logLinesAreJSONObjectsWithTheRequestID() throws {
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        var logger = Logger(label: "gateway", factory: { _ in handler })
+        logger[metadataKey: "hb.request.id"] = "req-1"
+        logger.info("stored", metadata: ["provider": "iad", "count": .stringConvertible(2)])
+        logger.debug("not at this level")
+        let written = lines.withLock { $0 }
+        #expect(written.count == 1)
+        let line = try #require(written.first)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(object["message"] as? String == "stored")
+        #expect(object["level"] as? String == "info")
+        #expect(object["request_id"] as? String == "req-1")
+        #expect(object["provider"] as? String == "iad" && object["count"] as? String == "2")
+        #expect((object["time"] as? String)?.hasSuffix("Z") == true)
+    }
+
+    @Test func readinessFailsWhileASinkHoldsRecordsOlderThanTheBound() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        var configuration = try env.configuration(paused: true)
+        configuration.server.readyMaxOutboxAge = 600
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            #expect(try await env.eventually { gateway.health.stoppedSinks.isEmpty })
+            // A record waiting since a minute ago is within the bound…
+            var recent = AttributionRecord(
+                provider: "iad", kind: .install, dedupeKey: "iad:1:recent", receivedAt: Date().addingTimeInterval(-60))
+            recent.appID = "1"
+            _ = try await gateway.pipeline.ingest([recent])
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+            // …one waiting for an hour is not: the sink has stopped delivering.
+            var stale = recent
+            stale.recordID = AttributionRecord.newRecordID()
+            stale.dedupeKey = "iad:1:stale"
+            stale.receivedAt = Date().addingTimeInterval(-3600)
+            _ = try await gateway.pipeline.ingest([stale])
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(ready.status == .serviceUnavailable)
+            #expect(String(buffer: ready.body).contains("sink 'local' has undelivered records older than 600 s"))
+        }
+    }
+}
