@@ -59,6 +59,16 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // Enrichers: keyword names from Apple's advertising APIs.
+        .target(
+            name: "GatewayEnrichers",
+            dependencies: [
+                "GatewayCore", "GatewayStorage",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // Built-in sinks: one folder per destination.
         .target(
             name: "GatewaySinks",
@@ -83,7 +93,7 @@ let package = Package(
         .target(
             name: "GatewayServer",
             dependencies: [
-                "GatewayCore", "GatewayConfig", "GatewayStorage", "GatewayProviders", "GatewaySinks",
+                "GatewayCore", "GatewayConfig", "GatewayStorage", "GatewayProviders", "GatewaySinks", "GatewayEnrichers",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ] + operatorSinks.map { .target(name: $0) }
@@ -116,7 +126,7 @@ let package = Package(
         .testTarget(
             name: "GatewayServerTests",
             dependencies: [
-                "GatewayServer",
+                "GatewayServer", "GatewayEnrichers",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -47,14 +47,15 @@ public enum ConfigLoader {
         let storage = readStorage(reader.child("storage"))
         let auth = readAuth(reader.child("auth"))
         let providers = readProviders(reader.child("providers"), registry: registry)
-        readEnrichers(reader.child("enrichers"))
+        let enrichers = readEnrichers(reader.child("enrichers"), registry: registry)
         let sinks = readSinks(reader.child("sinks"), storage: storage, registry: registry)
         let routes = readRoutes(reader, sinks: sinks.map(\.name), registry: registry)
         reader.finish()
 
         if !diagnostics.issues.isEmpty { throw ConfigError(issues: diagnostics.issues) }
         return GatewayConfiguration(
-            file: file, server: server, storage: storage, auth: auth, providers: providers, sinks: sinks, routes: routes)
+            file: file, server: server, storage: storage, auth: auth, providers: providers, enrichers: enrichers,
+            sinks: sinks, routes: routes)
     }
 
     static func readServer(_ reader: ConfigReader?) -> ServerSettings {
@@ -113,29 +114,37 @@ public enum ConfigLoader {
     }
 
     static func readProviders(_ reader: ConfigReader?, registry: PluginRegistry) -> [PreparedProvider] {
+        readNamedPlugins(reader, kind: "provider", available: registry.providerTypes) { name, options in
+            registry.prepareProvider(type: name, reader: options)
+        }
+    }
+
+    static func readEnrichers(_ reader: ConfigReader?, registry: PluginRegistry) -> [PreparedEnricher] {
+        readNamedPlugins(reader, kind: "enricher", available: registry.enricherTypes) { name, options in
+            registry.prepareEnricher(type: name, reader: options)
+        }
+    }
+
+    /// Sections keyed by plugin name (`providers:`, `enrichers:`), each with `enabled`
+    /// (default true). A disabled plugin's settings are still checked, so enabling it
+    /// later holds no surprise.
+    static func readNamedPlugins<Prepared>(
+        _ reader: ConfigReader?, kind: String, available: [String],
+        prepare: (String, ConfigReader) -> Prepared??
+    ) -> [Prepared] {
         guard let reader else { return [] }
-        var prepared: [PreparedProvider] = []
+        var prepared: [Prepared] = []
         for name in reader.keys {
             guard let options = reader.child(name) else { continue }
             let enabled = options.bool("enabled") ?? true
-            guard let result = registry.prepareProvider(type: name, reader: options) else {
-                reader.report(
-                    "unknown provider '\(name)'; available: \(registry.providerTypes.joined(separator: ", "))", key: name)
+            guard let result = prepare(name, options) else {
+                reader.report("unknown \(kind) '\(name)'; available: \(available.joined(separator: ", "))", key: name)
                 continue
             }
-            // A disabled provider's settings are still checked, so enabling it later holds no surprise.
             options.finish()
-            if enabled, let provider = result { prepared.append(provider) }
+            if enabled, let plugin = result { prepared.append(plugin) }
         }
         return prepared
-    }
-
-    static func readEnrichers(_ reader: ConfigReader?) {
-        guard let reader else { return }
-        for name in reader.keys {
-            reader.report("unknown enricher '\(name)'; none is available in this build", key: name)
-            _ = reader.node(name)
-        }
     }
 
     static func isValidSinkName(_ name: String) -> Bool {

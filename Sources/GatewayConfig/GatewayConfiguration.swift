@@ -8,6 +8,8 @@ public struct GatewayConfiguration: Sendable {
     public var storage: StorageSettings
     public var auth: AuthSettings
     public var providers: [PreparedProvider]
+    /// Enabled enrichers, in config order (each sees what the previous one filled).
+    public var enrichers: [PreparedEnricher] = []
     public var sinks: [ConfiguredSink]
     public var routes: [Route]
 }

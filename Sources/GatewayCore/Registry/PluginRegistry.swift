@@ -48,6 +48,33 @@ public protocol ProviderPlugin: SendableMetatype {
     static func makeProvider(options: Options) throws -> any AttributionProvider
 }
 
+/// Everything an enricher may need to build itself.
+public struct EnricherContext: Sendable {
+    /// The gateway's own SQLite file, for caches.
+    public var storagePath: String
+    public var logger: Logger
+
+    public init(storagePath: String, logger: Logger) {
+        self.storagePath = storagePath
+        self.logger = logger
+    }
+}
+
+/// An enricher that config.yaml can enable under `enrichers:`.
+public protocol EnricherPlugin: SendableMetatype {
+    associatedtype Options: Sendable
+    /// The key under `enrichers:`.
+    static var typeName: String { get }
+    static func readOptions(_ reader: ConfigReader) -> Options?
+    static func makeEnricher(options: Options, context: EnricherContext) async throws -> any Enricher
+}
+
+/// Checked options for one enricher, ready to build.
+public struct PreparedEnricher: Sendable {
+    public let typeName: String
+    public let build: @Sendable (EnricherContext) async throws -> any Enricher
+}
+
 /// Checked options for one sink, ready to build.
 public struct PreparedSink: Sendable {
     public let name: String
@@ -71,14 +98,33 @@ public struct PluginRegistry: Sendable {
     struct ProviderEntry: Sendable {
         let prepare: @Sendable (ConfigReader) -> PreparedProvider?
     }
+    struct EnricherEntry: Sendable {
+        let prepare: @Sendable (ConfigReader) -> PreparedEnricher?
+    }
 
     private var sinks: [String: SinkEntry] = [:]
     private var providers: [String: ProviderEntry] = [:]
+    private var enrichers: [String: EnricherEntry] = [:]
 
     public init() {}
 
     public var sinkTypes: [String] { sinks.keys.sorted() }
     public var providerTypes: [String] { providers.keys.sorted() }
+    public var enricherTypes: [String] { enrichers.keys.sorted() }
+
+    /// Makes an enricher available to config.yaml.
+    public mutating func register<P: EnricherPlugin>(enricher plugin: P.Type) {
+        enrichers[P.typeName] = EnricherEntry { reader in
+            guard let options = P.readOptions(reader) else { return nil }
+            return PreparedEnricher(
+                typeName: P.typeName, build: { context in try await P.makeEnricher(options: options, context: context) })
+        }
+    }
+
+    public func prepareEnricher(type: String, reader: ConfigReader) -> PreparedEnricher?? {
+        guard let entry = enrichers[type] else { return .none }
+        return .some(entry.prepare(reader))
+    }
 
     /// Makes a sink type available to config.yaml.
     public mutating func register<P: SinkPlugin>(sink plugin: P.Type) {

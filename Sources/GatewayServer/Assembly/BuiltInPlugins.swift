@@ -1,5 +1,6 @@
 import CSVSink
 import GatewayCore
+import GatewayEnrichers
 import GatewayProviders
 import GatewaySinks
 
@@ -10,6 +11,7 @@ extension PluginRegistry {
         registry.register(provider: AdServicesProviderPlugin.self)
         registry.register(provider: IAdProviderPlugin.self)
         registry.register(provider: SKAdNetworkProviderPlugin.self)
+        registry.register(enricher: KeywordLookupPlugin.self)
         registry.register(sink: SQLiteSinkPlugin.self)
         registry.register(sink: WebhookSinkPlugin.self)
         registry.register(sink: MixpanelSinkPlugin.self)

@@ -61,8 +61,15 @@ public final class Gateway: Sendable {
                     metrics: metrics, logger: logger, health: health))
         }
         let byName = Dictionary(uniqueKeysWithValues: workers.map { ($0.sinkName, $0) })
+        var enrichers: [any Enricher] = []
+        for prepared in configuration.enrichers {
+            let context = EnricherContext(
+                storagePath: configuration.storage.sqlitePath,
+                logger: logger.with(metadataKey: "enricher", value: prepared.typeName))
+            enrichers.append(try await prepared.build(context))
+        }
         let pipeline = IngestPipeline(
-            store: store, router: RecordRouter(routes: configuration.routes), metrics: metrics,
+            store: store, router: RecordRouter(routes: configuration.routes), enrichers: enrichers, metrics: metrics,
             onStored: { sinks in
                 for sink in sinks { byName[sink]?.wake() }
             })

@@ -1,0 +1,80 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import GatewayCore
+
+/// Registers `enrichers: keyword_lookup:`.
+public enum KeywordLookupPlugin: EnricherPlugin {
+    public struct Options: Sendable {
+        public var api = "v1"
+        public var clientID: String
+        public var teamID: String
+        public var keyID: String
+        /// The team's private key, PEM (from `private_key_file` or `private_key`).
+        public var privateKeyPEM: String
+        public var tokenEndpoint = "https://appleid.apple.com/auth/oauth2/token"
+        public var endpoint: String
+        public var wait: Duration = .milliseconds(1000)
+        public var ttl: TimeInterval = 7 * 86_400
+        public var unknownTTL: TimeInterval = 3600
+    }
+
+    public static let typeName = "keyword_lookup"
+    static let endpoints = ["v1": "https://api.ads.apple.com/v1", "v5": "https://api.searchads.apple.com/api/v5"]
+
+    public static func readOptions(_ reader: ConfigReader) -> Options? {
+        let before = reader.diagnostics.issues.count
+        let api = reader.choice("api", ["v1", "v5"]) ?? "v1"
+        let clientID = reader.requiredString("client_id")
+        let teamID = reader.requiredString("team_id")
+        let keyID = reader.requiredString("key_id")
+        var pem: String?
+        if let file = reader.string("private_key_file") {
+            pem = try? String(contentsOfFile: file, encoding: .utf8)
+            if pem == nil { reader.report("cannot read the private key file", key: "private_key_file") }
+        } else if let inline = reader.string("private_key") {
+            pem = inline
+        } else {
+            reader.report("private_key_file or private_key (PEM, from the environment) is required", key: nil)
+        }
+        // Checked now, so a bad key fails check-config; the key itself is never echoed.
+        if let pem, (try? P256.Signing.PrivateKey(pemRepresentation: pem)) == nil {
+            reader.report("is not a P-256 private key in PEM", key: reader.has("private_key_file") ? "private_key_file" : "private_key")
+        }
+        let tokenEndpoint = reader.string("token_endpoint")
+        var endpoint = reader.string("endpoint") ?? endpoints[api]!
+        while endpoint.hasSuffix("/") { endpoint.removeLast() }
+        let wait = reader.int("wait_ms", in: 0...60_000)
+        let ttl = reader.int("cache_ttl_hours", in: 1...(24 * 365))
+        let unknown = reader.int("unknown_ttl_minutes", in: 1...(24 * 60 * 30))
+        guard reader.diagnostics.issues.count == before, let clientID, let teamID, let keyID, let pem else { return nil }
+        var options = Options(
+            api: api, clientID: clientID, teamID: teamID, keyID: keyID, privateKeyPEM: pem, endpoint: endpoint)
+        if let tokenEndpoint { options.tokenEndpoint = tokenEndpoint }
+        if let wait { options.wait = .milliseconds(wait) }
+        if let ttl { options.ttl = Double(ttl) * 3600 }
+        if let unknown { options.unknownTTL = Double(unknown) * 60 }
+        return options
+    }
+
+    public static func makeEnricher(options: Options, context: EnricherContext) async throws -> any Enricher {
+        try make(options: options, context: context)
+    }
+
+    static func make(
+        options: Options, context: EnricherContext, client: HTTPClient = .shared,
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> KeywordLookupEnricher {
+        let secret = AppleAdsClientSecret(
+            clientID: options.clientID, teamID: options.teamID, keyID: options.keyID,
+            privateKey: try P256.Signing.PrivateKey(pemRepresentation: options.privateKeyPEM))
+        let tokens = AppleAdsTokenSource(secret: secret, tokenEndpoint: options.tokenEndpoint, client: client, now: now)
+        let http = AppleAdsHTTP(base: options.endpoint, tokens: tokens, client: client, sleep: sleep)
+        let source: any AppleAdsNameSource =
+            options.api == "v5" ? AppleAdsCampaignManagementV5(http: http) : AppleAdsPlatformV1(http: http)
+        return KeywordLookupEnricher(
+            source: source, cache: try KeywordNameCache(path: context.storagePath), wait: options.wait, ttl: options.ttl,
+            unknownTTL: options.unknownTTL, logger: context.logger, now: now)
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import GRDB
+import GatewayStorage
+
+/// Names already fetched, in the gateway's SQLite file so that a restart does not ask
+/// Apple again. Entries expire after a TTL; an id Apple does not know is remembered as
+/// unknown for a shorter while. Deleted entities keep their names (Apple still returns them).
+struct KeywordNameCache: Sendable {
+    struct Entry: Sendable, Equatable {
+        var name: String?
+        var matchType: String?
+        var fetchedAt: Date
+    }
+
+    let pool: DatabasePool
+
+    init(path: String) throws {
+        pool = try SQLiteDatabase.pool(path: path)
+        try pool.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE IF NOT EXISTS apple_ads_names (
+                        key TEXT PRIMARY KEY, name TEXT, match_type TEXT, fetched_at REAL NOT NULL)
+                    """)
+        }
+    }
+
+    func entries(_ keys: [String]) async throws -> [String: Entry] {
+        guard !keys.isEmpty else { return [:] }
+        let list = String(decoding: try JSONEncoder().encode(keys), as: UTF8.self)
+        return try await pool.read { db in
+            var found: [String: Entry] = [:]
+            for row in try Row.fetchAll(
+                db, sql: "SELECT * FROM apple_ads_names WHERE key IN (SELECT value FROM json_each(?))", arguments: [list])
+            {
+                found[row["key"]] = Entry(
+                    name: row["name"], matchType: row["match_type"], fetchedAt: Date(timeIntervalSince1970: row["fetched_at"]))
+            }
+            return found
+        }
+    }
+
+    func store(_ key: String, _ entry: Entry) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO apple_ads_names (key, name, match_type, fetched_at) VALUES (?, ?, ?, ?)",
+                arguments: [key, entry.name, entry.matchType, entry.fetchedAt.timeIntervalSince1970])
+        }
+    }
+}
+
+/// One fetch per name however many records wait for it, and waits that end at a deadline
+/// while the fetch goes on (and fills the cache) in the background.
+actor NameFetches {
+    private var waiters: [String: [(id: Int, continuation: CheckedContinuation<KeywordNameCache.Entry?, Never>)]] = [:]
+    private var running: Set<String> = []
+    /// Results of the last minute: a record that missed the cache just before a fetch
+    /// finished must not start the same fetch again.
+    private var recent: [String: (entry: KeywordNameCache.Entry?, at: ContinuousClock.Instant)] = [:]
+    private var nextID = 0
+    /// How many fetches were started, for tests and metrics.
+    private(set) var started = 0
+
+    func start(_ key: String, _ fetch: @escaping @Sendable () async -> KeywordNameCache.Entry?) {
+        if let done = recent[key], ContinuousClock.now - done.at < .seconds(60) { return }
+        guard !running.contains(key) else { return }
+        running.insert(key)
+        started += 1
+        Task {
+            let entry = await fetch()
+            self.finish(key, entry)
+        }
+    }
+
+    func isRunning(_ key: String) -> Bool { running.contains(key) }
+
+    private func finish(_ key: String, _ entry: KeywordNameCache.Entry?) {
+        running.remove(key)
+        let now = ContinuousClock.now
+        if recent.count > 10_000 { recent = recent.filter { now - $0.value.at < .seconds(60) } }
+        recent[key] = (entry, now)
+        for waiter in waiters.removeValue(forKey: key) ?? [] { waiter.continuation.resume(returning: entry) }
+    }
+
+    /// The running fetch's result, or nil at the deadline.
+    func wait(_ key: String, until deadline: ContinuousClock.Instant) async -> KeywordNameCache.Entry? {
+        if let done = recent[key], ContinuousClock.now - done.at < .seconds(60) { return done.entry }
+        guard running.contains(key) else { return nil }
+        nextID += 1
+        let id = nextID
+        let timer = Task { [weak self] in
+            try? await Task.sleep(until: deadline)
+            await self?.expire(key, id)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { continuation in
+            waiters[key, default: []].append((id, continuation))
+        }
+    }
+
+    private func expire(_ key: String, _ id: Int) {
+        guard var list = waiters[key], let index = list.firstIndex(where: { $0.id == id }) else { return }
+        list.remove(at: index).continuation.resume(returning: nil)
+        waiters[key] = list.isEmpty ? nil : list
+    }
+}

@@ -1,0 +1,179 @@
+import Crypto
+import Foundation
+import GatewayConfig
+import GatewayCore
+import GatewayServer
+import GRDB
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Synchronization
+import Testing
+
+@testable import GatewayEnrichers
+
+/// The `keyword_lookup` enricher against local fakes of Apple's OAuth server and the
+/// Apple Ads Platform API v1.
+@Suite struct KeywordLookupTests {
+    let key = P256.Signing.PrivateKey()
+
+    func options(port: Int, wait: Duration = .seconds(10)) -> KeywordLookupPlugin.Options {
+        var options = KeywordLookupPlugin.Options(
+            clientID: FakeAppleAds.clientID, teamID: FakeAppleAds.teamID, keyID: FakeAppleAds.keyID,
+            privateKeyPEM: key.pemRepresentation, endpoint: "http://127.0.0.1:\(port)/v1")
+        options.tokenEndpoint = "http://127.0.0.1:\(port)/auth/oauth2/token"
+        options.wait = wait
+        return options
+    }
+
+    func record(keyword: Int64) -> AttributionRecord {
+        var record = AttributionRecord(
+            provider: "adservices", kind: .install, dedupeKey: "adservices:\(UUID())", receivedAt: Date(), attributed: true)
+        record.orgID = FakeAppleAds.orgID
+        record.campaignID = 542_370_539
+        record.adGroupID = 542_317_095
+        record.keywordID = keyword
+        return record
+    }
+
+    func withFake(_ body: @escaping @Sendable (FakeAppleAds, Int) async throws -> Void) async throws {
+        let fake = FakeAppleAds(publicKey: key.publicKey)
+        try await Application(router: fake.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            .test(.live) { client in try await body(fake, try #require(client.port)) }
+    }
+
+    @Test func aThousandLookupsOfFiftyKeywordsAskAppleOncePerNameWithOneToken() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            let enricher = try KeywordLookupPlugin.make(
+                options: options(port: port),
+                context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+            let batches = (0..<10).map { batch in (0..<100).map { record(keyword: 1000 + Int64((batch * 100 + $0) % 50)) } }
+            let enriched = await withTaskGroup(of: [AttributionRecord].self) { group in
+                for batch in batches { group.addTask { await enricher.enrich(batch) } }
+                var all: [AttributionRecord] = []
+                for await records in group { all += records }
+                return all
+            }
+            #expect(enriched.count == 1000)
+            #expect(enriched.allSatisfy { $0.keyword == "keyword \($0.keywordID!)" && $0.keywordMatchType == "EXACT" })
+            #expect(enriched.allSatisfy { $0.adGroupName == "adgroup 542317095" && $0.campaignName == "campaign 542370539" })
+            #expect(enriched.allSatisfy { $0.enrichedAt != nil })
+            #expect(fake.tokenRequests == 1)
+            #expect(fake.count("keyword") == 50)
+            #expect(fake.count("adgroup") == 1 && fake.count("campaign") == 1 && fake.count("acls") == 1)
+            #expect(fake.refused.isEmpty, "\(fake.refused)")
+
+            // An expired token is replaced once, and the lookups waiting on it succeed.
+            fake.expireTokens()
+            let fresh = await withTaskGroup(of: [AttributionRecord].self) { group in
+                for index in 0..<20 { group.addTask { await enricher.enrich([record(keyword: 5000 + Int64(index))]) } }
+                var all: [AttributionRecord] = []
+                for await records in group { all += records }
+                return all
+            }
+            #expect(fresh.allSatisfy { $0.keyword == "keyword \($0.keywordID!)" })
+            #expect(fake.tokenRequests == 2)
+
+            // Cached names survive a new enricher (a restart): no further requests.
+            let again = try KeywordLookupPlugin.make(
+                options: options(port: port),
+                context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+            let cached = await again.enrich([record(keyword: 1001)])
+            #expect(cached.first?.keyword == "keyword 1001")
+            #expect(fake.count("keyword") == 70)
+        }
+    }
+
+    @Test func unknownIdsAreCachedAsUnknownAndSearchMatchIsNotLookedUp() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            let enricher = try KeywordLookupPlugin.make(
+                options: options(port: port),
+                context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+            var searchMatch = record(keyword: 1)
+            searchMatch.keywordID = nil
+            let first = await enricher.enrich([record(keyword: 404_404), searchMatch])
+            #expect(first[0].keyword == nil && first[0].campaignName == "campaign 542370539")
+            #expect(first[1].keyword == nil)
+            _ = await enricher.enrich([record(keyword: 404_404)])
+            #expect(fake.count("keyword") == 1)
+        }
+    }
+
+    @Test func withAppleDownRecordsPassWithTheirIdsAndSecretsStayOutOfTheLog() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .trace) { line in lines.withLock { $0.append(line) } }
+        try await withFake { fake, port in
+            let enricher = try KeywordLookupPlugin.make(
+                options: options(port: port, wait: .milliseconds(200)),
+                context: EnricherContext(
+                    storagePath: env.databasePath, logger: Logger(label: "test", factory: { _ in handler })),
+                sleep: { _ in })
+            // Apple answers, so a token exists; then its API goes down.
+            _ = await enricher.enrich([record(keyword: 7)])
+            fake.down.withLock { $0 = true }
+            let passed = await enricher.enrich([record(keyword: 8)])
+            #expect(passed.first?.keyword == nil && passed.first?.keywordID == 8)
+            try await Task.sleep(for: .milliseconds(300))
+            let log = lines.withLock { $0.joined(separator: "\n") }
+            #expect(log.contains("name lookup failed"))
+            for secret in fake.issuedTokens + [String(key.pemRepresentation.split(separator: "\n")[1]), "eyJ"] {
+                #expect(!log.contains(secret))
+            }
+        }
+    }
+
+    @Test func anAdServicesRecordReachesTheSinkWithKeywordNames() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 87_675_432))
+        try await withFake { fake, adsPort in
+            try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+                .test(.live) { appleClient in
+                    let yaml = """
+                        server: { host: 127.0.0.1, port: 0, log_level: warning }
+                        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+                        providers:
+                          adservices: { endpoint: "http://127.0.0.1:\(try #require(appleClient.port))/api/v1/", timeout_ms: 1500 }
+                        enrichers:
+                          keyword_lookup:
+                            client_id: \(FakeAppleAds.clientID)
+                            team_id: \(FakeAppleAds.teamID)
+                            key_id: \(FakeAppleAds.keyID)
+                            private_key: "${ADS_PRIVATE_KEY}"
+                            token_endpoint: http://127.0.0.1:\(adsPort)/auth/oauth2/token
+                            endpoint: http://127.0.0.1:\(adsPort)/v1
+                            wait_ms: 10000
+                        sinks:
+                          local: { type: sqlite, backoff_initial_ms: 10, backoff_max_ms: 100 }
+                        """
+                    let config = try ConfigLoader.parse(
+                        yaml: yaml, file: "keywords.yaml", environment: ["ADS_PRIVATE_KEY": key.pemRepresentation],
+                        registry: .builtIn)
+                    let gateway = try await Gateway.build(configuration: config)
+                    try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+                        let body = #"{"token": "QUJDREVG", "app_id": "1234567890", "app_user_id": "u-1"}"#
+                        let response = try await client.execute(
+                            uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
+                        #expect(response.status == .accepted)
+                        #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
+                        let row = try #require(
+                            try DatabaseQueue(path: env.databasePath).read { db in
+                                try Row.fetchOne(
+                                    db,
+                                    sql: "SELECT keyword, keyword_match_type, ad_group_name, campaign_name, keyword_id FROM attribution_records")
+                            })
+                        #expect(row["keyword"] as String? == "keyword 87675432")
+                        #expect(row["keyword_match_type"] as String? == "EXACT")
+                        #expect(row["ad_group_name"] as String? == "adgroup 542317095")
+                        #expect(row["campaign_name"] as String? == "campaign 542370539")
+                    }
+                }
+        }
+    }
+}

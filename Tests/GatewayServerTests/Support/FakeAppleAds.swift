@@ -1,0 +1,137 @@
+import Crypto
+import Foundation
+import Hummingbird
+import Synchronization
+
+/// Apple's OAuth token endpoint and the Apple Ads Platform API v1, on loopback. The token
+/// endpoint checks the client secret as Apple would: an ES256 JWT with the right `kid`,
+/// claims and lifetime, signed by the team's key. The API checks the bearer token and the
+/// `X-AP-Context` header and answers in the `result` envelope.
+final class FakeAppleAds: Sendable {
+    static let clientID = "SEARCHADS.client-0001"
+    static let teamID = "SEARCHADS.team-0001"
+    static let keyID = "key-0001"
+    static let orgID: Int64 = 40_669_820
+    static let adAccountID: Int64 = 9001
+
+    let publicKey: P256.Signing.PublicKey
+    private let issued = Mutex<[String]>([])
+    private let revoked = Mutex<Set<String>>([])
+    private let counts = Mutex<[String: Int]>([:])
+    let down = Mutex(false)
+    /// Refusals a real Apple would give, with why.
+    private let refusals = Mutex<[String]>([])
+
+    init(publicKey: P256.Signing.PublicKey) {
+        self.publicKey = publicKey
+    }
+
+    var tokenRequests: Int { issued.withLock { $0.count } }
+    var issuedTokens: [String] { issued.withLock { $0 } }
+    func count(_ kind: String) -> Int { counts.withLock { $0[kind] ?? 0 } }
+    var refused: [String] { refusals.withLock { $0 } }
+
+    /// Every token issued so far stops working, as an expired one does.
+    func expireTokens() {
+        let all = issued.withLock { $0 }
+        revoked.withLock { $0.formUnion(all) }
+    }
+
+    func router() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.post("/auth/oauth2/token") { request, _ -> Response in
+            let body = String(buffer: try await request.body.collect(upTo: 64 * 1024))
+            var form: [String: String] = [:]
+            for pair in body.split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? "" }
+                if parts.count == 2 { form[parts[0]] = parts[1] }
+            }
+            if let problem = self.checkTokenRequest(request, form) {
+                self.refusals.withLock { $0.append(problem) }
+                return Self.json(400, #"{"error":"invalid_client"}"#)
+            }
+            let token = "access-\(UUID().uuidString)"
+            self.issued.withLock { $0.append(token) }
+            return Self.json(200, #"{"access_token":"\#(token)","token_type":"Bearer","expires_in":3600,"scope":"searchadsorg"}"#)
+        }
+        router.get("/v1/acls") { request, _ -> Response in
+            if let refusal = self.refuse(request, context: false) { return refusal }
+            self.counts.withLock { $0["acls", default: 0] += 1 }
+            return Self.json(
+                200,
+                #"{"result":{"acls":[{"adAccount":{"id":\#(Self.adAccountID),"name":"Main","orgId":\#(Self.orgID)},"roles":["API Account Read Only"]}]}}"#)
+        }
+        for (path, kind) in [("/v1/keywords/:id", "keyword"), ("/v1/adgroups/:id", "adgroup"), ("/v1/campaigns/:id", "campaign")] {
+            router.get(RouterPath(path)) { request, context -> Response in
+                if let refusal = self.refuse(request, context: true) { return refusal }
+                let id = context.parameters.get("id") ?? ""
+                self.counts.withLock { $0[kind, default: 0] += 1 }
+                guard id != "404404" else {
+                    return Self.json(404, #"{"error":{"code":"not_found","message":"not found","details":[]}}"#)
+                }
+                let body =
+                    kind == "keyword"
+                    ? #"{"id":\#(id),"text":"keyword \#(id)","matchType":"EXACT","adAccountId":\#(Self.adAccountID),"deleted":false}"#
+                    : #"{"id":\#(id),"name":"\#(kind) \#(id)","deleted":false}"#
+                return Self.json(200, #"{"result":\#(body)}"#)
+            }
+        }
+        return router
+    }
+
+    private func refuse(_ request: Request, context: Bool) -> Response? {
+        if down.withLock({ $0 }) { return Response(status: .serviceUnavailable) }
+        let authorization = request.headers[.authorization] ?? ""
+        let token = String(authorization.dropFirst("Bearer ".count))
+        guard authorization.hasPrefix("Bearer "), issued.withLock({ $0.contains(token) }),
+            !revoked.withLock({ $0.contains(token) })
+        else {
+            return Self.json(401, #"{"error":{"code":"unauthorized","message":"invalid token","details":[]}}"#)
+        }
+        if context {
+            let header = request.headers.first { $0.name.canonicalName == "x-ap-context" }?.value
+            guard header == "adAccountId=\(Self.adAccountID)" else {
+                refusals.withLock { $0.append("X-AP-Context was \(header ?? "missing")") }
+                return Self.json(403, #"{"error":{"code":"forbidden","message":"context","details":[]}}"#)
+            }
+        }
+        return nil
+    }
+
+    /// Why Apple would refuse this token request, or nil.
+    private func checkTokenRequest(_ request: Request, _ form: [String: String]) -> String? {
+        guard request.headers[.contentType] == "application/x-www-form-urlencoded" else { return "content type" }
+        guard form["grant_type"] == "client_credentials", form["scope"] == "searchadsorg" else { return "grant or scope" }
+        guard form["client_id"] == Self.clientID, let jwt = form["client_secret"] else { return "client id" }
+        let parts = jwt.split(separator: ".").map(String.init)
+        guard parts.count == 3, let headerData = Self.base64URL(parts[0]), let claimsData = Self.base64URL(parts[1]),
+            let signatureData = Self.base64URL(parts[2]),
+            let header = try? JSONSerialization.jsonObject(with: headerData) as? [String: Any],
+            let claims = try? JSONSerialization.jsonObject(with: claimsData) as? [String: Any]
+        else { return "not a JWT" }
+        guard header["alg"] as? String == "ES256", header["kid"] as? String == Self.keyID else { return "header" }
+        guard claims["sub"] as? String == Self.clientID, claims["iss"] as? String == Self.teamID,
+            claims["aud"] as? String == "https://appleid.apple.com"
+        else { return "claims" }
+        let now = Int(Date().timeIntervalSince1970)
+        guard let iat = claims["iat"] as? Int, let exp = claims["exp"] as? Int, iat <= now + 60, exp > now,
+            exp - iat < 180 * 86_400
+        else { return "lifetime" }
+        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
+            publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
+        else { return "signature" }
+        return nil
+    }
+
+    static func base64URL(_ text: String) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64)
+    }
+
+    static func json(_ status: Int, _ body: String) -> Response {
+        Response(
+            status: .init(code: status), headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+}
