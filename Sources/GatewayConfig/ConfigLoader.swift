@@ -72,6 +72,21 @@ public enum ConfigLoader {
         }
         if let format = reader.choice("log_format", ["json", "text"]) { settings.logFormat = format }
         if let age = reader.int("ready_max_outbox_age_s", in: 0...(30 * 86_400)) { settings.readyMaxOutboxAge = age }
+        if let limits = reader.child("rate_limits") {
+            func limit(_ key: String) -> RateLimits.Limit? {
+                guard let limit = limits.child(key) else { return nil }
+                defer { limit.finish() }
+                guard let rate = limit.int("per_second", in: 1...1_000_000) else {
+                    if !limit.has("per_second") { limit.report("is required", key: "per_second") }
+                    return nil
+                }
+                let burst = limit.int("burst", in: 1...10_000_000) ?? rate * 2
+                return RateLimits.Limit(rate: Double(rate), burst: Double(burst))
+            }
+            settings.rateLimits.perKey = limit("per_key")
+            settings.rateLimits.perIP = limit("per_ip")
+            limits.finish()
+        }
         reader.finish()
         return settings
     }

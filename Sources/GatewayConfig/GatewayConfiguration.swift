@@ -32,6 +32,27 @@ public struct ServerSettings: Sendable, Equatable {
     /// `ready_max_outbox_age_s`: `/readyz` fails while a sink's oldest undelivered record is
     /// older than this many seconds. Default 0: off.
     public var readyMaxOutboxAge = 0
+    /// `rate_limits`: per API key and per client IP. Default: none.
+    public var rateLimits = RateLimits()
+
+    public init() {}
+}
+
+/// `server.rate_limits:` token buckets; absent means unlimited.
+public struct RateLimits: Sendable, Equatable {
+    public struct Limit: Sendable, Equatable {
+        /// Requests per second, on average.
+        public var rate: Double
+        /// Requests at once.
+        public var burst: Double
+
+        public init(rate: Double, burst: Double) {
+            self.rate = rate
+            self.burst = burst
+        }
+    }
+    public var perKey: Limit?
+    public var perIP: Limit?
 
     public init() {}
 }

@@ -37,6 +37,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         /// The store could not take the record; nothing was acknowledged.
         /// A postback whose signature does not verify, refused by `on_invalid_signature: reject`.
         public static let invalidSignature = Code("invalid_signature", httpStatus: 422)
+        /// A caller over its rate limit; the answer carries `Retry-After`.
+        public static let rateLimited = Code("rate_limited", httpStatus: 429)
         /// The request contradicts what is stored (a transaction owned by another user).
         public static let conflict = Code("conflict", httpStatus: 409)
         public static let storageUnavailable = Code("storage_unavailable", httpStatus: 503)

@@ -6,10 +6,17 @@ import ServiceLifecycle
 /// The gateway's HTTP surface on Hummingbird.
 public enum GatewayHTTP {
     /// The router with every route and the JSON error middleware.
-    public static func makeRouter(gateway: Gateway) -> Router<BasicRequestContext> {
-        let router = Router()
+    public static func makeRouter(gateway: Gateway) -> Router<GatewayRequestContext> {
+        let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: RequestIDMiddleware())
         router.add(middleware: ErrorMiddleware())
+        let limits = gateway.configuration.server.rateLimits
+        if limits.perKey != nil || limits.perIP != nil {
+            router.add(
+                middleware: RateLimitMiddleware(
+                    perKey: limits.perKey.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
+                    perIP: limits.perIP.map { RateLimiter(rate: $0.rate, burst: $0.burst) }))
+        }
         addIngestRoutes(to: router, gateway: gateway)
         addASASDKRoutes(to: router, gateway: gateway)
         addConversionValueRoute(to: router, gateway: gateway)

@@ -155,7 +155,7 @@ struct ASASDKBackend: Sendable {
 
 extension GatewayHTTP {
     /// Serves the SDK's three functions when `providers.adservices.sdk.app_id` is set.
-    static func addASASDKRoutes(to router: Router<BasicRequestContext>, gateway: Gateway) {
+    static func addASASDKRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         guard let provider = gateway.provider(named: AdServicesProvider.typeName) as? AdServicesProvider,
             let appID = provider.options.sdkAppID, let resolver = gateway.resolvers[provider.name]
         else { return }

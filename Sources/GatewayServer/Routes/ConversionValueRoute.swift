@@ -23,7 +23,7 @@ struct ConversionValueAnswer: Encodable {
 }
 
 extension GatewayHTTP {
-    static func addConversionValueRoute(to router: Router<BasicRequestContext>, gateway: Gateway) {
+    static func addConversionValueRoute(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         guard let provider = gateway.provider(named: SKAdNetworkProvider.typeName) as? SKAdNetworkProvider,
             let model = provider.options.conversionModel
         else { return }

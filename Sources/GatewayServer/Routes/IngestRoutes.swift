@@ -54,12 +54,12 @@ struct BatchAnswer: Encodable {
 extension GatewayHTTP {
     /// Every enabled provider's routes: body → provider → pipeline. `202` once stored,
     /// `200` when every record was already stored (a duplicate changes nothing).
-    static func addIngestRoutes(to router: Router<BasicRequestContext>, gateway: Gateway) {
+    static func addIngestRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         let limit = gateway.configuration.server.maxBodyBytes
         let keyring = APIKeyring(keys: gateway.configuration.auth.apiKeys)
         for provider in gateway.providers {
             for route in provider.routes {
-                let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, context in
+                let handler: @Sendable (Request, GatewayRequestContext) async throws -> Response = { request, context in
                     var allowedApps: Set<String>?
                     if route.requiresAPIKey && keyring.isEnabled {
                         guard let apps = keyring.apps(authorization: request.headers[.authorization]) else {

@@ -5,7 +5,7 @@ import Hummingbird
 extension GatewayHTTP {
     /// `/healthz` (the process answers), `/readyz` (the store is reachable and every sink
     /// worker runs) and `/metrics` (Prometheus text).
-    static func addOperatorRoutes(to router: Router<BasicRequestContext>, gateway: Gateway) {
+    static func addOperatorRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         router.get("/healthz") { _, _ in
             JSONResponse.make(status: .ok, ["status": "ok"])
         }
