@@ -7,16 +7,20 @@ import GRDB
 public final class SQLiteStore: AttributionStore {
     public let pool: DatabasePool
     public let path: String
+    let groupCommit: GroupCommit
 
     public init(path: String, durability: SQLiteDatabase.Durability = .full) throws {
         self.path = path
         pool = try SQLiteDatabase.pool(path: path, durability: durability)
         try SQLiteStoreSchema.migrator.migrate(pool)
+        groupCommit = GroupCommit(pool: pool)
     }
 
+    /// Concurrent calls share commits (see ``GroupCommit``); each returns once its own
+    /// records are committed.
     public func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult] {
         let bodies = try Self.encode(batch)
-        return try await pool.write { db in try Self.insert(batch, bodies: bodies, db) }
+        return try await groupCommit.submit(batch, bodies: bodies)
     }
 
     static func encode(_ batch: [RoutedRecord]) throws -> [String] {

@@ -1,0 +1,49 @@
+import Foundation
+import GatewayCore
+import GRDB
+import Testing
+
+import GatewayStorage
+
+/// Concurrent ingests share commits and still each get exactly their own results.
+@Suite struct GroupCommitTests {
+    func record(_ key: String) -> RoutedRecord {
+        RoutedRecord(
+            record: AttributionRecord(
+                provider: "iad", kind: .install, dedupeKey: key, receivedAt: Date(timeIntervalSince1970: 1_700_000_000)),
+            sinks: ["local"])
+    }
+
+    @Test func concurrentRequestsAreStoredOnceEachWithTheirOwnAnswers() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("group-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        // 300 requests at once: 200 distinct keys, and 100 that repeat one of them.
+        let requests = (0..<300).map { index in [record("key-\(index % 200)")] }
+        let results = try await withThrowingTaskGroup(of: (Int, [IngestResult]).self) { group in
+            for (index, request) in requests.enumerated() {
+                group.addTask { (index, try await store.ingest(request)) }
+            }
+            var all: [Int: [IngestResult]] = [:]
+            for try await (index, result) in group { all[index] = result }
+            return all
+        }
+        #expect(results.count == 300)
+        let stored = results.values.compactMap { result -> String? in
+            if case .stored(let id) = result.first { return id }
+            return nil
+        }
+        #expect(stored.count == 200)
+        // Every duplicate names the record that was stored under its key.
+        for (index, result) in results {
+            let key = "key-\(index % 200)"
+            let original = try await store.existingRecordIDs(dedupeKeys: [key])[key]
+            switch result.first {
+            case .stored(let id)?: #expect(id == original)
+            case .duplicate(let id)?: #expect(id == original)
+            case nil: Issue.record("no result for request \(index)")
+            }
+        }
+        #expect(try await store.outboxStats()["local"]?.depth == 200)
+    }
+}
