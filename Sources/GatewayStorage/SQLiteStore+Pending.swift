@@ -96,3 +96,33 @@ extension SQLiteStore {
         }
     }
 }
+
+/// Late versions of stored records.
+extension SQLiteStore {
+    public func replaceRecords(_ records: [RoutedRecord], now: Date) async throws -> Int {
+        guard !records.isEmpty else { return 0 }
+        let bodies = try Self.encode(records)
+        return try await pool.write { db in
+            var replaced = 0
+            for (item, body) in zip(records, bodies) {
+                try db.execute(
+                    sql: "UPDATE records SET body = ? WHERE record_id = ?", arguments: [body, item.record.recordID])
+                guard db.changesCount > 0 else { continue }
+                replaced += 1
+                for sink in item.sinks {
+                    // A new row, not the old one: a worker delivering the old version
+                    // right now resolves the old row's id, so this one still goes out.
+                    try db.execute(
+                        sql: "DELETE FROM outbox WHERE sink = ? AND record_id = ?", arguments: [sink, item.record.recordID])
+                    try db.execute(
+                        sql: """
+                            INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
+                            VALUES (?, ?, 0, ?, ?)
+                            """,
+                        arguments: [sink, item.record.recordID, now.timeIntervalSince1970, now.timeIntervalSince1970])
+                }
+            }
+            return replaced
+        }
+    }
+}

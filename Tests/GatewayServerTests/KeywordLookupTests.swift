@@ -128,7 +128,8 @@ import Testing
         }
     }
 
-    @Test func anAdServicesRecordReachesTheSinkWithKeywordNames() async throws {
+    @Test(arguments: [false, true])
+    func anAdServicesRecordReachesTheSinkWithKeywordNames(late: Bool) async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 87_675_432))
@@ -148,7 +149,7 @@ import Testing
                             private_key: "${ADS_PRIVATE_KEY}"
                             token_endpoint: http://127.0.0.1:\(adsPort)/auth/oauth2/token
                             endpoint: http://127.0.0.1:\(adsPort)/v1
-                            wait_ms: 10000
+                            wait_ms: \(late ? 100 : 10000)
                         sinks:
                           local: { type: sqlite, backoff_initial_ms: 10, backoff_max_ms: 100 }
                         """
@@ -156,12 +157,29 @@ import Testing
                         yaml: yaml, file: "keywords.yaml", environment: ["ADS_PRIVATE_KEY": key.pemRepresentation],
                         registry: .builtIn)
                     let gateway = try await Gateway.build(configuration: config)
+                    // Late: Apple Ads answers after the record went on with its ids; the names
+                    // follow as a second version of the same record.
+                    if late { fake.delay.withLock { $0 = .seconds(1) } }
                     try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
                         let body = #"{"token": "QUJDREVG", "app_id": "1234567890", "app_user_id": "u-1"}"#
                         let response = try await client.execute(
                             uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
                         #expect(response.status == .accepted)
                         #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
+                        func named() throws -> Bool {
+                            try DatabaseQueue(path: env.databasePath).read { db in
+                                try Bool.fetchOne(
+                                    db,
+                                    sql: """
+                                        SELECT keyword IS NOT NULL AND ad_group_name IS NOT NULL AND campaign_name IS NOT NULL
+                                        FROM attribution_records
+                                        """) ?? false
+                            }
+                        }
+                        if late {
+                            #expect(try await env.eventually { try named() })
+                            #expect(try env.deliveredRecordIDs().count == 1)
+                        }
                         let row = try #require(
                             try DatabaseQueue(path: env.databasePath).read { db in
                                 try Row.fetchOne(

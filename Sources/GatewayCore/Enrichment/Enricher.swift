@@ -8,3 +8,11 @@ public protocol Enricher: Sendable {
     var name: String { get }
     func enrich(_ records: [AttributionRecord]) async -> [AttributionRecord]
 }
+
+/// An enricher whose answers can arrive after a record was routed without them (a
+/// keyword name Apple sent after the wait). It hands back the records it could complete
+/// late; the gateway stores them in place of the first version and delivers them again to
+/// the same sinks, which write by `record_id` (SQLite upserts, Mixpanel `$set`).
+public protocol LateEnricher: Enricher {
+    var lateRecords: AsyncStream<[AttributionRecord]> { get }
+}

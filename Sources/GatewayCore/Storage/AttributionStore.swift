@@ -48,6 +48,11 @@ public protocol AttributionStore: Sendable {
     /// The stored record with this id.
     func record(id: String) async throws -> AttributionRecord?
 
+    /// Replaces stored records by `record_id` with a newer version (late enrichment) and
+    /// queues them again for their sinks, due now. Records not stored (yet) are skipped.
+    /// Returns how many were replaced.
+    func replaceRecords(_ records: [RoutedRecord], now: Date) async throws -> Int
+
     // MARK: pending work (payloads waiting for an outside answer)
 
     /// Keeps accepted work, due now, unless its dedupe key is already a record or pending.

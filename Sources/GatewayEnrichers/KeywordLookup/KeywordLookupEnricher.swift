@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import Logging
+import Synchronization
 
 /// `keyword_lookup`: fills `keyword`, `keyword_match_type`, `ad_group_name` and
 /// `campaign_name` of Apple Ads records from Apple's APIs, by id.
@@ -9,8 +10,9 @@ import Logging
 /// many records wait) and the records wait up to `wait` for them. Past that the records
 /// are routed with their ids alone; the fetch completes in the background and the cache
 /// serves later records. Keywords absent from AdServices answers (search match) are not
-/// looked up. An enricher never fails a record: Apple down means ids only.
-final class KeywordLookupEnricher: Enricher, Sendable {
+/// looked up. An enricher never fails a record: Apple down means ids only. Records that
+/// went on without a name come back through ``lateRecords`` once it arrives.
+final class KeywordLookupEnricher: LateEnricher, Sendable {
     let name = "keyword_lookup"
     let source: any AppleAdsNameSource
     let cache: KeywordNameCache
@@ -20,6 +22,12 @@ final class KeywordLookupEnricher: Enricher, Sendable {
     let logger: Logger
     let now: @Sendable () -> Date
     let fetches = NameFetches()
+    let lateRecords: AsyncStream<[AttributionRecord]>
+    private let lateContinuation: AsyncStream<[AttributionRecord]>.Continuation
+    /// Records routed without a name, by the cache key they wait for.
+    private let waitingLate = Mutex<[String: [AttributionRecord]]>([:])
+    /// At most this many records wait for late names; older ones keep their ids only.
+    static let maxWaitingLate = 10_000
 
     init(
         source: any AppleAdsNameSource, cache: KeywordNameCache, wait: Duration, ttl: TimeInterval,
@@ -32,6 +40,7 @@ final class KeywordLookupEnricher: Enricher, Sendable {
         self.unknownTTL = unknownTTL
         self.logger = logger
         self.now = now
+        (lateRecords, lateContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1000))
     }
 
     /// What to ask for one record, by cache key.
@@ -66,7 +75,7 @@ final class KeywordLookupEnricher: Enricher, Sendable {
         let missing = wanted.filter { known[$0.key] == nil }
         if !missing.isEmpty {
             for (key, lookup) in missing {
-                await fetches.start(key) { [self] in await self.fetch(key, lookup) }
+                await fetches.start(key, { [self] in await self.fetch(key, lookup) }, then: { [self] in await self.completeLate(key) })
             }
             let deadline = ContinuousClock.now.advanced(by: wait)
             for key in missing.keys {
@@ -76,25 +85,72 @@ final class KeywordLookupEnricher: Enricher, Sendable {
             let late = missing.keys.filter { known[$0] == nil }
             known.merge(await fresh(late)) { first, _ in first }
         }
-        return records.map { record in
-            var record = record
-            var filled = false
-            if let id = record.keywordID, record.keyword == nil, let entry = known["keyword:\(id)"], let text = entry.name {
-                record.keyword = text
-                record.keywordMatchType = record.keywordMatchType ?? entry.matchType
-                filled = true
-            }
-            if let id = record.adGroupID, record.adGroupName == nil, let name = known["adgroup:\(id)"]?.name {
-                record.adGroupName = name
-                filled = true
-            }
-            if let id = record.campaignID, record.campaignName == nil, let name = known["campaign:\(id)"]?.name {
-                record.campaignName = name
-                filled = true
-            }
-            if filled { record.enrichedAt = now() }
-            return record
+        let result = records.map { fill($0, known) }
+        await waitForLateNames(result)
+        return result
+    }
+
+    func fill(_ record: AttributionRecord, _ known: [String: KeywordNameCache.Entry]) -> AttributionRecord {
+        var record = record
+        var filled = false
+        if let id = record.keywordID, record.keyword == nil, let entry = known["keyword:\(id)"], let text = entry.name {
+            record.keyword = text
+            record.keywordMatchType = record.keywordMatchType ?? entry.matchType
+            filled = true
         }
+        if let id = record.adGroupID, record.adGroupName == nil, let name = known["adgroup:\(id)"]?.name {
+            record.adGroupName = name
+            filled = true
+        }
+        if let id = record.campaignID, record.campaignName == nil, let name = known["campaign:\(id)"]?.name {
+            record.campaignName = name
+            filled = true
+        }
+        if filled { record.enrichedAt = now() }
+        return record
+    }
+
+    /// Remembers records that still lack a name being fetched, so the fetch's end
+    /// completes them; a fetch that already ended completes them now.
+    func waitForLateNames(_ records: [AttributionRecord]) async {
+        var candidates: Set<String> = []
+        for record in records { candidates.formUnion(Self.lookups(for: record).keys) }
+        // Only names still on their way: an id Apple does not know stays without one.
+        var running: Set<String> = []
+        var finished: Set<String> = []
+        for key in candidates {
+            if await fetches.isRunning(key) {
+                running.insert(key)
+            } else if await fetches.finishedRecently(key) {
+                finished.insert(key)
+            }
+        }
+        let keys = running.union(finished)
+        guard !keys.isEmpty else { return }
+        waitingLate.withLock { waiting in
+            var total = waiting.values.reduce(0) { $0 + $1.count }
+            for record in records {
+                for key in Self.lookups(for: record).keys where keys.contains(key) && total < Self.maxWaitingLate {
+                    waiting[key, default: []].append(record)
+                    total += 1
+                }
+            }
+        }
+        // Those that ended between the wait and now; a running one completes itself.
+        for key in keys where await !fetches.isRunning(key) {
+            await completeLate(key)
+        }
+    }
+
+    /// Hands the records waiting for `key` back, with every name now cached.
+    func completeLate(_ key: String) async {
+        let records = waitingLate.withLock { $0.removeValue(forKey: key) } ?? []
+        guard !records.isEmpty else { return }
+        var keys: Set<String> = []
+        for record in records { keys.formUnion(Self.lookups(for: record).keys) }
+        let known = await fresh(Array(keys))
+        let completed = records.map { fill($0, known) }.filter { $0.enrichedAt != nil }
+        if !completed.isEmpty { lateContinuation.yield(completed) }
     }
 
     /// Cached entries still within their TTL.

@@ -61,18 +61,28 @@ actor NameFetches {
     /// How many fetches were started, for tests and metrics.
     private(set) var started = 0
 
-    func start(_ key: String, _ fetch: @escaping @Sendable () async -> KeywordNameCache.Entry?) {
+    /// Starts `fetch` unless it runs or just ran; `then` runs once it is marked finished.
+    func start(
+        _ key: String, _ fetch: @escaping @Sendable () async -> KeywordNameCache.Entry?,
+        then: @escaping @Sendable () async -> Void = {}
+    ) {
         if let done = recent[key], ContinuousClock.now - done.at < .seconds(60) { return }
         guard !running.contains(key) else { return }
         running.insert(key)
         started += 1
         Task {
             let entry = await fetch()
-            self.finish(key, entry)
+            await self.finish(key, entry)
+            await then()
         }
     }
 
     func isRunning(_ key: String) -> Bool { running.contains(key) }
+
+    /// True when a fetch for `key` finished within the last minute.
+    func finishedRecently(_ key: String) -> Bool {
+        recent[key].map { ContinuousClock.now - $0.at < .seconds(60) } ?? false
+    }
 
     private func finish(_ key: String, _ entry: KeywordNameCache.Entry?) {
         running.remove(key)

@@ -15,6 +15,8 @@ public final class Gateway: Sendable {
     public let workers: [SinkWorker]
     /// One per deferred provider (AdServices), keyed by provider name.
     public let resolvers: [String: PendingResolver]
+    /// One per enricher whose answers may come after routing.
+    public let lateWriters: [LateRecordWriter]
     public let health: WorkerHealth
     public let metricsRegistry: PrometheusCollectorRegistry
     public let metrics: GatewayMetrics
@@ -22,7 +24,8 @@ public final class Gateway: Sendable {
 
     init(
         configuration: GatewayConfiguration, store: SQLiteStore, providers: [any AttributionProvider],
-        pipeline: IngestPipeline, workers: [SinkWorker], resolvers: [String: PendingResolver], health: WorkerHealth,
+        pipeline: IngestPipeline, workers: [SinkWorker], resolvers: [String: PendingResolver], lateWriters: [LateRecordWriter],
+        health: WorkerHealth,
         metricsRegistry: PrometheusCollectorRegistry, metrics: GatewayMetrics, logger: Logger
     ) {
         self.configuration = configuration
@@ -31,6 +34,7 @@ public final class Gateway: Sendable {
         self.pipeline = pipeline
         self.workers = workers
         self.resolvers = resolvers
+        self.lateWriters = lateWriters
         self.health = health
         self.metricsRegistry = metricsRegistry
         self.metrics = metrics
@@ -77,9 +81,12 @@ public final class Gateway: Sendable {
         for case let provider as any DeferredAttributionProvider in providers {
             resolvers[provider.name] = PendingResolver(provider: provider, pipeline: pipeline, logger: logger)
         }
+        let lateWriters = enrichers.compactMap { enricher in
+            (enricher as? any LateEnricher).map { LateRecordWriter(enricher: $0, pipeline: pipeline, logger: logger) }
+        }
         return Gateway(
             configuration: configuration, store: store, providers: providers, pipeline: pipeline,
-            workers: workers, resolvers: resolvers, health: health, metricsRegistry: registry, metrics: metrics, logger: logger)
+            workers: workers, resolvers: resolvers, lateWriters: lateWriters, health: health, metricsRegistry: registry, metrics: metrics, logger: logger)
     }
 
     /// The provider enabled under this name, if any.

@@ -38,7 +38,8 @@ public enum GatewayHTTP {
         return Application(
             router: makeRouter(gateway: gateway),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
-            services: gateway.workers.map { $0 as any Service } + gateway.resolvers.values.map { $0 as any Service },
+            services: gateway.workers.map { $0 as any Service } + gateway.resolvers.values.map { $0 as any Service }
+                + gateway.lateWriters.map { $0 as any Service },
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? settings.port
                 gateway.logger.info("gateway listening", metadata: ["address": "\(settings.host):\(port)"])

@@ -19,6 +19,8 @@ final class FakeAppleAds: Sendable {
     private let revoked = Mutex<Set<String>>([])
     private let counts = Mutex<[String: Int]>([:])
     let down = Mutex(false)
+    /// Held before answering keyword, ad group and campaign requests.
+    let delay = Mutex(Duration.zero)
     /// Refusals a real Apple would give, with why.
     private let refusals = Mutex<[String]>([])
 
@@ -66,6 +68,8 @@ final class FakeAppleAds: Sendable {
                 if let refusal = self.refuse(request, context: true) { return refusal }
                 let id = context.parameters.get("id") ?? ""
                 self.counts.withLock { $0[kind, default: 0] += 1 }
+                let delay = self.delay.withLock { $0 }
+                if delay > .zero { try await Task.sleep(for: delay) }
                 guard id != "404404" else {
                     return Self.json(404, #"{"error":{"code":"not_found","message":"not found","details":[]}}"#)
                 }
