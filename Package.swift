@@ -101,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "AttributionGatewayCLI",
             dependencies: [
-                "GatewayServer", "GatewayProviders",
+                "GatewayServer", "GatewayProviders", "GatewayEnrichers",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

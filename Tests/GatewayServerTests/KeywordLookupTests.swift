@@ -194,4 +194,39 @@ import Testing
                 }
         }
     }
+
+    @Test func aKeywordReportImportFillsTheCacheAndReportsBadLines() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        let csv = #"""
+            Campaign Name,Campaign ID,Ad Group Name,Ad Group ID,Keyword,Match Type,Keyword ID
+            "US Search - Meditation, Core",542370539,Exact - Core,542317095,meditation app,Exact,87675432
+            US Search - Meditation,542370539,Broad,542317096,"sleep ""sounds""",Broad,87675433
+            US Search - Meditation,542370539,Broad,542317096,calm,Broad,abc
+            US Search - Meditation,542370539,Broad,542317096,,Broad,87675434
+
+            """#
+        let file = env.directory.appendingPathComponent("keywords.csv").path
+        try csv.write(toFile: file, atomically: true, encoding: .utf8)
+        let result = try CommandLineTests().run(["keywords", "import", "--config", config, file])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("2 keywords, 2 ad groups, 2 campaigns; 2 rows rejected"))
+        #expect(result.stdout.contains("line 4: keyword_id 'abc' is not a positive integer"))
+        #expect(result.stdout.contains("line 5: keyword is empty"))
+
+        // The enricher finds them without asking Apple (nothing listens on port 9).
+        var options = options(port: 9)
+        options.wait = .milliseconds(50)
+        let enricher = try KeywordLookupPlugin.make(
+            options: options, context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+        var imported = record(keyword: 87_675_433)
+        imported.adGroupID = 542_317_096
+        let enriched = try #require(await enricher.enrich([imported]).first)
+        #expect(enriched.keyword == #"sleep "sounds""#)
+        #expect(enriched.keywordMatchType == "BROAD")
+        #expect(enriched.adGroupName == "Broad")
+        // A later row for the same campaign wins, as a newer export would.
+        #expect(enriched.campaignName == "US Search - Meditation")
+    }
 }

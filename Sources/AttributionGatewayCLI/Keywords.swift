@@ -1,0 +1,43 @@
+import ArgumentParser
+import Foundation
+import GatewayEnrichers
+
+struct Keywords: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Keyword names for the keyword_lookup enricher.",
+        subcommands: [Import.self])
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Load keyword, ad group and campaign names from a keyword report export (CSV).",
+            discussion: """
+                For teams without Apple Ads API access: the names go into the gateway's name cache, \
+                which keyword_lookup reads before it asks Apple. Columns are found by header: \
+                Keyword ID, Keyword, Match Type, Ad Group ID, Ad Group Name, Campaign ID, Campaign Name. \
+                Bad rows are listed by line number and the exit status is 1.
+                """)
+
+        @Option(name: .shortAndLong, help: "The configuration file (for the storage path).")
+        var config = "config.yaml"
+
+        @Argument(help: "The CSV file.")
+        var file: String
+
+        func run() async throws {
+            let configuration = try loadConfiguration(config)
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                printError("cannot read \(file)")
+                throw ExitCode(2)
+            }
+            var progress: ProgressBar?
+            let report = try await KeywordReportImport(storagePath: configuration.storage.sqlitePath).run(text) { done, total in
+                if progress == nil { progress = ProgressBar(total: total, label: "importing") }
+                progress?.advance(to: done)
+            }
+            progress?.finish()
+            print("\(report.keywords) keywords, \(report.adGroups) ad groups, \(report.campaigns) campaigns; \(report.badRows.count) rows rejected")
+            for bad in report.badRows { print("line \(bad.line): \(bad.reason)") }
+            if !report.badRows.isEmpty { throw ExitCode(1) }
+        }
+    }
+}
