@@ -86,6 +86,24 @@ import Testing
         }
     }
 
+    @Test func theCampaignManagementAPIv5UsesTheOrgContextAndTheDataEnvelope() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            var options = options(port: port)
+            options.api = "v5"
+            options.endpoint = "http://127.0.0.1:\(port)/api/v5"
+            let enricher = try KeywordLookupPlugin.make(
+                options: options, context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+            let enriched = try #require(await enricher.enrich([record(keyword: 77), record(keyword: 77)]).first)
+            #expect(enriched.keyword == "v5 keyword 77" && enriched.keywordMatchType == "BROAD")
+            #expect(enriched.adGroupName == "v5 adgroup 542317095")
+            #expect(enriched.campaignName == "v5 campaign 542370539")
+            #expect(fake.count("v5-keyword") == 1 && fake.tokenRequests == 1 && fake.count("acls") == 0)
+            #expect(fake.refused.isEmpty, "\(fake.refused)")
+        }
+    }
+
     @Test func unknownIdsAreCachedAsUnknownAndSearchMatchIsNotLookedUp() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -128,8 +146,10 @@ import Testing
         }
     }
 
-    @Test(arguments: [false, true])
-    func anAdServicesRecordReachesTheSinkWithKeywordNames(late: Bool) async throws {
+    /// `slow`: Apple Ads answers after the wait; `down`: it fails until it is back.
+    @Test(arguments: ["prompt", "slow", "down"])
+    func anAdServicesRecordReachesTheSinkWithKeywordNames(apple adsState: String) async throws {
+        let late = adsState != "prompt"
         let env = try TestEnvironment()
         defer { env.remove() }
         let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 87_675_432))
@@ -150,6 +170,7 @@ import Testing
                             token_endpoint: http://127.0.0.1:\(adsPort)/auth/oauth2/token
                             endpoint: http://127.0.0.1:\(adsPort)/v1
                             wait_ms: \(late ? 100 : 10000)
+                            backoff_initial_ms: 20
                         sinks:
                           local: { type: sqlite, backoff_initial_ms: 10, backoff_max_ms: 100 }
                         """
@@ -159,7 +180,8 @@ import Testing
                     let gateway = try await Gateway.build(configuration: config)
                     // Late: Apple Ads answers after the record went on with its ids; the names
                     // follow as a second version of the same record.
-                    if late { fake.delay.withLock { $0 = .seconds(1) } }
+                    if adsState == "slow" { fake.delay.withLock { $0 = .seconds(1) } }
+                    if adsState == "down" { fake.down.withLock { $0 = true } }
                     try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
                         let body = #"{"token": "QUJDREVG", "app_id": "1234567890", "app_user_id": "u-1"}"#
                         let response = try await client.execute(
@@ -176,7 +198,13 @@ import Testing
                                         """) ?? false
                             }
                         }
+                        if adsState == "down" {
+                            // Delivered with its ids while Apple Ads is down…
+                            #expect(try !named())
+                            fake.down.withLock { $0 = false }
+                        }
                         if late {
+                            // …and the names follow as a second version of the same record.
                             #expect(try await env.eventually { try named() })
                             #expect(try env.deliveredRecordIDs().count == 1)
                         }

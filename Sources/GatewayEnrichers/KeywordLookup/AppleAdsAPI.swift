@@ -16,6 +16,8 @@ struct AppleAdsHTTP: Sendable {
     let tokens: AppleAdsTokenSource
     let client: HTTPClient
     let maxAttempts = 6
+    /// Apple asks for 2, 4, 8, 16 s, then 16 s.
+    var initialBackoff: Duration = .seconds(2)
     /// Waits between attempts; tests make it instant.
     let sleep: @Sendable (Duration) async throws -> Void
 
@@ -25,7 +27,7 @@ struct AppleAdsHTTP: Sendable {
 
     /// The JSON object answered, or nil for 404.
     func get(_ path: String, context: String?) async throws -> [String: Any]? {
-        var backoff = Duration.seconds(2)
+        var backoff = initialBackoff
         var refreshed = false
         for _ in 0..<maxAttempts {
             let token = try await tokens.accessToken()
@@ -48,7 +50,7 @@ struct AppleAdsHTTP: Sendable {
             case 429, 500...599:
                 let retryAfter = response.headers.first(name: "Retry-After").flatMap(Int.init).map { Duration.seconds($0) }
                 try await sleep(max(retryAfter ?? backoff, .zero))
-                backoff = min(backoff * 2, .seconds(16))
+                backoff = min(backoff * 2, initialBackoff * 8)
             default:
                 throw Failure(description: "\(path): Apple Ads answered \(response.status.code)")
             }

@@ -21,6 +21,12 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     let unknownTTL: TimeInterval
     let logger: Logger
     let now: @Sendable () -> Date
+    /// Waits between attempts at a name Apple could not give (down, throttling).
+    let sleep: @Sendable (Duration) async throws -> Void
+    /// How long a failing name keeps being retried for the records waiting for it.
+    static let retryFor: Duration = .seconds(3600)
+    /// The first wait before asking again; doubles to 30 times this.
+    let retryInitial: Duration
     let fetches = NameFetches()
     let lateRecords: AsyncStream<[AttributionRecord]>
     private let lateContinuation: AsyncStream<[AttributionRecord]>.Continuation
@@ -31,8 +37,12 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
 
     init(
         source: any AppleAdsNameSource, cache: KeywordNameCache, wait: Duration, ttl: TimeInterval,
-        unknownTTL: TimeInterval, logger: Logger, now: @escaping @Sendable () -> Date = { Date() }
+        unknownTTL: TimeInterval, logger: Logger, now: @escaping @Sendable () -> Date = { Date() },
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
+        retryInitial: Duration = .seconds(2)
     ) {
+        self.sleep = sleep
+        self.retryInitial = retryInitial
         self.source = source
         self.cache = cache
         self.wait = wait
@@ -162,26 +172,38 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         }
     }
 
+    /// Asks Apple until it answers (Apple down or throttling keeps the records waiting
+    /// for late names), backing off to a minute, for at most ``retryFor``.
     func fetch(_ key: String, _ lookup: Lookup) async -> KeywordNameCache.Entry? {
-        do {
-            var entry = KeywordNameCache.Entry(name: nil, matchType: nil, fetchedAt: now())
-            switch lookup {
-            case .keyword(let id, let adGroupID, let campaignID, let orgID):
-                if let keyword = try await source.keyword(id: id, adGroupID: adGroupID, campaignID: campaignID, orgID: orgID) {
-                    entry.name = keyword.text
-                    entry.matchType = keyword.matchType
-                }
-            case .adGroup(let id, let campaignID, let orgID):
-                entry.name = try await source.adGroupName(id: id, campaignID: campaignID, orgID: orgID)
-            case .campaign(let id, let orgID):
-                entry.name = try await source.campaignName(id: id, orgID: orgID)
+        var delay = retryInitial
+        var waited = Duration.zero
+        while true {
+            do {
+                return try await fetchOnce(key, lookup)
+            } catch {
+                // Errors name the path and status only; tokens and keys never reach them.
+                logger.warning("name lookup failed", metadata: ["key": "\(key)", "error": "\(error)"])
+                guard waited < Self.retryFor, (try? await sleep(delay)) != nil else { return nil }
+                waited += delay
+                delay = min(delay * 2, retryInitial * 30)
             }
-            try await cache.store(key, entry)
-            return entry
-        } catch {
-            // Errors name the path and status only; tokens and keys never reach them.
-            logger.warning("name lookup failed", metadata: ["key": "\(key)", "error": "\(error)"])
-            return nil
         }
+    }
+
+    func fetchOnce(_ key: String, _ lookup: Lookup) async throws -> KeywordNameCache.Entry {
+        var entry = KeywordNameCache.Entry(name: nil, matchType: nil, fetchedAt: now())
+        switch lookup {
+        case .keyword(let id, let adGroupID, let campaignID, let orgID):
+            if let keyword = try await source.keyword(id: id, adGroupID: adGroupID, campaignID: campaignID, orgID: orgID) {
+                entry.name = keyword.text
+                entry.matchType = keyword.matchType
+            }
+        case .adGroup(let id, let campaignID, let orgID):
+            entry.name = try await source.adGroupName(id: id, campaignID: campaignID, orgID: orgID)
+        case .campaign(let id, let orgID):
+            entry.name = try await source.campaignName(id: id, orgID: orgID)
+        }
+        try await cache.store(key, entry)
+        return entry
     }
 }

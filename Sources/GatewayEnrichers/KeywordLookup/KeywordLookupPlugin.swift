@@ -17,6 +17,8 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         public var wait: Duration = .milliseconds(1000)
         public var ttl: TimeInterval = 7 * 86_400
         public var unknownTTL: TimeInterval = 3600
+        /// First wait after a 429, 5xx or failure; Apple asks for 2 s, doubling.
+        public var backoffInitial: Duration = .seconds(2)
     }
 
     public static let typeName = "keyword_lookup"
@@ -47,6 +49,7 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         let wait = reader.int("wait_ms", in: 0...60_000)
         let ttl = reader.int("cache_ttl_hours", in: 1...(24 * 365))
         let unknown = reader.int("unknown_ttl_minutes", in: 1...(24 * 60 * 30))
+        let backoff = reader.int("backoff_initial_ms", in: 1...60_000)
         guard reader.diagnostics.issues.count == before, let clientID, let teamID, let keyID, let pem else { return nil }
         var options = Options(
             api: api, clientID: clientID, teamID: teamID, keyID: keyID, privateKeyPEM: pem, endpoint: endpoint)
@@ -54,6 +57,7 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         if let wait { options.wait = .milliseconds(wait) }
         if let ttl { options.ttl = Double(ttl) * 3600 }
         if let unknown { options.unknownTTL = Double(unknown) * 60 }
+        if let backoff { options.backoffInitial = .milliseconds(backoff) }
         return options
     }
 
@@ -70,11 +74,13 @@ public enum KeywordLookupPlugin: EnricherPlugin {
             clientID: options.clientID, teamID: options.teamID, keyID: options.keyID,
             privateKey: try P256.Signing.PrivateKey(pemRepresentation: options.privateKeyPEM))
         let tokens = AppleAdsTokenSource(secret: secret, tokenEndpoint: options.tokenEndpoint, client: client, now: now)
-        let http = AppleAdsHTTP(base: options.endpoint, tokens: tokens, client: client, sleep: sleep)
+        var http = AppleAdsHTTP(base: options.endpoint, tokens: tokens, client: client, sleep: sleep)
+        http.initialBackoff = options.backoffInitial
         let source: any AppleAdsNameSource =
             options.api == "v5" ? AppleAdsCampaignManagementV5(http: http) : AppleAdsPlatformV1(http: http)
         return KeywordLookupEnricher(
             source: source, cache: try KeywordNameCache(path: context.storagePath), wait: options.wait, ttl: options.ttl,
-            unknownTTL: options.unknownTTL, logger: context.logger, now: now)
+            unknownTTL: options.unknownTTL, logger: context.logger, now: now, sleep: sleep,
+            retryInitial: options.backoffInitial)
     }
 }

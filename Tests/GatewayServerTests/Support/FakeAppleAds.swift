@@ -80,10 +80,28 @@ final class FakeAppleAds: Sendable {
                 return Self.json(200, #"{"result":\#(body)}"#)
             }
         }
+        // The Campaign Management API v5: orgId context, `data` envelope.
+        let v5 = [
+            ("/api/v5/campaigns/:campaign/adgroups/:adgroup/targetingkeywords/:keyword", "v5-keyword", "keyword"),
+            ("/api/v5/campaigns/:campaign/adgroups/:adgroup", "v5-adgroup", "adgroup"),
+            ("/api/v5/campaigns/:campaign", "v5-campaign", "campaign"),
+        ]
+        for (path, kind, parameter) in v5 {
+            router.get(RouterPath(path)) { request, context -> Response in
+                if let refusal = self.refuse(request, context: true, expected: "orgId=\(Self.orgID)") { return refusal }
+                let id = context.parameters.get(parameter) ?? ""
+                self.counts.withLock { $0[kind, default: 0] += 1 }
+                let body =
+                    kind == "v5-keyword"
+                    ? #"{"id":\#(id),"text":"v5 keyword \#(id)","matchType":"BROAD","deleted":false}"#
+                    : #"{"id":\#(id),"name":"v5 \#(kind.dropFirst(3)) \#(id)"}"#
+                return Self.json(200, #"{"data":\#(body),"pagination":null,"error":null}"#)
+            }
+        }
         return router
     }
 
-    private func refuse(_ request: Request, context: Bool) -> Response? {
+    private func refuse(_ request: Request, context: Bool, expected: String = "adAccountId=\(adAccountID)") -> Response? {
         if down.withLock({ $0 }) { return Response(status: .serviceUnavailable) }
         let authorization = request.headers[.authorization] ?? ""
         let token = String(authorization.dropFirst("Bearer ".count))
@@ -94,7 +112,7 @@ final class FakeAppleAds: Sendable {
         }
         if context {
             let header = request.headers.first { $0.name.canonicalName == "x-ap-context" }?.value
-            guard header == "adAccountId=\(Self.adAccountID)" else {
+            guard header == expected else {
                 refusals.withLock { $0.append("X-AP-Context was \(header ?? "missing")") }
                 return Self.json(403, #"{"error":{"code":"forbidden","message":"context","details":[]}}"#)
             }
