@@ -61,7 +61,9 @@ import Testing
             #expect(enriched.allSatisfy { $0.adGroupName == "adgroup 542317095" && $0.campaignName == "campaign 542370539" })
             #expect(enriched.allSatisfy { $0.enrichedAt != nil })
             #expect(fake.tokenRequests == 1)
-            #expect(fake.count("keyword") == 50)
+            // The first batch's 50 keywords go in one bulk query; the others wait for it.
+            #expect(fake.count("keyword-query") == 1)
+            #expect(fake.count("keyword") == 0)
             #expect(fake.count("adgroup") == 1 && fake.count("campaign") == 1 && fake.count("acls") == 1)
             #expect(fake.refused.isEmpty, "\(fake.refused)")
 
@@ -82,7 +84,7 @@ import Testing
                 context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
             let cached = await again.enrich([record(keyword: 1001)])
             #expect(cached.first?.keyword == "keyword 1001")
-            #expect(fake.count("keyword") == 70)
+            #expect(fake.count("keyword") == 20 && fake.count("keyword-query") == 1)
         }
     }
 
@@ -100,7 +102,44 @@ import Testing
             #expect(enriched.adGroupName == "v5 adgroup 542317095")
             #expect(enriched.campaignName == "v5 campaign 542370539")
             #expect(fake.count("v5-keyword") == 1 && fake.tokenRequests == 1 && fake.count("acls") == 0)
+            // v5 has no bulk query by id: two keywords are two requests.
+            _ = await enricher.enrich([record(keyword: 78), record(keyword: 79)])
+            #expect(fake.count("v5-keyword") == 3)
             #expect(fake.refused.isEmpty, "\(fake.refused)")
+        }
+    }
+
+    @Test func aKeywordTheBulkQueryLeavesOutIsAskedForByID() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            let enricher = try KeywordLookupPlugin.make(
+                options: options(port: port),
+                context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+            let enriched = await enricher.enrich([record(keyword: 5), record(keyword: 404_404)])
+            #expect(enriched[0].keyword == "keyword 5" && enriched[1].keyword == nil)
+            #expect(fake.count("keyword-query") == 1)
+            // Deleted and unknown keywords are not in query results; a GET tells which.
+            #expect(fake.count("keyword") == 1)
+        }
+    }
+
+    @Test func anExhaustedRateLimitPausesTheNextRequest() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let pauses = Mutex<[Duration]>([])
+        try await withFake { fake, port in
+            let enricher = try KeywordLookupPlugin.make(
+                options: options(port: port),
+                context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")),
+                sleep: { duration in pauses.withLock { $0.append(duration) } })
+            fake.remaining.withLock { $0 = 0 }
+            _ = await enricher.enrich([record(keyword: 11)])
+            let before = pauses.withLock { $0.count }
+            // Apple said the quota is spent for 3 s: the next request waits out what is left.
+            _ = await enricher.enrich([record(keyword: 12)])
+            let waited = pauses.withLock { Array($0.dropFirst(before)) }
+            #expect(waited.contains { $0 > .zero && $0 <= .seconds(3) })
         }
     }
 

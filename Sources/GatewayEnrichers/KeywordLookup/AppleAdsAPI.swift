@@ -4,6 +4,8 @@ import NIOCore
 
 /// Names of Apple Ads entities by id; nil when Apple says the id does not exist (404).
 protocol AppleAdsNameSource: Sendable {
+    /// Many keywords in one request, by id; nil when the API has no bulk query.
+    func keywords(ids: [Int64], orgID: Int64?) async throws -> [Int64: (text: String, matchType: String?)]?
     func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)?
     func adGroupName(id: Int64, campaignID: Int64?, orgID: Int64?) async throws -> String?
     func campaignName(id: Int64, orgID: Int64?) async throws -> String?
@@ -20,6 +22,9 @@ struct AppleAdsHTTP: Sendable {
     var initialBackoff: Duration = .seconds(2)
     /// Waits between attempts; tests make it instant.
     let sleep: @Sendable (Duration) async throws -> Void
+    /// Apple's `RateLimit-Remaining: 0` with `RateLimit-Reset: N` pauses every request for
+    /// N seconds, before a 429 has to say so.
+    let gate = RateGate()
 
     struct Failure: Error, CustomStringConvertible {
         let description: String
@@ -27,16 +32,34 @@ struct AppleAdsHTTP: Sendable {
 
     /// The JSON object answered, or nil for 404.
     func get(_ path: String, context: String?) async throws -> [String: Any]? {
+        try await send(path, body: nil, context: context)
+    }
+
+    /// A POST of a JSON body (bulk queries), with the same rules as ``get(_:context:)``.
+    func post(_ path: String, json: Data, context: String?) async throws -> [String: Any]? {
+        try await send(path, body: json, context: context)
+    }
+
+    private func send(_ path: String, body: Data?, context: String?) async throws -> [String: Any]? {
         var backoff = initialBackoff
         var refreshed = false
         for _ in 0..<maxAttempts {
+            if let pause = await gate.pause() { try await sleep(pause) }
             let token = try await tokens.accessToken()
             var request = HTTPClientRequest(url: base + path)
+            if let body {
+                request.method = .POST
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(bytes: body))
+            }
             request.headers.add(name: "Authorization", value: "Bearer \(token)")
             request.headers.add(name: "Accept", value: "application/json")
             if let context { request.headers.add(name: "X-AP-Context", value: context) }
             let response = try await client.execute(request, timeout: .seconds(30))
             let body = try await response.body.collect(upTo: 4 << 20)
+            await gate.note(
+                remaining: response.headers.first(name: "RateLimit-Remaining").flatMap(Int.init),
+                reset: response.headers.first(name: "RateLimit-Reset").flatMap(Int.init))
             switch response.status.code {
             case 200:
                 guard let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
@@ -111,6 +134,29 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
         return nil
     }
 
+    /// `POST /v1/keywords/query` filtered by `id IN (…)`, a thousand ids a request.
+    func keywords(ids: [Int64], orgID: Int64?) async throws -> [Int64: (text: String, matchType: String?)]? {
+        var found: [Int64: (text: String, matchType: String?)] = [:]
+        for account in try await adAccounts(orgID: orgID) {
+            let wanted = ids.filter { found[$0] == nil }
+            for start in stride(from: 0, to: wanted.count, by: 1000) {
+                let chunk = Array(wanted[start..<min(start + 1000, wanted.count)])
+                let query: [String: Any] = [
+                    "filters": [["field": "id", "operator": "IN", "value": chunk]],
+                    "pagination": ["offset": 0, "pageSize": chunk.count],
+                ]
+                let json = try await http.post(
+                    "/keywords/query", json: try JSONSerialization.data(withJSONObject: query),
+                    context: "adAccountId=\(account)")
+                for keyword in json?["result"] as? [[String: Any]] ?? [] {
+                    guard let id = Self.int(keyword["id"]), let text = keyword["text"] as? String else { continue }
+                    found[id] = (text, keyword["matchType"] as? String)
+                }
+            }
+        }
+        return found
+    }
+
     func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)? {
         guard let result = try await entity("/keywords/\(id)", orgID: orgID), let text = result["text"] as? String else {
             return nil
@@ -138,6 +184,9 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
 struct AppleAdsCampaignManagementV5: AppleAdsNameSource {
     let http: AppleAdsHTTP
 
+    /// v5's bulk find is per campaign; lookups go one by one.
+    func keywords(ids: [Int64], orgID: Int64?) async throws -> [Int64: (text: String, matchType: String?)]? { nil }
+
     func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)? {
         guard let adGroupID, let campaignID, let orgID else { return nil }
         let json = try await http.get(
@@ -156,5 +205,26 @@ struct AppleAdsCampaignManagementV5: AppleAdsNameSource {
         guard let orgID else { return nil }
         let json = try await http.get("/campaigns/\(id)", context: "orgId=\(orgID)")
         return (json?["data"] as? [String: Any])?["name"] as? String
+    }
+}
+
+/// The pause Apple's rate-limit headers ask for, shared by every request of one client.
+actor RateGate {
+    private var until: ContinuousClock.Instant?
+
+    /// How long to wait before the next request, if at all.
+    func pause() -> Duration? {
+        guard let until else { return nil }
+        let now = ContinuousClock.now
+        guard until > now else {
+            self.until = nil
+            return nil
+        }
+        return until - now
+    }
+
+    func note(remaining: Int?, reset: Int?) {
+        guard remaining == 0, let reset, reset > 0 else { return }
+        until = ContinuousClock.now.advanced(by: .seconds(min(reset, 60)))
     }
 }

@@ -84,7 +84,21 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         var known = await fresh(Array(wanted.keys))
         let missing = wanted.filter { known[$0.key] == nil }
         if !missing.isEmpty {
-            for (key, lookup) in missing {
+            // Many keywords of one org: one bulk query (the rest, and single ones, by id).
+            var single = missing
+            let byOrg = Dictionary(grouping: missing.compactMap { key, lookup -> (Int64?, String)? in
+                if case .keyword(_, _, _, let orgID) = lookup { return (orgID, key) }
+                return nil
+            }) { $0.0 }
+            for (orgID, group) in byOrg where group.count >= 2 {
+                let keys = group.map(\.1)
+                let lookups = keys.reduce(into: [String: Lookup]()) { $0[$1] = missing[$1] }
+                for key in keys { single[key] = nil }
+                await fetches.startGroup(
+                    keys, { [self] keys in await self.fetchKeywords(keys, lookups: lookups, orgID: orgID) },
+                    then: { [self] key in await self.completeLate(key) })
+            }
+            for (key, lookup) in single {
                 await fetches.start(key, { [self] in await self.fetch(key, lookup) }, then: { [self] in await self.completeLate(key) })
             }
             let deadline = ContinuousClock.now.advanced(by: wait)
@@ -188,6 +202,32 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
                 delay = min(delay * 2, retryInitial * 30)
             }
         }
+    }
+
+    /// One bulk query for several keywords; those it does not return (deleted, unknown)
+    /// and all of them when it fails are asked for one by one.
+    func fetchKeywords(_ keys: [String], lookups: [String: Lookup], orgID: Int64?) async -> [String: KeywordNameCache.Entry] {
+        var ids: [Int64: String] = [:]
+        for key in keys {
+            if case .keyword(let id, _, _, _)? = lookups[key] { ids[id] = key }
+        }
+        var entries: [String: KeywordNameCache.Entry] = [:]
+        if let found = try? await source.keywords(ids: Array(ids.keys), orgID: orgID) {
+            for (id, keyword) in found {
+                guard let key = ids[id] else { continue }
+                let entry = KeywordNameCache.Entry(name: keyword.text, matchType: keyword.matchType, fetchedAt: now())
+                try? await cache.store(key, entry)
+                entries[key] = entry
+            }
+        }
+        await withTaskGroup(of: (String, KeywordNameCache.Entry?).self) { group in
+            for key in keys where entries[key] == nil {
+                guard let lookup = lookups[key] else { continue }
+                group.addTask { (key, await self.fetch(key, lookup)) }
+            }
+            for await (key, entry) in group { entries[key] = entry }
+        }
+        return entries
     }
 
     func fetchOnce(_ key: String, _ lookup: Lookup) async throws -> KeywordNameCache.Entry {

@@ -77,6 +77,26 @@ actor NameFetches {
         }
     }
 
+    /// Starts one fetch for several keys (a bulk query) if none of them runs or just ran;
+    /// each key finishes with its own entry, then `then` runs for it.
+    func startGroup(
+        _ keys: [String], _ fetch: @escaping @Sendable ([String]) async -> [String: KeywordNameCache.Entry],
+        then: @escaping @Sendable (String) async -> Void
+    ) {
+        let now = ContinuousClock.now
+        let fresh = keys.filter { key in
+            !running.contains(key) && !(recent[key].map { now - $0.at < .seconds(60) } ?? false)
+        }
+        guard !fresh.isEmpty else { return }
+        running.formUnion(fresh)
+        started += 1
+        Task {
+            let entries = await fetch(fresh)
+            for key in fresh { await self.finish(key, entries[key]) }
+            for key in fresh { await then(key) }
+        }
+    }
+
     func isRunning(_ key: String) -> Bool { running.contains(key) }
 
     /// True when a fetch for `key` finished within the last minute.

@@ -21,6 +21,8 @@ final class FakeAppleAds: Sendable {
     let down = Mutex(false)
     /// Held before answering keyword, ad group and campaign requests.
     let delay = Mutex(Duration.zero)
+    /// Sent as `RateLimit-Remaining` (with `RateLimit-Reset: 3`) when set.
+    let remaining = Mutex<Int?>(nil)
     /// Refusals a real Apple would give, with why.
     private let refusals = Mutex<[String]>([])
 
@@ -77,8 +79,33 @@ final class FakeAppleAds: Sendable {
                     kind == "keyword"
                     ? #"{"id":\#(id),"text":"keyword \#(id)","matchType":"EXACT","adAccountId":\#(Self.adAccountID),"deleted":false}"#
                     : #"{"id":\#(id),"name":"\#(kind) \#(id)","deleted":false}"#
-                return Self.json(200, #"{"result":\#(body)}"#)
+                var response = Self.json(200, #"{"result":\#(body)}"#)
+                if let remaining = self.remaining.withLock({ $0 }) {
+                    response.headers[HTTPFields.Element.Name("RateLimit-Remaining")!] = String(remaining)
+                    response.headers[HTTPFields.Element.Name("RateLimit-Reset")!] = "3"
+                }
+                return response
             }
+        }
+        // Bulk keywords: only by id (the API wants an ad group or campaign filter otherwise).
+        router.post("/v1/keywords/query") { request, _ -> Response in
+            if let refusal = self.refuse(request, context: true) { return refusal }
+            let body = try await request.body.collect(upTo: 1 << 20)
+            guard let query = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+                let filters = query["filters"] as? [[String: Any]], let filter = filters.first,
+                filter["field"] as? String == "id", filter["operator"] as? String == "IN",
+                let ids = filter["value"] as? [Int], ids.count <= 1000
+            else {
+                self.refusals.withLock { $0.append("keywords/query without an id IN filter") }
+                return Self.json(400, #"{"error":{"code":"bad_request","message":"filters","details":[]}}"#)
+            }
+            self.counts.withLock { $0["keyword-query", default: 0] += 1 }
+            let found = ids.filter { $0 != 404_404 }.map {
+                #"{"id":\#($0),"text":"keyword \#($0)","matchType":"EXACT","deleted":false}"#
+            }
+            return Self.json(
+                200,
+                #"{"result":[\#(found.joined(separator: ","))],"pagination":{"offset":0,"pageSize":\#(ids.count),"totalCount":\#(found.count)}}"#)
         }
         // The Campaign Management API v5: orgId context, `data` envelope.
         let v5 = [
