@@ -26,6 +26,16 @@ import Testing
         return options
     }
 
+    /// The enricher as the gateway builds it, caching in `env`'s SQLite file.
+    func makeEnricher(
+        _ options: KeywordLookupPlugin.Options, env: TestEnvironment,
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+    ) throws -> KeywordLookupEnricher {
+        try KeywordLookupPlugin.make(
+            options: options, context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")),
+            sleep: sleep)
+    }
+
     func record(keyword: Int64) -> AttributionRecord {
         var record = AttributionRecord(
             provider: "adservices", kind: .install, dedupeKey: "adservices:\(UUID())", receivedAt: Date(), attributed: true)
@@ -46,9 +56,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            let enricher = try KeywordLookupPlugin.make(
-                options: options(port: port),
-                context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+            let enricher = try makeEnricher(options(port: port), env: env)
             let batches = (0..<10).map { batch in (0..<100).map { record(keyword: 1000 + Int64((batch * 100 + $0) % 50)) } }
             let enriched = await withTaskGroup(of: [AttributionRecord].self) { group in
                 for batch in batches { group.addTask { await enricher.enrich(batch) } }
@@ -79,9 +87,7 @@ import Testing
             #expect(fake.tokenRequests == 2)
 
             // Cached names survive a new enricher (a restart): no further requests.
-            let again = try KeywordLookupPlugin.make(
-                options: options(port: port),
-                context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+            let again = try makeEnricher(options(port: port), env: env)
             let cached = await again.enrich([record(keyword: 1001)])
             #expect(cached.first?.keyword == "keyword 1001")
             #expect(fake.count("keyword") == 20 && fake.count("keyword-query") == 1)
@@ -95,8 +101,7 @@ import Testing
             var options = options(port: port)
             options.api = "v5"
             options.endpoint = "http://127.0.0.1:\(port)/api/v5"
-            let enricher = try KeywordLookupPlugin.make(
-                options: options, context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+            let enricher = try makeEnricher(options, env: env)
             let enriched = try #require(await enricher.enrich([record(keyword: 77), record(keyword: 77)]).first)
             #expect(enriched.keyword == "v5 keyword 77" && enriched.keywordMatchType == "BROAD")
             #expect(enriched.adGroupName == "v5 adgroup 542317095")
@@ -113,9 +118,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            let enricher = try KeywordLookupPlugin.make(
-                options: options(port: port),
-                context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+            let enricher = try makeEnricher(options(port: port), env: env)
             let enriched = await enricher.enrich([record(keyword: 5), record(keyword: 404_404)])
             #expect(enriched[0].keyword == "keyword 5" && enriched[1].keyword == nil)
             #expect(fake.count("keyword-query") == 1)
@@ -129,10 +132,8 @@ import Testing
         defer { env.remove() }
         let pauses = Mutex<[Duration]>([])
         try await withFake { fake, port in
-            let enricher = try KeywordLookupPlugin.make(
-                options: options(port: port),
-                context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")),
-                sleep: { duration in pauses.withLock { $0.append(duration) } })
+            let enricher = try makeEnricher(
+                options(port: port), env: env, sleep: { duration in pauses.withLock { $0.append(duration) } })
             fake.remaining.withLock { $0 = 0 }
             _ = await enricher.enrich([record(keyword: 11)])
             let before = pauses.withLock { $0.count }
@@ -147,9 +148,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            let enricher = try KeywordLookupPlugin.make(
-                options: options(port: port),
-                context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+            let enricher = try makeEnricher(options(port: port), env: env)
             var searchMatch = record(keyword: 1)
             searchMatch.keywordID = nil
             let first = await enricher.enrich([record(keyword: 404_404), searchMatch])
@@ -285,8 +284,7 @@ import Testing
         // The enricher finds them without asking Apple (nothing listens on port 9).
         var options = options(port: 9)
         options.wait = .milliseconds(50)
-        let enricher = try KeywordLookupPlugin.make(
-            options: options, context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")))
+        let enricher = try makeEnricher(options, env: env)
         var imported = record(keyword: 87_675_433)
         imported.adGroupID = 542_317_096
         let enriched = try #require(await enricher.enrich([imported]).first)
