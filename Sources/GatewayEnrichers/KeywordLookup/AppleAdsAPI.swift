@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import GatewayCore
 import NIOCore
 
 /// Names of Apple Ads entities by id; nil when Apple says the id does not exist (404).
@@ -71,7 +72,7 @@ struct AppleAdsHTTP: Sendable {
                 refreshed = true
                 await tokens.invalidate(token)
             case 429, 500...599:
-                let retryAfter = response.headers.first(name: "Retry-After").flatMap(Int.init).map { Duration.seconds($0) }
+                let retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0) }
                 try await sleep(max(retryAfter ?? backoff, .zero))
                 backoff = min(backoff * 2, initialBackoff * 8)
             default:

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import GatewayCore
 import NIOCore
 
 /// Posts attribution tokens to Apple's AdServices API.
@@ -36,7 +37,7 @@ struct AdServicesClient: Sendable {
             case 400: return .badToken
             case 404: return .notFound
             default:
-                let retryAfter = response.headers.first(name: "Retry-After").flatMap(Int.init).map { Duration.seconds($0) }
+                let retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0) }
                 return .unavailable(status: Int(response.status.code), retryAfter: retryAfter)
             }
         } catch {

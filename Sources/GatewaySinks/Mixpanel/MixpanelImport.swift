@@ -49,7 +49,7 @@ struct MixpanelImport: Sendable {
         do {
             let response = try await client.execute(request, timeout: .milliseconds(timeout.milliseconds))
             status = Int(response.status.code)
-            retryAfter = response.headers.first(name: "Retry-After").flatMap { Int($0) }.map { .seconds($0) }
+            retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0) }
             text = String(buffer: try await response.body.collect(upTo: 4 << 20))
         } catch {
             throw MixpanelSink.Unavailable(description: "Mixpanel unreachable: \(WebhookSink.describe(error))")

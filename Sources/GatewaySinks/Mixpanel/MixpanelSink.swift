@@ -158,7 +158,7 @@ public final class MixpanelSink: AttributionSink {
             let response = try await client.execute(
                 request, timeout: .milliseconds(options.timeout.milliseconds))
             status = Int(response.status.code)
-            retryAfter = response.headers.first(name: "Retry-After").flatMap { Int($0) }.map { .seconds($0) }
+            retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0) }
             text = String(buffer: try await response.body.collect(upTo: 1 << 20))
         } catch {
             throw Unavailable(description: "Mixpanel unreachable: \(WebhookSink.describe(error))")

@@ -84,7 +84,7 @@ public final class WebhookSink: AttributionSink {
         do {
             let response = try await client.execute(request, timeout: .milliseconds(options.timeout.milliseconds))
             status = Int(response.status.code)
-            retryAfter = response.headers.first(name: "Retry-After").flatMap { Self.parseRetryAfter($0, now: now()) }
+            retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
             // Drain (and bound) the answer so the connection can be reused.
             _ = try? await response.body.collect(upTo: 64 * 1024)
         } catch {
@@ -112,18 +112,6 @@ public final class WebhookSink: AttributionSink {
     }
 
     /// `Retry-After` as delay-seconds or an HTTP date.
-    static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
-        if let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 {
-            return .seconds(seconds)
-        }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: value) else { return nil }
-        return .milliseconds(Int64(max(date.timeIntervalSince(now), 0) * 1000))
-    }
-
     static func describe(_ error: any Error) -> String {
         if let error = error as? HTTPClientError { return "\(error)" }
         return String(describing: type(of: error))
