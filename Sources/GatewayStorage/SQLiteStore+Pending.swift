@@ -30,7 +30,7 @@ extension SQLiteStore {
     }
 
     public func claimPending(provider: String, now: Date, lease: Duration, limit: Int) async throws -> [PendingWork] {
-        let leaseEnd = now.addingTimeInterval(Double(lease.components.seconds) + Double(lease.components.attoseconds) / 1e18)
+        let leaseEnd = now.addingTimeInterval(lease / .seconds(1))
         return try await pool.write { db in
             let rows = try Row.fetchAll(
                 db,

@@ -15,11 +15,10 @@ extension IngestPipeline {
                 let routed = records.map { RoutedRecord(record: $0, sinks: router.sinks(for: $0)) }
                 settlements.append(.finished(recordID: work.recordID, records: routed))
             case .retry(let delay, let error, let state):
-                let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
                 settlements.append(
                     .retry(
                         recordID: work.recordID, state: state, attempts: work.attempts + 1,
-                        at: now.addingTimeInterval(seconds), error: error))
+                        at: now.addingTimeInterval(delay / .seconds(1)), error: error))
             }
         }
         let results = try await store.settlePending(settlements)

@@ -30,7 +30,7 @@ struct AdServicesClient: Sendable {
         request.headers.add(name: "Accept", value: "application/json")
         request.body = .bytes(ByteBuffer(string: token))
         do {
-            let response = try await client.execute(request, timeout: .nanoseconds(timeout.nanoseconds))
+            let response = try await client.execute(request, timeout: .milliseconds(Int64(timeout / .milliseconds(1))))
             let body = try await response.body.collect(upTo: Self.maxAnswerBytes)
             switch response.status.code {
             case 200: return .answer(Data(body.readableBytesView))
@@ -44,11 +44,5 @@ struct AdServicesClient: Sendable {
             // The error's text names the host and the failure, never the token.
             return .transport(String(describing: error))
         }
-    }
-}
-
-extension Duration {
-    var nanoseconds: Int64 {
-        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
     }
 }

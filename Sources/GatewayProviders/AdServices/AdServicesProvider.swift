@@ -166,7 +166,7 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         _ work: PendingWork, _ state: inout State, _ error: String, floor: Duration?, apple: [String: JSONValue]
     ) -> ResolutionStep {
         let age = now().timeIntervalSince(work.receivedAt)
-        if age >= Double(options.giveUpAfter.components.seconds) {
+        if age >= options.giveUpAfter / .seconds(1) {
             var apple = apple
             apple["gave_up_after_attempts"] = .integer(Int64(work.attempts + 1))
             return .finished([record(work, state, resolution: .notFound, apple: apple)])
@@ -182,11 +182,11 @@ public struct AdServicesProvider: DeferredAttributionProvider {
     /// Doubling from the initial delay, capped, with jitter in its upper half; never
     /// sooner than Apple's `Retry-After`.
     func backoff(_ failures: Int, floor: Duration?) -> Duration {
-        let initial = Double(options.errorBackoffInitial.nanoseconds) / 1e9
-        let cap = Double(options.errorBackoffMax.nanoseconds) / 1e9
+        let initial = options.errorBackoffInitial / .seconds(1)
+        let cap = options.errorBackoffMax / .seconds(1)
         let base = min(cap, initial * pow(2, Double(max(0, failures - 1))))
         var seconds = base * (0.5 + 0.5 * random())
-        if let floor { seconds = max(seconds, Double(floor.nanoseconds) / 1e9) }
+        if let floor { seconds = max(seconds, floor / .seconds(1)) }
         return .milliseconds(Int64(seconds * 1000))
     }
 

@@ -29,9 +29,7 @@ final class RateLimiter: Sendable {
                 buckets = buckets.filter { now - $0.value.updated < .seconds(burst / rate) }
             }
             var bucket = buckets[caller] ?? Bucket(tokens: burst, updated: now)
-            let elapsed = Double((now - bucket.updated).components.attoseconds) / 1e18
-                + Double((now - bucket.updated).components.seconds)
-            bucket.tokens = min(burst, bucket.tokens + elapsed * rate)
+            bucket.tokens = min(burst, bucket.tokens + (now - bucket.updated) / .seconds(1) * rate)
             bucket.updated = now
             defer { buckets[caller] = bucket }
             if bucket.tokens >= 1 {
@@ -65,7 +63,7 @@ struct RateLimitMiddleware: RouterMiddleware {
             wait = perKey.wait(for: "key:" + digest)
         }
         guard let wait else { return try await next(request, context) }
-        let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
+        let seconds = max(1, Int((wait / .seconds(1)).rounded(.up)))
         var response = try GatewayError(.rateLimited, "too many requests; retry after \(seconds) s")
             .response(from: request, context: context)
         response.headers[.retryAfter] = String(seconds)
