@@ -146,7 +146,7 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         do {
             let fields = try PayloadFields.parseObject(body)
             try AdServicesAnswer.apply(fields, to: &record)
-            record.raw = raw(state, apple: ["status": .integer(200), "body": .object(fields.object)])
+            record.raw = raw(work, state, apple: ["status": .integer(200), "body": .object(fields.object)])
             return .finished([record])
         } catch {
             // A 200 that is not Apple's JSON is most likely a proxy's page: retry a few
@@ -154,7 +154,7 @@ public struct AdServicesProvider: DeferredAttributionProvider {
             let text = String(decoding: body.prefix(2048), as: UTF8.self)
             guard state.malformed < 2 else {
                 record.resolution = .invalid
-                record.raw = raw(state, apple: ["status": .integer(200), "unreadable_body": .string(text)])
+                record.raw = raw(work, state, apple: ["status": .integer(200), "unreadable_body": .string(text)])
                 return .finished([record])
             }
             state.malformed += 1
@@ -202,15 +202,16 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         record.idfv = state?.idfv
         record.idfa = state?.idfa
         record.attStatus = state?.attStatus
-        record.raw = state.map { raw($0, apple: apple) } ?? .object(["apple": .object(apple)])
+        record.raw = state.map { raw(work, $0, apple: apple) } ?? .object(["apple": .object(apple)])
         return record
     }
 
     /// What the app sent (the token as its hash) and what Apple answered.
-    func raw(_ state: State, apple: [String: JSONValue]) -> JSONValue {
+    /// The token's hash is the work's dedupe key less its prefix: not computed again.
+    func raw(_ work: PendingWork, _ state: State, apple: [String: JSONValue]) -> JSONValue {
         var request: [String: JSONValue] = [
             "app_id": .string(state.appID), "app_user_id": .string(state.appUserID),
-            "token_sha256": .string(String(Self.dedupeKey(token: state.token).dropFirst("adservices:".count))),
+            "token_sha256": .string(String(work.dedupeKey.dropFirst("adservices:".count))),
         ]
         if let idfv = state.idfv { request["idfv"] = .string(idfv) }
         if let attStatus = state.attStatus { request["att_status"] = .integer(Int64(attStatus)) }
