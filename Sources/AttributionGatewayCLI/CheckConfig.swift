@@ -55,6 +55,9 @@ enum ConfigSummary {
         if let apps = filter.appIDs { parts.append("app_id in [\(apps.joined(separator: ", "))]") }
         if let attributed = filter.attributed { parts.append("attributed = \(attributed)") }
         if let kinds = filter.kinds { parts.append("kind in [\(kinds.map(\.rawValue).joined(separator: ", "))]") }
+        if let statuses = filter.attStatuses {
+            parts.append("att_status in [\(statuses.map(String.init).joined(separator: ", "))]")
+        }
         if filter.isTest == true { parts.append("test payloads only") }
         if filter.quarantined == true { parts.append("quarantined postbacks only") }
         return parts.isEmpty ? "all records but test payloads" : parts.joined(separator: " and ")

@@ -48,8 +48,15 @@ public enum ConfigLoader {
         let auth = readAuth(reader.child("auth"))
         let providers = readProviders(reader.child("providers"), registry: registry)
         let enrichers = readEnrichers(reader.child("enrichers"), registry: registry)
-        let sinks = readSinks(reader.child("sinks"), storage: storage, registry: registry)
-        let routes = readRoutes(reader, sinks: sinks.map(\.name), registry: registry)
+        var sinks = readSinks(reader.child("sinks"), storage: storage, registry: registry)
+        var routes = readRoutes(reader, sinks: sinks.map(\.name), registry: registry)
+        // Providers' own destinations (the s2s vendors) come after `routes:` and are not
+        // part of "every sink" when `routes:` is absent. Their names contain a '.', which
+        // names under `sinks:` cannot, so they never clash.
+        for provided in providers.flatMap(\.sinks) {
+            sinks.append(ConfiguredSink(prepared: provided.prepared, delivery: provided.delivery))
+            routes.append(Route(sinks: [provided.prepared.name], filter: provided.filter))
+        }
         reader.finish()
 
         if !diagnostics.issues.isEmpty { throw ConfigError(issues: diagnostics.issues) }
@@ -186,17 +193,7 @@ public enum ConfigLoader {
                 if case .scalar(let text, _) = value { return text }
                 return nil
             }
-            var delivery = registry.deliveryDefaults(type: typeName ?? "")
-            if let size = options.int("batch_size", in: 1...10_000) { delivery.batchSize = size }
-            if let attempts = options.int("max_attempts", in: 1...1000) { delivery.maxAttempts = attempts }
-            if let ms = options.int("backoff_initial_ms", in: 1...86_400_000) {
-                delivery.backoffInitial = .milliseconds(ms)
-            }
-            if let ms = options.int("backoff_max_ms", in: 1...86_400_000) { delivery.backoffMax = .milliseconds(ms) }
-            if let paused = options.bool("paused") { delivery.paused = paused }
-            if delivery.backoffMax < delivery.backoffInitial {
-                options.report("backoff_max_ms must not be less than backoff_initial_ms", key: "backoff_max_ms")
-            }
+            let delivery = DeliverySettings.read(options, defaults: registry.deliveryDefaults(type: typeName ?? ""))
             guard let type = options.requiredString("type") else { continue }
             let context = SinkContext(name: name, storagePath: storage.sqlitePath, logger: .init(label: "config"))
             guard let result = registry.prepareSink(type: type, reader: options, context: context) else {
@@ -233,6 +230,15 @@ public enum ConfigLoader {
                 filter.attributed = conditions.bool("attributed")
                 filter.isTest = conditions.bool("is_test")
                 filter.quarantined = conditions.bool("quarantined")
+                if let statuses = conditions.stringList("att_status") {
+                    filter.attStatuses = statuses.compactMap { text in
+                        guard let status = Int(text), (0...3).contains(status) else {
+                            conditions.report("att_status values are 0 to 3, found '\(text)'", key: "att_status")
+                            return nil
+                        }
+                        return status
+                    }
+                }
                 if let kinds = conditions.stringList("kind") {
                     filter.kinds = kinds.compactMap { kind in
                         guard let parsed = RecordKind(rawValue: kind) else {

@@ -1,6 +1,6 @@
 /// What happened, as far as the record can tell.
 public enum RecordKind: String, Sendable, Codable, CaseIterable {
-    case install, reinstall, postback, event, purchase
+    case install, reinstall, postback, session, event, purchase
 }
 
 /// How far a provider got in turning the signal into an attribution.

@@ -17,19 +17,40 @@ public struct PayloadFields: Sendable {
 
     /// Parses a request body that must be a JSON object.
     public static func parseObject(_ body: Data) throws -> PayloadFields {
-        guard !body.isEmpty else {
-            throw GatewayError(.malformedJSON, "the body is empty; expected a JSON object")
-        }
-        let value: JSONValue
-        do {
-            value = try JSONValue.parse(body)
-        } catch {
-            throw GatewayError(.malformedJSON, "the body is not valid JSON")
-        }
+        let value = try parseJSON(body, expected: "a JSON object")
         guard case .object(let object) = value else {
             throw GatewayError(.malformedJSON, "expected a JSON object, found \(value.typeName)")
         }
         return PayloadFields(object)
+    }
+
+    /// Parses a body that holds one JSON object or an array of up to `maxCount` of them;
+    /// an array's items are named `[0]`, `[1]`, … in errors.
+    public static func parseObjects(_ body: Data, maxCount: Int, noun: String) throws -> [PayloadFields] {
+        switch try parseJSON(body, expected: "a JSON object or an array of them") {
+        case .object(let object):
+            return [PayloadFields(object)]
+        case .array(let array):
+            guard !array.isEmpty else { throw GatewayError.invalid("", "the array holds no \(noun)") }
+            guard array.count <= maxCount else { throw GatewayError.invalid("", "at most \(maxCount) per request") }
+            return try array.enumerated().map { index, item in
+                guard case .object(let object) = item else {
+                    throw GatewayError.invalid("[\(index)]", "expected an object, found \(item.typeName)")
+                }
+                return PayloadFields(object, path: "[\(index)]")
+            }
+        case let value:
+            throw GatewayError(.malformedJSON, "expected a JSON object or an array, found \(value.typeName)")
+        }
+    }
+
+    static func parseJSON(_ body: Data, expected: String) throws -> JSONValue {
+        guard !body.isEmpty else { throw GatewayError(.malformedJSON, "the body is empty; expected \(expected)") }
+        do {
+            return try JSONValue.parse(body)
+        } catch {
+            throw GatewayError(.malformedJSON, "the body is not valid JSON")
+        }
     }
 
     public func fieldPath(_ key: String) -> String {

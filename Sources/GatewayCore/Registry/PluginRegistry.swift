@@ -46,6 +46,29 @@ public protocol ProviderPlugin: SendableMetatype {
     static var typeName: String { get }
     static func readOptions(_ reader: ConfigReader) -> Options?
     static func makeProvider(options: Options) throws -> any AttributionProvider
+    /// Destinations the provider brings with it, each with its own outbox and route (the
+    /// `s2s` provider forwards to its vendors this way). None by default.
+    static func sinks(options: Options) -> [ProviderSink]
+}
+
+extension ProviderPlugin {
+    public static func sinks(options: Options) -> [ProviderSink] { [] }
+}
+
+/// A destination that a provider's config defines rather than `sinks:`: delivered by a
+/// worker with an outbox, retries and dead letters like any sink, and fed by its own
+/// route so that `routes:` need not mention it.
+public struct ProviderSink: Sendable {
+    public let prepared: PreparedSink
+    public let delivery: DeliverySettings
+    /// Which records the provider sends there.
+    public let filter: RecordFilter
+
+    public init(prepared: PreparedSink, delivery: DeliverySettings, filter: RecordFilter) {
+        self.prepared = prepared
+        self.delivery = delivery
+        self.filter = filter
+    }
 }
 
 /// Everything an enricher may need to build itself.
@@ -81,12 +104,24 @@ public struct PreparedSink: Sendable {
     public let typeName: String
     public let summary: String
     public let build: @Sendable (SinkContext) async throws -> any AttributionSink
+
+    public init(
+        name: String, typeName: String, summary: String,
+        build: @escaping @Sendable (SinkContext) async throws -> any AttributionSink
+    ) {
+        self.name = name
+        self.typeName = typeName
+        self.summary = summary
+        self.build = build
+    }
 }
 
 /// Checked options for one provider, ready to build.
 public struct PreparedProvider: Sendable {
     public let typeName: String
     public let build: @Sendable () throws -> any AttributionProvider
+    /// The destinations it brings with it.
+    public let sinks: [ProviderSink]
 }
 
 /// The `type:` names config.yaml may use, each bound to its plugin.
@@ -142,7 +177,8 @@ public struct PluginRegistry: Sendable {
     public mutating func register<P: ProviderPlugin>(provider plugin: P.Type) {
         providers[P.typeName] = ProviderEntry { reader in
             guard let options = P.readOptions(reader) else { return nil }
-            return PreparedProvider(typeName: P.typeName, build: { try P.makeProvider(options: options) })
+            return PreparedProvider(
+                typeName: P.typeName, build: { try P.makeProvider(options: options) }, sinks: P.sinks(options: options))
         }
     }
 

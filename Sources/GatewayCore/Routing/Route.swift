@@ -19,6 +19,8 @@ public struct RecordFilter: Sendable, Equatable {
     public var isTest: Bool?
     /// Postbacks whose signature did not verify, kept for audit.
     public var quarantined: Bool?
+    /// App Tracking Transparency statuses (0–3); a record without one matches none.
+    public var attStatuses: [Int]?
 
     public init(
         providers: [String]? = nil, appIDs: [String]? = nil, attributed: Bool? = nil,
@@ -36,6 +38,7 @@ public struct RecordFilter: Sendable, Equatable {
         if let appIDs, !appIDs.contains(where: { $0 == record.appID }) { return false }
         if let attributed, record.attributed != attributed { return false }
         if let kinds, !kinds.contains(record.kind) { return false }
+        if let attStatuses, !attStatuses.contains(where: { $0 == record.attStatus }) { return false }
         // Apple's test payloads and quarantined postbacks stay out of every route that
         // does not ask for them.
         if record.isTest != (isTest ?? false) { return false }
