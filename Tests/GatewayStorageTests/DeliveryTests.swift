@@ -403,7 +403,7 @@ import Testing
         let json = """
             {"record_id":"r","received_at":"2020-01-01T00:00:00Z","provider":"p","app_id":"a","app_user_id":"u",
              "idfv":"v","idfa":"i","att_status":3,"attributed":true,"kind":"event","resolution":"resolved","is_test":false,
-             "duplicate_of":"o","org_id":1,"org_name":"o","campaign_id":1,"campaign_name":"c","ad_group_id":1,
+             "duplicate_of":"o","network":"Apple Search Ads","org_id":1,"org_name":"o","campaign_id":1,"campaign_name":"c","ad_group_id":1,
              "ad_group_name":"g","keyword_id":1,"keyword":"k","keyword_match_type":"Exact","ad_id":1,"creative_set_id":1,
              "creative_set_name":"s","country_or_region":"US","conversion_type":"Download","claim_type":"Click",
              "supply_placement":"x","click_date":"2020-01-01T00:00:00Z","impression_date":"2020-01-01T00:00:00Z",

@@ -24,6 +24,9 @@ public struct AttributionRecord: Sendable, Equatable, Codable {
     public var isTest: Bool
     public var duplicateOf: String?
 
+    /// The ad network a vendor credited (`media_source`, `network_name`): vendor callbacks only.
+    public var network: String?
+
     // Apple Ads
     public var orgID: Int64?
     public var orgName: String?
@@ -111,6 +114,7 @@ public struct AttributionRecord: Sendable, Equatable, Codable {
         case attributed, kind, resolution
         case isTest = "is_test"
         case duplicateOf = "duplicate_of"
+        case network
         case orgID = "org_id"
         case orgName = "org_name"
         case campaignID = "campaign_id"

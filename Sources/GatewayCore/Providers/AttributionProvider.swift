@@ -28,12 +28,19 @@ public struct ProviderRoute: Sendable, Hashable {
     /// The status of a stored payload: `202`, or `200` for callers that retry anything
     /// else (Apple's devices resend a postback for nine days until they see a `200`).
     public let acceptedStatus: Int
+    /// The SHA-256 of the shared secret a caller must present (a vendor's callbacks), in
+    /// `X-Gateway-Secret`, `Authorization` or the `secret` query parameter.
+    public let sharedSecretSHA256: [UInt8]?
 
-    public init(_ method: Method, _ path: String, requiresAPIKey: Bool = true, acceptedStatus: Int = 202) {
+    public init(
+        _ method: Method, _ path: String, requiresAPIKey: Bool = true, acceptedStatus: Int = 202,
+        sharedSecretSHA256: [UInt8]? = nil
+    ) {
         self.method = method
         self.path = path
         self.requiresAPIKey = requiresAPIKey
         self.acceptedStatus = acceptedStatus
+        self.sharedSecretSHA256 = sharedSecretSHA256
     }
 }
 
@@ -42,10 +49,17 @@ public struct IngestPayload: Sendable {
     public var body: Data
     public var receivedAt: Date
     public var path: String
+    /// The query parameters, without the `secret` that authenticated the call.
+    public var query: [String: String]
+    public var contentType: String?
 
-    public init(body: Data, receivedAt: Date, path: String = "") {
+    public init(
+        body: Data, receivedAt: Date, path: String = "", query: [String: String] = [:], contentType: String? = nil
+    ) {
         self.body = body
         self.receivedAt = receivedAt
         self.path = path
+        self.query = query
+        self.contentType = contentType
     }
 }

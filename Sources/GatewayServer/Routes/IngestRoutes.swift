@@ -67,8 +67,17 @@ extension GatewayHTTP {
                         }
                         allowedApps = apps
                     }
+                    if let secret = route.sharedSecretSHA256, !SharedSecret.matches(request, sha256: secret) {
+                        throw SharedSecret.unauthorized
+                    }
                     let body = try await BodyReader.collect(request, limit: limit)
-                    let payload = IngestPayload(body: body, receivedAt: Date(), path: route.path)
+                    var query: [String: String] = [:]
+                    for (key, value) in request.uri.queryParameters where key != "secret" {
+                        query[String(key)] = String(value)
+                    }
+                    let payload = IngestPayload(
+                        body: body, receivedAt: Date(), path: route.path, query: query,
+                        contentType: request.headers[.contentType])
                     if let resolver = gateway.resolvers[provider.name] {
                         let answer = try await resolver.submit(payload) { work in
                             if let allowedApps, !allowedApps.contains(work.appID ?? "") {
