@@ -46,7 +46,7 @@ import Testing
         #expect(config.server.port == 8080)
         #expect(config.storage.sqlitePath == "./data/gateway.sqlite")
         #expect(config.storage.durability == "full")
-        #expect(config.providers.map(\.typeName) == ["adservices", "iad", "skadnetwork"])
+        #expect(config.providers.map(\.typeName) == ["adservices", "iad", "skadnetwork", "s2s"])
         let local = try #require(config.sinks.first { $0.name == "local" })
         #expect(local.prepared.typeName == "sqlite")
         // Every route names a defined sink, and the local table gets everything.

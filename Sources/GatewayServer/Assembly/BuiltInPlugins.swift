@@ -11,6 +11,7 @@ extension PluginRegistry {
         registry.register(provider: AdServicesProviderPlugin.self)
         registry.register(provider: IAdProviderPlugin.self)
         registry.register(provider: SKAdNetworkProviderPlugin.self)
+        registry.register(provider: S2SProviderPlugin.self)
         registry.register(enricher: KeywordLookupPlugin.self)
         registry.register(sink: SQLiteSinkPlugin.self)
         registry.register(sink: WebhookSinkPlugin.self)

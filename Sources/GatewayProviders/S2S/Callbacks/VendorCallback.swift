@@ -1,0 +1,229 @@
+import Foundation
+import GatewayCore
+
+/// A vendor's attribution result (`/v1/s2s/{vendor}/callbacks`) normalised into an
+/// install, reinstall or event record, so that a team that moves from a vendor to
+/// self-attribution keeps one table of records.
+///
+/// Values come from the query (Adjust fills placeholders into a GET URL) and from the
+/// body (JSON or a form), the body winning; numbers and booleans may arrive as text.
+/// Which keys hold what differs per vendor (``CallbackFields``); the rest is shared.
+enum VendorCallback {
+    static let prefix = "/v1/s2s/"
+    static let suffix = "/callbacks"
+
+    static func path(_ vendor: Vendor) -> String {
+        prefix + vendor.rawValue + suffix
+    }
+
+    static func vendor(forPath path: String) -> Vendor? {
+        guard path.hasPrefix(prefix), path.hasSuffix(suffix) else { return nil }
+        return Vendor(rawValue: String(path.dropFirst(prefix.count).dropLast(suffix.count)))
+    }
+
+    static func normalize(_ payload: IngestPayload, vendor: Vendor) throws -> AttributionRecord {
+        let fields = PayloadFields(try values(payload))
+        let map = CallbackFields.of(vendor)
+        func text(_ keys: [String]) throws -> String? {
+            for key in keys {
+                if let value = try fields.string(key) { return value }
+            }
+            return nil
+        }
+        func number(_ keys: [String]) -> Int64? {
+            // Vendors' ids are not always numbers (AppsFlyer's af_c_id may be any text):
+            // only numeric ones fill the numeric id fields; raw keeps every one.
+            for key in keys {
+                if let value = try? fields.id(key) { return value }
+            }
+            return nil
+        }
+        func date(_ keys: [String]) throws -> Date? {
+            for key in keys {
+                guard let value = fields.value(key) else { continue }
+                guard let date = CallbackTime.parse(value) else {
+                    throw GatewayError.invalid(key, "expected Unix seconds, 'yyyy-mm-dd hh:mm:ss' (UTC) or ISO-8601")
+                }
+                return date
+            }
+            return nil
+        }
+
+        guard let activity = try text(map.kind)?.lowercased() else {
+            throw GatewayError.missing(map.kind[0])
+        }
+        let kind = map.kinds[activity] ?? (map.eventsAllowed ? .event : nil)
+        guard let kind else {
+            throw GatewayError.invalid(
+                map.kind[0], "'\(activity.prefix(40))' is not an attribution result; expected \(map.kinds.keys.sorted().joined(separator: ", "))")
+        }
+        let network = try text(map.network)
+        let organic = try map.organic.lazy.compactMap { try fields.bool($0) }.first
+            ?? (network.map { $0.lowercased() == "organic" } ?? true)
+
+        let deviceKey = try text(map.deviceID) ?? text(["idfv"]) ?? text(map.user) ?? text(["idfa"])
+        guard let deviceKey else {
+            throw GatewayError.missing(map.deviceID[0])
+        }
+        let installedAt = try date(map.installTime)
+        let eventAt = try date(map.eventTime)
+        let occurred = kind == .event || kind == .session ? (eventAt ?? installedAt) : (installedAt ?? eventAt)
+        var record = AttributionRecord(
+            provider: S2SProvider.typeName, kind: kind,
+            dedupeKey: DedupeKey.make(
+                S2SProvider.typeName, vendor.rawValue, deviceKey, activity, occurred.map(ISO8601.format) ?? "-"),
+            receivedAt: payload.receivedAt, attributed: !organic)
+        var appID = try text(map.appID)
+        if vendor == .appsflyer, let id = appID, id.count > 2, id.hasPrefix("id"),
+            id.dropFirst(2).allSatisfy({ $0.isASCII && $0.isNumber })
+        {
+            appID = String(id.dropFirst(2))
+        }
+        record.appID = appID
+        record.appUserID = try text(map.user)
+        let device = try DeviceFields(fields)
+        device.apply(to: &record)
+        record.network = network
+        if !organic {
+            record.campaignName = try text(map.campaign)
+            record.campaignID = number(map.campaignID)
+            record.adGroupName = try text(map.adGroup)
+            record.adGroupID = number(map.adGroupID)
+            record.keyword = try text(map.keyword)
+            record.keywordID = number(map.keywordID)
+            record.keywordMatchType = try text(map.matchType)
+            record.adID = number(map.adID)
+            let touched = try date(map.clickTime)
+            if try text(map.touchType)?.lowercased() == "impression" {
+                record.impressionDate = touched
+            } else {
+                record.clickDate = touched
+            }
+        }
+        record.conversionDate = installedAt
+        record.countryOrRegion = try text(map.country)?.uppercased()
+        if kind == .event {
+            record.eventName = try text(map.eventName)
+            record.revenue = try map.revenue.lazy.compactMap { try RawEvent.amount(fields, $0) }.first
+            record.currency = try text(map.currency)?.uppercased()
+            record.purchaseDate = record.revenue != nil ? eventAt : nil
+        }
+        var stored = fields.object
+        if device.idfa == nil { stored["idfa"] = nil }
+        record.raw = .object(["vendor": .string(vendor.rawValue), "callback": .object(stored)])
+        return record
+    }
+
+    /// The query and the body's values, as one object.
+    static func values(_ payload: IngestPayload) throws -> [String: JSONValue] {
+        var object = payload.query.mapValues(JSONValue.string)
+        let body = payload.body
+        guard !body.isEmpty else { return object }
+        let type = payload.contentType?.lowercased() ?? ""
+        if type.hasPrefix("application/x-www-form-urlencoded") {
+            for (key, value) in FormEncoding.decode(String(decoding: body, as: UTF8.self)) { object[key] = .string(value) }
+            return object
+        }
+        let fields = try PayloadFields.parseObject(body)
+        object.merge(fields.object) { _, body in body }
+        return object
+    }
+}
+
+/// Which keys each vendor uses for each field, first match wins.
+struct CallbackFields {
+    var kind: [String]
+    /// Activity → record kind; others are events when `eventsAllowed`, else refused.
+    var kinds: [String: RecordKind]
+    var eventsAllowed = true
+    var network: [String]
+    var organic: [String]
+    var campaign: [String]
+    var campaignID: [String]
+    var adGroup: [String]
+    var adGroupID: [String]
+    var keyword: [String]
+    var keywordID: [String]
+    var matchType: [String] = []
+    var adID: [String] = []
+    var installTime: [String]
+    var clickTime: [String]
+    var touchType: [String] = []
+    var eventTime: [String]
+    var appID: [String]
+    var user: [String]
+    var deviceID: [String]
+    var country: [String]
+    var eventName: [String]
+    var revenue: [String]
+    var currency: [String]
+
+    static func of(_ vendor: Vendor) -> CallbackFields {
+        switch vendor {
+        case .appsflyer: appsFlyer
+        case .adjust: adjust
+        case .singular: singular
+        }
+    }
+
+    /// AppsFlyer's Push API (JSON POST, or GET with the same names).
+    static let appsFlyer = CallbackFields(
+        kind: ["event_name"],
+        kinds: ["install": .install, "reinstall": .reinstall, "re-attribution": .reinstall, "re-engagement": .reinstall],
+        network: ["media_source"], organic: [], campaign: ["campaign"], campaignID: ["af_c_id"],
+        adGroup: ["af_adset"], adGroupID: ["af_adset_id"], keyword: ["af_keywords"], keywordID: ["keyword_id"],
+        matchType: ["keyword_match_type"], adID: ["af_ad_id"], installTime: ["install_time"],
+        clickTime: ["attributed_touch_time"], touchType: ["attributed_touch_type"], eventTime: ["event_time"],
+        appID: ["app_id"], user: ["customer_user_id"], deviceID: ["appsflyer_id"], country: ["country_code"],
+        eventName: ["event_name"], revenue: ["event_revenue"], currency: ["event_revenue_currency"])
+
+    /// Adjust's callbacks: a GET whose query holds the placeholders the operator chose,
+    /// named as the placeholders are.
+    static let adjust = CallbackFields(
+        kind: ["activity_kind"],
+        kinds: [
+            "install": .install, "reinstall": .reinstall, "reattribution": .reinstall,
+            "reattribution_reinstall": .reinstall, "event": .event, "session": .session,
+        ],
+        eventsAllowed: false,
+        network: ["network_name"], organic: ["is_organic"], campaign: ["campaign_name"], campaignID: ["campaign_id"],
+        adGroup: ["adgroup_name"], adGroupID: ["adgroup_id"], keyword: ["iad_keyword", "search_term", "keyword"],
+        keywordID: ["iad_keyword_id"], installTime: ["installed_at"], clickTime: ["click_time"],
+        eventTime: ["created_at"], appID: ["app_id"], user: ["user_id", "customer_user_id"], deviceID: ["adid"],
+        country: ["country"], eventName: ["event_name"], revenue: ["revenue_float"], currency: ["currency"])
+
+    /// Singular's internal BI postbacks (JSON POST).
+    static let singular = CallbackFields(
+        kind: ["event_name"],
+        kinds: ["install": .install, "reinstall": .reinstall, "re-engagement": .reinstall],
+        network: ["network"], organic: ["is_organic"], campaign: ["campaign", "tracker_campaign_name"],
+        campaignID: ["tracker_campaign_id", "campaign_id"], adGroup: ["tracker_sub_campaign_name"],
+        adGroupID: ["tracker_sub_campaign_id"], keyword: ["keyword"], keywordID: ["keyword_id"],
+        installTime: ["install_utc_timestamp"], clickTime: ["click_utc_timestamp"], eventTime: ["event_utc_timestamp"],
+        appID: ["app_id"], user: ["user_id", "custom_user_id"], deviceID: ["singular_id"], country: ["country"],
+        eventName: ["event_name"], revenue: ["amount"], currency: ["currency"])
+}
+
+/// The times vendors send: Unix seconds (numbers or text), AppsFlyer's
+/// `yyyy-mm-dd hh:mm:ss.sss` in UTC, or ISO-8601.
+enum CallbackTime {
+    static func parse(_ value: JSONValue) -> Date? {
+        switch value {
+        case .integer(let n): return seconds(Double(n))
+        case .double(let d): return seconds(d)
+        case .string(let text):
+            if let number = Double(text) { return seconds(number) }
+            if let date = ISO8601.parse(text) { return date }
+            // "2023-11-01 04:05:07.925", maybe with "+0000" after it.
+            var iso = text.replacingOccurrences(of: " ", with: "T")
+            if let plus = iso.firstIndex(of: "+") { iso = String(iso[..<plus]) }
+            return ISO8601.parse(iso + "Z")
+        default: return nil
+        }
+    }
+
+    static func seconds(_ value: Double) -> Date? {
+        guard value > 0, value < RawEvent.maxUnixSeconds else { return nil }
+        return Date(timeIntervalSince1970: value)
+    }
+}

@@ -1,0 +1,241 @@
+import Foundation
+import GatewayCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One session, event or purchase as a backend posts it to `POST /v1/events`, checked.
+///
+/// The same reading serves intake and the vendor adapters, which read the stored event
+/// back from the record's `raw`: what a vendor receives is exactly what was validated,
+/// and the consent rule is applied both times.
+public struct RawEvent: Sendable {
+    public enum EventType: String, Sendable, CaseIterable {
+        case session, event, purchase
+    }
+
+    public var type: EventType
+    public var name: String?
+    public var appID: String
+    public var bundleID: String?
+    public var appUserID: String?
+    public var eventID: String?
+    /// IDFV, ATT status, and the IDFA only when the user allowed it.
+    var device: DeviceFields
+    public var ip: String?
+    public var userAgent: String?
+    public var osVersion: String?
+    public var deviceModel: String?
+    public var locale: String?
+    public var appVersion: String?
+    public var timestamp: Date?
+    public var revenue: Decimal?
+    public var currency: String?
+    public var transactionID: String?
+    public var productID: String?
+    public var adServicesToken: String?
+    public var skanConversionValue: Int?
+    public var skanFirstCallTimestamp: Int64?
+    public var skanLastCallTimestamp: Int64?
+    public var vendorIDs: [String: String]
+    /// Flat event attributes: strings, numbers and booleans.
+    public var properties: [String: JSONValue]
+    /// The event as it is stored: as received, minus an IDFA the user did not allow.
+    public var stored: [String: JSONValue]
+
+    public var idfv: String? { device.idfv }
+    public var idfa: String? { device.idfa }
+    public var attStatus: Int? { device.attStatus }
+
+    /// The keys an event may have; anything else is refused, so that a misspelt
+    /// `att_status` cannot silently drop consent.
+    static let knownKeys: Set<String> = [
+        "type", "name", "app_id", "bundle_id", "app_user_id", "event_id", "idfv", "idfa", "att_status", "ip",
+        "user_agent", "os_version", "device_model", "locale", "app_version", "timestamp", "revenue", "currency",
+        "transaction_id", "product_id", "adservices_token", "skan_conversion_value", "skan_first_call_timestamp",
+        "skan_last_call_timestamp", "vendor_ids", "properties",
+    ]
+    static let maxProperties = 50
+    static let maxTokenLength = 16 * 1024
+    /// Unix seconds above this are almost surely milliseconds.
+    static let maxUnixSeconds: Double = 100_000_000_000
+
+    public init(_ fields: PayloadFields) throws {
+        for key in fields.object.keys.sorted() where !Self.knownKeys.contains(key) {
+            throw GatewayError.invalid(fields.fieldPath(key), "unknown field")
+        }
+        guard let typeName = try fields.string("type") else { throw GatewayError.missing(fields.fieldPath("type")) }
+        guard let type = EventType(rawValue: typeName) else {
+            throw GatewayError.invalid(fields.fieldPath("type"), "expected session, event or purchase")
+        }
+        self.type = type
+        name = try fields.string("name")
+        if type == .event, name == nil { throw GatewayError.missing(fields.fieldPath("name")) }
+        appID = try fields.requiredString("app_id")
+        bundleID = try fields.string("bundle_id")
+        appUserID = try fields.string("app_user_id")
+        eventID = try fields.string("event_id")
+        device = try DeviceFields(fields)
+        // An IDFA the user did not allow is dropped unread, whatever it holds.
+        for key in device.idfa == nil ? ["idfv"] : ["idfv", "idfa"] {
+            if let id = try fields.string(key), UUID(uuidString: id) == nil {
+                throw GatewayError.invalid(fields.fieldPath(key), "expected a UUID such as 6D92078A-8246-4BA4-AE5B-76104861E7DC")
+            }
+        }
+        ip = try fields.string("ip")
+        if let ip, !Self.isIPAddress(ip) {
+            throw GatewayError.invalid(fields.fieldPath("ip"), "expected an IPv4 or IPv6 address")
+        }
+        userAgent = try fields.string("user_agent")
+        osVersion = try fields.string("os_version")
+        deviceModel = try fields.string("device_model")
+        locale = try fields.string("locale")
+        appVersion = try fields.string("app_version")
+        timestamp = try Self.timestamp(fields, "timestamp")
+        revenue = try Self.amount(fields, "revenue")
+        currency = try fields.string("currency")
+        if let currency, currency.count != 3 || !currency.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) }) {
+            throw GatewayError.invalid(fields.fieldPath("currency"), "expected an ISO 4217 code such as USD")
+        }
+        if revenue != nil, currency == nil { throw GatewayError.missing(fields.fieldPath("currency")) }
+        if type == .purchase, revenue == nil { throw GatewayError.missing(fields.fieldPath("revenue")) }
+        transactionID = try fields.string("transaction_id")
+        productID = try fields.string("product_id")
+        adServicesToken = try Self.token(fields, "adservices_token")
+        skanConversionValue = try fields.int("skan_conversion_value", in: 0...63)
+        skanFirstCallTimestamp = try Self.unixSeconds(fields, "skan_first_call_timestamp")
+        skanLastCallTimestamp = try Self.unixSeconds(fields, "skan_last_call_timestamp")
+        vendorIDs = try Self.vendorIDs(fields)
+        properties = try Self.properties(fields)
+
+        var stored = fields.object
+        if device.idfa == nil { stored["idfa"] = nil }
+        self.stored = stored
+    }
+
+    /// Reads a stored event back (from a record's `raw`).
+    public init(stored: JSONValue?) throws {
+        guard let object = stored?.objectValue else {
+            throw GatewayError(.invalidField, "the record holds no event")
+        }
+        try self.init(PayloadFields(object))
+    }
+
+    /// When it happened: the event's own timestamp, else when the gateway received it.
+    public func occurredAt(receivedAt: Date) -> Date {
+        timestamp ?? receivedAt
+    }
+
+    public var ipv4: String? {
+        guard let ip, ip.contains("."), !ip.contains(":") else { return nil }
+        return ip
+    }
+
+    // MARK: field readers
+
+    static func isIPAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
+    }
+
+    /// An ISO-8601 date or Unix seconds.
+    static func timestamp(_ fields: PayloadFields, _ key: String) throws -> Date? {
+        guard let value = fields.value(key) else { return nil }
+        switch value {
+        case .string:
+            return try fields.date(key)
+        case .integer(let n):
+            return try seconds(Double(n), fields.fieldPath(key))
+        case .double(let d):
+            return try seconds(d, fields.fieldPath(key))
+        default:
+            throw GatewayError.invalid(fields.fieldPath(key), "expected an ISO-8601 date or Unix seconds, found \(value.typeName)")
+        }
+    }
+
+    static func seconds(_ value: Double, _ field: String) throws -> Date {
+        guard value >= 0, value < maxUnixSeconds else {
+            throw GatewayError.invalid(field, "expected Unix seconds (not milliseconds), found \(value)")
+        }
+        return Date(timeIntervalSince1970: value)
+    }
+
+    static func unixSeconds(_ fields: PayloadFields, _ key: String) throws -> Int64? {
+        guard let n = try fields.id(key) else { return nil }
+        _ = try seconds(Double(n), fields.fieldPath(key))
+        return n
+    }
+
+    /// A non-negative amount from a number or a numeric string, kept in decimal.
+    static func amount(_ fields: PayloadFields, _ key: String) throws -> Decimal? {
+        guard let value = fields.value(key) else { return nil }
+        let amount: Decimal?
+        switch value {
+        case .integer(let n): amount = Decimal(n)
+        // The shortest text of a double is what the sender wrote (9.99, not 9.9900000000000002).
+        case .double(let d): amount = d.isFinite ? Decimal(string: String(d)) : nil
+        // Decimal(string:) would read "9.99abc" as 9.99: only plain decimals are amounts.
+        case .string(let s) where s.wholeMatch(of: /[0-9]{1,15}(\.[0-9]{1,10})?/) != nil:
+            amount = Decimal(string: s, locale: Locale(identifier: "en_US_POSIX"))
+        default: amount = nil
+        }
+        guard let amount, amount >= 0 else {
+            throw GatewayError.invalid(fields.fieldPath(key), "expected a non-negative amount such as 4.99")
+        }
+        return amount
+    }
+
+    /// The AdServices token: longer than ordinary fields allow, and Base64.
+    static func token(_ fields: PayloadFields, _ key: String) throws -> String? {
+        guard let value = fields.value(key) else { return nil }
+        guard case .string(let token) = value, !token.isEmpty else {
+            throw GatewayError.invalid(fields.fieldPath(key), "expected the Base64 token from AAAttribution.attributionToken()")
+        }
+        guard token.utf8.count <= maxTokenLength, Data(base64Encoded: token) != nil else {
+            throw GatewayError.invalid(fields.fieldPath(key), "expected the Base64 token from AAAttribution.attributionToken()")
+        }
+        return token
+    }
+
+    static func vendorIDs(_ fields: PayloadFields) throws -> [String: String] {
+        guard let ids = try fields.object("vendor_ids") else { return [:] }
+        var result: [String: String] = [:]
+        for key in ids.object.keys {
+            guard let value = try ids.string(key) else { continue }
+            result[key] = value
+        }
+        // Checked here so that a backend hears of a malformed id at once, not from a dead letter.
+        if let id = result["appsflyer_id"], !matches(id, digits: [13, 7], separator: "-") {
+            throw GatewayError.invalid(ids.fieldPath("appsflyer_id"), "expected AppsFlyer's id, 13 digits, '-', 7 digits")
+        }
+        if let adid = result["adid"], adid.count != 32 || !adid.allSatisfy(\.isHexDigit) {
+            throw GatewayError.invalid(ids.fieldPath("adid"), "expected Adjust's adid, 32 hexadecimal digits")
+        }
+        return result
+    }
+
+    static func matches(_ text: String, digits groups: [Int], separator: Character) -> Bool {
+        let parts = text.split(separator: separator, omittingEmptySubsequences: false)
+        return parts.count == groups.count
+            && zip(parts, groups).allSatisfy { part, count in part.count == count && part.allSatisfy(\.isASCII) && part.allSatisfy(\.isNumber) }
+    }
+
+    static func properties(_ fields: PayloadFields) throws -> [String: JSONValue] {
+        guard let object = try fields.object("properties") else { return [:] }
+        guard object.object.count <= maxProperties else {
+            throw GatewayError.invalid(fields.fieldPath("properties"), "at most \(maxProperties) properties")
+        }
+        for (key, value) in object.object {
+            switch value {
+            case .string(let s) where s.count <= PayloadFields.maxStringLength: continue
+            case .integer, .double, .bool: continue
+            default:
+                throw GatewayError.invalid(
+                    object.fieldPath(key), "properties are flat: strings (up to \(PayloadFields.maxStringLength) characters), numbers or booleans")
+            }
+        }
+        return object.object
+    }
+}

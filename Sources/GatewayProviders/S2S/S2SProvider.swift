@@ -1,0 +1,86 @@
+import Foundation
+import GatewayCore
+
+/// Raw sessions, events and purchases from a backend (`POST /v1/events`), stored as
+/// records of kind `session`, `event` or `purchase` and forwarded to the vendors that
+/// `providers.s2s.vendor` names (each vendor is a destination with its own outbox, see
+/// ``S2SProviderPlugin``); and the vendors' own attribution results
+/// (`/v1/s2s/{vendor}/callbacks`), normalised into install records.
+public struct S2SProvider: AttributionProvider {
+    public static let typeName = "s2s"
+    public static let eventsPath = "/v1/events"
+    /// The most events one request may hold.
+    static let maxBatch = 1000
+
+    public struct Options: Sendable {
+        /// Vendors events are forwarded to, in config order.
+        public var forwarding: [VendorSettings] = []
+        /// Vendors whose callbacks are accepted: those with a `callback_secret`.
+        public var callbacks: [VendorSettings] = []
+
+        public init() {}
+    }
+
+    public let options: Options
+    public var name: String { Self.typeName }
+
+    public init(options: Options = Options()) {
+        self.options = options
+    }
+
+    public var routes: [ProviderRoute] {
+        var routes = [ProviderRoute(.post, Self.eventsPath)]
+        for vendor in options.callbacks {
+            guard let secret = vendor.callbackSecretSHA256 else { continue }
+            let path = VendorCallback.path(vendor.vendor)
+            // Adjust calls back with GET and the values in the query; the others POST.
+            for method in [ProviderRoute.Method.post, .get] {
+                routes.append(ProviderRoute(method, path, requiresAPIKey: false, acceptedStatus: 200, sharedSecretSHA256: secret))
+            }
+        }
+        return routes
+    }
+
+    public func normalize(_ payload: IngestPayload) throws -> [AttributionRecord] {
+        if let vendor = VendorCallback.vendor(forPath: payload.path) {
+            return [try VendorCallback.normalize(payload, vendor: vendor)]
+        }
+        return try PayloadFields.parseObjects(payload.body, maxCount: Self.maxBatch, noun: "event").map { fields in
+            try Self.record(RawEvent(fields), receivedAt: payload.receivedAt)
+        }
+    }
+
+    static func record(_ event: RawEvent, receivedAt: Date) -> AttributionRecord {
+        let kind: RecordKind =
+            switch event.type {
+            case .session: .session
+            case .event: .event
+            case .purchase: .purchase
+            }
+        var record = AttributionRecord(
+            provider: typeName, kind: kind, dedupeKey: dedupeKey(event, receivedAt: receivedAt), receivedAt: receivedAt)
+        record.appID = event.appID
+        record.appUserID = event.appUserID
+        event.device.apply(to: &record)
+        record.eventName = event.name ?? event.type.rawValue
+        record.revenue = event.revenue
+        record.currency = event.currency
+        record.transactionRef = event.transactionID
+        if event.type == .purchase { record.purchaseDate = event.timestamp }
+        record.raw = .object(event.stored)
+        return record
+    }
+
+    /// A resent event is the same record: by its `event_id`, a purchase by its
+    /// transaction, anything else by its content (with the time it arrived when it
+    /// carries no timestamp of its own, since two such sessions are two sessions).
+    static func dedupeKey(_ event: RawEvent, receivedAt: Date) -> String {
+        if let id = event.eventID { return DedupeKey.make(typeName, event.appID, "id", id) }
+        if event.type == .purchase, let transaction = event.transactionID {
+            return DedupeKey.make(typeName, event.appID, "purchase", transaction)
+        }
+        var content = JSONValue.object(event.stored).jsonText
+        if event.timestamp == nil { content += "@" + ISO8601.format(receivedAt) }
+        return DedupeKey.make(typeName, event.appID, "content", SHA256Text.hex(content))
+    }
+}

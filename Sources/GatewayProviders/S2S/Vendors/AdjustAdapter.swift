@@ -1,0 +1,96 @@
+import Foundation
+import GatewayCore
+
+/// Adjust's S2S API: `POST /session` and `POST /event` with a form body, the S2S token as
+/// `Authorization: Bearer`, apps and events named by Adjust's tokens.
+///
+/// `451` means the device opted out: final, so it counts as done, never retried.
+/// `202` means Adjust did not take the S2S token. Events older than 58 days are refused
+/// by Adjust, so they are dead-lettered without a call.
+public struct AdjustAdapter: VendorAdapter {
+    public let vendor = Vendor.adjust
+    public let kinds: [RecordKind] = [.session, .event, .purchase]
+    static let maxAge: TimeInterval = 58 * 24 * 3600
+    let settings: VendorSettings
+
+    public init(settings: VendorSettings) {
+        self.settings = settings
+    }
+
+    public func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal) -> VendorRequest {
+        guard let app = settings.adjustApps[event.appID] else {
+            throw VendorRefusal("no Adjust app token for app_id \(event.appID) (providers.s2s.vendors.adjust.apps)")
+        }
+        let adid = event.vendorIDs["adid"]
+        guard event.idfa != nil || event.idfv != nil || adid != nil else {
+            throw VendorRefusal("Adjust needs a device id: idfv, an allowed idfa or vendor_ids.adid")
+        }
+        let occurred = event.occurredAt(receivedAt: record.receivedAt)
+        guard now.timeIntervalSince(occurred) <= Self.maxAge else {
+            throw VendorRefusal("the event is older than 58 days; Adjust refuses it")
+        }
+        var form: [(String, String)] = [("s2s", "1"), ("app_token", app.appToken)]
+        func add(_ name: String, _ value: String?) {
+            if let value { form.append((name, value)) }
+        }
+        let path: String
+        switch event.type {
+        case .session:
+            path = "/session"
+        case .event, .purchase:
+            path = "/event"
+            let name = event.name ?? event.type.rawValue
+            guard let token = app.eventTokens[name] else {
+                throw VendorRefusal("no Adjust event token for '\(name.prefix(60))' (providers.s2s.vendors.adjust.apps.\(event.appID).event_tokens)")
+            }
+            add("event_token", token)
+        }
+        add("idfa", event.idfa)
+        add("idfv", event.idfv)
+        add("adid", adid)
+        add("att_status", event.attStatus.map(String.init))
+        add("os_name", "ios")
+        add("os_version", event.osVersion)
+        add("ip_address", event.ipv4)
+        add("user_agent", event.userAgent)
+        add("created_at_unix", String(Int64(occurred.timeIntervalSince1970)))
+        add("environment", settings.environment)
+        if let revenue = event.revenue, revenue >= Decimal(string: "0.001")! {
+            add("revenue", AmountText.format(revenue))
+            add("currency", event.currency)
+        }
+        if !event.properties.isEmpty {
+            // Adjust takes flat JSON with string values only.
+            let strings = event.properties.mapValues { value -> JSONValue in
+                switch value {
+                case .string: value
+                case .bool(let b): .string(b ? "true" : "false")
+                case .integer(let n): .string(String(n))
+                case .double(let d): .string(String(d))
+                default: .string(value.jsonText)
+                }
+            }
+            add("callback_params", JSONText.object(strings))
+        }
+        var headers = [("Content-Type", "application/x-www-form-urlencoded")]
+        if let key = settings.apiKey { headers.append(("Authorization", "Bearer \(key)")) }
+        if event.type == .session, let ip = event.ipv4 { headers.append(("X-Adjust-Forwarded-For", ip)) }
+        return VendorRequest(
+            method: .post, url: settings.base + path, headers: headers, body: Data(FormEncoding.encode(form).utf8))
+    }
+
+    public func outcome(status: Int, body: String, retryAfter: Duration?) -> DeliveryOutcome {
+        switch status {
+        case 200:
+            return .delivered
+        case 451:
+            return .delivered
+        case 202:
+            return .retry(reason: "Adjust did not accept the S2S token (202)", after: retryAfter)
+        case 401, 403, 408, 429, 500...599:
+            return .retry(reason: "Adjust answered \(status)", after: retryAfter)
+        default:
+            return .reject(reason: "Adjust answered \(status): \(body.prefix(200))")
+        }
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import GatewayCore
+
+/// Singular's S2S API: `GET /api/v1/launch` for sessions and `GET /api/v1/evt` for events
+/// and purchases, everything in the query, the SDK key as `a`.
+///
+/// Singular answers `200` even to a refused request; its body's `status` decides. A
+/// refusal (`{"status":"error","reason":…}`) is about the parameters and is not retried,
+/// as Singular advises; anything but `200` is retried.
+public struct SingularAdapter: VendorAdapter {
+    public let vendor = Vendor.singular
+    public let kinds: [RecordKind] = [.session, .event, .purchase]
+    /// Singular's name for in-app purchases.
+    static let purchaseEventName = "__iap__"
+    let settings: VendorSettings
+
+    public init(settings: VendorSettings) {
+        self.settings = settings
+    }
+
+    public func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal) -> VendorRequest {
+        guard let key = settings.apiKey else { throw VendorRefusal("no Singular SDK key is configured") }
+        guard let bundleID = event.bundleID else { throw VendorRefusal("bundle_id is missing; Singular requires it (i)") }
+        guard let ip = event.ipv4 else { throw VendorRefusal("ip (IPv4) is missing; Singular requires it") }
+        guard let osVersion = event.osVersion else { throw VendorRefusal("os_version is missing; Singular requires it (ve)") }
+        guard event.idfv != nil || event.idfa != nil else {
+            throw VendorRefusal("idfv is missing; Singular needs a device id")
+        }
+        var query: [(String, String)] = [("a", key), ("p", "iOS"), ("i", bundleID), ("ip", ip), ("ve", osVersion), ("ma", "Apple")]
+        func add(_ name: String, _ value: String?) {
+            if let value { query.append((name, value)) }
+        }
+        add("mo", event.deviceModel)
+        add("lc", event.locale)
+        add("app_v", event.appVersion)
+        add("idfv", event.idfv)
+        add("idfa", event.idfa)
+        add("att_authorization_status", event.attStatus.map(String.init))
+        add("ua", event.userAgent)
+        add("custom_user_id", event.appUserID)
+        add("utime", String(Int64(event.occurredAt(receivedAt: record.receivedAt).timeIntervalSince1970)))
+        add("skan_conversion_value", event.skanConversionValue.map(String.init))
+        add("skan_first_call_timestamp", event.skanFirstCallTimestamp.map(String.init))
+        add("skan_last_call_timestamp", event.skanLastCallTimestamp.map(String.init))
+
+        let path: String
+        switch event.type {
+        case .session:
+            path = "/api/v1/launch"
+            add("attribution_token", event.adServicesToken)
+        case .event, .purchase:
+            path = "/api/v1/evt"
+            let isPurchase = event.type == .purchase
+            add("n", event.name ?? (isPurchase ? Self.purchaseEventName : nil))
+            if !event.properties.isEmpty { add("e", JSONText.object(event.properties)) }
+            if let revenue = event.revenue {
+                add("amt", AmountText.format(revenue))
+                add("cur", event.currency)
+                add("is_revenue_event", "true")
+            }
+            if isPurchase {
+                add("purchase_transaction_id", event.transactionID)
+                add("purchase_product_id", event.productID)
+            }
+        }
+        return VendorRequest(method: .get, url: settings.base + path + "?" + FormEncoding.encode(query))
+    }
+
+    public func outcome(status: Int, body: String, retryAfter: Duration?) -> DeliveryOutcome {
+        guard status == 200 else {
+            return .retry(reason: "Singular answered \(status)", after: retryAfter)
+        }
+        guard let answer = try? JSONValue.parse(Data(body.utf8)), case .string(let state)? = answer["status"] else {
+            return .retry(reason: "Singular answered 200 without a status")
+        }
+        if state == "ok" { return .delivered }
+        let reason = answer["reason"].flatMap { if case .string(let text) = $0 { text } else { nil } } ?? "no reason given"
+        return .reject(reason: "Singular refused the event: \(reason.prefix(200))")
+    }
+}

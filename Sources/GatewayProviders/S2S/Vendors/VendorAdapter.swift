@@ -1,0 +1,105 @@
+import Foundation
+import GatewayCore
+
+/// One HTTP request to a vendor.
+public struct VendorRequest: Sendable, Equatable {
+    public enum Method: String, Sendable { case get = "GET", post = "POST" }
+    public var method: Method
+    /// Carries the query; may hold a key (Singular's `a`), so it is never logged.
+    public var url: String
+    public var headers: [(String, String)]
+    public var body: Data?
+
+    public init(method: Method, url: String, headers: [(String, String)] = [], body: Data? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+
+    public static func == (a: VendorRequest, b: VendorRequest) -> Bool {
+        a.method == b.method && a.url == b.url && a.body == b.body
+            && a.headers.map { "\($0.0): \($0.1)" } == b.headers.map { "\($0.0): \($0.1)" }
+    }
+}
+
+/// Why an event cannot go to a vendor as it is (a field the vendor requires is missing,
+/// or the vendor would refuse it): it goes to the dead-letter queue without a call, with
+/// this reason, and can be replayed once the config or data is mended.
+public struct VendorRefusal: Error, Sendable, Equatable {
+    public var reason: String
+
+    public init(_ reason: String) {
+        self.reason = reason
+    }
+}
+
+/// A vendor's server-to-server wire format: which records it takes, the request for
+/// each, and what its answers mean. Pure, so each format is tested without a network.
+public protocol VendorAdapter: Sendable {
+    var vendor: Vendor { get }
+    /// The record kinds this vendor's S2S API takes.
+    var kinds: [RecordKind] { get }
+    /// The request for one stored event. `now` is for age limits.
+    func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal) -> VendorRequest
+    /// What the vendor's answer means for the event.
+    func outcome(status: Int, body: String, retryAfter: Duration?) -> DeliveryOutcome
+}
+
+extension VendorAdapter {
+    /// Vendors want chronological order per device: events of one device (by IDFV, else
+    /// user, else IDFA) are sent one after another, different devices at once.
+    static func deviceKey(_ event: RawEvent) -> String {
+        event.idfv ?? event.appUserID.map { "user:\($0)" } ?? event.idfa ?? "app:\(event.appID)"
+    }
+}
+
+/// `application/x-www-form-urlencoded` and query strings: every byte but RFC 3986's
+/// unreserved characters percent-encoded, so `+`, `&` and `=` in values stay values.
+enum FormEncoding {
+    static let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~".utf8)
+
+    static func encode(_ pairs: [(String, String)]) -> String {
+        pairs.map { "\(escape($0.0))=\(escape($0.1))" }.joined(separator: "&")
+    }
+
+    static func escape(_ text: String) -> String {
+        var result = ""
+        for byte in text.utf8 {
+            if unreserved.contains(byte) {
+                result.unicodeScalars.append(UnicodeScalar(byte))
+            } else {
+                result += String(format: "%%%02X", byte)
+            }
+        }
+        return result
+    }
+
+    /// Parses `a=1&b=2` (with `+` as space, as forms send it).
+    static func decode(_ text: String) -> [String: String] {
+        var result: [String: String] = [:]
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func unescape(_ s: Substring) -> String {
+                String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(s)
+            }
+            guard let key = parts.first.map(unescape), !key.isEmpty else { continue }
+            result[key] = parts.count > 1 ? unescape(parts[1]) : ""
+        }
+        return result
+    }
+}
+
+/// Decimal amounts as plain text (`9.99`), never in exponent form.
+enum AmountText {
+    static func format(_ amount: Decimal) -> String {
+        amount.description
+    }
+}
+
+/// JSON text of an object with sorted keys, for values vendors want as a JSON string.
+enum JSONText {
+    static func object(_ object: [String: JSONValue]) -> String {
+        JSONValue.object(object).jsonText
+    }
+}

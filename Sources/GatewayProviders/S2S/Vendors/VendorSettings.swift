@@ -1,0 +1,70 @@
+import Foundation
+import GatewayCore
+
+/// The attribution vendors the `s2s` provider talks to.
+public enum Vendor: String, Sendable, CaseIterable {
+    case singular, appsflyer, adjust
+
+    public var displayName: String {
+        switch self {
+        case .singular: "Singular"
+        case .appsflyer: "AppsFlyer"
+        case .adjust: "Adjust"
+        }
+    }
+
+    /// The name of its destination, in `dlq`, `replay`, metrics and logs. The '.' keeps
+    /// it apart from every name under `sinks:`.
+    public var sinkName: String { "s2s.\(rawValue)" }
+}
+
+/// One vendor's settings under `providers.s2s.vendors`.
+public struct VendorSettings: Sendable {
+    /// An app's Adjust tokens: Adjust names apps and events by tokens, not by ids.
+    public struct AdjustApp: Sendable, Equatable {
+        public var appToken: String
+        /// Event name (a purchase's name, `purchase` by default) → event token.
+        public var eventTokens: [String: String]
+
+        public init(appToken: String, eventTokens: [String: String]) {
+            self.appToken = appToken
+            self.eventTokens = eventTokens
+        }
+    }
+
+    public var vendor: Vendor
+    /// The base URL; the vendor's production host by default.
+    public var endpoint: String
+    /// Singular's SDK key, AppsFlyer's S2S key (dev key on the legacy host), Adjust's S2S token.
+    public var apiKey: String?
+    /// Forward only events whose user allowed tracking (ATT status 3).
+    public var requireConsent = false
+    public var timeout: Duration = .seconds(10)
+    /// Devices whose events are sent at once; one device's events go in order.
+    public var concurrency = 8
+    public var delivery = DeliverySettings(batchSize: 50)
+    /// SHA-256 of the secret its callbacks must present; no callbacks without one.
+    public var callbackSecretSHA256: [UInt8]?
+    /// Adjust: `production` or `sandbox`.
+    public var environment = "production"
+    /// Adjust: tokens per app id.
+    public var adjustApps: [String: AdjustApp] = [:]
+
+    public init(vendor: Vendor) {
+        self.vendor = vendor
+        endpoint = Self.defaultEndpoint(vendor)
+    }
+
+    public static func defaultEndpoint(_ vendor: Vendor, legacy: Bool = false) -> String {
+        switch vendor {
+        case .singular: "https://s2s.singular.net"
+        case .appsflyer: legacy ? "https://api2.appsflyer.com" : "https://api3.appsflyer.com"
+        case .adjust: "https://s2s.adjust.com"
+        }
+    }
+
+    /// The base URL without a trailing slash, for joining paths.
+    var base: String {
+        endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+    }
+}

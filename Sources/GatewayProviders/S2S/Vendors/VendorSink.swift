@@ -1,0 +1,113 @@
+import AsyncHTTPClient
+import Foundation
+import GatewayCore
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Delivers stored events to one vendor through its ``VendorAdapter``, one request per
+/// event (no vendor batches S2S events). The worker around it owns the outbox, retries,
+/// backoff and dead letters, so a vendor outage delays events and loses none.
+///
+/// A batch is split by device: each device's events go in order, and once one of them
+/// must wait, the later ones of that device wait too rather than overtake it.
+public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
+    public let maxBatchSize: Int
+    let adapter: Adapter
+    let settings: VendorSettings
+    let client: HTTPClient
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    public init(
+        adapter: Adapter, settings: VendorSettings, client: HTTPClient = .shared, logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.adapter = adapter
+        self.settings = settings
+        self.maxBatchSize = settings.delivery.batchSize
+        self.client = client
+        self.logger = logger
+        self.now = now
+    }
+
+    public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+        var lanes: [String: [Int]] = [:]
+        var order: [String] = []
+        var events: [Int: RawEvent] = [:]
+        var outcomes = [DeliveryOutcome](repeating: .retry(reason: "not sent"), count: records.count)
+        for (index, record) in records.enumerated() {
+            do {
+                let event = try RawEvent(stored: record.raw)
+                events[index] = event
+                let key = Adapter.deviceKey(event)
+                if lanes[key] == nil { order.append(key) }
+                lanes[key, default: []].append(index)
+            } catch {
+                outcomes[index] = .reject(reason: "the record holds no readable event: \(error)")
+            }
+        }
+        // Devices are dealt round-robin onto `concurrency` workers.
+        let workers = max(1, min(settings.concurrency, order.count))
+        let shares: [[[(index: Int, event: RawEvent)]]] = (0..<workers).map { worker in
+            stride(from: worker, to: order.count, by: workers).map { device in
+                lanes[order[device]]!.map { (index: $0, event: events[$0]!) }
+            }
+        }
+        let results = await withTaskGroup(of: [(Int, DeliveryOutcome)].self) { group in
+            for share in shares {
+                group.addTask {
+                    var done: [(Int, DeliveryOutcome)] = []
+                    for device in share {
+                        var waiting: DeliveryOutcome?
+                        for item in device {
+                            if let waiting {
+                                done.append((item.index, waiting))
+                                continue
+                            }
+                            let outcome = await self.send(item.event, record: records[item.index])
+                            done.append((item.index, outcome))
+                            if case .retry(_, let after) = outcome {
+                                waiting = .retry(reason: "waits for an earlier event of the same device", after: after)
+                            }
+                        }
+                    }
+                    return done
+                }
+            }
+            var all: [(Int, DeliveryOutcome)] = []
+            for await part in group { all += part }
+            return all
+        }
+        for (index, outcome) in results { outcomes[index] = outcome }
+        return outcomes
+    }
+
+    func send(_ event: RawEvent, record: AttributionRecord) async -> DeliveryOutcome {
+        let prepared: VendorRequest
+        do {
+            prepared = try adapter.request(for: event, record: record, now: now())
+        } catch {
+            return .reject(reason: error.reason)
+        }
+        var request = HTTPClientRequest(url: prepared.url)
+        request.method = prepared.method == .get ? .GET : .POST
+        for (name, value) in prepared.headers { request.headers.add(name: name, value: value) }
+        if let body = prepared.body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        do {
+            let response = try await client.execute(request, timeout: .milliseconds(Int64(settings.timeout / .milliseconds(1))))
+            let retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
+            let body = try await response.body.collect(upTo: 64 * 1024)
+            return adapter.outcome(
+                status: Int(response.status.code), body: String(buffer: body), retryAfter: retryAfter)
+        } catch {
+            // The error's text could hold the URL, and Singular's key is in the query.
+            return .retry(reason: "\(adapter.vendor.displayName) unreachable: \(Self.describe(error))")
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError { return "\(error)" }
+        return String(describing: type(of: error))
+    }
+}

@@ -1,0 +1,355 @@
+import Foundation
+import GatewayConfig
+import GatewayCore
+import GatewayServer
+import GRDB
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// `POST /v1/events` and the vendor callbacks through the real server and SQLite, with
+/// local fakes of Singular, AppsFlyer and Adjust that check requests as the vendors do.
+/// Waits are bounds for work to finish, never speed claims.
+@Suite struct S2SEndToEndTests {
+    static let appID = "123456789"
+    static let idfv = "6D92078A-8246-4BA4-AE5B-76104861E7DC"
+    static let idfa = "A1B2C3D4-1111-2222-3333-444455556666"
+    static let zeroIDFA = "00000000-0000-0000-0000-000000000000"
+    static let token = Data("adservices-token-for-singular".utf8).base64EncodedString()
+    static let callbackSecret = "callback-secret-0123456789"
+
+    /// A minute ago, in the ISO-8601 the events carry (Adjust refuses events older than 58 days).
+    static var recently: String { ISO8601.format(Date().addingTimeInterval(-60)) }
+
+    func yaml(_ env: TestEnvironment, vendorPort: Int, vendor: String, singularExtra: String = "") -> String {
+        """
+        server: { host: 127.0.0.1, port: 0, max_body_bytes: 65536, log_level: warning }
+        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+        providers:
+          s2s:
+            vendor: \(vendor)
+            vendors:
+              singular:
+                api_key: \(FakeVendors.singularKey)
+                endpoint: http://127.0.0.1:\(vendorPort)
+                backoff_initial_ms: 10
+                backoff_max_ms: 50
+                max_attempts: 1000\(singularExtra)
+              appsflyer:
+                api_key: \(FakeVendors.appsFlyerKey)
+                endpoint: http://127.0.0.1:\(vendorPort)
+                backoff_initial_ms: 10
+                backoff_max_ms: 50
+                callback_secret: \(Self.callbackSecret)
+              adjust:
+                api_key: \(FakeVendors.adjustToken)
+                endpoint: http://127.0.0.1:\(vendorPort)/
+                environment: sandbox
+                backoff_initial_ms: 10
+                backoff_max_ms: 50
+                callback_secret: \(Self.callbackSecret)
+                apps:
+                  "\(Self.appID)":
+                    app_token: \(FakeVendors.adjustAppToken)
+                    event_tokens: { purchase: pur987, level_up: lvl654 }
+        sinks:
+          local: { type: sqlite, backoff_initial_ms: 10, backoff_max_ms: 100 }
+        """
+    }
+
+    /// Runs `body` with the fake vendors and a gateway configured by `yaml`.
+    func withGateway(
+        _ vendors: FakeVendors, env: TestEnvironment, yaml: @escaping @Sendable (Int) -> String,
+        _ body: @escaping @Sendable (TestClientProtocol, Gateway) async throws -> Void
+    ) async throws {
+        try await Application(router: vendors.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            .test(.live) { vendorClient in
+                let port = try #require(vendorClient.port)
+                let config = try ConfigLoader.parse(yaml: yaml(port), file: "s2s.yaml", environment: [:], registry: .builtIn)
+                let gateway = try await Gateway.build(configuration: config)
+                try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+                    try await body(client, gateway)
+                }
+            }
+    }
+
+    static func event(
+        _ type: String, name: String? = nil, user: String = "user-1", idfv: String = idfv, idfa: String? = idfa,
+        att: Int = 3, extra: String = ""
+    ) -> String {
+        var fields = [
+            #""type":"\#(type)""#, #""app_id":"\#(appID)""#, #""bundle_id":"com.example.meditate""#,
+            #""app_user_id":"\#(user)""#, #""idfv":"\#(idfv)""#, #""att_status":\#(att)"#, #""ip":"203.0.113.7""#,
+            #""user_agent":"Meditate/1.0 CFNetwork/1.0 Darwin/24.0.0""#, #""os_version":"18.1""#,
+            #""device_model":"iPhone16,2""#, #""locale":"en_US""#, #""timestamp":"\#(recently)""#,
+            #""vendor_ids":{"appsflyer_id":"1700000000000-1234567"}"#,
+        ]
+        if let name { fields.append(#""name":"\#(name)""#) }
+        if let idfa { fields.append(#""idfa":"\#(idfa)""#) }
+        if !extra.isEmpty { fields.append(extra) }
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+
+    /// A session with the AdServices token, a named event and a purchase.
+    static var threeEvents: String {
+        "["
+            + [
+                event("session", extra: #""adservices_token":"\#(token)""#),
+                event("event", name: "level_up", extra: #""properties":{"level":7}"#),
+                event("purchase", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000123456789""#),
+            ].joined(separator: ",") + "]"
+    }
+
+    func post(_ client: TestClientProtocol, _ body: String, uri: String = "/v1/events") async throws -> TestResponse {
+        try await client.execute(uri: uri, method: .post, body: ByteBuffer(string: body))
+    }
+
+    /// Rows of the SQLite sink: kind, idfa and raw per record id.
+    func sinkRows(_ env: TestEnvironment) throws -> [String: (kind: String, idfa: String?, raw: String)] {
+        let queue = try DatabaseQueue(path: env.databasePath)
+        return try queue.read { db in
+            guard try db.tableExists("attribution_records") else { return [:] }
+            var rows: [String: (String, String?, String)] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT record_id, kind, idfa, raw FROM attribution_records") {
+                rows[row["record_id"]] = (row["kind"], row["idfa"], row["raw"])
+            }
+            return rows
+        }
+    }
+
+    @Test(arguments: ["singular", "appsflyer", "adjust"])
+    func eachVendorGetsTheLaunchEventAndPurchaseAsItExpects(vendor: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: vendor) }) { client, _ in
+            let response = try await post(client, Self.threeEvents)
+            #expect(response.status == .accepted)
+            // AppsFlyer's S2S API takes in-app events only.
+            let expected = vendor == "appsflyer" ? 2 : 3
+            #expect(try await env.eventually { vendors.accepted(vendor).count == expected })
+            #expect(try await env.eventually { try sinkRows(env).count == 3 })
+            #expect(Set(try sinkRows(env).values.map(\.kind)) == ["session", "event", "purchase"])
+            let seen = vendors.accepted(vendor)
+            #expect(vendors.accepted.count == expected, "only the configured vendor hears of the events")
+            #expect(vendors.refused.isEmpty)
+            switch vendor {
+            case "singular":
+                let launch = try #require(seen.first { $0.path == "/api/v1/launch" })
+                #expect(launch.parameters["attribution_token"] == Self.token)
+                #expect(launch.parameters["i"] == "com.example.meditate")
+                #expect(launch.parameters["att_authorization_status"] == "3")
+                let purchase = try #require(seen.first { $0.parameters["n"] == "__iap__" })
+                #expect(purchase.parameters["amt"] == "9.99" && purchase.parameters["cur"] == "USD")
+                #expect(purchase.parameters["is_revenue_event"] == "true")
+                #expect(purchase.parameters["purchase_transaction_id"] == "2000000123456789")
+                let event = try #require(seen.first { $0.parameters["n"] == "level_up" })
+                #expect(event.parameters["e"] == #"{"level":7}"#)
+            case "appsflyer":
+                #expect(seen.allSatisfy { $0.parameters["app"] == "id\(Self.appID)" })
+                let purchase = try #require(seen.first { $0.parameters["eventName"] == "af_purchase" })
+                let value = try #require(purchase.parameters["eventValue"])
+                #expect(value.contains(#""af_revenue":"9.99""#) && value.contains(#""af_currency":"USD""#))
+                #expect(purchase.parameters["eventCurrency"] == "USD")
+                #expect(purchase.parameters["customer_user_id"] == "user-1")
+            default:
+                let session = try #require(seen.first { $0.path == "/session" })
+                #expect(session.headers["x-adjust-forwarded-for"] == "203.0.113.7")
+                #expect(session.parameters["environment"] == "sandbox")
+                let purchase = try #require(seen.first { $0.parameters["event_token"] == "pur987" })
+                #expect(purchase.parameters["revenue"] == "9.99" && purchase.parameters["currency"] == "USD")
+                #expect(seen.contains { $0.parameters["event_token"] == "lvl654" })
+            }
+        }
+    }
+
+    @Test func switchingTheVendorIsOneWordOfConfigAndARestart() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        // The two configurations differ in the `vendor:` line only.
+        let lines = { (port: Int, vendor: String) in yaml(env, vendorPort: port, vendor: vendor).split(separator: "\n") }
+        let differing = zip(lines(1, "singular"), lines(1, "adjust")).filter { $0 != $1 }
+        #expect(differing.count == 1 && differing[0].0.contains("vendor: singular"))
+
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, _ async throws in
+            #expect(try await post(client, Self.threeEvents).status == .accepted)
+            #expect(try await env.eventually { vendors.accepted("singular").count == 3 })
+        }
+        let later = "[" + Self.event("event", name: "level_up", user: "user-2") + "]"
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "adjust") }) { client, _ async throws in
+            #expect(try await post(client, later).status == .accepted)
+            #expect(try await env.eventually { vendors.accepted("adjust").count == 1 })
+            #expect(vendors.accepted("singular").count == 3)
+        }
+    }
+
+    @Test func anIDFAReachesStorageSinksAndVendorsOnlyWithConsent() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        let denied = "D0D0D0D0-2222-2222-2222-222222222222"
+        let allowed = "A0A0A0A0-3333-3333-3333-333333333333"
+        let body = "[" + [
+            Self.event("event", name: "level_up", user: "denied", idfv: "11111111-1111-1111-1111-111111111111", idfa: denied, att: 2),
+            Self.event("event", name: "level_up", user: "allowed", idfv: "22222222-2222-2222-2222-222222222222", idfa: allowed, att: 3),
+            Self.event("event", name: "level_up", user: "zeros", idfv: "33333333-3333-3333-3333-333333333333", idfa: Self.zeroIDFA, att: 3),
+        ].joined(separator: ",") + "]"
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "[singular, appsflyer, adjust]") }) {
+            client, gateway in
+            let response = try await post(client, body)
+            #expect(response.status == .accepted)
+            struct Results: Decodable { struct R: Decodable { let record_id: String }; let results: [R] }
+            let ids = try JSONDecoder().decode(Results.self, from: Data(response.body.readableBytesView)).results.map(\.record_id)
+            #expect(ids.count == 3)
+
+            // Storage.
+            let stored = try await ids.asyncMap { try #require(try await gateway.store.record(id: $0)) }
+            #expect(stored.map(\.idfa) == [nil, allowed, nil])
+            #expect(stored.map(\.attStatus) == [2, 3, 3])
+            for record in stored {
+                let raw = record.raw?.jsonText ?? ""
+                #expect(!raw.contains(denied) && !raw.contains(Self.zeroIDFA))
+            }
+            // The SQLite sink.
+            #expect(try await env.eventually { try sinkRows(env).count == 3 })
+            let rows = try sinkRows(env)
+            #expect(ids.map { rows[$0]?.idfa } == [nil, allowed, nil])
+            #expect(rows.values.allSatisfy { !$0.raw.contains(denied) && !$0.raw.contains(Self.zeroIDFA) })
+            // Every vendor: each got all three, and only the allowed IDFA.
+            #expect(try await env.eventually { vendors.accepted.count == 9 })
+            for seen in vendors.accepted {
+                #expect(!seen.rawText.contains(denied) && !seen.rawText.contains(Self.zeroIDFA), "\(seen.vendor)")
+                let user = seen.parameters["custom_user_id"] ?? seen.parameters["customer_user_id"]
+                let idfa = seen.parameters["idfa"]
+                if seen.vendor != "adjust" { #expect(idfa == (user == "allowed" ? allowed : nil), "\(seen.vendor)") }
+            }
+            let adjust = vendors.accepted("adjust")
+            #expect(adjust.filter { $0.parameters["idfa"] == allowed }.count == 1)
+            #expect(adjust.filter { $0.parameters["idfa"] != nil }.count == 1)
+            #expect(Set(adjust.compactMap { $0.parameters["att_status"] }) == ["2", "3"])
+        }
+    }
+
+    @Test func requireConsentKeepsOtherEventsFromThatVendorButStoresThem() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        // One device: its events go in order, so the consented one arriving means the
+        // other was not sent.
+        let body = "[" + [
+            Self.event("event", name: "level_up", user: "u", att: 2),
+            Self.event("event", name: "level_up", user: "u", att: 3, extra: #""properties":{"second":true}"#),
+        ].joined(separator: ",") + "]"
+        let yaml: @Sendable (Int) -> String = { port in
+            self.yaml(env, vendorPort: port, vendor: "singular", singularExtra: "\n        require_consent: true")
+        }
+        try await withGateway(vendors, env: env, yaml: yaml) { client, _ async throws in
+            #expect(try await post(client, body).status == .accepted)
+            #expect(try await env.eventually { vendors.accepted("singular").count == 1 })
+            #expect(vendors.accepted("singular")[0].parameters["att_authorization_status"] == "3")
+            #expect(try await env.eventually { try sinkRows(env).count == 2 })
+        }
+    }
+
+    @Test func aVendorOutageDelaysEventsAndLosesNoneNorSendsOneTwice() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        vendors.outage.withLock { $0 = 40 }
+        let body = "[" + (0..<20).map { index in
+            Self.event("event", name: "level_up", user: "user-\(index)", idfv: UUID().uuidString, extra: #""properties":{"seq":\#(index)}"#)
+        }.joined(separator: ",") + "]"
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, gateway in
+            #expect(try await post(client, body).status == .accepted)
+            #expect(try await env.eventually { vendors.outage.withLock { $0 } == 0 })
+            #expect(try await env.eventually { vendors.accepted("singular").count == 20 })
+            let sequences = vendors.accepted("singular").compactMap { $0.parameters["e"] }
+            #expect(Set(sequences).count == 20)
+            #expect(try await gateway.store.deadLetters(sink: "s2s.singular", limit: 10).isEmpty)
+            // Nothing further arrives: each was sent once.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(vendors.accepted("singular").count == 20)
+        }
+    }
+
+    @Test func callbacksNeedTheVendorsSecretAndBecomeRecords() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        let install = """
+            {"event_name":"install","media_source":"Apple Search Ads","campaign":"US Search - Meditation",
+             "af_c_id":"542370539","af_adset":"Exact - Core","af_adset_id":"542317095","af_keywords":"meditation app",
+             "install_time":"2023-11-01 04:05:07.925","attributed_touch_time":"2023-11-01 03:48:33.000",
+             "attributed_touch_type":"click","app_id":"id\(Self.appID)","customer_user_id":"user-9",
+             "appsflyer_id":"1698811503838-6471005","idfv":"\(Self.idfv)","country_code":"us"}
+            """
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, gateway in
+            let path = "/v1/s2s/appsflyer/callbacks"
+            let none = try await post(client, install, uri: path)
+            #expect(none.status == .unauthorized)
+            let wrong = try await client.execute(
+                uri: path + "?secret=not-the-secret-at-all", method: .post, body: ByteBuffer(string: install))
+            #expect(wrong.status == .unauthorized)
+            #expect(!String(buffer: wrong.body).contains("not-the-secret"))
+
+            let good = try await client.execute(
+                uri: path, method: .post, headers: [HTTPFields.Element.Name("X-Gateway-Secret")!: Self.callbackSecret],
+                body: ByteBuffer(string: install))
+            #expect(good.status == .ok)
+            struct Answer: Decodable { let record_id: String; let status: String }
+            let answer = try JSONDecoder().decode(Answer.self, from: Data(good.body.readableBytesView))
+            let record = try #require(try await gateway.store.record(id: answer.record_id))
+            #expect(record.provider == "s2s" && record.kind == .install && record.attributed)
+            #expect(record.network == "Apple Search Ads")
+            #expect(record.campaignName == "US Search - Meditation" && record.campaignID == 542_370_539)
+            #expect(record.adGroupName == "Exact - Core" && record.keyword == "meditation app")
+            #expect(record.conversionDate == ISO8601.parse("2023-11-01T04:05:07.925Z"))
+            #expect(record.appID == Self.appID && record.appUserID == "user-9")
+            #expect(try await env.eventually { try sinkRows(env)[answer.record_id] != nil })
+            // The vendor's retry is the same record.
+            let again = try await client.execute(
+                uri: path, method: .post, headers: [.authorization: "Bearer \(Self.callbackSecret)"],
+                body: ByteBuffer(string: install))
+            #expect(again.status == .ok)
+            #expect(try JSONDecoder().decode(Answer.self, from: Data(again.body.readableBytesView)).status == "duplicate")
+
+            // Adjust calls back with a GET and the secret in the URL.
+            let query = "activity_kind=install&network_name=Organic&is_organic=1&installed_at=1698811507"
+                + "&adid=0123456789abcdef0123456789abcdef&app_id=\(Self.appID)"
+            let adjust = try await client.execute(
+                uri: "/v1/s2s/adjust/callbacks?\(query)&secret=\(Self.callbackSecret)", method: .get)
+            #expect(adjust.status == .ok)
+            let organic = try JSONDecoder().decode(Answer.self, from: Data(adjust.body.readableBytesView))
+            let organicRecord = try #require(try await gateway.store.record(id: organic.record_id))
+            #expect(!organicRecord.attributed && organicRecord.network == "Organic" && organicRecord.campaignName == nil)
+            // Without a configured secret a vendor has no callback route.
+            #expect(try await post(client, install, uri: "/v1/s2s/singular/callbacks").status == .notFound)
+        }
+    }
+
+    @Test func badEventsGetAnAnswerNamingTheField() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, _ in
+            let bad = "[" + Self.event("session") + "," + Self.event("session", att: 7) + "]"
+            let response = try await post(client, bad)
+            #expect(response.status == .unprocessableContent)
+            struct Failure: Decodable { struct E: Decodable { let code: String; let field: String? }; let error: E }
+            let failure = try JSONDecoder().decode(Failure.self, from: Data(response.body.readableBytesView))
+            #expect(failure.error.field == "[1].att_status")
+            // Nothing of a refused request is stored or sent.
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try sinkRows(env).isEmpty && vendors.accepted.isEmpty)
+        }
+    }
+}
+
+extension Array {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
+    }
+}
