@@ -4,7 +4,7 @@ import Hummingbird
 
 extension GatewayHTTP {
     /// `/healthz` (the process answers), `/readyz` (the store is reachable and every sink
-    /// worker runs) and `/metrics` (Prometheus text).
+    /// worker runs), `/metrics` (Prometheus text) and `/openapi.yaml` (the contract).
     static func addOperatorRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         router.get("/healthz") { _, _ in
             JSONResponse.make(status: .ok, ["status": "ok"])
@@ -36,6 +36,12 @@ extension GatewayHTTP {
                 return JSONResponse.make(status: .ok, ["status": "ready"])
             }
             return JSONResponse.make(status: .serviceUnavailable, ReadinessProblems(status: "not_ready", problems: problems))
+        }
+
+        router.get("/openapi.yaml") { _, _ -> Response in
+            Response(
+                status: .ok, headers: [.contentType: "application/yaml"],
+                body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
         }
 
         router.get("/metrics") { _, _ -> Response in
