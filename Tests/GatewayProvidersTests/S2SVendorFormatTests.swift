@@ -175,7 +175,10 @@ import Testing
         #expect(verdict(singular, 200, #"{"status":"ok"}"#) == .delivered)
         #expect(verdict(singular, 200, #"{"status":"error","reason":"Invalid SDK key"}"#) == .reject)
         #expect(verdict(singular, 500, #"{"status":"ok"}"#) == .retry)
-        #expect(verdict(singular, 200, "<html>busy</html>") == .retry)
+        // A retry could count the event twice: an unreadable 200 is kept to look at.
+        #expect(verdict(singular, 200, "<html>busy</html>") == .reject)
+        #expect(verdict(singular, 414, "URI Too Long") == .reject)
+        #expect(verdict(singular, 429, "") == .retry)
     }
 
     // MARK: AppsFlyer
@@ -475,5 +478,35 @@ import Testing
         let otherDevice = Self.appsFlyerInstall().replacingOccurrences(of: Self.appsFlyerID, with: "1700000000000-7654321")
         #expect(try callback(.appsflyer, body: otherDevice).dedupeKey != key)
         #expect(try callback(.adjust, query: Self.adjustInstall).dedupeKey == callback(.adjust, query: Self.adjustInstall, at: now).dedupeKey)
+    }
+
+    @Test func aCallbackKeepsNoAdvertisingIDTheUserDidNotAllow() throws {
+        // AppsFlyer sends no ATT status, so its IDFA (in any spelling) is not kept, and no
+        // device key falls back to it.
+        let body = Self.appsFlyerInstall()
+            .replacingOccurrences(of: #""appsflyer_id":"\#(Self.appsFlyerID)","#, with: "")
+            .replacingOccurrences(of: #""idfv":"\#(Self.idfv)","#, with: "")
+            .replacingOccurrences(of: #""customer_user_id":"user-1","#, with: "")
+            .replacingOccurrences(of: "{", with: #"{"idfa":"\#(Self.idfa)","idfa_md5":"0f0f","advertising_id":"\#(Self.idfa)","#)
+        #expect(throws: GatewayError.self) { try callback(.appsflyer, body: body) }
+        let withUser = body.replacingOccurrences(of: "{", with: #"{"customer_user_id":"user-1","#)
+        let record = try callback(.appsflyer, body: withUser)
+        let everything = try String(decoding: AttributionRecord.makeEncoder().encode(record), as: UTF8.self)
+        #expect(record.idfa == nil)
+        #expect(!everything.contains(Self.idfa) && !everything.contains("0f0f"))
+    }
+
+    @Test func inAppEventsAndSessionsAreNotAttributionResults() {
+        let event = Self.appsFlyerInstall().replacingOccurrences(of: #""event_name":"install""#, with: #""event_name":"af_purchase""#)
+        #expect(throws: GatewayError.self) { try callback(.appsflyer, body: event) }
+        var session = Self.adjustInstall
+        session["activity_kind"] = "session"
+        #expect(throws: GatewayError.self) { try callback(.adjust, query: session) }
+    }
+
+    @Test func twoAlikeUntimedEventsInOneRequestAreTwoRecords() throws {
+        let alike = Self.event("session")
+        let keys = try records("[\(alike),\(alike)]").map(\.dedupeKey)
+        #expect(Set(keys).count == 2)
     }
 }

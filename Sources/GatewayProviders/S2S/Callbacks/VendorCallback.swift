@@ -52,26 +52,36 @@ enum VendorCallback {
         guard let activity = try text(map.kind)?.lowercased() else {
             throw GatewayError.missing(map.kind[0])
         }
-        let kind = map.kinds[activity] ?? (map.eventsAllowed ? .event : nil)
-        guard let kind else {
+        // Installs and reattributions only: the vendor's in-app events and sessions are
+        // what this gateway forwards to it, and would travel back to it as records.
+        guard let kind = map.kinds[activity] else {
             throw GatewayError.invalid(
-                map.kind[0], "'\(activity.prefix(40))' is not an attribution result; expected \(map.kinds.keys.sorted().joined(separator: ", "))")
+                map.kind[0],
+                "'\(activity.prefix(40))' is not an attribution result; expected \(map.kinds.keys.sorted().joined(separator: ", "))")
         }
         let network = try text(map.network)
         let organic = try map.organic.lazy.compactMap { try fields.bool($0) }.first
             ?? (network.map { $0.lowercased() == "organic" } ?? true)
-
-        let deviceKey = try text(map.deviceID) ?? text(["idfv"]) ?? text(map.user) ?? text(["idfa"])
-        guard let deviceKey else {
-            throw GatewayError.missing(map.deviceID[0])
+        let device = try DeviceFields(fields)
+        // Never the raw IDFA: only one the user allowed may be kept anywhere, keys included.
+        guard let deviceKey = try text(map.deviceID) ?? device.idfv ?? text(map.user) ?? device.idfa else {
+            throw GatewayError(
+                .missingField, "a device id is required: \((map.deviceID + ["idfv"] + map.user).joined(separator: ", "))",
+                field: map.deviceID[0])
         }
         let installedAt = try date(map.installTime)
         let eventAt = try date(map.eventTime)
-        let occurred = kind == .event || kind == .session ? (eventAt ?? installedAt) : (installedAt ?? eventAt)
+        // A reattribution happens after the install: its own time tells two apart.
+        let occurred = kind == .reinstall ? (eventAt ?? installedAt) : (installedAt ?? eventAt)
+        var stored = fields.object
+        if device.idfa == nil {
+            for key in stored.keys where Self.isAdvertisingID(key) { stored[key] = nil }
+        }
+        let appKey = try text(map.appID) ?? "-"
+        let moment = occurred.map(ISO8601.format) ?? "sha256:" + SHA256Text.hex(JSONValue.object(stored).jsonText)
         var record = AttributionRecord(
             provider: S2SProvider.typeName, kind: kind,
-            dedupeKey: DedupeKey.make(
-                S2SProvider.typeName, vendor.rawValue, deviceKey, activity, occurred.map(ISO8601.format) ?? "-"),
+            dedupeKey: DedupeKey.make(S2SProvider.typeName, vendor.rawValue, appKey, deviceKey, activity, moment),
             receivedAt: payload.receivedAt, attributed: !organic)
         var appID = try text(map.appID)
         if vendor == .appsflyer, let id = appID, id.count > 2, id.hasPrefix("id"),
@@ -81,7 +91,6 @@ enum VendorCallback {
         }
         record.appID = appID
         record.appUserID = try text(map.user)
-        let device = try DeviceFields(fields)
         device.apply(to: &record)
         record.network = network
         if !organic {
@@ -102,16 +111,15 @@ enum VendorCallback {
         }
         record.conversionDate = installedAt
         record.countryOrRegion = try text(map.country)?.uppercased()
-        if kind == .event {
-            record.eventName = try text(map.eventName)
-            record.revenue = try map.revenue.lazy.compactMap { try RawEvent.amount(fields, $0) }.first
-            record.currency = try text(map.currency)?.uppercased()
-            record.purchaseDate = record.revenue != nil ? eventAt : nil
-        }
-        var stored = fields.object
-        if device.idfa == nil { stored["idfa"] = nil }
         record.raw = .object(["vendor": .string(vendor.rawValue), "callback": .object(stored)])
         return record
+    }
+
+    /// Keys that may hold an advertising id in any vendor's spelling (`idfa`,
+    /// `idfa_upper`, `idfa_md5`, `advertising_id`, `gps_adid`, `idfa||gps_adid`).
+    static func isAdvertisingID(_ key: String) -> Bool {
+        let lower = key.lowercased()
+        return lower.contains("idfa") || lower.contains("advertising_id") || lower.contains("adid") && lower.contains("gps")
     }
 
     /// The query and the body's values, as one object.
@@ -133,9 +141,8 @@ enum VendorCallback {
 /// Which keys each vendor uses for each field, first match wins.
 struct CallbackFields {
     var kind: [String]
-    /// Activity → record kind; others are events when `eventsAllowed`, else refused.
+    /// Activity → record kind; any other activity is refused.
     var kinds: [String: RecordKind]
-    var eventsAllowed = true
     var network: [String]
     var organic: [String]
     var campaign: [String]
@@ -154,9 +161,6 @@ struct CallbackFields {
     var user: [String]
     var deviceID: [String]
     var country: [String]
-    var eventName: [String]
-    var revenue: [String]
-    var currency: [String]
 
     static func of(_ vendor: Vendor) -> CallbackFields {
         switch vendor {
@@ -174,8 +178,7 @@ struct CallbackFields {
         adGroup: ["af_adset"], adGroupID: ["af_adset_id"], keyword: ["af_keywords"], keywordID: ["keyword_id"],
         matchType: ["keyword_match_type"], adID: ["af_ad_id"], installTime: ["install_time"],
         clickTime: ["attributed_touch_time"], touchType: ["attributed_touch_type"], eventTime: ["event_time"],
-        appID: ["app_id"], user: ["customer_user_id"], deviceID: ["appsflyer_id"], country: ["country_code"],
-        eventName: ["event_name"], revenue: ["event_revenue"], currency: ["event_revenue_currency"])
+        appID: ["app_id"], user: ["customer_user_id"], deviceID: ["appsflyer_id"], country: ["country_code"])
 
     /// Adjust's callbacks: a GET whose query holds the placeholders the operator chose,
     /// named as the placeholders are.
@@ -183,14 +186,13 @@ struct CallbackFields {
         kind: ["activity_kind"],
         kinds: [
             "install": .install, "reinstall": .reinstall, "reattribution": .reinstall,
-            "reattribution_reinstall": .reinstall, "event": .event, "session": .session,
+            "reattribution_reinstall": .reinstall,
         ],
-        eventsAllowed: false,
         network: ["network_name"], organic: ["is_organic"], campaign: ["campaign_name"], campaignID: ["campaign_id"],
         adGroup: ["adgroup_name"], adGroupID: ["adgroup_id"], keyword: ["iad_keyword", "search_term", "keyword"],
         keywordID: ["iad_keyword_id"], installTime: ["installed_at"], clickTime: ["click_time"],
-        eventTime: ["created_at"], appID: ["app_id"], user: ["user_id", "customer_user_id"], deviceID: ["adid"],
-        country: ["country"], eventName: ["event_name"], revenue: ["revenue_float"], currency: ["currency"])
+        eventTime: ["reattributed_at", "created_at"], appID: ["app_id"], user: ["user_id", "customer_user_id"], deviceID: ["adid"],
+        country: ["country"])
 
     /// Singular's internal BI postbacks (JSON POST).
     static let singular = CallbackFields(
@@ -200,8 +202,7 @@ struct CallbackFields {
         campaignID: ["tracker_campaign_id", "campaign_id"], adGroup: ["tracker_sub_campaign_name"],
         adGroupID: ["tracker_sub_campaign_id"], keyword: ["keyword"], keywordID: ["keyword_id"],
         installTime: ["install_utc_timestamp"], clickTime: ["click_utc_timestamp"], eventTime: ["event_utc_timestamp"],
-        appID: ["app_id"], user: ["user_id", "custom_user_id"], deviceID: ["singular_id"], country: ["country"],
-        eventName: ["event_name"], revenue: ["amount"], currency: ["currency"])
+        appID: ["app_id"], user: ["user_id", "custom_user_id"], deviceID: ["singular_id"], country: ["country"])
 }
 
 /// The times vendors send: Unix seconds (numbers or text), AppsFlyer's
