@@ -45,12 +45,13 @@ public struct S2SProvider: AttributionProvider {
         if let vendor = VendorCallback.vendor(forPath: payload.path) {
             return [try VendorCallback.normalize(payload, vendor: vendor)]
         }
-        return try PayloadFields.parseObjects(payload.body, maxCount: Self.maxBatch, noun: "event").map { fields in
-            try Self.record(RawEvent(fields), receivedAt: payload.receivedAt)
+        return try PayloadFields.parseObjects(payload.body, maxCount: Self.maxBatch, noun: "event").enumerated().map {
+            index, fields in
+            try Self.record(RawEvent(fields), receivedAt: payload.receivedAt, index: index)
         }
     }
 
-    static func record(_ event: RawEvent, receivedAt: Date) -> AttributionRecord {
+    static func record(_ event: RawEvent, receivedAt: Date, index: Int = 0) -> AttributionRecord {
         let kind: RecordKind =
             switch event.type {
             case .session: .session
@@ -58,7 +59,7 @@ public struct S2SProvider: AttributionProvider {
             case .purchase: .purchase
             }
         var record = AttributionRecord(
-            provider: typeName, kind: kind, dedupeKey: dedupeKey(event, receivedAt: receivedAt), receivedAt: receivedAt)
+            provider: typeName, kind: kind, dedupeKey: dedupeKey(event, receivedAt: receivedAt, index: index), receivedAt: receivedAt)
         record.appID = event.appID
         record.appUserID = event.appUserID
         event.device.apply(to: &record)
@@ -72,15 +73,16 @@ public struct S2SProvider: AttributionProvider {
     }
 
     /// A resent event is the same record: by its `event_id`, a purchase by its
-    /// transaction, anything else by its content (with the time it arrived when it
-    /// carries no timestamp of its own, since two such sessions are two sessions).
-    static func dedupeKey(_ event: RawEvent, receivedAt: Date) -> String {
+    /// transaction, anything else by its content. An event with none of these and no
+    /// `timestamp` cannot be told from a second one alike, so its arrival time and place
+    /// in the request join its content: it is never deduped.
+    static func dedupeKey(_ event: RawEvent, receivedAt: Date, index: Int) -> String {
         if let id = event.eventID { return DedupeKey.make(typeName, event.appID, "id", id) }
         if event.type == .purchase, let transaction = event.transactionID {
             return DedupeKey.make(typeName, event.appID, "purchase", transaction)
         }
         var content = JSONValue.object(event.stored).jsonText
-        if event.timestamp == nil { content += "@" + ISO8601.format(receivedAt) }
+        if event.timestamp == nil { content += "@\(ISO8601.format(receivedAt))#\(index)" }
         return DedupeKey.make(typeName, event.appID, "content", SHA256Text.hex(content))
     }
 }

@@ -111,9 +111,9 @@ public final class WebhookSink: AttributionSink {
         return WebhookSignature.hex(digest.prefix(16))
     }
 
-    /// `Retry-After` as delay-seconds or an HTTP date.
+    /// Never the error's full text, which can hold a header value.
     static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError { return "\(error)" }
+        if let error = error as? HTTPClientError { return error.shortDescription }
         return String(describing: type(of: error))
     }
 }

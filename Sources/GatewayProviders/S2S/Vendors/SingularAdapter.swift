@@ -6,7 +6,7 @@ import GatewayCore
 ///
 /// Singular answers `200` even to a refused request; its body's `status` decides. A
 /// refusal (`{"status":"error","reason":…}`) is about the parameters and is not retried,
-/// as Singular advises; anything but `200` is retried.
+/// as Singular advises; `408`, `429` and `5xx` are retried, other answers dead-lettered.
 public struct SingularAdapter: VendorAdapter {
     public let vendor = Vendor.singular
     public let kinds: [RecordKind] = [.session, .event, .purchase]
@@ -63,15 +63,28 @@ public struct SingularAdapter: VendorAdapter {
                 add("purchase_product_id", event.productID)
             }
         }
-        return VendorRequest(method: .get, url: settings.base + path + "?" + FormEncoding.encode(query))
+        let url = settings.base + path + "?" + FormEncoding.encode(query)
+        guard url.utf8.count <= Self.maxURLBytes else {
+            throw VendorRefusal("the request is \(url.utf8.count) bytes as a Singular URL; at most \(Self.maxURLBytes) (shorten properties)")
+        }
+        return VendorRequest(method: .get, url: url)
     }
 
+    /// Everything goes in the query; servers commonly refuse URLs past 8 KiB.
+    static let maxURLBytes = 8192
+
     public func outcome(status: Int, body: String, retryAfter: Duration?) -> DeliveryOutcome {
-        guard status == 200 else {
+        switch status {
+        case 200: break
+        case 408, 429, 500...599:
             return .retry(reason: "Singular answered \(status)", after: retryAfter)
+        default:
+            return .reject(reason: "Singular answered \(status): \(body.prefix(200))")
         }
+        // Retrying could count the event twice (Singular does not dedupe): an answer
+        // that says neither ok nor error is kept in the dead-letter queue to look at.
         guard let answer = try? JSONValue.parse(Data(body.utf8)), case .string(let state)? = answer["status"] else {
-            return .retry(reason: "Singular answered 200 without a status")
+            return .reject(reason: "Singular answered 200 without a status: \(body.prefix(200))")
         }
         if state == "ok" { return .delivered }
         let reason = answer["reason"].flatMap { if case .string(let text) = $0 { text } else { nil } } ?? "no reason given"

@@ -42,7 +42,9 @@ public struct VendorSettings: Sendable {
     public var timeout: Duration = .seconds(10)
     /// Devices whose events are sent at once; one device's events go in order.
     public var concurrency = 8
-    public var delivery = DeliverySettings(batchSize: 50)
+    /// Retries for about eight days (backoff doubling to an hour, 200 attempts): a
+    /// vendor outage delays events rather than dead-lettering them.
+    public var delivery = DeliverySettings(batchSize: 50, maxAttempts: 200, backoffMax: .seconds(3600))
     /// SHA-256 of the secret its callbacks must present; no callbacks without one.
     public var callbackSecretSHA256: [UInt8]?
     /// Adjust: `production` or `sandbox`.

@@ -20,7 +20,7 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
     let now: @Sendable () -> Date
 
     public init(
-        adapter: Adapter, settings: VendorSettings, client: HTTPClient = .shared, logger: Logger,
+        adapter: Adapter, settings: VendorSettings, client: HTTPClient = VendorHTTPClient.shared, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.adapter = adapter
@@ -94,20 +94,34 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         request.method = prepared.method == .get ? .GET : .POST
         for (name, value) in prepared.headers { request.headers.add(name: name, value: value) }
         if let body = prepared.body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let status: Int
+        let retryAfter: Duration?
+        let response: HTTPClientResponse
         do {
-            let response = try await client.execute(request, timeout: .milliseconds(Int64(settings.timeout / .milliseconds(1))))
-            let retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
-            let body = try await response.body.collect(upTo: 64 * 1024)
-            return adapter.outcome(
-                status: Int(response.status.code), body: String(buffer: body), retryAfter: retryAfter)
+            response = try await client.execute(request, timeout: .milliseconds(Int64(settings.timeout / .milliseconds(1))))
+            status = Int(response.status.code)
+            retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
         } catch {
-            // The error's text could hold the URL, and Singular's key is in the query.
             return .retry(reason: "\(adapter.vendor.displayName) unreachable: \(Self.describe(error))")
         }
+        // The vendor has answered: a body cut short must not turn its answer into a
+        // retry, which would send the event twice (no vendor dedupes S2S events).
+        let body = (try? await response.body.collect(upTo: 64 * 1024)).map { String(buffer: $0) } ?? ""
+        return adapter.outcome(status: status, body: body, retryAfter: retryAfter)
     }
 
+    /// Never the error's full text: it can hold the URL (Singular's key is in the
+    /// query) or a header value (a key with a stray newline).
     static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError { return "\(error)" }
+        if let error = error as? HTTPClientError { return error.shortDescription }
         return String(describing: type(of: error))
     }
+}
+
+/// The HTTP client of every vendor sink: AsyncHTTPClient's defaults without redirects,
+/// since one would carry AppsFlyer's `authentication` header to another host, and a
+/// `200` from elsewhere is not the vendor's acceptance.
+public enum VendorHTTPClient {
+    public static let shared = HTTPClient(
+        eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
 }
