@@ -111,6 +111,26 @@ import Testing
         }
     }
 
+    @Test func deeplyNestedBodiesAreRefusedBeforeAnyFieldIsRead() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration())
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func nested(_ depth: Int) -> ByteBuffer {
+                ByteBuffer(string: #"{"app_id":"1","app_user_id":"u","Version3.1":"# + String(repeating: "[", count: depth)
+                    + String(repeating: "]", count: depth) + "}")
+            }
+            let deep = try await client.execute(uri: "/v1/iad", method: .post, body: nested(40))
+            #expect(deep.status == .badRequest)
+            let error = try JSONDecoder().decode(ErrorAnswer.self, from: Data(deep.body.readableBytesView))
+            #expect(error.error.code == "malformed_json" && error.error.message.contains("deeper than 32"))
+            // Within the limit, the field itself is what is wrong.
+            let shallow = try await client.execute(uri: "/v1/iad", method: .post, body: nested(20))
+            #expect(shallow.status == .unprocessableContent)
+            #expect(try await gateway.store.outboxStats().isEmpty)
+        }
+    }
+
     @Test func unknownRouteAnswersTheJSONErrorShape() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

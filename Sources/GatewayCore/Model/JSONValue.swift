@@ -43,15 +43,27 @@ public enum JSONValue: Sendable, Hashable, Codable {
         }
     }
 
+    /// The deepest nesting a document may have. Payloads nest three or four levels; a
+    /// limit keeps hostile input from costing stack or time.
+    public static let maxDepth = 32
+
+    /// Thrown by ``parse(_:)`` for a document nested deeper than ``maxDepth``.
+    public struct TooDeep: Error {}
+
     /// Parses a JSON document. JSONSerialization does it without Codable's per-value
     /// type probing, which dominated the ingest profile.
     public static func parse(_ data: Data) throws -> JSONValue {
-        JSONValue(foundation: try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]))
+        try JSONValue(foundation: try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]), depth: 0)
     }
 
     /// Converts what JSONSerialization returns; booleans are told from numbers by the
     /// number's type code, integers are kept exact.
     public init(foundation value: Any) {
+        self = (try? JSONValue(foundation: value, depth: .min)) ?? .null
+    }
+
+    init(foundation value: Any, depth: Int) throws {
+        if depth > Self.maxDepth { throw TooDeep() }
         switch value {
         case let string as String:
             self = .string(string)
@@ -62,9 +74,9 @@ public enum JSONValue: Sendable, Hashable, Codable {
             default: self = .integer(number.int64Value)
             }
         case let object as [String: Any]:
-            self = .object(object.mapValues(JSONValue.init(foundation:)))
+            self = .object(try object.mapValues { try JSONValue(foundation: $0, depth: depth + 1) })
         case let array as [Any]:
-            self = .array(array.map(JSONValue.init(foundation:)))
+            self = .array(try array.map { try JSONValue(foundation: $0, depth: depth + 1) })
         default:
             self = .null
         }

@@ -48,6 +48,8 @@ public struct PayloadFields: Sendable {
         guard !body.isEmpty else { throw GatewayError(.malformedJSON, "the body is empty; expected \(expected)") }
         do {
             return try JSONValue.parse(body)
+        } catch is JSONValue.TooDeep {
+            throw GatewayError(.malformedJSON, "the body nests deeper than \(JSONValue.maxDepth) levels")
         } catch {
             throw GatewayError(.malformedJSON, "the body is not valid JSON")
         }
