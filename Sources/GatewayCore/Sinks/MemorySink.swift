@@ -49,8 +49,15 @@ public final class MemorySink: AttributionSink {
             }
             var outcomes: [DeliveryOutcome] = []
             for record in records {
-                let scripted = state.script.lazy.compactMap { $0(record) }.first
-                let outcome = scripted ?? .delivered
+                // Each rule runs once per record (a lazy compactMap would run it twice,
+                // which breaks rules that count).
+                var outcome = DeliveryOutcome.delivered
+                for rule in state.script {
+                    if let scripted = rule(record) {
+                        outcome = scripted
+                        break
+                    }
+                }
                 if outcome == .delivered { state.delivered.append(record) }
                 outcomes.append(outcome)
             }
