@@ -116,10 +116,13 @@ extension SQLiteStore {
                         sql: "DELETE FROM outbox WHERE sink = ? AND record_id = ?", arguments: [sink, item.record.recordID])
                     try db.execute(
                         sql: """
-                            INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
-                            VALUES (?, ?, 0, ?, ?)
+                            INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
+                            VALUES (?, ?, 0, ?, ?, ?)
                             """,
-                        arguments: [sink, item.record.recordID, now.timeIntervalSince1970, now.timeIntervalSince1970])
+                        arguments: [
+                            sink, item.record.recordID, now.timeIntervalSince1970, now.timeIntervalSince1970,
+                            item.record.deliveryLane,
+                        ])
                 }
             }
             return replaced

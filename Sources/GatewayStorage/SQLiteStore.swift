@@ -49,10 +49,10 @@ public final class SQLiteStore: AttributionStore {
             for sink in item.sinks {
                 try db.execute(
                     sql: """
-                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
-                        VALUES (?, ?, 0, ?, ?)
+                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
+                        VALUES (?, ?, 0, ?, ?, ?)
                         """,
-                    arguments: [sink, record.recordID, now, now])
+                    arguments: [sink, record.recordID, now, now, record.deliveryLane])
             }
             results.append(.stored(recordID: record.recordID))
         }
@@ -73,14 +73,19 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
-    public func dueEntries(sink: String, now: Date, limit: Int) async throws -> [OutboxEntry] {
+    /// Rows with a lane that an older row of the same lane holds back.
+    static let behindItsLane = """
+        (o.lane IS NOT NULL AND EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.lane = o.lane AND p.id < o.id))
+        """
+
+    public func dueEntries(sink: String, now: Date, limit: Int, laneOrdered: Bool) async throws -> [OutboxEntry] {
         try await pool.read { db in
             let decoder = AttributionRecord.makeDecoder()
             return try Row.fetchAll(
                 db,
                 sql: """
                     SELECT o.id, o.attempts, r.body FROM outbox o JOIN records r ON r.record_id = o.record_id
-                    WHERE o.sink = ? AND o.next_attempt_at <= ?
+                    WHERE o.sink = ? AND o.next_attempt_at <= ? \(laneOrdered ? "AND NOT \(Self.behindItsLane)" : "")
                     ORDER BY o.next_attempt_at, o.id LIMIT ?
                     """,
                 arguments: [sink, now.timeIntervalSince1970, limit]
@@ -93,10 +98,16 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
-    public func nextDueDate(sink: String) async throws -> Date? {
+    public func nextDueDate(sink: String, laneOrdered: Bool) async throws -> Date? {
         try await pool.read { db in
-            try Double.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM outbox WHERE sink = ?", arguments: [sink])
-                .map { Date(timeIntervalSince1970: $0) }
+            try Double.fetchOne(
+                db,
+                sql: """
+                    SELECT MIN(o.next_attempt_at) FROM outbox o
+                    WHERE o.sink = ? \(laneOrdered ? "AND NOT \(Self.behindItsLane)" : "")
+                    """,
+                arguments: [sink]
+            ).map { Date(timeIntervalSince1970: $0) }
         }
     }
 

@@ -77,6 +77,14 @@ enum SQLiteStoreSchema {
                     CREATE INDEX sdk_transactions_user ON sdk_transactions(user_id);
                     """)
         }
+        migrator.registerMigration("store-v4-outbox-lanes") { db in
+            // The device of each outbox row, for destinations that deliver in device order.
+            try db.execute(
+                sql: """
+                    ALTER TABLE outbox ADD COLUMN lane TEXT;
+                    CREATE INDEX outbox_lane ON outbox(sink, lane, id);
+                    """)
+        }
         return migrator
     }
 }

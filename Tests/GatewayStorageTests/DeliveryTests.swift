@@ -165,6 +165,44 @@ import Testing
         #expect(try await f.store.deadLetters(sink: nil, limit: 10).isEmpty)
     }
 
+    @Test func inDeviceOrderAWaitingRecordHoldsBackOnlyItsOwnDevice() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        // Device A: a session, then two events; device B: one event. Stored in that order.
+        var records: [AttributionRecord] = []
+        for (index, device) in ["A", "A", "B", "A"].enumerated() {
+            var record = AttributionRecord(
+                provider: "s2s", kind: index == 0 ? .session : .event, dedupeKey: "s2s:\(index)", receivedAt: f.clock.now)
+            record.appID = "1"
+            record.idfv = device
+            record.eventName = "e\(index)"
+            records.append(record)
+        }
+        _ = try await f.store.ingest(records.map { RoutedRecord(record: $0, sinks: ["memory"]) })
+        // A's session fails once; everything else would go through at once.
+        let failedOnce = Mutex(false)
+        f.sink.addRule { record in
+            guard record.eventName == "e0", !failedOnce.withLock({ let was = $0; $0 = true; return was }) else { return nil }
+            return .retry(reason: "503")
+        }
+        let clock = f.clock
+        var settings = DeliverySettings(batchSize: 10, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10))
+        settings.inDeviceOrder = true
+        let worker = SinkWorker(sinkName: "memory", sink: f.sink, store: f.store, settings: settings, now: { clock.now }, random: { 0 })
+
+        // One row per device is due: A's session (fails) and B's event (delivered).
+        #expect(try await worker.drainOnce() == 2)
+        #expect(f.sink.delivered.map(\.eventName) == ["e2"])
+        // A's events wait for the session even though they were never tried.
+        #expect(try await worker.drainOnce() == 0)
+        #expect(try await f.store.nextDueDate(sink: "memory", laneOrdered: true) == clock.now.addingTimeInterval(0.5))
+        #expect(try await f.store.nextDueDate(sink: "memory", laneOrdered: false) == clock.now)
+        f.clock.advance(0.5)
+        while try await worker.drainOnce() > 0 {}
+        #expect(f.sink.delivered.map(\.eventName) == ["e2", "e0", "e1", "e3"])
+        #expect(try await f.attempts().isEmpty)
+    }
+
     @Test func aSinksRetryAfterIsAFloorOnTheBackoff() async throws {
         let f = try Fixture()
         defer { f.remove() }

@@ -11,6 +11,10 @@ public struct DeliverySettings: Sendable, Equatable {
     public var paused: Bool
     /// How often an idle worker looks for records written by other processes.
     public var idlePoll: Duration
+    /// Deliver each device's records one after another, in the order they were stored
+    /// (``AttributionRecord/deliveryLane``): a record waiting for a retry holds back the
+    /// later ones of its device, not the others.
+    public var inDeviceOrder = false
 
     public init(
         batchSize: Int = 100, maxAttempts: Int = 10, backoffInitial: Duration = .seconds(1),

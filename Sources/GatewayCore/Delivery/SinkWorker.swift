@@ -78,7 +78,8 @@ public final class SinkWorker: Service, Sendable {
     @discardableResult
     public func drainOnce() async throws -> Int {
         let limit = max(1, min(settings.batchSize, sink.maxBatchSize))
-        let entries = try await store.dueEntries(sink: sinkName, now: now(), limit: limit)
+        let entries = try await store.dueEntries(
+            sink: sinkName, now: now(), limit: limit, laneOrdered: settings.inDeviceOrder)
         guard !entries.isEmpty else { return 0 }
 
         var outcomes: [DeliveryOutcome]
@@ -140,7 +141,9 @@ public final class SinkWorker: Service, Sendable {
     }
 
     private func idleWait() async throws -> Duration {
-        guard let next = try await store.nextDueDate(sink: sinkName) else { return settings.idlePoll }
+        guard let next = try await store.nextDueDate(sink: sinkName, laneOrdered: settings.inDeviceOrder) else {
+            return settings.idlePoll
+        }
         let seconds = next.timeIntervalSince(now())
         if seconds <= 0 { return .zero }
         return min(settings.idlePoll, .milliseconds(Int64(seconds * 1000) + 1))

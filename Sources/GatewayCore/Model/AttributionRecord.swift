@@ -98,6 +98,14 @@ public struct AttributionRecord: Sendable, Equatable, Codable {
         self.isTest = false
     }
 
+    /// The device a record is about, for destinations that want each device's records in
+    /// order (vendors: session before events): the app and the IDFV, else the user, else
+    /// the IDFA. Nil when the record names no device.
+    public var deliveryLane: String? {
+        guard let appID, let device = idfv ?? appUserID.map({ "user:" + $0 }) ?? idfa else { return nil }
+        return appID + "|" + device
+    }
+
     /// A new random record id (lowercase UUID).
     public static func newRecordID() -> String {
         UUID().uuidString.lowercased()

@@ -13,10 +13,14 @@ public protocol AttributionStore: Sendable {
     func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String]
 
     /// Up to `limit` outbox entries of `sink` due at `now`, oldest first.
-    func dueEntries(sink: String, now: Date, limit: Int) async throws -> [OutboxEntry]
+    /// With `laneOrdered`, only the oldest undelivered row of each lane (a device, see
+    /// ``AttributionRecord/deliveryLane``) is due, so a device's records go out in the
+    /// order they were stored, whatever their retry times.
+    func dueEntries(sink: String, now: Date, limit: Int, laneOrdered: Bool) async throws -> [OutboxEntry]
 
     /// When the next entry of `sink` is due, if it has any.
-    func nextDueDate(sink: String) async throws -> Date?
+    /// The next time a row becomes due, counting only lane heads when `laneOrdered`.
+    func nextDueDate(sink: String, laneOrdered: Bool) async throws -> Date?
 
     /// Applies the worker's decisions about a batch in one transaction.
     func resolve(sink: String, _ resolutions: [OutboxResolution], now: Date) async throws
@@ -197,5 +201,15 @@ public struct DeadLetter: Sendable {
         self.attempts = attempts
         self.error = error
         self.failedAt = failedAt
+    }
+}
+
+extension AttributionStore {
+    public func dueEntries(sink: String, now: Date, limit: Int) async throws -> [OutboxEntry] {
+        try await dueEntries(sink: sink, now: now, limit: limit, laneOrdered: false)
+    }
+
+    public func nextDueDate(sink: String) async throws -> Date? {
+        try await nextDueDate(sink: sink, laneOrdered: false)
     }
 }

@@ -44,7 +44,12 @@ public struct VendorSettings: Sendable {
     public var concurrency = 8
     /// Retries for about eight days (backoff doubling to an hour, 200 attempts): a
     /// vendor outage delays events rather than dead-lettering them.
-    public var delivery = DeliverySettings(batchSize: 50, maxAttempts: 200, backoffMax: .seconds(3600))
+    public var delivery: DeliverySettings = {
+        var settings = DeliverySettings(batchSize: 50, maxAttempts: 200, backoffMax: .seconds(3600))
+        // Vendors want a device's session before its events, in time order.
+        settings.inDeviceOrder = true
+        return settings
+    }()
     /// SHA-256 of the secret its callbacks must present; no callbacks without one.
     public var callbackSecretSHA256: [UInt8]?
     /// Adjust: `production` or `sandbox`.
