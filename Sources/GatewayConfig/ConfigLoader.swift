@@ -79,6 +79,8 @@ public enum ConfigLoader {
         }
         if let format = reader.choice("log_format", ["json", "text"]) { settings.logFormat = format }
         if let age = reader.int("ready_max_outbox_age_s", in: 0...(30 * 86_400)) { settings.readyMaxOutboxAge = age }
+        if let ms = reader.int("idle_timeout_ms", in: 100...3_600_000) { settings.idleTimeoutMs = ms }
+        if let ms = reader.int("body_timeout_ms", in: 100...3_600_000) { settings.bodyTimeoutMs = ms }
         if let limits = reader.child("rate_limits") {
             func limit(_ key: String) -> RateLimits.Limit? {
                 guard let limit = limits.child(key) else { return nil }

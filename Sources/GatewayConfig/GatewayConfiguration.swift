@@ -32,6 +32,12 @@ public struct ServerSettings: Sendable, Equatable {
     /// `ready_max_outbox_age_s`: `/readyz` fails while a sink's oldest undelivered record is
     /// older than this many seconds. Default 0: off.
     public var readyMaxOutboxAge = 0
+    /// `idle_timeout_ms`: a connection that sends and receives nothing this long is
+    /// closed. Default 30 s.
+    public var idleTimeoutMs = 30_000
+    /// `body_timeout_ms`: a request body still arriving after this long is answered
+    /// `408`. Default 10 s.
+    public var bodyTimeoutMs = 10_000
     /// `rate_limits`: per API key and per client IP. Default: none.
     public var rateLimits = RateLimits()
 

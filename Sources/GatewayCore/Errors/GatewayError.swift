@@ -24,6 +24,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let invalidField = Code("invalid_field", httpStatus: 422)
         /// The body exceeds `server.max_body_bytes`.
         public static let payloadTooLarge = Code("payload_too_large", httpStatus: 413)
+        /// The body arrived too slowly (`server.body_timeout_ms`).
+        public static let requestTimeout = Code("request_timeout", httpStatus: 408)
         /// The body's media type is not one the route reads.
         public static let unsupportedMediaType = Code("unsupported_media_type", httpStatus: 415)
         /// No route at this path.

@@ -1,24 +1,43 @@
 import Foundation
+import GatewayConfig
 import GatewayCore
 import Hummingbird
 
-/// Reads a request body up to the configured limit, answering `413` as soon as the
-/// limit is passed instead of buffering whatever a client sends.
-enum BodyReader {
-    static func collect(_ request: Request, limit: Int) async throws -> Data {
+/// Reads a request body up to `server.max_body_bytes`, answering `413` as soon as the
+/// limit is passed instead of buffering whatever a client sends, and `408` when the body
+/// is still arriving after `server.body_timeout_ms`: a client dripping bytes cannot hold
+/// a request open for long. (One that stops sending altogether is closed by the
+/// connection's idle timeout.) The clock is read per chunk, so the common case costs
+/// nothing extra.
+struct BodyReader: Sendable {
+    let limit: Int
+    let timeout: Duration
+
+    init(_ settings: ServerSettings) {
+        limit = settings.maxBodyBytes
+        timeout = .milliseconds(settings.bodyTimeoutMs)
+    }
+
+    func collect(_ request: Request) async throws -> Data {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
-            throw tooLarge(limit)
+            throw tooLarge
         }
+        let deadline = ContinuousClock.now + timeout
         var collected = ByteBuffer()
         for try await chunk in request.body {
-            guard collected.readableBytes + chunk.readableBytes <= limit else { throw tooLarge(limit) }
+            guard collected.readableBytes + chunk.readableBytes <= limit else { throw tooLarge }
+            guard ContinuousClock.now < deadline else { throw tooSlow }
             var chunk = chunk
             collected.writeBuffer(&chunk)
         }
         return Data(collected.readableBytesView)
     }
 
-    static func tooLarge(_ limit: Int) -> GatewayError {
+    var tooLarge: GatewayError {
         GatewayError(.payloadTooLarge, "the body is larger than server.max_body_bytes (\(limit) bytes)")
+    }
+
+    var tooSlow: GatewayError {
+        GatewayError(.requestTimeout, "the body took longer than server.body_timeout_ms to arrive")
     }
 }

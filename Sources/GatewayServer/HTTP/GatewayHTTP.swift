@@ -37,6 +37,8 @@ public enum GatewayHTTP {
         }
         return Application(
             router: makeRouter(gateway: gateway),
+            // Connections that go quiet are closed, so slow clients cannot pile up.
+            server: .http1(configuration: .init(idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
             services: gateway.workers.map { $0 as any Service } + gateway.resolvers.values.map { $0 as any Service }
                 + gateway.lateWriters.map { $0 as any Service },

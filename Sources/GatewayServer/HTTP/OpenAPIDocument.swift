@@ -34,6 +34,7 @@ paths:
         "401": {$ref: "#/components/responses/Error"}
         "403": {$ref: "#/components/responses/Error"}
         "413": {$ref: "#/components/responses/Error"}
+        "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/Error"}
         "503": {$ref: "#/components/responses/Error"}
@@ -62,6 +63,7 @@ paths:
         "401": {$ref: "#/components/responses/Error"}
         "403": {$ref: "#/components/responses/Error"}
         "413": {$ref: "#/components/responses/Error"}
+        "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/Error"}
         "503": {$ref: "#/components/responses/Error"}
@@ -88,6 +90,7 @@ paths:
         "401": {$ref: "#/components/responses/Error"}
         "403": {$ref: "#/components/responses/Error"}
         "413": {$ref: "#/components/responses/Error"}
+        "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/Error"}
         "503": {$ref: "#/components/responses/Error"}
@@ -118,6 +121,7 @@ paths:
         "401": {$ref: "#/components/responses/Error"}
         "404": {$ref: "#/components/responses/Error"}
         "413": {$ref: "#/components/responses/Error"}
+        "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/Error"}
         "503": {$ref: "#/components/responses/Error"}
@@ -155,6 +159,7 @@ paths:
         "401": {$ref: "#/components/responses/Error"}
         "403": {$ref: "#/components/responses/Error"}
         "413": {$ref: "#/components/responses/Error"}
+        "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/Error"}
         "503": {$ref: "#/components/responses/Error"}
@@ -171,6 +176,7 @@ paths:
         "200": {$ref: "#/components/responses/Accepted"}
         "400": {$ref: "#/components/responses/Error"}
         "413": {$ref: "#/components/responses/Error"}
+        "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/Error"}
         "503": {$ref: "#/components/responses/Error"}
@@ -187,6 +193,7 @@ paths:
         "200": {$ref: "#/components/responses/Accepted"}
         "400": {$ref: "#/components/responses/Error"}
         "413": {$ref: "#/components/responses/Error"}
+        "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/Error"}
         "503": {$ref: "#/components/responses/Error"}
@@ -244,6 +251,7 @@ paths:
         "403": {$ref: "#/components/responses/Error"}
         "404": {$ref: "#/components/responses/Error"}
         "413": {$ref: "#/components/responses/Error"}
+        "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/Error"}
         "503": {$ref: "#/components/responses/Error"}
@@ -278,6 +286,7 @@ paths:
         "403": {$ref: "#/components/responses/Error"}
         "404": {$ref: "#/components/responses/Error"}
         "413": {$ref: "#/components/responses/Error"}
+        "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/Error"}
         "503": {$ref: "#/components/responses/Error"}
@@ -318,6 +327,7 @@ paths:
         "404": {$ref: "#/components/responses/Error"}
         "409": {$ref: "#/components/responses/Error"}
         "413": {$ref: "#/components/responses/Error"}
+        "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/Error"}
         "503": {$ref: "#/components/responses/Error"}
@@ -427,7 +437,7 @@ components:
           properties:
             code:
               type: string
-              examples: [malformed_json, missing_field, invalid_field, payload_too_large, unauthorized, forbidden, rate_limited, conflict, invalid_signature, not_found, storage_unavailable]
+              examples: [malformed_json, missing_field, invalid_field, payload_too_large, request_timeout, unauthorized, forbidden, rate_limited, conflict, invalid_signature, not_found, storage_unavailable]
             message: {type: string}
             field: {type: string, description: "the dotted path of the faulty field, e.g. [1].att_status"}
     IngestAnswer:

@@ -13,7 +13,7 @@ struct ASASDKBackend: Sendable {
     let resolver: PendingResolver
     let pipeline: IngestPipeline
     let keyring: APIKeyring
-    let limit: Int
+    let bodies: BodyReader
 
     var store: any AttributionStore { pipeline.store }
 
@@ -92,7 +92,7 @@ struct ASASDKBackend: Sendable {
             }
             guard apps.contains(appID) else { throw APIKeyring.forbidden }
         }
-        let body = try await BodyReader.collect(request, limit: limit)
+        let body = try await bodies.collect(request)
         if emptyMeansObject && body.isEmpty { return PayloadFields([:]) }
         return try PayloadFields.parseObject(body)
     }
@@ -162,7 +162,7 @@ extension GatewayHTTP {
         let backend = ASASDKBackend(
             appID: appID, resolver: resolver, pipeline: gateway.pipeline,
             keyring: APIKeyring(keys: gateway.configuration.auth.apiKeys),
-            limit: gateway.configuration.server.maxBodyBytes)
+            bodies: BodyReader(gateway.configuration.server))
         router.post("/functions/v1/create-user") { request, _ in try await backend.createUser(request) }
         router.post("/functions/v1/resolve-asa-attribution") { request, _ in
             try await backend.resolveAttribution(request)

@@ -55,7 +55,7 @@ extension GatewayHTTP {
     /// Every enabled provider's routes: body → provider → pipeline. `202` once stored,
     /// `200` when every record was already stored (a duplicate changes nothing).
     static func addIngestRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
-        let limit = gateway.configuration.server.maxBodyBytes
+        let bodies = BodyReader(gateway.configuration.server)
         let keyring = APIKeyring(keys: gateway.configuration.auth.apiKeys)
         for provider in gateway.providers {
             for route in provider.routes {
@@ -70,7 +70,7 @@ extension GatewayHTTP {
                     if let secret = route.sharedSecretSHA256, !SharedSecret.matches(request, sha256: secret) {
                         throw SharedSecret.unauthorized
                     }
-                    let body = try await BodyReader.collect(request, limit: limit)
+                    let body = try await bodies.collect(request)
                     var query: [String: String] = [:]
                     for (key, value) in request.uri.queryParameters where key != "secret" {
                         query[String(key)] = String(value)
@@ -107,7 +107,7 @@ extension GatewayHTTP {
         }
         if gateway.configuration.server.noopRoute {
             router.post("/v1/noop") { request, _ -> Response in
-                _ = try await BodyReader.collect(request, limit: limit)
+                _ = try await bodies.collect(request)
                 return JSONResponse.make(status: .accepted, ["status": "noop"])
             }
         }

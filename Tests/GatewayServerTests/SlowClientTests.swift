@@ -1,0 +1,100 @@
+import Foundation
+import GatewayConfig
+import GatewayCore
+import GatewayServer
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Slow clients cannot hold the server: a body dripping in past `body_timeout_ms` gets
+/// `408`, and a connection that goes quiet is closed after `idle_timeout_ms`. A raw
+/// socket plays the client, since an HTTP client library sends whole requests. The waits
+/// are upper bounds, never speed claims.
+@Suite struct SlowClientTests {
+    /// A blocking TCP connection to the gateway, with a read timeout as a bound.
+    final class RawConnection {
+        let fd: Int32
+
+        init(port: Int) throws {
+            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            try #require(connected == 0)
+            var bound = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, socklen_t(MemoryLayout<timeval>.size))
+        }
+
+        deinit { close(fd) }
+
+        func send(_ text: String) {
+            _ = text.withCString { Glibc.send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        }
+
+        /// What the server sends until it closes the connection or the bound passes;
+        /// `closed` tells which.
+        func readAll() -> (text: String, closed: Bool) {
+            var data = [UInt8]()
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = recv(fd, &buffer, buffer.count, 0)
+                if count > 0 {
+                    data += buffer[0..<count]
+                    continue
+                }
+                return (String(decoding: data, as: UTF8.self), count == 0)
+            }
+        }
+    }
+
+    func withGateway(idleMs: Int, bodyMs: Int, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let yaml = """
+            server: { host: 127.0.0.1, port: 0, log_level: warning, idle_timeout_ms: \(idleMs), body_timeout_ms: \(bodyMs) }
+            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+            providers: { iad: {} }
+            sinks: { local: { type: sqlite } }
+            """
+        let config = try ConfigLoader.parse(yaml: yaml, file: "slow.yaml", environment: [:], registry: .builtIn)
+        let gateway = try await Gateway.build(configuration: config)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            try await body(try #require(client.port))
+        }
+    }
+
+    @Test func aBodyDrippingPastTheDeadlineIsAnswered408() async throws {
+        // An idle timeout far above the drip interval, so a busy machine cannot turn
+        // this into the idle case.
+        try await withGateway(idleMs: 5000, bodyMs: 300) { port in
+            let connection = try RawConnection(port: port)
+            connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"app_id\":")
+            // Within the idle timeout each time, past the body deadline in all.
+            for _ in 0..<4 {
+                try await Task.sleep(for: .milliseconds(150))
+                connection.send(" ")
+            }
+            let answer = connection.readAll()
+            #expect(answer.text.hasPrefix("HTTP/1.1 408"), "\(answer.text.prefix(200))")
+            #expect(answer.text.contains(#""code":"request_timeout""#))
+        }
+    }
+
+    @Test func aConnectionThatGoesQuietIsClosed() async throws {
+        try await withGateway(idleMs: 300, bodyMs: 10_000) { port in
+            let connection = try RawConnection(port: port)
+            connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{")
+            let answer = connection.readAll()
+            // Closed by the server well before the 10 s read bound.
+            #expect(answer.closed)
+        }
+    }
+}
