@@ -256,6 +256,12 @@ import Testing
                         #expect(row["keyword_match_type"] as String? == "EXACT")
                         #expect(row["ad_group_name"] as String? == "adgroup 542317095")
                         #expect(row["campaign_name"] as String? == "campaign 542370539")
+
+                        // Three names (keyword, ad group, campaign) were looked up: in time, or late.
+                        let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                        let outcome = late ? "late" : "fetched"
+                        #expect(metrics.contains(#"gateway_enrichment_lookups_total{enricher="keyword_lookup",outcome="\#(outcome)"} 3"#))
+                        #expect(metrics.contains(#"gateway_delivery_latency_seconds_count{sink="local"}"#))
                     }
                 }
         }

@@ -137,6 +137,11 @@ import Testing
 
             let array = try await client.execute(uri: path + "/", method: .post, body: try body([try postback(transaction: "d")]))
             #expect(array.status.code == 400)
+
+            // Verdicts are counted once per stored postback (the device's retry is not).
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="verified"} 2"#))
+            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="invalid"} 1"#))
         }
     }
 

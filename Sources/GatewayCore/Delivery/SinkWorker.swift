@@ -102,6 +102,7 @@ public final class SinkWorker: Service, Sendable {
             case .delivered:
                 resolutions.append(.delivered(id: entry.id))
                 delivered += 1
+                metrics.deliveryLatency(sink: sinkName, seconds: decidedAt.timeIntervalSince(entry.record.receivedAt))
             case .retry(let reason, let after):
                 let attempts = entry.attempts + 1
                 if attempts >= settings.maxAttempts {

@@ -32,6 +32,25 @@ public struct GatewayMetrics: Sendable {
         counter("gateway_records_duplicate_total", [("provider", provider)]).increment()
     }
 
+    /// A stored postback's signature verdict: `verified`, `invalid`, `unverifiable`.
+    public func verdict(provider: String, verdict: String) {
+        counter("gateway_signature_verdicts_total", [("provider", provider), ("verdict", verdict)]).increment()
+    }
+
+    /// Names an enricher looked up: `hit` (cached), `fetched` (in time), `unknown` (the
+    /// source has no such id), `late` (the record went on without it).
+    public func enrichment(enricher: String, outcome: String, count: Int) {
+        guard count > 0 else { return }
+        counter("gateway_enrichment_lookups_total", [("enricher", enricher), ("outcome", outcome)])
+            .increment(by: count)
+    }
+
+    /// From the record's arrival to the sink's acceptance.
+    public func deliveryLatency(sink: String, seconds: Double) {
+        Timer(label: "gateway_delivery_latency_seconds", dimensions: [("sink", sink)], factory: factory)
+            .recordNanoseconds(Int64(max(0, seconds) * 1_000_000_000))
+    }
+
     public func delivery(sink: String, outcome: String, count: Int) {
         guard count > 0 else { return }
         counter("gateway_deliveries_total", [("sink", sink), ("outcome", outcome)]).increment(by: count)

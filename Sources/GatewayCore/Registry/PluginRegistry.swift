@@ -76,10 +76,12 @@ public struct EnricherContext: Sendable {
     /// The gateway's own SQLite file, for caches.
     public var storagePath: String
     public var logger: Logger
+    public var metrics: GatewayMetrics
 
-    public init(storagePath: String, logger: Logger) {
+    public init(storagePath: String, logger: Logger, metrics: GatewayMetrics = .none) {
         self.storagePath = storagePath
         self.logger = logger
+        self.metrics = metrics
     }
 }
 

@@ -21,6 +21,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     let unknownTTL: TimeInterval
     let logger: Logger
     let now: @Sendable () -> Date
+    let metrics: GatewayMetrics
     /// Waits between attempts at a name Apple could not give (down, throttling).
     let sleep: @Sendable (Duration) async throws -> Void
     /// How long a failing name keeps being retried for the records waiting for it.
@@ -39,8 +40,9 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         source: any AppleAdsNameSource, cache: KeywordNameCache, wait: Duration, ttl: TimeInterval,
         unknownTTL: TimeInterval, logger: Logger, now: @escaping @Sendable () -> Date = { Date() },
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
-        retryInitial: Duration = .seconds(2)
+        retryInitial: Duration = .seconds(2), metrics: GatewayMetrics = .none
     ) {
+        self.metrics = metrics
         self.sleep = sleep
         self.retryInitial = retryInitial
         self.source = source
@@ -83,6 +85,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
 
         var known = await fresh(Array(wanted.keys))
         let missing = wanted.filter { known[$0.key] == nil }
+        defer { count(wanted: Array(wanted.keys), missing: Set(missing.keys), known: known) }
         if !missing.isEmpty {
             // Many keywords of one org: one bulk query (the rest, and single ones, by id).
             var single = missing
@@ -112,6 +115,21 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         let result = records.map { fill($0, known) }
         await waitForLateNames(result)
         return result
+    }
+
+    /// Each name looked up counts once: `late` (no answer in time), `unknown` (Apple has
+    /// no such id), `fetched` (asked and answered in time) or `hit` (cached).
+    func count(wanted: [String], missing: Set<String>, known: [String: KeywordNameCache.Entry]) {
+        var outcomes: [String: Int] = [:]
+        for key in wanted {
+            let outcome =
+                if let entry = known[key] { entry.name == nil ? "unknown" : missing.contains(key) ? "fetched" : "hit" }
+                else { "late" }
+            outcomes[outcome, default: 0] += 1
+        }
+        for (outcome, count) in outcomes {
+            metrics.enrichment(enricher: KeywordLookupPlugin.typeName, outcome: outcome, count: count)
+        }
     }
 
     func fill(_ record: AttributionRecord, _ known: [String: KeywordNameCache.Entry]) -> AttributionRecord {

@@ -81,6 +81,6 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         return KeywordLookupEnricher(
             source: source, cache: try KeywordNameCache(path: context.storagePath), wait: options.wait, ttl: options.ttl,
             unknownTTL: options.unknownTTL, logger: context.logger, now: now, sleep: sleep,
-            retryInitial: options.backoffInitial)
+            retryInitial: options.backoffInitial, metrics: context.metrics)
     }
 }

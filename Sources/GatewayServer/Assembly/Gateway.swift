@@ -69,7 +69,7 @@ public final class Gateway: Sendable {
         for prepared in configuration.enrichers {
             let context = EnricherContext(
                 storagePath: configuration.storage.sqlitePath,
-                logger: logger.with(metadataKey: "enricher", value: prepared.typeName))
+                logger: logger.with(metadataKey: "enricher", value: prepared.typeName), metrics: metrics)
             enrichers.append(try await prepared.build(context))
         }
         let pipeline = IngestPipeline(
