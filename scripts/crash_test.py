@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Crash evidence: ingest load on several routes while the gateway is killed with SIGKILL
+at random moments, several times, and restarted each time. Afterwards every record that
+was answered 2xx must be in the SQLite sink's table, once; requests cut off by a kill got
+no answer and may or may not be stored. Started by scripts/crash-test.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def payload(rng, worker, sequence):
+    """An iAd dictionary, or a raw event (one object or an array of three)."""
+    user = f"crash-{worker}-{sequence}"
+    kind = rng.randrange(3)
+    if kind == 0:
+        return "/v1/iad", {"app_id": "1234567890", "app_user_id": user,
+                           "Version3.1": {"iad-attribution": "true", "iad-campaign-id": "542370539",
+                                          "iad-keyword-id": "87675432"}}
+    event = {"type": "event", "name": "level_up", "app_id": "1234567890", "app_user_id": user,
+             "event_id": user, "att_status": 2}
+    if kind == 1:
+        return "/v1/events", event
+    return "/v1/events", [dict(event, event_id=f"{user}-{i}") for i in range(3)]
+
+
+def load(port_box, stop, acknowledged, lock, worker, seed):
+    rng = random.Random(seed)
+    sequence = 0
+    connection = None
+    while not stop.is_set():
+        if connection is None:
+            connection = http.client.HTTPConnection("127.0.0.1", port_box[0], timeout=5)
+        sequence += 1
+        path, body = payload(rng, worker, sequence)
+        try:
+            connection.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            answer = json.loads(response.read() or b"{}")
+            if 200 <= response.status < 300:
+                ids = [r["record_id"] for r in answer.get("results", [answer])]
+                with lock:
+                    acknowledged.update(ids)
+        except (OSError, http.client.HTTPException, ValueError):
+            # The process died under the request: no answer, no promise.
+            connection.close()
+            connection = None
+            time.sleep(0.05)
+
+
+def wait_healthy(port, seconds=30):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            c.request("GET", "/healthz")
+            if c.getresponse().status == 200:
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--binary", default=".build/debug/attribution-gateway")
+    parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=20261123)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+
+    work = tempfile.mkdtemp()
+    database = os.path.join(work, "gateway.sqlite")
+    port = free_port()
+    config = os.path.join(work, "config.yaml")
+    with open(config, "w") as f:
+        f.write(f"""
+server: {{ host: 127.0.0.1, port: {port}, log_level: error }}
+storage: {{ sqlite: {{ path: {database}, durability: full }} }}
+providers: {{ iad: {{}}, s2s: {{}} }}
+sinks:
+  local: {{ type: sqlite, batch_size: 50, backoff_initial_ms: 50, backoff_max_ms: 500 }}
+""")
+    log = open(os.path.join(work, "gateway.log"), "a")
+
+    def start():
+        process = subprocess.Popen([args.binary, "serve", "--config", config], stderr=log)
+        if not wait_healthy(port):
+            print("FAIL the gateway did not start; see", log.name)
+            sys.exit(1)
+        return process
+
+    acknowledged = set()
+    lock = threading.Lock()
+    stop = threading.Event()
+    port_box = [port]
+    process = start()
+    threads = [threading.Thread(target=load, args=(port_box, stop, acknowledged, lock, i, args.seed + i))
+               for i in range(args.threads)]
+    for thread in threads:
+        thread.start()
+    for kill in range(args.kills):
+        time.sleep(rng.uniform(0.3, 2.0))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        with lock:
+            count = len(acknowledged)
+        print(f"kill {kill + 1}: SIGKILL with {count} records acknowledged so far")
+        process = start()
+    time.sleep(rng.uniform(0.3, 1.0))
+    stop.set()
+    for thread in threads:
+        thread.join()
+
+    # Let the restarted gateway deliver what the kills left in the outbox.
+    deadline = time.time() + 120
+    delivered = set()
+    while time.time() < deadline:
+        with sqlite3.connect(database) as db:
+            try:
+                delivered = {row[0] for row in db.execute("SELECT record_id FROM attribution_records")}
+                pending = db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]
+            except sqlite3.OperationalError:
+                delivered, pending = set(), 1
+        if acknowledged <= delivered and pending == 0:
+            break
+        time.sleep(0.2)
+    process.terminate()
+    process.wait()
+
+    with sqlite3.connect(database) as db:
+        rows = db.execute("SELECT COUNT(*), COUNT(DISTINCT record_id) FROM attribution_records").fetchone()
+        stored = db.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+        dead = db.execute("SELECT COUNT(*) FROM dead_letters").fetchone()[0]
+    missing = acknowledged - delivered
+    print(f"acknowledged {len(acknowledged)}; stored {stored}; sink rows {rows[0]} ({rows[1]} distinct); "
+          f"dead letters {dead}; missing {len(missing)}")
+    failures = []
+    if missing:
+        failures.append(f"{len(missing)} acknowledged records are not in the sink, e.g. {sorted(missing)[:3]}")
+    if rows[0] != rows[1]:
+        failures.append("a record is in the sink twice")
+    if rows[0] != stored:
+        failures.append(f"{stored - rows[0]} stored records never reached the sink")
+    if dead:
+        failures.append(f"{dead} dead letters")
+    for failure in failures:
+        print("FAIL", failure)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
