@@ -47,11 +47,16 @@ public struct IngestPipeline: Sendable {
     /// Dedupes, enriches, routes and stores already normalised records, in order.
     public func ingest(_ records: [AttributionRecord]) async throws -> [IngestOutcome] {
         guard !records.isEmpty else { return [] }
-        let known: [String: String]
-        do {
-            known = try await store.existingRecordIDs(dedupeKeys: records.map(\.dedupeKey))
-        } catch {
-            throw GatewayError(.storageUnavailable, "the store is unavailable; nothing was recorded")
+        // Known keys are looked up first only so that duplicates skip enrichment (which
+        // can call outside APIs); without enrichers the insert itself finds them, and the
+        // request saves a round trip to the database.
+        var known: [String: String] = [:]
+        if !enrichers.isEmpty {
+            do {
+                known = try await store.existingRecordIDs(dedupeKeys: records.map(\.dedupeKey))
+            } catch {
+                throw GatewayError(.storageUnavailable, "the store is unavailable; nothing was recorded")
+            }
         }
         // Enrichment can call outside APIs, so duplicates skip it.
         var fresh = records.filter { known[$0.dedupeKey] == nil }
