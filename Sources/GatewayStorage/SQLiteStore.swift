@@ -24,8 +24,7 @@ public final class SQLiteStore: AttributionStore {
     }
 
     static func encode(_ batch: [RoutedRecord]) throws -> [String] {
-        let encoder = AttributionRecord.makeEncoder()
-        return try batch.map { String(decoding: try encoder.encode($0.record), as: UTF8.self) }
+        batch.map { String(decoding: $0.record.jsonData(), as: UTF8.self) }
     }
 
     /// Inserts records and their outbox rows inside the caller's transaction.

@@ -25,20 +25,23 @@ public final class SQLiteSink: AttributionSink {
         return Array(repeating: .delivered, count: records.count)
     }
 
-    /// The record's JSON, spread over the table's columns.
+    /// The record's fields spread over the table's columns, by JSON name: dates as
+    /// ISO-8601 text, amounts as REAL, `raw` and `events` as JSON text.
     static func row(_ record: AttributionRecord) throws -> [DatabaseValue] {
-        let json = try JSONValue.parse(AttributionRecord.makeEncoder().encode(record))
-        let object = json.objectValue ?? [:]
-        return SQLiteSinkTable.columns.map { column in
-            switch object[column.name] {
-            case nil, .null: .null
-            case .bool(let b): (b ? 1 : 0).databaseValue
-            case .integer(let n): n.databaseValue
-            case .double(let d): d.databaseValue
-            case .string(let s): s.databaseValue
-            case .some(let nested): nested.jsonText.databaseValue
-            }
+        var values: [String: DatabaseValue] = [:]
+        for (name, value) in record.fields {
+            values[name] =
+                switch value {
+                case .string(let s): s.databaseValue
+                case .integer(let n): n.databaseValue
+                case .bool(let b): (b ? 1 : 0).databaseValue
+                // Through its text: 49.99, not the nearest binary fraction's 49.989999999999995.
+                case .decimal(let d): (Double(d.description) ?? 0).databaseValue
+                case .date(let date): ISO8601.format(date).databaseValue
+                case .json, .strings: AttributionRecord.jsonText(value).databaseValue
+                }
         }
+        return SQLiteSinkTable.columns.map { values[$0.name] ?? .null }
     }
 }
 

@@ -1,0 +1,175 @@
+import Foundation
+
+/// The record as a list of named values: one table that the JSON writer and the SQLite
+/// sink's columns both read, so neither goes through `JSONEncoder` (whose per-field
+/// dynamic dispatch and key sorting led the ingest profile).
+extension AttributionRecord {
+    /// One field's value as JSON knows it.
+    public enum FieldValue: Sendable, Equatable {
+        case string(String)
+        case integer(Int64)
+        case bool(Bool)
+        case decimal(Decimal)
+        case date(Date)
+        case json(JSONValue)
+        case strings([String])
+    }
+
+    typealias FieldReader = @Sendable (AttributionRecord) -> FieldValue?
+
+    /// Every field by its JSON name, sorted as `JSONEncoder`'s `.sortedKeys` sorts them.
+    static let fieldReaders: [(name: String, read: FieldReader)] = {
+        @Sendable func s(_ v: String?) -> FieldValue? { v.map(FieldValue.string) }
+        @Sendable func i(_ v: Int64?) -> FieldValue? { v.map(FieldValue.integer) }
+        @Sendable func n(_ v: Int?) -> FieldValue? { v.map { .integer(Int64($0)) } }
+        @Sendable func b(_ v: Bool?) -> FieldValue? { v.map(FieldValue.bool) }
+        @Sendable func d(_ v: Date?) -> FieldValue? { v.map(FieldValue.date) }
+        @Sendable func m(_ v: Decimal?) -> FieldValue? { v.map(FieldValue.decimal) }
+        let readers: [(String, FieldReader)] = [
+            ("record_id", { .string($0.recordID) }), ("received_at", { .date($0.receivedAt) }),
+            ("provider", { .string($0.provider) }), ("app_id", { s($0.appID) }), ("app_user_id", { s($0.appUserID) }),
+            ("idfv", { s($0.idfv) }), ("idfa", { s($0.idfa) }), ("att_status", { n($0.attStatus) }),
+            ("attributed", { .bool($0.attributed) }), ("kind", { .string($0.kind.rawValue) }),
+            ("resolution", { .string($0.resolution.rawValue) }), ("is_test", { .bool($0.isTest) }),
+            ("duplicate_of", { s($0.duplicateOf) }), ("network", { s($0.network) }),
+            ("org_id", { i($0.orgID) }), ("org_name", { s($0.orgName) }), ("campaign_id", { i($0.campaignID) }),
+            ("campaign_name", { s($0.campaignName) }), ("ad_group_id", { i($0.adGroupID) }),
+            ("ad_group_name", { s($0.adGroupName) }), ("keyword_id", { i($0.keywordID) }), ("keyword", { s($0.keyword) }),
+            ("keyword_match_type", { s($0.keywordMatchType) }), ("ad_id", { i($0.adID) }),
+            ("creative_set_id", { i($0.creativeSetID) }), ("creative_set_name", { s($0.creativeSetName) }),
+            ("country_or_region", { s($0.countryOrRegion) }), ("conversion_type", { s($0.conversionType) }),
+            ("claim_type", { s($0.claimType) }), ("supply_placement", { s($0.supplyPlacement) }),
+            ("click_date", { d($0.clickDate) }), ("impression_date", { d($0.impressionDate) }),
+            ("conversion_date", { d($0.conversionDate) }), ("purchase_date", { d($0.purchaseDate) }),
+            ("skan_version", { s($0.skanVersion) }), ("ad_network_id", { s($0.adNetworkID) }),
+            ("transaction_id", { s($0.transactionID) }), ("source_app_id", { s($0.sourceAppID) }),
+            ("source_identifier", { s($0.sourceIdentifier) }), ("source_domain", { s($0.sourceDomain) }),
+            ("fine_value", { n($0.fineValue) }), ("coarse_value", { s($0.coarseValue) }),
+            ("postback_sequence_index", { n($0.postbackSequenceIndex) }), ("did_win", { b($0.didWin) }),
+            ("fidelity_type", { n($0.fidelityType) }), ("redownload", { b($0.redownload) }),
+            ("signature", { s($0.signature) }), ("events", { $0.events.map(FieldValue.strings) }),
+            ("revenue_min", { m($0.revenueMin) }), ("revenue_max", { m($0.revenueMax) }),
+            ("event_name", { s($0.eventName) }), ("revenue", { m($0.revenue) }), ("currency", { s($0.currency) }),
+            ("transaction_ref", { s($0.transactionRef) }), ("raw", { $0.raw.map(FieldValue.json) }),
+            ("dedupe_key", { .string($0.dedupeKey) }), ("enriched_at", { d($0.enrichedAt) }),
+        ]
+        return readers.sorted { $0.0 < $1.0 }.map { (name: $0.0, read: $0.1) }
+    }()
+
+    /// The JSON names of every field, sorted.
+    public static var fieldNames: [String] { fieldReaders.map(\.name) }
+
+    /// The fields that have a value, by JSON name, sorted.
+    public var fields: [(name: String, value: FieldValue)] {
+        Self.fieldReaders.compactMap { reader in reader.read(self).map { (reader.name, $0) } }
+    }
+
+    /// One field's value as JSON text.
+    public static func jsonText(_ value: FieldValue) -> String {
+        var out = JSONWriter()
+        out.value(value)
+        return String(decoding: out.bytes, as: UTF8.self)
+    }
+
+    /// The record's JSON, as ``makeEncoder()`` writes it (sorted keys, ISO-8601 dates,
+    /// absent fields left out), without Codable.
+    public func jsonData() -> Data {
+        var out = JSONWriter()
+        out.byte(UInt8(ascii: "{"))
+        var first = true
+        for reader in Self.fieldReaders {
+            guard let value = reader.read(self) else { continue }
+            if !first { out.byte(UInt8(ascii: ",")) }
+            first = false
+            out.string(reader.name)
+            out.byte(UInt8(ascii: ":"))
+            out.value(value)
+        }
+        out.byte(UInt8(ascii: "}"))
+        return Data(out.bytes)
+    }
+}
+
+/// Writes JSON text byte by byte: strings escaped as JSONEncoder escapes them (quote,
+/// backslash and control characters; `/` left alone), object keys sorted.
+struct JSONWriter {
+    var bytes: [UInt8] = []
+
+    init() {
+        bytes.reserveCapacity(1024)
+    }
+
+    mutating func byte(_ b: UInt8) {
+        bytes.append(b)
+    }
+
+    mutating func raw(_ text: String) {
+        bytes.append(contentsOf: text.utf8)
+    }
+
+    mutating func string(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for b in text.utf8 {
+            switch b {
+            case UInt8(ascii: "\""): raw("\\\"")
+            case UInt8(ascii: "\\"): raw("\\\\")
+            case 0x0A: raw("\\n")
+            case 0x0D: raw("\\r")
+            case 0x09: raw("\\t")
+            case 0x08: raw("\\b")
+            case 0x0C: raw("\\f")
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                raw("\\u00")
+                bytes.append(hex[Int(b >> 4)])
+                bytes.append(hex[Int(b & 0x0F)])
+            default: bytes.append(b)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    mutating func value(_ value: AttributionRecord.FieldValue) {
+        switch value {
+        case .string(let s): string(s)
+        case .integer(let n): raw(String(n))
+        case .bool(let b): raw(b ? "true" : "false")
+        case .decimal(let d): raw(d.description)
+        case .date(let date): string(ISO8601.format(date))
+        case .json(let json): self.json(json)
+        case .strings(let list):
+            byte(UInt8(ascii: "["))
+            for (index, item) in list.enumerated() {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                string(item)
+            }
+            byte(UInt8(ascii: "]"))
+        }
+    }
+
+    mutating func json(_ value: JSONValue) {
+        switch value {
+        case .null: raw("null")
+        case .bool(let b): raw(b ? "true" : "false")
+        case .integer(let n): raw(String(n))
+        case .double(let d): raw(d.isFinite ? "\(d)" : "null")
+        case .string(let s): string(s)
+        case .array(let items):
+            byte(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                json(item)
+            }
+            byte(UInt8(ascii: "]"))
+        case .object(let object):
+            byte(UInt8(ascii: "{"))
+            for (index, key) in object.keys.sorted().enumerated() {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                string(key)
+                byte(UInt8(ascii: ":"))
+                json(object[key]!)
+            }
+            byte(UInt8(ascii: "}"))
+        }
+    }
+}
