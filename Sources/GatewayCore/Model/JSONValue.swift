@@ -50,14 +50,13 @@ public enum JSONValue: Sendable, Hashable, Codable {
     /// Thrown by ``parse(_:)`` for a document nested deeper than ``maxDepth``.
     public struct TooDeep: Error {}
 
-    /// Parses a JSON document. JSONSerialization does it without Codable's per-value
-    /// type probing, which dominated the ingest profile.
+    /// Parses a JSON document (any value at the top) with ``JSONParser``.
     public static func parse(_ data: Data) throws -> JSONValue {
-        try JSONValue(foundation: try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]), depth: 0)
+        try JSONParser.parse(data)
     }
 
     /// Converts what JSONSerialization returns; booleans are told from numbers by the
-    /// number's type code, integers are kept exact.
+    /// number's type code, integers are kept exact. (The tests' reference for the parser.)
     public init(foundation value: Any) {
         self = (try? JSONValue(foundation: value, depth: .min)) ?? .null
     }
