@@ -79,8 +79,7 @@ public final class SQLiteStore: AttributionStore {
 
     public func dueEntries(sink: String, now: Date, limit: Int, laneOrdered: Bool) async throws -> [OutboxEntry] {
         try await pool.read { db in
-            let decoder = AttributionRecord.makeDecoder()
-            return try Row.fetchAll(
+            try Row.fetchAll(
                 db,
                 sql: """
                     SELECT o.id, o.attempts, r.body FROM outbox o JOIN records r ON r.record_id = o.record_id
@@ -91,7 +90,7 @@ public final class SQLiteStore: AttributionStore {
             ).map { row in
                 let body: String = row["body"]
                 return OutboxEntry(
-                    id: row["id"], record: try decoder.decode(AttributionRecord.self, from: Data(body.utf8)),
+                    id: row["id"], record: try AttributionRecord(jsonData: Data(body.utf8)),
                     attempts: row["attempts"])
             }
         }
@@ -242,7 +241,7 @@ public final class SQLiteStore: AttributionStore {
         let body = try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT body FROM records WHERE record_id = ?", arguments: [id])
         }
-        return try body.map { try AttributionRecord.makeDecoder().decode(AttributionRecord.self, from: Data($0.utf8)) }
+        return try body.map { try AttributionRecord(jsonData: Data($0.utf8)) }
     }
 
     static func jsonArray(_ values: [String]) -> String {

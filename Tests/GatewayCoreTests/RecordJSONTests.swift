@@ -42,6 +42,8 @@ import Testing
         let encoded = try AttributionRecord.makeEncoder().encode(record)
         #expect(try JSONValue.parse(written) == JSONValue.parse(encoded))
         #expect(try AttributionRecord.makeDecoder().decode(AttributionRecord.self, from: written) == record)
+        #expect(try AttributionRecord(jsonData: written) == record)
+        #expect(try AttributionRecord(jsonData: AttributionRecord.makeEncoder().encode(record)) == record)
         // Keys come out sorted, as the encoder sorts them.
         let keys = try #require(try JSONSerialization.jsonObject(with: written) as? [String: Any]).keys.sorted()
         let order = AttributionRecord.fieldNames.filter(keys.contains)
@@ -55,16 +57,25 @@ import Testing
         record.campaignName = "c"; record.adGroupID = 1; record.adGroupName = "g"; record.keywordMatchType = "Exact"
         record.adID = 1; record.creativeSetID = 1; record.creativeSetName = "s"; record.countryOrRegion = "US"
         record.conversionType = "Download"; record.claimType = "Click"; record.supplyPlacement = "p"
-        record.impressionDate = Date(); record.conversionDate = Date(); record.purchaseDate = Date()
+        let moment = Date(timeIntervalSince1970: 1_700_000_000.5)
+        record.impressionDate = moment; record.conversionDate = moment; record.purchaseDate = moment
         record.skanVersion = "4.0"; record.adNetworkID = "n"; record.transactionID = "t"; record.sourceAppID = "a"
         record.sourceIdentifier = "1"; record.sourceDomain = "d"; record.coarseValue = "low"
         record.postbackSequenceIndex = 0; record.fidelityType = 1; record.redownload = true; record.signature = "verified"
-        record.eventName = "e"; record.currency = "USD"; record.transactionRef = "r"; record.enrichedAt = Date()
+        record.eventName = "e"; record.currency = "USD"; record.transactionRef = "r"; record.enrichedAt = moment
         let unset = Mirror(reflecting: record).children.filter { "\($0.value)" == "nil" }.compactMap(\.label)
         #expect(unset.isEmpty, "set every field here: \(unset)")
         let encoded = try #require(
             try JSONSerialization.jsonObject(with: AttributionRecord.makeEncoder().encode(record)) as? [String: Any])
         #expect(Set(encoded.keys) == Set(AttributionRecord.fieldNames))
         #expect(try JSONValue.parse(record.jsonData()) == JSONValue.parse(AttributionRecord.makeEncoder().encode(record)))
+        // And every field is read back.
+        #expect(try AttributionRecord(jsonData: record.jsonData()) == record)
+    }
+
+    @Test func aBodyThatIsNotARecordIsRefusedNamingTheField() {
+        for body in [#"[]"#, #"{"provider":"iad"}"#, #"{"record_id":"r","received_at":"2020-01-01T00:00:00Z","provider":"p","kind":"install","resolution":"resolved","dedupe_key":"d","attributed":"yes"}"#] {
+            #expect(throws: AttributionRecord.NotARecord.self) { try AttributionRecord(jsonData: Data(body.utf8)) }
+        }
     }
 }

@@ -173,3 +173,120 @@ struct JSONWriter {
         }
     }
 }
+
+extension AttributionRecord {
+    /// Thrown by ``init(jsonData:)`` for a body that is not a stored record.
+    public struct NotARecord: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Reads JSON written by ``jsonData()`` (or ``makeEncoder()``) without Codable: the
+    /// store reads every record it hands to a sink this way.
+    public init(jsonData data: Data) throws {
+        guard case .object(let o) = try JSONValue.parse(data) else { throw NotARecord(description: "not an object") }
+        func string(_ key: String) throws -> String? {
+            switch o[key] {
+            case nil, .null: return nil
+            case .string(let s): return s
+            default: throw NotARecord(description: "\(key) is not a string")
+            }
+        }
+        func required(_ key: String) throws -> String {
+            guard let s = try string(key) else { throw NotARecord(description: "\(key) is missing") }
+            return s
+        }
+        func integer(_ key: String) throws -> Int64? {
+            switch o[key] {
+            case nil, .null: return nil
+            case .integer(let n): return n
+            default: throw NotARecord(description: "\(key) is not an integer")
+            }
+        }
+        func int(_ key: String) throws -> Int? { try integer(key).map { Int($0) } }
+        func bool(_ key: String) throws -> Bool? {
+            switch o[key] {
+            case nil, .null: return nil
+            case .bool(let b): return b
+            default: throw NotARecord(description: "\(key) is not a boolean")
+            }
+        }
+        func date(_ key: String) throws -> Date? {
+            guard let text = try string(key) else { return nil }
+            guard let date = ISO8601.parse(text) else { throw NotARecord(description: "\(key) is not an ISO-8601 date") }
+            return date
+        }
+        func decimal(_ key: String) throws -> Decimal? {
+            switch o[key] {
+            case nil, .null: return nil
+            case .integer(let n): return Decimal(n)
+            case .double(let d): return Decimal(string: String(d))
+            default: throw NotARecord(description: "\(key) is not a number")
+            }
+        }
+        guard let kind = RecordKind(rawValue: try required("kind")),
+            let resolution = Resolution(rawValue: try required("resolution")),
+            let receivedAt = try date("received_at")
+        else { throw NotARecord(description: "kind, resolution or received_at is missing or unknown") }
+        self.init(
+            provider: try required("provider"), kind: kind, dedupeKey: try required("dedupe_key"), receivedAt: receivedAt,
+            attributed: try bool("attributed") ?? false, resolution: resolution, recordID: try required("record_id"))
+        isTest = try bool("is_test") ?? false
+        appID = try string("app_id")
+        appUserID = try string("app_user_id")
+        idfv = try string("idfv")
+        idfa = try string("idfa")
+        attStatus = try int("att_status")
+        duplicateOf = try string("duplicate_of")
+        network = try string("network")
+        orgID = try integer("org_id")
+        orgName = try string("org_name")
+        campaignID = try integer("campaign_id")
+        campaignName = try string("campaign_name")
+        adGroupID = try integer("ad_group_id")
+        adGroupName = try string("ad_group_name")
+        keywordID = try integer("keyword_id")
+        keyword = try string("keyword")
+        keywordMatchType = try string("keyword_match_type")
+        adID = try integer("ad_id")
+        creativeSetID = try integer("creative_set_id")
+        creativeSetName = try string("creative_set_name")
+        countryOrRegion = try string("country_or_region")
+        conversionType = try string("conversion_type")
+        claimType = try string("claim_type")
+        supplyPlacement = try string("supply_placement")
+        clickDate = try date("click_date")
+        impressionDate = try date("impression_date")
+        conversionDate = try date("conversion_date")
+        purchaseDate = try date("purchase_date")
+        skanVersion = try string("skan_version")
+        adNetworkID = try string("ad_network_id")
+        transactionID = try string("transaction_id")
+        sourceAppID = try string("source_app_id")
+        sourceIdentifier = try string("source_identifier")
+        sourceDomain = try string("source_domain")
+        fineValue = try int("fine_value")
+        coarseValue = try string("coarse_value")
+        postbackSequenceIndex = try int("postback_sequence_index")
+        didWin = try bool("did_win")
+        fidelityType = try int("fidelity_type")
+        redownload = try bool("redownload")
+        signature = try string("signature")
+        switch o["events"] {
+        case nil, .null: events = nil
+        case .array(let items):
+            events = try items.map { item in
+                guard case .string(let s) = item else { throw NotARecord(description: "events holds a non-string") }
+                return s
+            }
+        default: throw NotARecord(description: "events is not a list")
+        }
+        revenueMin = try decimal("revenue_min")
+        revenueMax = try decimal("revenue_max")
+        eventName = try string("event_name")
+        revenue = try decimal("revenue")
+        currency = try string("currency")
+        transactionRef = try string("transaction_ref")
+        raw = o["raw"].flatMap { $0 == .null ? nil : $0 }
+        enrichedAt = try date("enriched_at")
+    }
+}
