@@ -211,6 +211,24 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
+    /// Stored records in storage order, a page at a time (reports, exports).
+    public func records(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
+        -> (records: [AttributionRecord], cursor: Int64)
+    {
+        try await pool.read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT seq, body FROM records WHERE \(Self.replayCondition) AND seq > ?3 ORDER BY seq LIMIT ?4",
+                arguments: [filter.since?.timeIntervalSince1970, filter.provider, cursor, limit])
+            let records = try rows.map { row -> AttributionRecord in
+                let body: String = row["body"]
+                return try AttributionRecord(jsonData: Data(body.utf8))
+            }
+            let last: Int64 = rows.last?["seq"] ?? cursor
+            return (records, last)
+        }
+    }
+
     public func countRecords(matching filter: ReplayFilter) async throws -> Int {
         try await pool.read { db in
             try Int.fetchOne(

@@ -134,4 +134,49 @@ import Testing
         let again = try run(["import", "--provider", "iad", "--config", config, file])
         #expect(again.stdout.contains("0 stored, 3 duplicates, 1 lines rejected"))
     }
+
+    @Test func reportKeywordsJoinsInstallsToPurchasesPerKeyword() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = env.directory.appendingPathComponent("report.yaml").path
+        try """
+        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+        providers: { iad: {}, s2s: {} }
+        sinks: { local: { type: sqlite } }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        // Two users came through the keyword, one organically; two purchases by the first
+        // (one reported twice), one by the organic user.
+        let installs = ["buyer", "browser"].map { IAdPayloads.attributed(user: $0).replacingOccurrences(of: "\n", with: "") }
+            + [#"{"app_id":"1234567890","app_user_id":"organic","Version3.1":{"iad-attribution":"false"}}"#]
+        func purchase(_ user: String, _ transaction: String, _ amount: String) -> String {
+            #"{"type":"purchase","app_id":"1234567890","app_user_id":"\#(user)","revenue":\#(amount),"currency":"USD","transaction_id":"\#(transaction)","timestamp":1700000000}"#
+        }
+        let purchases = [purchase("buyer", "t1", "4.99"), purchase("buyer", "t2", "9.99"), purchase("organic", "t3", "1.00")]
+        let installFile = env.directory.appendingPathComponent("installs.jsonl").path
+        let purchaseFile = env.directory.appendingPathComponent("purchases.jsonl").path
+        try installs.joined(separator: "\n").write(toFile: installFile, atomically: true, encoding: .utf8)
+        try (purchases + [purchases[0]]).joined(separator: "\n").write(toFile: purchaseFile, atomically: true, encoding: .utf8)
+        #expect(try run(["import", "--provider", "iad", "--config", config, installFile]).status == 0)
+        #expect(try run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
+
+        let result = try run(["report", "keywords", "--config", config, "--format", "json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        struct Row: Decodable {
+            let network: String?, keyword: String?, campaign: String?
+            let installs: Int, paying_users: Int, purchases: Int
+            let revenue: [String: Decimal]
+        }
+        let rows = try JSONDecoder().decode([Row].self, from: Data(result.stdout.utf8))
+        let keyword = try #require(rows.first { $0.keyword == "meditation app" })
+        #expect(keyword.campaign == "US Search - Meditation" && keyword.network == "Apple Search Ads")
+        #expect(keyword.installs == 2 && keyword.paying_users == 1 && keyword.purchases == 2)
+        #expect(keyword.revenue == ["USD": Decimal(string: "14.98")!])
+        let organic = try #require(rows.first { $0.network == "organic" })
+        #expect(organic.installs == 1 && organic.paying_users == 1 && organic.revenue == ["USD": 1])
+        #expect(rows.first?.keyword == "meditation app")
+
+        let table = try run(["report", "keywords", "--config", config])
+        #expect(table.stdout.contains("meditation app") && table.stdout.contains("USD 14.98"))
+        #expect(table.stdout.split(separator: "\n").first?.hasPrefix("network") == true)
+    }
 }

@@ -1,0 +1,92 @@
+import ArgumentParser
+import Foundation
+import GatewayCore
+import GatewayStorage
+
+struct Report: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Reports over the stored records.", subcommands: [KeywordsReport.self])
+}
+
+struct KeywordsReport: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keywords",
+        abstract: "Which keywords and campaigns bring paying users.",
+        discussion: """
+            Joins each user's install (their first attributed one: AdServices, iAd or a vendor's \
+            callback; else organic) to their purchases (the ASA SDK's associate-user, /v1/events), by \
+            app and user, and sums per campaign, ad group and keyword: installs, paying users, \
+            purchases and revenue per currency. A purchase counts once per transaction. Reads the \
+            store, so it sees every record whatever the routes.
+            """)
+
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case table, csv, json
+    }
+
+    @Option(name: .shortAndLong, help: "The configuration file.")
+    var config = "config.yaml"
+    @Option(help: "Only records received at or after this ISO-8601 time.")
+    var since: String?
+    @Option(help: "Only this app.")
+    var appID: String?
+    @Option(help: "table, csv or json.")
+    var format: Format = .table
+
+    func run() async throws {
+        let configuration = try loadConfiguration(config)
+        var filter = ReplayFilter()
+        if let since {
+            guard let date = ISO8601.parse(since) else { throw ValidationError("--since is not an ISO-8601 time") }
+            filter.since = date
+        }
+        let store = try SQLiteStore(path: configuration.storage.sqlitePath)
+        var report = KeywordReport()
+        var cursor: Int64 = 0
+        while true {
+            let page = try await store.records(matching: filter, after: cursor, limit: 2000)
+            if page.records.isEmpty { break }
+            for record in page.records where appID == nil || record.appID == appID { report.add(record) }
+            cursor = page.cursor
+        }
+        print(Self.render(report.rows, format: format))
+    }
+
+    static let header = ["network", "campaign", "ad group", "keyword", "match", "installs", "paying", "conv %", "purchases", "revenue"]
+
+    static func cells(_ row: KeywordReport.Row) -> [String] {
+        func named(_ name: String?, _ id: Int64?) -> String {
+            switch (name, id) {
+            case (let name?, _): name
+            case (nil, let id?): "#\(id)"
+            case (nil, nil): ""
+            }
+        }
+        let conversion = row.installs > 0 ? String(format: "%.1f", Double(row.payingUsers) * 100 / Double(row.installs)) : ""
+        let revenue = row.revenue.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: "; ")
+        return [
+            row.network ?? "", named(row.campaign, row.campaignID), named(row.adGroup, row.adGroupID),
+            named(row.keyword, row.keywordID), row.matchType ?? "", String(row.installs), String(row.payingUsers),
+            conversion, String(row.purchases), revenue,
+        ]
+    }
+
+    static func render(_ rows: [KeywordReport.Row], format: Format) -> String {
+        switch format {
+        case .csv:
+            return ([header] + rows.map(cells)).map(CSV.row).joined(separator: "\n")
+        case .json:
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            return String(decoding: (try? encoder.encode(rows)) ?? Data("[]".utf8), as: UTF8.self)
+        case .table:
+            let table = [header] + rows.map(cells)
+            let widths = header.indices.map { column in table.map { $0[column].count }.max() ?? 0 }
+            if rows.isEmpty { return "no installs or purchases recorded yet" }
+            return table.map { line in
+                zip(line, widths).map { cell, width in cell.padding(toLength: width, withPad: " ", startingAt: 0) }
+                    .joined(separator: "  ").trimmingCharacters(in: .whitespaces)
+            }.joined(separator: "\n")
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import GatewayCore
+import Testing
+
+/// The keyword report's joins, on records as providers make them.
+@Suite struct KeywordReportTests {
+    static let start = Date(timeIntervalSince1970: 1_700_000_000)
+
+    static func install(_ user: String, keyword: String?, provider: String = "adservices", at offset: TimeInterval = 0, app: String = "1")
+        -> AttributionRecord
+    {
+        var record = AttributionRecord(
+            provider: provider, kind: .install, dedupeKey: "\(provider):\(user):\(offset)",
+            receivedAt: start.addingTimeInterval(offset), attributed: keyword != nil)
+        record.appID = app
+        record.appUserID = user
+        if let keyword {
+            record.campaignID = 1
+            record.campaignName = "Brand"
+            record.keywordID = 7
+            record.keyword = keyword
+            // A vendor's callback names the network it credited.
+            if provider == "s2s" { record.network = "Apple Search Ads" }
+        }
+        return record
+    }
+
+    static func purchase(_ user: String, _ transaction: String?, _ amount: String, _ currency: String = "USD", app: String = "1")
+        -> AttributionRecord
+    {
+        var record = AttributionRecord(provider: "s2s", kind: .purchase, dedupeKey: "p:\(UUID())", receivedAt: start)
+        record.appID = app
+        record.appUserID = user
+        record.transactionRef = transaction
+        record.revenue = Decimal(string: amount)
+        record.currency = currency
+        return record
+    }
+
+    @Test func anAttributedInstallWinsOverAnOrganicOneAndPurchasesCountOncePerTransaction() {
+        var report = KeywordReport()
+        // Organic first (AdServices said no), then a vendor credited the keyword.
+        report.add(Self.install("u1", keyword: nil, at: 0))
+        report.add(Self.install("u1", keyword: "calm", provider: "s2s", at: 60))
+        report.add(Self.purchase("u1", "t1", "4.99"))
+        report.add(Self.purchase("u1", "t1", "4.99"))  // the SDK and the backend both reported it
+        report.add(Self.purchase("u1", "t2", "3.50", "EUR"))
+        report.add(Self.install("u2", keyword: "calm", at: 5))
+        report.add(Self.purchase("u3", "t3", "1.00"))  // no install known
+        var test = Self.install("u4", keyword: "calm")
+        test.isTest = true
+        report.add(test)
+
+        let rows = report.rows
+        let calm = rows.first { $0.keyword == "calm" }
+        #expect(calm?.installs == 2 && calm?.payingUsers == 1 && calm?.purchases == 2)
+        #expect(calm?.revenue == ["USD": Decimal(string: "4.99")!, "EUR": Decimal(string: "3.50")!])
+        // The vendor's install and Apple's own land on one line.
+        #expect(calm?.network == "Apple Search Ads")
+        let unattributed = rows.first { $0.network == "unattributed" }
+        #expect(unattributed?.installs == 0 && unattributed?.payingUsers == 1)
+        #expect(rows.count == 2)
+    }
+
+    @Test func theSameUserIdInAnotherAppIsAnotherUser() {
+        var report = KeywordReport()
+        report.add(Self.install("u", keyword: "calm", app: "1"))
+        report.add(Self.purchase("u", "t", "1.00", app: "2"))
+        let rows = report.rows
+        #expect(rows.first { $0.keyword == "calm" }?.payingUsers == 0)
+        #expect(rows.first { $0.network == "unattributed" }?.payingUsers == 1)
+    }
+}
