@@ -4,8 +4,10 @@ import GatewayCore
 
 /// Pending work: accepted payloads whose records wait for an outside answer.
 extension SQLiteStore {
+    /// Shares commits with concurrent requests (see ``GroupCommit``): a token stored is
+    /// one row in a transaction many tokens share.
     public func addPending(_ work: PendingWork, now: Date) async throws -> PendingAdmission {
-        try await pool.write { db in
+        try await groupCommit.submit { db in
             if let original = try String.fetchOne(
                 db, sql: "SELECT record_id FROM records WHERE dedupe_key = ?", arguments: [work.dedupeKey])
             {

@@ -20,7 +20,7 @@ public final class SQLiteStore: AttributionStore {
     /// records are committed.
     public func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult] {
         let bodies = try Self.encode(batch)
-        return try await groupCommit.submit(batch, bodies: bodies)
+        return try await groupCommit.submit { db in try Self.insert(batch, bodies: bodies, db) }
     }
 
     static func encode(_ batch: [RoutedRecord]) throws -> [String] {
