@@ -77,23 +77,35 @@ public final class SQLiteStore: AttributionStore {
         (o.lane IS NOT NULL AND EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.lane = o.lane AND p.id < o.id))
         """
 
+    /// A stored body that cannot be read (written by a version that no longer reads it)
+    /// is dead-lettered with the reason rather than failing every batch it would be in:
+    /// one bad row must not stop a sink.
     public func dueEntries(sink: String, now: Date, limit: Int, laneOrdered: Bool) async throws -> [OutboxEntry] {
-        try await pool.read { db in
-            try Row.fetchAll(
+        let (entries, unreadable) = try await pool.read { db in
+            var entries: [OutboxEntry] = []
+            var unreadable: [OutboxResolution] = []
+            for row in try Row.fetchAll(
                 db,
                 sql: """
                     SELECT o.id, o.attempts, r.body FROM outbox o JOIN records r ON r.record_id = o.record_id
                     WHERE o.sink = ? AND o.next_attempt_at <= ? \(laneOrdered ? "AND NOT \(Self.behindItsLane)" : "")
                     ORDER BY o.next_attempt_at, o.id LIMIT ?
                     """,
-                arguments: [sink, now.timeIntervalSince1970, limit]
-            ).map { row in
+                arguments: [sink, now.timeIntervalSince1970, limit])
+            {
                 let body: String = row["body"]
-                return OutboxEntry(
-                    id: row["id"], record: try AttributionRecord(jsonData: Data(body.utf8)),
-                    attempts: row["attempts"])
+                do {
+                    entries.append(
+                        OutboxEntry(id: row["id"], record: try AttributionRecord(jsonData: Data(body.utf8)), attempts: row["attempts"]))
+                } catch {
+                    unreadable.append(
+                        .deadLetter(id: row["id"], attempts: row["attempts"], error: "the stored record cannot be read: \(error)"))
+                }
             }
+            return (entries, unreadable)
         }
+        if !unreadable.isEmpty { try await resolve(sink: sink, unreadable, now: now) }
+        return entries
     }
 
     public func nextDueDate(sink: String, laneOrdered: Bool) async throws -> Date? {

@@ -36,6 +36,10 @@ import Testing
         #expect(parsed == .array([.integer(.max), .integer(.min), .double(9_223_372_036_854_775_808), .double(370870.04353789333)]))
     }
 
+    @Test func aByteOrderMarkIsSkippedAsJSONSerializationDid() throws {
+        #expect(try JSONValue.parse(Data([0xEF, 0xBB, 0xBF] + Array(#"{"a":1}"#.utf8))) == .object(["a": .integer(1)]))
+    }
+
     @Test func refusesInvalidUTF8AndDeepNesting() {
         #expect(throws: (any Error).self) { try JSONValue.parse(Data([0x22, 0xFF, 0xFE, 0x22])) }
         #expect(throws: JSONValue.TooDeep.self) {

@@ -128,6 +128,15 @@ import Testing
             let shallow = try await client.execute(uri: "/v1/iad", method: .post, body: nested(20))
             #expect(shallow.status == .unprocessableContent)
             #expect(try await gateway.store.outboxStats().isEmpty)
+
+            // A valid payload at the limit is stored inside `raw`, deeper than the limit, and
+            // must still be read back and delivered.
+            let atLimit = #"{"app_id":"1","app_user_id":"deep","Version3.1":{"iad-attribution":"false","x":"#
+                + String(repeating: "[", count: 30) + String(repeating: "]", count: 30) + "}}"
+            let stored = try await client.execute(uri: "/v1/iad", method: .post, body: ByteBuffer(string: atLimit))
+            #expect(stored.status == .accepted)
+            #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
+            #expect(try await gateway.store.deadLetters(sink: nil, limit: 10).isEmpty)
         }
     }
 

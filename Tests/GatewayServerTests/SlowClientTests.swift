@@ -35,8 +35,10 @@ import Testing
 
         deinit { close(fd) }
 
-        func send(_ text: String) {
-            _ = text.withCString { Glibc.send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        /// False once the server has closed the connection.
+        @discardableResult
+        func send(_ text: String) -> Bool {
+            text.withCString { Glibc.send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) } >= 0
         }
 
         /// What the server sends until it closes the connection or the bound passes;
@@ -76,12 +78,20 @@ import Testing
         // this into the idle case.
         try await withGateway(idleMs: 5000, bodyMs: 300) { port in
             let connection = try RawConnection(port: port)
-            connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"app_id\":")
+            connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
             // Within the idle timeout each time, past the body deadline in all.
             for _ in 0..<4 {
                 try await Task.sleep(for: .milliseconds(150))
                 connection.send(" ")
             }
+            // Keep dripping (each byte would reset the idle timer): the server hangs up
+            // anyway, a second after the body deadline, long before the idle timeout.
+            var refused = false
+            for _ in 0..<40 where !refused {
+                try await Task.sleep(for: .milliseconds(100))
+                refused = !connection.send(" ")
+            }
+            #expect(refused)
             let answer = connection.readAll()
             #expect(answer.text.hasPrefix("HTTP/1.1 408"), "\(answer.text.prefix(200))")
             #expect(answer.text.contains(#""code":"request_timeout""#))

@@ -183,7 +183,11 @@ extension AttributionRecord {
     /// Reads JSON written by ``jsonData()`` (or ``makeEncoder()``) without Codable: the
     /// store reads every record it hands to a sink this way.
     public init(jsonData data: Data) throws {
-        guard case .object(let o) = try JSONValue.parse(data) else { throw NotARecord(description: "not an object") }
+        // A stored record nests its payload inside `raw`, deeper than the body's limit
+        // allowed: its own limit is Foundation's.
+        guard case .object(let o) = try JSONParser.parse(data, maxDepth: 512) else {
+            throw NotARecord(description: "not an object")
+        }
         func string(_ key: String) throws -> String? {
             switch o[key] {
             case nil, .null: return nil

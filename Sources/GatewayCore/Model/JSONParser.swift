@@ -9,11 +9,14 @@ struct JSONParser {
     struct Invalid: Error {}
 
     private let bytes: UnsafeRawBufferPointer
+    private let maxDepth: Int
     private var index = 0
 
-    static func parse(_ data: Data) throws -> JSONValue {
+    static func parse(_ data: Data, maxDepth: Int = JSONValue.maxDepth) throws -> JSONValue {
         try data.withUnsafeBytes { buffer in
-            var parser = JSONParser(bytes: buffer)
+            var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
+            // A byte order mark, which some clients put before UTF-8 JSON.
+            if buffer.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
             parser.skipWhitespace()
             let value = try parser.value(depth: 0)
             parser.skipWhitespace()
@@ -22,8 +25,9 @@ struct JSONParser {
         }
     }
 
-    private init(bytes: UnsafeRawBufferPointer) {
+    private init(bytes: UnsafeRawBufferPointer, maxDepth: Int) {
         self.bytes = bytes
+        self.maxDepth = maxDepth
     }
 
     private var current: UInt8? { index < bytes.count ? bytes[index] : nil }
@@ -59,7 +63,7 @@ struct JSONParser {
     }
 
     private mutating func object(depth: Int) throws -> JSONValue {
-        if depth > JSONValue.maxDepth { throw JSONValue.TooDeep() }
+        if depth > maxDepth { throw JSONValue.TooDeep() }
         index += 1
         var object: [String: JSONValue] = [:]
         skipWhitespace()
@@ -88,7 +92,7 @@ struct JSONParser {
     }
 
     private mutating func array(depth: Int) throws -> JSONValue {
-        if depth > JSONValue.maxDepth { throw JSONValue.TooDeep() }
+        if depth > maxDepth { throw JSONValue.TooDeep() }
         index += 1
         var items: [JSONValue] = []
         skipWhitespace()

@@ -50,7 +50,13 @@ public final class Gateway: Sendable {
         let store = try SQLiteStore(path: configuration.storage.sqlitePath, durability: durability)
         let providers = try configuration.providers.map { try $0.build() }
         let registry = PrometheusCollectorRegistry()
-        let metrics = GatewayMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Delivery takes from milliseconds to days (retries, outages, replays).
+        factory.durationHistogramBuckets["gateway_delivery_latency_seconds"] = [
+            .milliseconds(10), .milliseconds(50), .milliseconds(250), .seconds(1), .seconds(5), .seconds(30),
+            .seconds(120), .seconds(600), .seconds(3600), .seconds(6 * 3600), .seconds(86400),
+        ]
+        let metrics = GatewayMetrics(factory: factory)
         let health = WorkerHealth()
 
         var workers: [SinkWorker] = []

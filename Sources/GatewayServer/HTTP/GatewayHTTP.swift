@@ -37,8 +37,14 @@ public enum GatewayHTTP {
         }
         return Application(
             router: makeRouter(gateway: gateway),
-            // Connections that go quiet are closed, so slow clients cannot pile up.
-            server: .http1(configuration: .init(idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),
+            // Connections that go quiet are closed, and so are those whose request is
+            // still arriving a second past the body deadline: slow clients cannot pile up.
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [
+                        RequestReadDeadline(timeout: .milliseconds(Int64(settings.bodyTimeoutMs) + 1000))
+                    ],
+                    idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
             services: gateway.workers.map { $0 as any Service } + gateway.resolvers.values.map { $0 as any Service }
                 + gateway.lateWriters.map { $0 as any Service },
