@@ -74,7 +74,12 @@ def mutate(rng, route):
         return json.dumps(body).encode()
     if kind == 4:  # the wrong top-level type
         return json.dumps(rng.choice([[], [base] * rng.randrange(3), "text", 42, None, [[base]], [1, "a"]])).encode()
-    if kind == 5:  # deep nesting
+    if kind == 5:  # deep nesting; 31-32 levels inside a valid payload sit at the limit
+        if base and rng.random() < 0.5:
+            body = json.loads(text)
+            depth = rng.choice([28, 29, 30, 31, 32])
+            body["deep"] = json.loads("[" * depth + "]" * depth)
+            return json.dumps(body).encode()
         depth = rng.choice([10, 100, 600, 5000])
         return ("[" * depth + "]" * depth).encode() if rng.random() < 0.5 else ('{"a":' * depth + "1" + "}" * depth).encode()
     if kind == 6:  # oversized
@@ -171,9 +176,9 @@ def main():
     parser.add_argument("--secret", default="fuzz-secret-000000001")
     args = parser.parse_args()
     stats = Stats()
-    per = args.count // args.threads
+    per = [args.count // args.threads + (1 if i < args.count % args.threads else 0) for i in range(args.threads)]
     started = time.time()
-    threads = [threading.Thread(target=worker, args=("127.0.0.1", args.port, per, args.seed + i, stats,
+    threads = [threading.Thread(target=worker, args=("127.0.0.1", args.port, per[i], args.seed + i, stats,
                                                      {"X-Gateway-Secret": args.secret}))
                for i in range(args.threads)]
     for thread in threads:
@@ -183,6 +188,31 @@ def main():
     elapsed = time.time() - started
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(stats.by_status.items(), key=lambda kv: str(kv[0])))
     print(f"fuzz: {stats.sent} requests in {elapsed:.1f} s (seed {args.seed}); statuses {statuses}")
+    if stats.sent != args.count:
+        stats.failures.append(f"only {stats.sent} of {args.count} requests were sent (a worker died)")
+    # What was accepted must also be deliverable: the outbox drains and the gateway is ready.
+    def get(path):
+        connection = http.client.HTTPConnection("127.0.0.1", args.port, timeout=10)
+        connection.request("GET", path)
+        response = connection.getresponse()
+        text = response.read().decode()
+        connection.close()
+        return response.status, text
+
+    def metric(text, prefix, condition=""):
+        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix) and condition in line)
+
+    deadline = time.time() + 60
+    ready = False
+    while time.time() < deadline and not ready:
+        ready = get("/readyz")[0] == 200 and metric(get("/metrics")[1], "gateway_outbox_depth{") == 0
+        if not ready:
+            time.sleep(0.5)
+    if not ready:
+        stats.failures.append("the outbox did not drain or /readyz is not 200 after the run")
+    dead = metric(get("/metrics")[1], "gateway_deliveries_total{", 'outcome="dead_letter"')
+    if dead:
+        stats.failures.append(f"{dead:.0f} records accepted by the fuzz were dead-lettered")
     for failure in stats.failures:
         print("FAIL", failure)
     sys.exit(1 if stats.failures else 0)
