@@ -26,7 +26,7 @@ struct KeywordsReport: AsyncParsableCommand {
 
     @Option(name: .shortAndLong, help: "The configuration file.")
     var config = "config.yaml"
-    @Option(help: "Only records received at or after this ISO-8601 time.")
+    @Option(help: "Only purchases received at or after this ISO-8601 time (installs count from any time).")
     var since: String?
     @Option(help: "Only this app.")
     var appID: String?
@@ -35,13 +35,15 @@ struct KeywordsReport: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
-        var filter = ReplayFilter()
+        var purchasesSince: Date?
         if let since {
             guard let date = ISO8601.parse(since) else { throw ValidationError("--since is not an ISO-8601 time") }
-            filter.since = date
+            purchasesSince = date
         }
+        // Installs from any time: a buyer of this month may have come through a keyword earlier.
+        let filter = ReplayFilter()
         let store = try SQLiteStore(path: configuration.storage.sqlitePath)
-        var report = KeywordReport()
+        var report = KeywordReport(purchasesSince: purchasesSince)
         var cursor: Int64 = 0
         while true {
             let page = try await store.records(matching: filter, after: cursor, limit: 2000)

@@ -71,3 +71,29 @@ import Testing
         #expect(rows.first { $0.network == "unattributed" }?.payingUsers == 1)
     }
 }
+
+extension KeywordReportTests {
+    @Test func aKeywordNamedLateOrRenamedStaysOneLineUnderItsLatestName() {
+        var report = KeywordReport()
+        var early = Self.install("u1", keyword: "calm", at: 0)
+        early.keyword = nil  // routed before its name came
+        report.add(early)
+        report.add(Self.install("u2", keyword: "calm app", at: 60))
+        let rows = report.rows
+        #expect(rows.count == 1)
+        #expect(rows.first?.installs == 2 && rows.first?.keyword == "calm app" && rows.first?.keywordID == 7)
+    }
+
+    @Test func purchasesSinceACutoffStillCreditTheKeywordOfAnEarlierInstall() {
+        var report = KeywordReport(purchasesSince: Self.start.addingTimeInterval(100))
+        report.add(Self.install("u1", keyword: "calm", at: 0))
+        var old = Self.purchase("u1", "t0", "2.00")
+        old.receivedAt = Self.start
+        report.add(old)
+        var recent = Self.purchase("u1", "t1", "5.00")
+        recent.receivedAt = Self.start.addingTimeInterval(200)
+        report.add(recent)
+        let calm = report.rows.first { $0.keyword == "calm" }
+        #expect(calm?.purchases == 1 && calm?.revenue == ["USD": 5])
+    }
+}

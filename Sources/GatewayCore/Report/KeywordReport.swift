@@ -53,6 +53,15 @@ public struct KeywordReport: Sendable {
 
         static let organic = Attribution(network: "organic")
         static let unattributed = Attribution(network: "unattributed")
+
+        /// What makes two installs one line: ids where there are ids (a keyword renamed,
+        /// or named late, stays one line), names where there are none (vendors).
+        var line: Attribution {
+            Attribution(
+                network: network, campaignID: campaignID, campaign: campaignID == nil ? campaign : nil,
+                adGroupID: adGroupID, adGroup: adGroupID == nil ? adGroup : nil, keywordID: keywordID,
+                keyword: keywordID == nil ? keyword : nil, matchType: keywordID == nil ? matchType : nil)
+        }
     }
 
     struct User {
@@ -63,8 +72,13 @@ public struct KeywordReport: Sendable {
     }
 
     private var users: [String: User] = [:]
+    /// Purchases before this are left out; installs count from any time, so that a
+    /// report of one month credits the keywords that brought its buyers earlier.
+    public var purchasesSince: Date?
 
-    public init() {}
+    public init(purchasesSince: Date? = nil) {
+        self.purchasesSince = purchasesSince
+    }
 
     /// Takes one stored record; records of other kinds, or without a user, are ignored.
     public mutating func add(_ record: AttributionRecord) {
@@ -83,6 +97,7 @@ public struct KeywordReport: Sendable {
                 entry.firstSeen = record.receivedAt
             }
         case .purchase:
+            if let purchasesSince, record.receivedAt < purchasesSince { return }
             let transaction = record.transactionRef ?? record.recordID
             entry.transactions[transaction] = (record.revenue, record.currency)
         default:
@@ -102,9 +117,24 @@ public struct KeywordReport: Sendable {
     /// The lines, most paying users first, then most installs.
     public var rows: [Row] {
         var lines: [Attribution: Row] = [:]
+        // The names of each line, from its latest named install.
+        var names: [Attribution: (Date, Attribution)] = [:]
         for user in users.values {
-            let attribution = user.attribution ?? .unattributed
-            var row = lines[attribution] ?? Row(
+            guard let attribution = user.attribution else { continue }
+            let line = attribution.line
+            if names[line].map({ $0.0 <= user.firstSeen }) ?? true {
+                var named = names[line]?.1 ?? attribution
+                named.campaign = attribution.campaign ?? named.campaign
+                named.adGroup = attribution.adGroup ?? named.adGroup
+                named.keyword = attribution.keyword ?? named.keyword
+                named.matchType = attribution.matchType ?? named.matchType
+                names[line] = (user.firstSeen, named)
+            }
+        }
+        for user in users.values {
+            let line = (user.attribution ?? .unattributed).line
+            let attribution = names[line]?.1 ?? line
+            var row = lines[line] ?? Row(
                 network: attribution.network, campaignID: attribution.campaignID, campaign: attribution.campaign,
                 adGroupID: attribution.adGroupID, adGroup: attribution.adGroup, keywordID: attribution.keywordID,
                 keyword: attribution.keyword, matchType: attribution.matchType, installs: 0, payingUsers: 0,
@@ -116,7 +146,7 @@ public struct KeywordReport: Sendable {
                 guard let amount, let currency else { continue }
                 row.revenue[currency, default: 0] += amount
             }
-            lines[attribution] = row
+            lines[line] = row
         }
         return lines.values.sorted {
             ($0.payingUsers, $0.installs, $0.keyword ?? "") > ($1.payingUsers, $1.installs, $1.keyword ?? "")
