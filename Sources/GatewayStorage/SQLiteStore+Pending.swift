@@ -113,7 +113,11 @@ extension SQLiteStore {
                 replaced += 1
                 for sink in item.sinks {
                     // A new row, not the old one: a worker delivering the old version
-                    // right now resolves the old row's id, so this one still goes out.
+                    // right now resolves the old row's id, so this one still goes out. It
+                    // keeps the old row's queueing time, and so its place in its device's order.
+                    let queued = try Double.fetchOne(
+                        db, sql: "SELECT created_at FROM outbox WHERE sink = ? AND record_id = ?",
+                        arguments: [sink, item.record.recordID])
                     try db.execute(
                         sql: "DELETE FROM outbox WHERE sink = ? AND record_id = ?", arguments: [sink, item.record.recordID])
                     try db.execute(
@@ -122,7 +126,7 @@ extension SQLiteStore {
                             VALUES (?, ?, 0, ?, ?, ?)
                             """,
                         arguments: [
-                            sink, item.record.recordID, now.timeIntervalSince1970, now.timeIntervalSince1970,
+                            sink, item.record.recordID, now.timeIntervalSince1970, queued ?? now.timeIntervalSince1970,
                             item.record.deliveryLane,
                         ])
                 }

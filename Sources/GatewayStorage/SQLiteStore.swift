@@ -72,9 +72,16 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
-    /// Rows with a lane that an older row of the same lane holds back.
+    /// Rows with a lane that an older row of the same lane holds back. Older means queued
+    /// earlier for this sink (`created_at`, which a late version of a record keeps).
     static let behindItsLane = """
-        (o.lane IS NOT NULL AND EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.lane = o.lane AND p.id < o.id))
+        (o.lane IS NOT NULL AND EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.lane = o.lane
+            AND (p.created_at < o.created_at OR (p.created_at = o.created_at AND p.id < o.id))))
+        """
+
+    /// ``AttributionRecord/deliveryLane`` in SQL, from a stored body `r.body`.
+    static let laneOfBody = """
+        json_extract(r.body, '$.app_id') || '|' || COALESCE(json_extract(r.body, '$.idfv'), 'user:' || json_extract(r.body, '$.app_user_id'), json_extract(r.body, '$.idfa'))
         """
 
     /// A stored body that cannot be read (written by a version that no longer reads it)
@@ -185,8 +192,9 @@ public final class SQLiteStore: AttributionStore {
                 """
             try db.execute(
                 sql: """
-                    INSERT OR IGNORE INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
-                    SELECT sink, record_id, 0, ?3, ?3 FROM dead_letters WHERE \(filter)
+                    INSERT OR IGNORE INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
+                    SELECT d.sink, d.record_id, 0, ?3, ?3, \(Self.laneOfBody)
+                    FROM dead_letters d JOIN records r ON r.record_id = d.record_id WHERE \(filter)
                     """,
                 arguments: [idList, sink, now.timeIntervalSince1970])
             try db.execute(sql: "DELETE FROM dead_letters WHERE \(filter)", arguments: [idList, sink])
@@ -254,8 +262,8 @@ public final class SQLiteStore: AttributionStore {
         return try await pool.write { db in
             try db.execute(
                 sql: """
-                    INSERT OR IGNORE INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
-                    SELECT ?, value, 0, ?, ? FROM json_each(?)
+                    INSERT OR IGNORE INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
+                    SELECT ?, j.value, 0, ?, ?, \(Self.laneOfBody) FROM json_each(?) j JOIN records r ON r.record_id = j.value
                     """,
                 arguments: [sink, now.timeIntervalSince1970, now.timeIntervalSince1970, Self.jsonArray(recordIDs)])
             return db.changesCount

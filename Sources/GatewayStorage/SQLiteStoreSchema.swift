@@ -85,6 +85,15 @@ enum SQLiteStoreSchema {
                     CREATE INDEX outbox_lane ON outbox(sink, lane, id);
                     """)
         }
+        migrator.registerMigration("store-v5-outbox-lanes-backfill") { db in
+            // Rows queued before lanes existed get their device too, so that a sink
+            // switched to in-device order keeps it for them.
+            try db.execute(
+                sql: """
+                    UPDATE outbox SET lane = (SELECT \(SQLiteStore.laneOfBody) FROM records r WHERE r.record_id = outbox.record_id)
+                    WHERE lane IS NULL
+                    """)
+        }
         return migrator
     }
 }

@@ -203,6 +203,39 @@ import Testing
         #expect(try await f.attempts().isEmpty)
     }
 
+    @Test func aLateVersionKeepsItsPlaceAndRequeuedRowsKeepTheirDevice() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        func record(_ name: String, _ offset: TimeInterval) -> AttributionRecord {
+            var record = AttributionRecord(
+                provider: "adservices", kind: .install, dedupeKey: "k:\(name)", receivedAt: f.clock.now.addingTimeInterval(offset))
+            record.appID = "1"
+            record.idfv = "A"
+            record.eventName = name
+            return record
+        }
+        let first = record("first", 0)
+        _ = try await f.store.ingest([RoutedRecord(record: first, sinks: ["memory"])])
+        _ = try await f.store.ingest([RoutedRecord(record: record("second", 1), sinks: ["memory"])])
+        // Names arrive late for the first: its new row must still go before the second.
+        var named = first
+        named.keyword = "calm"
+        _ = try await f.store.replaceRecords([RoutedRecord(record: named, sinks: ["memory"])], now: f.clock.now.addingTimeInterval(5))
+        let due = try await f.store.dueEntries(sink: "memory", now: .distantFuture, limit: 10, laneOrdered: true)
+        #expect(due.map(\.record.eventName) == ["first"])
+        #expect(due.first?.record.keyword == "calm")
+
+        // Dead-lettered, then retried: the row comes back with its device.
+        try await f.store.resolve(
+            sink: "memory", [.deadLetter(id: due[0].id, attempts: 1, error: "x")], now: f.clock.now)
+        _ = try await f.store.retryDeadLetters(ids: nil, sink: "memory", now: f.clock.now.addingTimeInterval(10))
+        _ = try await f.store.enqueue(recordIDs: [first.recordID], sink: "replay", now: f.clock.now)
+        let lanes = try await f.store.pool.read { db in
+            try String?.fetchAll(db, sql: "SELECT lane FROM outbox ORDER BY id")
+        }
+        #expect(lanes == ["1|A", "1|A", "1|A"])
+    }
+
     @Test func aSinksRetryAfterIsAFloorOnTheBackoff() async throws {
         let f = try Fixture()
         defer { f.remove() }
