@@ -115,6 +115,20 @@ public final class SQLiteStore: AttributionStore {
         return entries
     }
 
+    public func holdLanes(sink: String, behind heads: [(id: Int64, until: Date)]) async throws {
+        guard !heads.isEmpty else { return }
+        try await pool.write { db in
+            for head in heads {
+                try db.execute(
+                    sql: """
+                        UPDATE outbox SET next_attempt_at = MAX(next_attempt_at, ?)
+                        WHERE sink = ? AND id != ? AND lane = (SELECT lane FROM outbox WHERE id = ?)
+                        """,
+                    arguments: [head.until.timeIntervalSince1970, sink, head.id, head.id])
+            }
+        }
+    }
+
     public func nextDueDate(sink: String, laneOrdered: Bool) async throws -> Date? {
         try await pool.read { db in
             try Double.fetchOne(

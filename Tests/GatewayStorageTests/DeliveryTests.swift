@@ -196,7 +196,9 @@ import Testing
         // A's events wait for the session even though they were never tried.
         #expect(try await worker.drainOnce() == 0)
         #expect(try await f.store.nextDueDate(sink: "memory", laneOrdered: true) == clock.now.addingTimeInterval(0.5))
-        #expect(try await f.store.nextDueDate(sink: "memory", laneOrdered: false) == clock.now)
+        // The rows behind the session wait until its retry too, so a blocked device's
+        // queue is not even due (not scanned on every wake).
+        #expect(try await f.store.nextDueDate(sink: "memory", laneOrdered: false) == clock.now.addingTimeInterval(0.5))
         f.clock.advance(0.5)
         while try await worker.drainOnce() > 0 {}
         #expect(f.sink.delivered.map(\.eventName) == ["e2", "e0", "e1", "e3"])

@@ -120,6 +120,13 @@ public final class SinkWorker: Service, Sendable {
             }
         }
         try await store.resolve(sink: sinkName, resolutions, now: decidedAt)
+        if settings.inDeviceOrder {
+            let held = resolutions.compactMap { resolution -> (id: Int64, until: Date)? in
+                if case .retry(let id, _, let at, _) = resolution { return (id, at) }
+                return nil
+            }
+            try await store.holdLanes(sink: sinkName, behind: held)
+        }
 
         metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
         metrics.delivery(sink: sinkName, outcome: "retry", count: retried)

@@ -25,6 +25,11 @@ public protocol AttributionStore: Sendable {
     /// Applies the worker's decisions about a batch in one transaction.
     func resolve(sink: String, _ resolutions: [OutboxResolution], now: Date) async throws
 
+    /// For a sink delivering in device order: the rows behind each retried head (by
+    /// outbox id) wait until the head's next attempt too, so that while a device's
+    /// queue is blocked its rows are not due and not scanned on every wake.
+    func holdLanes(sink: String, behind heads: [(id: Int64, until: Date)]) async throws
+
     /// Undelivered entries per sink, with the age of the oldest.
     func outboxStats() async throws -> [String: OutboxStats]
 
