@@ -56,8 +56,9 @@ def load(port_box, stop, acknowledged, refused, lock, worker, seed):
         try:
             connection.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
             response = connection.getresponse()
-            answer = json.loads(response.read() or b"{}")
+            data = response.read()
             if 200 <= response.status < 300:
+                answer = json.loads(data or b"{}")
                 ids = [r["record_id"] for r in answer.get("results", [answer])]
                 with lock:
                     acknowledged.update(ids)
@@ -65,7 +66,7 @@ def load(port_box, stop, acknowledged, refused, lock, worker, seed):
                 # An answer that is not 2xx (a 503 from a store that is not ready, say)
                 # is a failure: only a cut-off connection is excused.
                 with lock:
-                    refused.append((response.status, answer))
+                    refused.append((response.status, data[:200]))
         except (OSError, http.client.HTTPException, ValueError):
             # The process died under the request: no answer, no promise.
             connection.close()

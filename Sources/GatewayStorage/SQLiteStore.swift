@@ -79,18 +79,19 @@ public final class SQLiteStore: AttributionStore {
             AND (p.created_at < o.created_at OR (p.created_at = o.created_at AND p.id < o.id))))
         """
 
-    /// ``AttributionRecord/deliveryLane`` in SQL, from a stored body `r.body`.
+    /// ``AttributionRecord/deliveryLane`` in SQL, from a stored body `r.body` (NULL for a
+    /// body that is not JSON, which is then dead-lettered when due rather than failing
+    /// the whole statement).
     static let laneOfBody = """
-        json_extract(r.body, '$.app_id') || '|' || COALESCE(json_extract(r.body, '$.idfv'), 'user:' || json_extract(r.body, '$.app_user_id'), json_extract(r.body, '$.idfa'))
+        CASE WHEN json_valid(r.body) THEN json_extract(r.body, '$.app_id') || '|' || COALESCE(json_extract(r.body, '$.idfv'), 'user:' || json_extract(r.body, '$.app_user_id'), json_extract(r.body, '$.idfa')) END
         """
 
     /// A stored body that cannot be read (written by a version that no longer reads it)
-    /// is dead-lettered with the reason rather than failing every batch it would be in:
-    /// one bad row must not stop a sink.
+    /// comes back marked ``OutboxEntry/unreadable`` for the worker to dead-letter, rather
+    /// than failing every batch it would be in: one bad row must not stop a sink.
     public func dueEntries(sink: String, now: Date, limit: Int, laneOrdered: Bool) async throws -> [OutboxEntry] {
-        let (entries, unreadable) = try await pool.read { db in
+        try await pool.read { db in
             var entries: [OutboxEntry] = []
-            var unreadable: [OutboxResolution] = []
             for row in try Row.fetchAll(
                 db,
                 sql: """
@@ -105,14 +106,12 @@ public final class SQLiteStore: AttributionStore {
                     entries.append(
                         OutboxEntry(id: row["id"], record: try AttributionRecord(jsonData: Data(body.utf8)), attempts: row["attempts"]))
                 } catch {
-                    unreadable.append(
-                        .deadLetter(id: row["id"], attempts: row["attempts"], error: "the stored record cannot be read: \(error)"))
+                    entries.append(
+                        .unreadable(id: row["id"], attempts: row["attempts"], reason: "the stored record cannot be read: \(error)"))
                 }
             }
-            return (entries, unreadable)
+            return entries
         }
-        if !unreadable.isEmpty { try await resolve(sink: sink, unreadable, now: now) }
-        return entries
     }
 
     public func holdLanes(sink: String, behind heads: [(id: Int64, until: Date)]) async throws {

@@ -90,7 +90,10 @@ enum SQLiteStoreSchema {
             // switched to in-device order keeps it for them.
             try db.execute(
                 sql: """
-                    UPDATE outbox SET lane = (SELECT \(SQLiteStore.laneOfBody) FROM records r WHERE r.record_id = outbox.record_id)
+                    UPDATE outbox SET lane = (
+                        SELECT json_extract(r.body, '$.app_id') || '|' || COALESCE(json_extract(r.body, '$.idfv'),
+                            'user:' || json_extract(r.body, '$.app_user_id'), json_extract(r.body, '$.idfa'))
+                        FROM records r WHERE r.record_id = outbox.record_id AND json_valid(r.body))
                     WHERE lane IS NULL
                     """)
         }

@@ -97,3 +97,23 @@ extension KeywordReportTests {
         #expect(calm?.purchases == 1 && calm?.revenue == ["USD": 5])
     }
 }
+
+extension KeywordReportTests {
+    @Test func theSameRecordsInAnyOrderGiveTheSameReport() {
+        var records: [AttributionRecord] = []
+        for index in 0..<30 {
+            var install = Self.install("u\(index)", keyword: index.isMultiple(of: 3) ? nil : "k\(index % 4)", at: Double(index))
+            if index.isMultiple(of: 5) { install.keyword = nil }  // some routed before their names came
+            if !index.isMultiple(of: 3) { install.keywordID = Int64(index % 4) }
+            records.append(install)
+            if index.isMultiple(of: 2) { records.append(Self.purchase("u\(index)", "t\(index)", "1.00")) }
+        }
+        var reference = KeywordReport()
+        records.forEach { reference.add($0) }
+        for _ in 0..<10 {
+            var shuffled = KeywordReport()
+            records.shuffled().forEach { shuffled.add($0) }
+            #expect(shuffled.rows == reference.rows)
+        }
+    }
+}

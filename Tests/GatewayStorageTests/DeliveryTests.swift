@@ -238,6 +238,22 @@ import Testing
         #expect(lanes == ["1|A", "1|A", "1|A"])
     }
 
+    @Test func aStoredRecordThatCannotBeReadIsDeadLetteredAndTheRestDelivered() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(3)
+        // As if written by a version whose bodies this one no longer reads.
+        try await f.store.pool.write { db in
+            try db.execute(sql: "UPDATE records SET body = '{\"kind\":\"nonsense\"}' WHERE record_id = ?", arguments: [records[1].recordID])
+        }
+        #expect(try await f.worker().drainOnce() == 3)
+        #expect(f.sink.delivered.map(\.recordID) == [records[0].recordID, records[2].recordID])
+        let dead = try await f.store.deadLetters(sink: "memory", limit: 10)
+        #expect(dead.map(\.recordID) == [records[1].recordID])
+        #expect(dead.first?.error.contains("cannot be read") == true)
+        #expect(try await f.attempts().isEmpty)
+    }
+
     @Test func aSinksRetryAfterIsAFloorOnTheBackoff() async throws {
         let f = try Fixture()
         defer { f.remove() }

@@ -78,9 +78,21 @@ public final class SinkWorker: Service, Sendable {
     @discardableResult
     public func drainOnce() async throws -> Int {
         let limit = max(1, min(settings.batchSize, sink.maxBatchSize))
-        let entries = try await store.dueEntries(
+        let due = try await store.dueEntries(
             sink: sinkName, now: now(), limit: limit, laneOrdered: settings.inDeviceOrder)
-        guard !entries.isEmpty else { return 0 }
+        guard !due.isEmpty else { return 0 }
+        let entries = due.filter { $0.unreadable == nil }
+        let unreadable = due.filter { $0.unreadable != nil }
+        if !unreadable.isEmpty {
+            logger.error(
+                "stored records cannot be read; dead-lettered",
+                metadata: ["count": "\(unreadable.count)", "error": "\(unreadable[0].unreadable ?? "")"])
+            try await store.resolve(
+                sink: sinkName,
+                unreadable.map { .deadLetter(id: $0.id, attempts: $0.attempts, error: $0.unreadable ?? "") }, now: now())
+            metrics.delivery(sink: sinkName, outcome: "dead_letter", count: unreadable.count)
+            if entries.isEmpty { return due.count }
+        }
 
         var outcomes: [DeliveryOutcome]
         do {
@@ -120,17 +132,22 @@ public final class SinkWorker: Service, Sendable {
             }
         }
         try await store.resolve(sink: sinkName, resolutions, now: decidedAt)
+
+        metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
+        metrics.delivery(sink: sinkName, outcome: "retry", count: retried)
+        metrics.delivery(sink: sinkName, outcome: "dead_letter", count: dead)
         if settings.inDeviceOrder {
             let held = resolutions.compactMap { resolution -> (id: Int64, until: Date)? in
                 if case .retry(let id, _, let at, _) = resolution { return (id, at) }
                 return nil
             }
-            try await store.holdLanes(sink: sinkName, behind: held)
+            // Only saves scanning: a failure here changes no outcome.
+            do {
+                try await store.holdLanes(sink: sinkName, behind: held)
+            } catch {
+                logger.warning("could not hold the lanes of retried records", metadata: ["error": "\(error)"])
+            }
         }
-
-        metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
-        metrics.delivery(sink: sinkName, outcome: "retry", count: retried)
-        metrics.delivery(sink: sinkName, outcome: "dead_letter", count: dead)
         if retried + dead > 0 {
             let firstError: String? = outcomes.lazy.compactMap { outcome -> String? in
                 switch outcome {
@@ -145,7 +162,7 @@ public final class SinkWorker: Service, Sendable {
                     "error": "\(firstError ?? "")",
                 ])
         }
-        return entries.count
+        return due.count
     }
 
     private func idleWait() async throws -> Duration {

@@ -117,23 +117,24 @@ public struct KeywordReport: Sendable {
     /// The lines, most paying users first, then most installs.
     public var rows: [Row] {
         var lines: [Attribution: Row] = [:]
-        // The names of each line, from its latest named install.
-        var names: [Attribution: (Date, Attribution)] = [:]
-        for user in users.values {
+        // The names of each line: oldest install first, each newer name replacing the
+        // older one field by field (an install routed before its names came keeps the
+        // older names). Sorted, so the same store gives the same report.
+        var names: [Attribution: Attribution] = [:]
+        let chronological = users.sorted { ($0.value.firstSeen, $0.key) < ($1.value.firstSeen, $1.key) }
+        for (_, user) in chronological {
             guard let attribution = user.attribution else { continue }
             let line = attribution.line
-            if names[line].map({ $0.0 <= user.firstSeen }) ?? true {
-                var named = names[line]?.1 ?? attribution
-                named.campaign = attribution.campaign ?? named.campaign
-                named.adGroup = attribution.adGroup ?? named.adGroup
-                named.keyword = attribution.keyword ?? named.keyword
-                named.matchType = attribution.matchType ?? named.matchType
-                names[line] = (user.firstSeen, named)
-            }
+            var named = names[line] ?? attribution
+            named.campaign = attribution.campaign ?? named.campaign
+            named.adGroup = attribution.adGroup ?? named.adGroup
+            named.keyword = attribution.keyword ?? named.keyword
+            named.matchType = attribution.matchType ?? named.matchType
+            names[line] = named
         }
         for user in users.values {
             let line = (user.attribution ?? .unattributed).line
-            let attribution = names[line]?.1 ?? line
+            let attribution = names[line] ?? line
             var row = lines[line] ?? Row(
                 network: attribution.network, campaignID: attribution.campaignID, campaign: attribution.campaign,
                 adGroupID: attribution.adGroupID, adGroup: attribution.adGroup, keywordID: attribution.keywordID,
@@ -148,8 +149,13 @@ public struct KeywordReport: Sendable {
             }
             lines[line] = row
         }
-        return lines.values.sorted {
-            ($0.payingUsers, $0.installs, $0.keyword ?? "") > ($1.payingUsers, $1.installs, $1.keyword ?? "")
+        return lines.values.sorted { a, b in
+            if (a.payingUsers, a.installs) != (b.payingUsers, b.installs) {
+                return (a.payingUsers, a.installs) > (b.payingUsers, b.installs)
+            }
+            // Ties in a fixed order, so that two runs print the same lines.
+            return (a.network ?? "", a.campaignID ?? -1, a.campaign ?? "", a.adGroupID ?? -1, a.keywordID ?? -1, a.keyword ?? "")
+                < (b.network ?? "", b.campaignID ?? -1, b.campaign ?? "", b.adGroupID ?? -1, b.keywordID ?? -1, b.keyword ?? "")
         }
     }
 }

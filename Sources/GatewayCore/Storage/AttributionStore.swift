@@ -164,11 +164,22 @@ public struct OutboxEntry: Sendable {
     public var record: AttributionRecord
     /// Failed attempts so far.
     public var attempts: Int
+    /// Why the stored record could not be read; the worker dead-letters such an entry
+    /// (counted and logged like any) instead of offering `record`, a placeholder.
+    public var unreadable: String?
 
     public init(id: Int64, record: AttributionRecord, attempts: Int) {
         self.id = id
         self.record = record
         self.attempts = attempts
+    }
+
+    public static func unreadable(id: Int64, attempts: Int, reason: String) -> OutboxEntry {
+        var entry = OutboxEntry(
+            id: id, record: AttributionRecord(provider: "", kind: .event, dedupeKey: "", receivedAt: Date(), recordID: ""),
+            attempts: attempts)
+        entry.unreadable = reason
+        return entry
     }
 }
 
