@@ -1,5 +1,4 @@
 import AsyncHTTPClient
-import Crypto
 import Foundation
 import GatewayCore
 
@@ -112,8 +111,7 @@ public struct AdServicesProvider: DeferredAttributionProvider {
 
     /// The token itself is the dedupe key (hashed: tokens are long, and keys are logged).
     static func dedupeKey(token: String) -> String {
-        let digest = SHA256.hash(data: Data(token.utf8))
-        return "adservices:" + digest.map { String(format: "%02x", $0) }.joined()
+        "adservices:" + SHA256Text.hex(token)
     }
 
     // MARK: resolving
@@ -224,7 +222,7 @@ public struct AdServicesProvider: DeferredAttributionProvider {
     /// adservices < apple-answer.json` does; the app's fields are absent.
     public func normalize(_ payload: IngestPayload) throws -> [AttributionRecord] {
         let fields = try PayloadFields.parseObject(payload.body)
-        let digest = SHA256.hash(data: payload.body).map { String(format: "%02x", $0) }.joined()
+        let digest = SHA256Text.hex(payload.body)
         var record = AttributionRecord(
             provider: name, kind: .install, dedupeKey: "adservices:answer:\(digest)", receivedAt: payload.receivedAt)
         try AdServicesAnswer.apply(fields, to: &record)

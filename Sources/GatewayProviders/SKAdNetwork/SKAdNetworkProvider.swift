@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import GatewayCore
 
@@ -201,6 +200,6 @@ public struct SKAdNetworkProvider: AttributionProvider {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let data = (try? encoder.encode(JSONValue.object(object))) ?? Data()
-        return "\(kind):unkeyed:" + SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+        return "\(kind):unkeyed:" + SHA256Text.hex(data)
     }
 }
