@@ -51,6 +51,13 @@ request = function()
   return wrk.format("POST", nil, { ["Content-Type"] = "application/json" }, body)
 end
 
+-- BENCH_DELAY_MS: each connection waits this long between requests, to load the server
+-- at a set rate below its ceiling (wrk is closed-loop; latency excludes the wait).
+local pause = tonumber(os.getenv("BENCH_DELAY_MS") or "0")
+if pause > 0 then
+  delay = function() return pause end
+end
+
 done = function(summary, latency, requests)
   io.write(string.format("RESULT requests=%d errors_status=%d rps=%.1f p50_ms=%.3f p99_ms=%.3f\n",
     summary.requests, summary.errors.status, summary.requests / (summary.duration / 1e6),
