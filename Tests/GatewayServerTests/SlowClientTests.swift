@@ -107,4 +107,43 @@ import Testing
             #expect(answer.closed)
         }
     }
+
+    @Test func aPipelinedRequestIsNotTimedWhileItWaitsForTheAnswerBeforeIt() async throws {
+        // The first request's answer takes about 2 s (it waits for a slow Apple); the second,
+        // pipelined behind it, would have been closed at 1.1 s had its clock started at its head.
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let apple = FakeAppleAdServices(fallback: .init(status: 200, body: #"{"attribution":false}"#, delay: .seconds(5)))
+        try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            .test(.live) { appleClient in
+                let yaml = """
+                    server: { host: 127.0.0.1, port: 0, log_level: warning, idle_timeout_ms: 10000, body_timeout_ms: 100 }
+                    storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+                    providers:
+                      iad: {}
+                      adservices: { endpoint: "http://127.0.0.1:\(try #require(appleClient.port))/api/v1/", answer_wait_ms: 2000, timeout_ms: 10000 }
+                    sinks: { local: { type: sqlite } }
+                    """
+                let config = try ConfigLoader.parse(yaml: yaml, file: "pipelined.yaml", environment: [:], registry: .builtIn)
+                let gateway = try await Gateway.build(configuration: config)
+                try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+                    let connection = try RawConnection(port: try #require(client.port))
+                    let first = #"{"token":"UElQRUxJTkVE","app_id":"1","app_user_id":"p1"}"#
+                    let second = IAdPayloads.attributed(user: "p2").replacingOccurrences(of: "\n", with: "")
+                    let half = second.utf8.count / 2
+                    connection.send(
+                        "POST /v1/adservices HTTP/1.1\r\nHost: x\r\nContent-Length: \(first.utf8.count)\r\n\r\n\(first)"
+                            + "POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Length: \(second.utf8.count)\r\n\r\n"
+                            + String(second.prefix(half)))
+                    // The rest of the second body arrives while the first is still being answered.
+                    try await Task.sleep(for: .milliseconds(1500))
+                    #expect(connection.send(String(second.dropFirst(half))))
+                    try await Task.sleep(for: .milliseconds(1500))
+                    connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    let answer = connection.readAll()
+                    let statuses = answer.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
+                    #expect(statuses == ["202", "202", "200"], "\(answer.text.prefix(300))")
+                }
+            }
+    }
 }
