@@ -112,6 +112,16 @@ public final class ConfigReader {
         }
     }
 
+    /// An http or https URL with a host (an outside service's base URL).
+    public func url(_ key: String) -> String? {
+        guard let text = string(key) else { return nil }
+        guard let url = URL(string: text), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+            report("expected an http(s) URL, found '\(text)'", key: key)
+            return nil
+        }
+        return text
+    }
+
     /// One of a fixed set of words.
     public func choice(_ key: String, _ allowed: [String]) -> String? {
         guard let text = string(key) else { return nil }

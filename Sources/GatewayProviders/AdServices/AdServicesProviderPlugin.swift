@@ -9,13 +9,7 @@ public enum AdServicesProviderPlugin: ProviderPlugin {
     public static func readOptions(_ reader: ConfigReader) -> Options? {
         var options = Options()
         let before = reader.diagnostics.issues.count
-        if let endpoint = reader.string("endpoint") {
-            if let url = URL(string: endpoint), ["http", "https"].contains(url.scheme ?? ""), url.host != nil {
-                options.endpoint = endpoint
-            } else {
-                reader.report("expected an http(s) URL, found '\(endpoint)'", key: "endpoint")
-            }
-        }
+        if let endpoint = reader.url("endpoint") { options.endpoint = endpoint }
         // Apple holds a connection up to a second before answering 404.
         if let ms = reader.int("timeout_ms", in: 1500...120_000) { options.timeout = .milliseconds(ms) }
         if let n = reader.int("not_found_retries", in: 0...100) { options.notFoundRetries = n }

@@ -32,8 +32,8 @@ public enum S2SProviderPlugin: ProviderPlugin {
             if !chosen.contains(vendor) { chosen.append(vendor) }
         }
         // `endpoint` and `api_key` beside `vendor` belong to that one vendor.
-        let shorthand = (endpoint: reader.string("endpoint"), apiKey: reader.string("api_key"))
-        if shorthand.endpoint != nil || shorthand.apiKey != nil, chosen.count != 1 {
+        let shorthand = (endpoint: reader.url("endpoint"), apiKey: reader.string("api_key"))
+        if reader.has("endpoint") || shorthand.apiKey != nil, chosen.count != 1 {
             reader.report("endpoint and api_key here need exactly one vendor; use vendors.<name> for several", key: "vendor")
         }
         var settings: [Vendor: VendorSettings] = [:]
@@ -51,7 +51,7 @@ public enum S2SProviderPlugin: ProviderPlugin {
             settings[vendor] = VendorSettings(vendor: vendor)
         }
         if chosen.count == 1, var single = settings[chosen[0]] {
-            if let endpoint = shorthand.endpoint, checkURL(endpoint, reader, key: "endpoint") { single.endpoint = endpoint }
+            if let endpoint = shorthand.endpoint { single.endpoint = endpoint }
             if let key = shorthand.apiKey { single.apiKey = key }
             settings[chosen[0]] = single
         }
@@ -77,9 +77,7 @@ public enum S2SProviderPlugin: ProviderPlugin {
         if vendor == .appsflyer, let api = reader.choice("api", ["s2s", "legacy"]) {
             settings.endpoint = VendorSettings.defaultEndpoint(vendor, legacy: api == "legacy")
         }
-        if let endpoint = reader.string("endpoint"), checkURL(endpoint, reader, key: "endpoint") {
-            settings.endpoint = endpoint
-        }
+        if let endpoint = reader.url("endpoint") { settings.endpoint = endpoint }
         settings.apiKey = reader.string("api_key")
         if let consent = reader.bool("require_consent") { settings.requireConsent = consent }
         if let ms = reader.int("timeout_ms", in: 100...120_000) { settings.timeout = .milliseconds(ms) }
@@ -113,14 +111,6 @@ public enum S2SProviderPlugin: ProviderPlugin {
         }
         reader.finish()
         return settings
-    }
-
-    static func checkURL(_ text: String, _ reader: ConfigReader, key: String) -> Bool {
-        guard let url = URL(string: text), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
-            reader.report("expected an http(s) URL, found '\(text)'", key: key)
-            return false
-        }
-        return true
     }
 
     public static func makeProvider(options: Options) throws -> any AttributionProvider {
