@@ -22,7 +22,7 @@ import Testing
     @Test(arguments: valid)
     func readsWhatJSONSerializationReads(text: String) throws {
         let data = Data(text.utf8)
-        let reference = JSONValue(foundation: try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]))
+        let reference = JSONValue(reference: try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]))
         #expect(try JSONValue.parse(data) == reference)
     }
 
@@ -83,6 +83,29 @@ import Testing
             let (object, expected) = value(0)
             let data = try JSONSerialization.data(withJSONObject: [object])
             #expect(try JSONValue.parse(data) == .array([expected]), "\(String(decoding: data, as: UTF8.self))")
+        }
+    }
+}
+
+extension JSONValue {
+    /// What JSONSerialization read, converted as the gateway did before its own parser:
+    /// booleans told from numbers by the number's type code, integers kept exact.
+    init(reference value: Any) {
+        switch value {
+        case let string as String:
+            self = .string(string)
+        case let number as NSNumber:
+            switch String(cString: number.objCType) {
+            case "c", "B": self = .bool(number.boolValue)
+            case "d", "f": self = .double(number.doubleValue)
+            default: self = .integer(number.int64Value)
+            }
+        case let object as [String: Any]:
+            self = .object(object.mapValues(JSONValue.init(reference:)))
+        case let array as [Any]:
+            self = .array(array.map(JSONValue.init(reference:)))
+        default:
+            self = .null
         }
     }
 }

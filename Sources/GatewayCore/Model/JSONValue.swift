@@ -55,32 +55,6 @@ public enum JSONValue: Sendable, Hashable, Codable {
         try JSONParser.parse(data)
     }
 
-    /// Converts what JSONSerialization returns; booleans are told from numbers by the
-    /// number's type code, integers are kept exact. (The tests' reference for the parser.)
-    public init(foundation value: Any) {
-        self = (try? JSONValue(foundation: value, depth: .min)) ?? .null
-    }
-
-    init(foundation value: Any, depth: Int) throws {
-        if depth > Self.maxDepth { throw TooDeep() }
-        switch value {
-        case let string as String:
-            self = .string(string)
-        case let number as NSNumber:
-            switch String(cString: number.objCType) {
-            case "c", "B": self = .bool(number.boolValue)
-            case "d", "f": self = .double(number.doubleValue)
-            default: self = .integer(number.int64Value)
-            }
-        case let object as [String: Any]:
-            self = .object(try object.mapValues { try JSONValue(foundation: $0, depth: depth + 1) })
-        case let array as [Any]:
-            self = .array(try array.map { try JSONValue(foundation: $0, depth: depth + 1) })
-        default:
-            self = .null
-        }
-    }
-
     public subscript(key: String) -> JSONValue? {
         if case .object(let object) = self { return object[key] }
         return nil

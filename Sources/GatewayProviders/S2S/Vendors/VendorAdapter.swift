@@ -46,14 +46,6 @@ public protocol VendorAdapter: Sendable {
     func outcome(status: Int, body: String, retryAfter: Duration?) -> DeliveryOutcome
 }
 
-extension VendorAdapter {
-    /// Vendors want chronological order per device: events of one device (by IDFV, else
-    /// user, else IDFA) are sent one after another, different devices at once.
-    static func deviceKey(_ event: RawEvent) -> String {
-        event.idfv ?? event.appUserID.map { "user:\($0)" } ?? event.idfa ?? "app:\(event.appID)"
-    }
-}
-
 /// `application/x-www-form-urlencoded` and query strings: every byte but RFC 3986's
 /// unreserved characters percent-encoded, so `+`, `&` and `=` in values stay values.
 enum FormEncoding {

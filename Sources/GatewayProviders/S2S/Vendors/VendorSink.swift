@@ -40,7 +40,8 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
             do {
                 let event = try RawEvent(stored: record.raw)
                 events[index] = event
-                let key = Adapter.deviceKey(event)
+                // The outbox's own device (lane); records naming none go one app at a time.
+                let key = record.deliveryLane ?? "app:\(record.appID ?? "")"
                 if lanes[key] == nil { order.append(key) }
                 lanes[key, default: []].append(index)
             } catch {
