@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 
 /// One HTTP request to a vendor.
-public struct VendorRequest: Sendable, Equatable {
+public struct VendorRequest: Sendable {
     public enum Method: String, Sendable { case get = "GET", post = "POST" }
     public var method: Method
     /// Carries the query; may hold a key (Singular's `a`), so it is never logged.
@@ -15,11 +15,6 @@ public struct VendorRequest: Sendable, Equatable {
         self.url = url
         self.headers = headers
         self.body = body
-    }
-
-    public static func == (a: VendorRequest, b: VendorRequest) -> Bool {
-        a.method == b.method && a.url == b.url && a.body == b.body
-            && a.headers.map { "\($0.0): \($0.1)" } == b.headers.map { "\($0.0): \($0.1)" }
     }
 }
 
