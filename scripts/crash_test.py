@@ -12,7 +12,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -20,13 +19,7 @@ import tempfile
 import threading
 import time
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from gateway_harness import free_port, wait_healthy
 
 
 def payload(rng, worker, sequence):
@@ -72,19 +65,6 @@ def load(port_box, stop, acknowledged, refused, lock, worker, seed):
             connection.close()
             connection = None
             time.sleep(0.05)
-
-
-def wait_healthy(port, seconds=30):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            c.request("GET", "/healthz")
-            if c.getresponse().status == 200:
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 def main():

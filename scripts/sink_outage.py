@@ -19,6 +19,8 @@ import tempfile
 import threading
 import time
 
+from gateway_harness import free_port, wait_healthy
+
 PHASES = ["up", "down", "slow", "error500", "close", "up-again"]
 
 
@@ -82,14 +84,6 @@ class Receiver:
         elif self.mode == "down":
             self.start()
         self.mode = mode
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def load(port, stop, phase, results, worker_id, rate):
@@ -161,12 +155,9 @@ sinks:
 """)
     gateway = subprocess.Popen([args.binary, "serve", "--config", config], stderr=open(os.path.join(work, "log"), "w"))
     try:
-        for _ in range(100):
-            try:
-                http.client.HTTPConnection("127.0.0.1", gateway_port, timeout=1).request("GET", "/healthz")
-                break
-            except OSError:
-                time.sleep(0.1)
+        if not wait_healthy(gateway_port):
+            print("FAIL the gateway did not start")
+            sys.exit(1)
         stop = threading.Event()
         phase = ["up"]
         results = []
