@@ -33,12 +33,12 @@ public final class SQLiteStore: AttributionStore {
         for (item, body) in zip(batch, bodies) {
             let record = item.record
             let now = record.receivedAt.timeIntervalSince1970
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
                     VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(dedupe_key) DO NOTHING
-                    """,
-                arguments: [record.recordID, record.dedupeKey, record.provider, record.appID, now, body])
+                    """
+            ).execute(arguments: [record.recordID, record.dedupeKey, record.provider, record.appID, now, body])
             if db.changesCount == 0 {
                 let original = try String.fetchOne(
                     db, sql: "SELECT record_id FROM records WHERE dedupe_key = ?", arguments: [record.dedupeKey])
@@ -46,12 +46,12 @@ public final class SQLiteStore: AttributionStore {
                 continue
             }
             for sink in item.sinks {
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
                         VALUES (?, ?, 0, ?, ?, ?)
-                        """,
-                    arguments: [sink, record.recordID, now, now, record.deliveryLane])
+                        """
+                ).execute(arguments: [sink, record.recordID, now, now, record.deliveryLane])
             }
             results.append(.stored(recordID: record.recordID))
         }
@@ -148,7 +148,7 @@ public final class SQLiteStore: AttributionStore {
             for resolution in resolutions {
                 switch resolution {
                 case .delivered(let id):
-                    try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id])
+                    try db.cachedStatement(sql: "DELETE FROM outbox WHERE id = ?").execute(arguments: [id])
                 case .retry(let id, let attempts, let at, let error):
                     try db.execute(
                         sql: "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
