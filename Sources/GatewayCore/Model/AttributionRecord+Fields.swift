@@ -109,6 +109,12 @@ struct JSONWriter {
 
     mutating func string(_ text: String) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings need no escape: appended at once rather than byte by byte.
+        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: text.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for b in text.utf8 {
             switch b {
             case UInt8(ascii: "\""): raw("\\\"")
@@ -163,11 +169,11 @@ struct JSONWriter {
             byte(UInt8(ascii: "]"))
         case .object(let object):
             byte(UInt8(ascii: "{"))
-            for (index, key) in object.keys.sorted().enumerated() {
+            for (index, member) in object.sorted(by: { $0.key < $1.key }).enumerated() {
                 if index > 0 { byte(UInt8(ascii: ",")) }
-                string(key)
+                string(member.key)
                 byte(UInt8(ascii: ":"))
-                json(object[key]!)
+                json(member.value)
             }
             byte(UInt8(ascii: "}"))
         }

@@ -9,7 +9,11 @@ import Foundation
 public enum ISO8601 {
     /// Parses `YYYY-MM-DDTHH:MM[:SS[.fff…]](Z|±HH:MM|±HHMM)`; a space may stand for `T`.
     public static func parse(_ text: String) -> Date? {
-        let chars = Array(text.utf8)
+        var text = text
+        return text.withUTF8 { parse(utf8: $0) }
+    }
+
+    static func parse(utf8 chars: UnsafeBufferPointer<UInt8>) -> Date? {
         var index = 0
 
         func number(_ digits: Int) -> Int? {
@@ -88,10 +92,32 @@ public enum ISO8601 {
         let seconds = (totalMillis - millis) / 1000
         let secondOfDay = ((seconds % 86_400) + 86_400) % 86_400
         let (year, month, day) = civilFromDays((seconds - secondOfDay) / 86_400)
-        var text = pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T" + pad(secondOfDay / 3600, 2) + ":"
-            + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2)
-        if millis != 0 { text += "." + pad(millis, 3) }
-        return text + "Z"
+        guard (0...9999).contains(year) else {
+            return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T" + pad(secondOfDay / 3600, 2) + ":"
+                + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2) + (millis != 0 ? "." + pad(millis, 3) : "")
+                + "Z"
+        }
+        // Written into one buffer: this runs for every date of every record stored or read.
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            var at = 0
+            func digits(_ value: Int, _ width: Int) {
+                var value = value
+                for offset in stride(from: width - 1, through: 0, by: -1) {
+                    buffer[at + offset] = UInt8(48 + value % 10)
+                    value /= 10
+                }
+                at += width
+            }
+            func char(_ c: Unicode.Scalar) {
+                buffer[at] = UInt8(ascii: c)
+                at += 1
+            }
+            digits(year, 4); char("-"); digits(month, 2); char("-"); digits(day, 2); char("T")
+            digits(secondOfDay / 3600, 2); char(":"); digits(secondOfDay / 60 % 60, 2); char(":"); digits(secondOfDay % 60, 2)
+            if millis != 0 { char("."); digits(millis, 3) }
+            char("Z")
+            return at
+        }
     }
 
     // Calendar arithmetic without Foundation's Calendar, which is slow on Linux and sits on
