@@ -46,7 +46,7 @@ public final class SinkWorker: Service, Sendable {
 
     /// Wakes the worker if it is waiting for work.
     public func wake() {
-        Task { await wakeUp.signal() }
+        wakeUp.signal()
     }
 
     public func run() async throws {

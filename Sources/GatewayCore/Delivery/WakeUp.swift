@@ -1,46 +1,75 @@
+import Synchronization
+
 /// Lets a sleeping worker be woken early: by new outbox rows, or by shutdown.
 ///
 /// A signal that arrives while nobody waits is kept, so a wake-up between "found
-/// nothing" and "start waiting" is not lost.
-actor WakeUp {
-    private var pending = false
-    private var waiter: (id: Int, continuation: CheckedContinuation<Void, Never>)?
-    private var nextID = 0
+/// nothing" and "start waiting" is not lost. `signal` is synchronous and cheap (a lock):
+/// every stored request signals its sinks' workers, and a task per signal was a
+/// measurable share of an ingest's CPU.
+final class WakeUp: Sendable {
+    private struct State {
+        var pending = false
+        var waiter: (id: Int, continuation: CheckedContinuation<Void, Never>)?
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
 
     func signal() {
-        if let waiter {
-            self.waiter = nil
-            waiter.continuation.resume()
-        } else {
-            pending = true
+        let waiter = state.withLock { state in
+            guard let waiter = state.waiter else {
+                state.pending = true
+                return nil as CheckedContinuation<Void, Never>?
+            }
+            state.waiter = nil
+            return waiter.continuation
         }
+        waiter?.resume()
     }
 
     /// Returns on a signal, after `timeout`, or when the task is cancelled.
     func wait(timeout: Duration) async {
-        if pending {
-            pending = false
-            return
+        let id: Int? = state.withLock { state in
+            if state.pending {
+                state.pending = false
+                return nil
+            }
+            state.nextID += 1
+            return state.nextID
         }
-        nextID += 1
-        let id = nextID
+        guard let id else { return }
         let timer = Task { [weak self] in
             try? await Task.sleep(for: timeout)
-            await self?.fire(id)
+            self?.fire(id)
         }
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                waiter = (id, continuation)
+                // A signal may have come between taking the id and this point (it set
+                // `pending`, consumed here instead of waiting), or a cancellation whose
+                // handler found no waiter yet.
+                let resumeNow = state.withLock { state in
+                    if Task.isCancelled { return true }
+                    if state.pending {
+                        state.pending = false
+                        return true
+                    }
+                    state.waiter = (id, continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
             }
         } onCancel: {
-            Task { await self.fire(id) }
+            self.fire(id)
         }
         timer.cancel()
     }
 
     private func fire(_ id: Int) {
-        guard let waiter, waiter.id == id else { return }
-        self.waiter = nil
-        waiter.continuation.resume()
+        let waiter = state.withLock { state in
+            guard let waiter = state.waiter, waiter.id == id else { return nil as CheckedContinuation<Void, Never>? }
+            state.waiter = nil
+            return waiter.continuation
+        }
+        waiter?.resume()
     }
 }

@@ -79,7 +79,7 @@ public final class PendingResolver: Service, Sendable {
     }
 
     public func wake() {
-        Task { await wakeUp.signal() }
+        wakeUp.signal()
     }
 
     public func run() async throws {
