@@ -1,11 +1,12 @@
 import Crypto
 import Foundation
+import GatewayCore
 
 /// SHA-256 as 64 lowercase hex digits: how dedupe keys and `raw` name content
 /// without keeping it.
 enum SHA256Text {
     static func hex(_ data: Data) -> String {
-        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+        Hex.lowercase(SHA256.hash(data: data))
     }
 
     static func hex(_ text: String) -> String {

@@ -59,7 +59,7 @@ struct RateLimitMiddleware: RouterMiddleware {
             wait = perIP.wait(for: "ip:" + address)
         }
         if wait == nil, let perKey, let authorization = request.headers[.authorization] {
-            let digest = SHA256Hex.digest(authorization).prefix(16).map { String(format: "%02x", $0) }.joined()
+            let digest = Hex.lowercase(SHA256Hex.digest(authorization).prefix(16))
             wait = perKey.wait(for: "key:" + digest)
         }
         guard let wait else { return try await next(request, context) }

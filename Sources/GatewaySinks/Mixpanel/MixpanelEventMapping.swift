@@ -34,6 +34,6 @@ struct MixpanelEventMapping: Sendable {
             (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 45
         }
         if allowed && !recordID.isEmpty && recordID.utf8.count <= 36 { return recordID }
-        return SHA256.hash(data: Data(recordID.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+        return Hex.lowercase(SHA256.hash(data: Data(recordID.utf8)).prefix(16))
     }
 }

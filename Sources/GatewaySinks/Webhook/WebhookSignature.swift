@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatewayCore
 
 /// The `X-Gateway-Signature` header: `t=UNIX_SECONDS,v1=HEX`, where HEX is the
 /// HMAC-SHA256, keyed with the sink's secret, of `UNIX_SECONDS + "." + body`.
@@ -10,7 +11,7 @@ public enum WebhookSignature {
     public static let header = "X-Gateway-Signature"
 
     public static func sign(body: Data, secret: String, timestamp: Int) -> String {
-        "t=\(timestamp),v1=\(hex(mac(body: body, secret: secret, timestamp: timestamp)))"
+        "t=\(timestamp),v1=\(Hex.lowercase(mac(body: body, secret: secret, timestamp: timestamp)))"
     }
 
     /// Checks a header value as a receiver would: a valid MAC and a timestamp within
@@ -36,10 +37,6 @@ public enum WebhookSignature {
     static func mac(body: Data, secret: String, timestamp: Int) -> HMAC<SHA256>.MAC {
         HMAC<SHA256>.authenticationCode(
             for: Data("\(timestamp).".utf8) + body, using: SymmetricKey(data: Data(secret.utf8)))
-    }
-
-    static func hex<D: Sequence>(_ bytes: D) -> String where D.Element == UInt8 {
-        bytes.map { String(format: "%02x", $0) }.joined()
     }
 
     static func unhex(_ text: String) -> Data? {

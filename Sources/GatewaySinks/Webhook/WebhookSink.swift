@@ -108,7 +108,7 @@ public final class WebhookSink: AttributionSink {
     /// Stable for the same records in the same order: a retried batch keeps its key.
     static func idempotencyKey(_ records: [AttributionRecord]) -> String {
         let digest = SHA256.hash(data: Data(records.map(\.recordID).joined(separator: ",").utf8))
-        return WebhookSignature.hex(digest.prefix(16))
+        return Hex.lowercase(digest.prefix(16))
     }
 
     /// Never the error's full text, which can hold a header value.
