@@ -2,7 +2,9 @@ import Foundation
 import GatewayCore
 import Hummingbird
 
-/// The answer to an accepted payload.
+/// The answer to an accepted payload. One whose record waits for an outside answer (an
+/// AdServices token) also says whether it is `resolved`, and leaves `attributed` out
+/// until it is; absent fields are left out of the JSON.
 struct IngestAnswer: Encodable {
     /// The stored record; for a duplicate, the original.
     let record_id: String
@@ -10,8 +12,10 @@ struct IngestAnswer: Encodable {
     let status: String
     let duplicate_of: String?
     let provider: String
+    /// `pending` until an outside answer is stored.
     let resolution: String
-    let attributed: Bool
+    let resolved: Bool?
+    let attributed: Bool?
 
     init(_ outcome: IngestOutcome) {
         record_id = outcome.recordID
@@ -19,22 +23,9 @@ struct IngestAnswer: Encodable {
         duplicate_of = outcome.duplicateOf
         provider = outcome.record.provider
         resolution = outcome.record.resolution.rawValue
+        resolved = nil
         attributed = outcome.record.attributed
     }
-}
-
-/// The answer to a payload whose record waits for an outside answer (an AdServices
-/// token): the record id at once, and the record's outcome when it is already known.
-struct DeferredAnswer: Encodable {
-    let record_id: String
-    let status: String
-    let duplicate_of: String?
-    let provider: String
-    /// `pending` until the outside answer is stored.
-    let resolution: String
-    let resolved: Bool
-    /// Absent while pending.
-    let attributed: Bool?
 
     init(_ answer: PendingResolver.Answer, provider: String) {
         record_id = answer.recordID
@@ -85,7 +76,7 @@ extension GatewayHTTP {
                             }
                         }
                         let status: HTTPResponse.Status = answer.isDuplicate ? .ok : .accepted
-                        return JSONResponse.make(status: status, DeferredAnswer(answer, provider: provider.name))
+                        return JSONResponse.make(status: status, IngestAnswer(answer, provider: provider.name))
                     }
                     let outcomes = try await gateway.pipeline.accept(payload, provider: provider) { record in
                         if let allowedApps, !allowedApps.contains(record.appID ?? "") {
