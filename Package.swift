@@ -48,7 +48,11 @@ let package = Package(
         // The durable store (records, dedupe keys, outboxes, dead letters) on SQLite.
         .target(
             name: "GatewayStorage",
-            dependencies: ["GatewayCore", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "GatewayCore", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
         ),
         // Built-in providers: one folder per signal kind.
         // The system OpenSSL (libssl-dev), only for SKAN 1.0/2.0's P-192, which swift-crypto lacks.

@@ -18,6 +18,8 @@ public final class Gateway: Sendable {
     /// One per enricher whose answers may come after routing.
     public let lateWriters: [LateRecordWriter]
     public let health: WorkerHealth
+    /// Checkpoints the store's write-ahead log off the commit path while the server runs.
+    public let checkpointer: WALCheckpointer
     public let metricsRegistry: PrometheusCollectorRegistry
     public let metrics: GatewayMetrics
     public let logger: Logger
@@ -25,7 +27,7 @@ public final class Gateway: Sendable {
     init(
         configuration: GatewayConfiguration, store: SQLiteStore, providers: [any AttributionProvider],
         pipeline: IngestPipeline, workers: [SinkWorker], resolvers: [String: PendingResolver], lateWriters: [LateRecordWriter],
-        health: WorkerHealth,
+        health: WorkerHealth, checkpointer: WALCheckpointer,
         metricsRegistry: PrometheusCollectorRegistry, metrics: GatewayMetrics, logger: Logger
     ) {
         self.configuration = configuration
@@ -36,6 +38,7 @@ public final class Gateway: Sendable {
         self.resolvers = resolvers
         self.lateWriters = lateWriters
         self.health = health
+        self.checkpointer = checkpointer
         self.metricsRegistry = metricsRegistry
         self.metrics = metrics
         self.logger = logger
@@ -92,7 +95,8 @@ public final class Gateway: Sendable {
         }
         return Gateway(
             configuration: configuration, store: store, providers: providers, pipeline: pipeline,
-            workers: workers, resolvers: resolvers, lateWriters: lateWriters, health: health, metricsRegistry: registry, metrics: metrics, logger: logger)
+            workers: workers, resolvers: resolvers, lateWriters: lateWriters, health: health,
+            checkpointer: WALCheckpointer(store: store, logger: logger), metricsRegistry: registry, metrics: metrics, logger: logger)
     }
 
     /// The provider enabled under this name, if any.

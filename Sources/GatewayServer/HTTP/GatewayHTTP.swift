@@ -47,7 +47,7 @@ public enum GatewayHTTP {
                     idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
             services: gateway.workers.map { $0 as any Service } + gateway.resolvers.values.map { $0 as any Service }
-                + gateway.lateWriters.map { $0 as any Service },
+                + gateway.lateWriters.map { $0 as any Service } + [gateway.checkpointer],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? settings.port
                 gateway.logger.info("gateway listening", metadata: ["address": "\(settings.host):\(port)"])
