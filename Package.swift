@@ -118,6 +118,12 @@ let package = Package(
             dependencies: ["GatewayProviders", .product(name: "Crypto", package: "swift-crypto")],
             path: "Benchmarks/PostbackMaker"
         ),
+        // Per-stage CPU of an ingest, for reading Benchmarks/run's CPU per request.
+        .executableTarget(
+            name: "StageTimer",
+            dependencies: ["GatewayProviders", "GatewayStorage"],
+            path: "Benchmarks/StageTimer"
+        ),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayServer"]),
         .testTarget(

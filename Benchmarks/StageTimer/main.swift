@@ -1,0 +1,91 @@
+import Foundation
+import GatewayCore
+import GatewayProviders
+import GatewayStorage
+
+// Times each stage an iAd request goes through, in-process, so that the HTTP benchmark's
+// CPU per request can be split by stage: parse and normalise, encode the stored body,
+// read it back (what a sink worker does for every record), encode the answer, and store
+// (wall time: one request at a time, 32 at once sharing commits, 500 to a commit).
+//
+//   swift run -c release --scratch-path .build-bench StageTimer [count]
+let count = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 20_000 : 20_000
+let clock = ContinuousClock()
+
+func body(_ index: Int) -> Data {
+    Data(
+        """
+        {"app_id":"1234567890","app_user_id":"stage-\(index)","Version3.1":{"iad-attribution":"true",\
+        "iad-org-id":"40669820","iad-org-name":"Mindful Apps Inc.","iad-campaign-id":"542370539",\
+        "iad-campaign-name":"US Search - Meditation","iad-adgroup-id":"542317095","iad-adgroup-name":"Exact - Core",\
+        "iad-keyword-id":"87675432","iad-keyword":"meditation app","iad-keyword-matchtype":"Exact",\
+        "iad-ad-id":"542317136","iad-country-or-region":"US","iad-conversion-type":"Download",\
+        "iad-click-date":"2020-08-04T17:18:07Z","iad-conversion-date":"2020-08-04T17:19:41Z"}}
+        """.utf8)
+}
+
+func report(_ stage: String, _ elapsed: Duration, per items: Int) {
+    let micros = Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12
+    print(stage.padding(toLength: 34, withPad: " ", startingAt: 0) + String(format: "%8.1f µs", micros / Double(items)))
+}
+
+let payloads = (0..<count).map { IngestPayload(body: body($0), receivedAt: Date(), path: "/v1/iad") }
+let provider = IAdProvider()
+report("parse JSON alone", try clock.measure { for payload in payloads { _ = try JSONValue.parse(payload.body) } }, per: count)
+var records: [AttributionRecord] = []
+report("parse + normalise", try clock.measure { records = try payloads.flatMap(provider.normalize) }, per: count)
+var bodies: [Data] = []
+report("encode stored body", clock.measure { bodies = records.map { $0.jsonData() } }, per: count)
+report("read stored body", try clock.measure { _ = try bodies.map(AttributionRecord.init(jsonData:)) }, per: count)
+struct Answer: Encodable { let record_id, status, provider, resolution: String; let attributed: Bool }
+report(
+    "encode answer (JSONEncoder)",
+    try clock.measure {
+        for record in records {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            _ = try encoder.encode(
+                Answer(
+                    record_id: record.recordID, status: "accepted", provider: record.provider,
+                    resolution: record.resolution.rawValue, attributed: record.attributed))
+        }
+    }, per: count)
+
+// The store: wall time per request, one request at a time (a commit and its fsync each)
+// and 32 at once (sharing commits), then records already batched 500 to a commit.
+for durability in SQLiteDatabase.Durability.allCases {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stages-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let store = try SQLiteStore(path: folder.appendingPathComponent("g.sqlite").path, durability: durability)
+    let alone = records[..<min(count / 2, 2_000)].map { [RoutedRecord(record: $0, sinks: ["local"])] }
+    report(
+        "store, one at a time (\(durability))",
+        try await clock.measure { for batch in alone { _ = try await store.ingest(batch) } }, per: alone.count)
+    let together = records[(count / 2)...].map { [RoutedRecord(record: $0, sinks: ["local"])] }
+    report(
+        "store, 32 at once (\(durability))",
+        try await clock.measure {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                var next = together.makeIterator()
+                for _ in 0..<32 {
+                    if let batch = next.next() { group.addTask { _ = try await store.ingest(batch) } }
+                }
+                while try await group.next() != nil {
+                    if let batch = next.next() { group.addTask { _ = try await store.ingest(batch) } }
+                }
+            }
+        }, per: together.count)
+}
+do {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stages-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let store = try SQLiteStore(path: folder.appendingPathComponent("g.sqlite").path, durability: .full)
+    let routed = records.map { RoutedRecord(record: $0, sinks: ["local"]) }
+    report(
+        "store, 500 to a commit (full)",
+        try await clock.measure {
+            for start in stride(from: 0, to: routed.count, by: 500) {
+                _ = try await store.ingest(Array(routed[start..<min(start + 500, routed.count)]))
+            }
+        }, per: routed.count)
+}
