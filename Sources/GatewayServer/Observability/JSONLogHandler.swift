@@ -30,18 +30,16 @@ public struct JSONLogHandler: LogHandler {
         lock.withLock { _ in FileHandle.standardError.write(Data((line + "\n").utf8)) }
     }
 
-    public func log(
-        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-        file: String, function: String, line: UInt
-    ) {
+    public func log(event: LogEvent) {
         var fields: [String: JSONValue] = [
-            "time": .string(ISO8601.format(Date())), "level": .string(level.rawValue), "label": .string(label),
-            "message": .string(message.description), "source": .string(source),
+            "time": .string(ISO8601.format(Date())), "level": .string(event.level.rawValue), "label": .string(label),
+            "message": .string(event.message.description), "source": .string(event.source),
         ]
-        for (key, value) in metadata.merging(explicit ?? [:], uniquingKeysWith: { $1 }) {
+        for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
             // Hummingbird names its request id hb.request.id; one name is easier to query.
             fields[key == "hb.request.id" ? "request_id" : key] = Self.json(value)
         }
+        if let error = event.error { fields["error"] = .string("\(error)") }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard let data = try? encoder.encode(JSONValue.object(fields)) else { return }
