@@ -14,7 +14,8 @@ struct MixpanelFileWriter: Sendable {
         let day = String(ISO8601.format(now).prefix(10))
         let path = (directory as NSString).appendingPathComponent("\(kind)-\(day).ndjson")
         if !FileManager.default.fileExists(atPath: path) {
-            FileManager.default.createFile(atPath: path, contents: nil)
+            // A file that cannot be made shows as the open below throwing, with its reason.
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
