@@ -9,21 +9,23 @@ extension SQLiteStore {
     public func addPending(_ work: PendingWork, now: Date) async throws -> PendingAdmission {
         try await groupCommit.submit { db in
             if let original = try String.fetchOne(
-                db, sql: "SELECT record_id FROM records WHERE dedupe_key = ?", arguments: [work.dedupeKey])
+                db.cachedStatement(sql: "SELECT record_id FROM records WHERE dedupe_key = ?"),
+                arguments: [work.dedupeKey])
             {
                 return .duplicate(of: original, resolved: true)
             }
             if let waiting = try String.fetchOne(
-                db, sql: "SELECT record_id FROM pending WHERE dedupe_key = ?", arguments: [work.dedupeKey])
+                db.cachedStatement(sql: "SELECT record_id FROM pending WHERE dedupe_key = ?"),
+                arguments: [work.dedupeKey])
             {
                 return .duplicate(of: waiting, resolved: false)
             }
-            try db.execute(
-                sql: """
-                    INSERT INTO pending (record_id, provider, dedupe_key, app_id, received_at, state, attempts, next_attempt_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
+            try db.executeCached(
+                """
+                INSERT INTO pending (record_id, provider, dedupe_key, app_id, received_at, state, attempts, next_attempt_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [
                     work.recordID, work.provider, work.dedupeKey, work.appID, work.receivedAt.timeIntervalSince1970,
                     work.state, work.attempts, now.timeIntervalSince1970,
                 ])
@@ -48,9 +50,9 @@ extension SQLiteStore {
                     attempts: row["attempts"])
             }
             for item in work {
-                try db.execute(
-                    sql: "UPDATE pending SET next_attempt_at = ? WHERE record_id = ?",
-                    arguments: [leaseEnd.timeIntervalSince1970, item.recordID])
+                try db.executeCached(
+                    "UPDATE pending SET next_attempt_at = ? WHERE record_id = ?",
+                    [leaseEnd.timeIntervalSince1970, item.recordID])
             }
             return work
         }
@@ -59,7 +61,8 @@ extension SQLiteStore {
     public func nextPendingDate(provider: String) async throws -> Date? {
         try await pool.read { db in
             try Double.fetchOne(
-                db, sql: "SELECT MIN(next_attempt_at) FROM pending WHERE provider = ?", arguments: [provider]
+                db.cachedStatement(sql: "SELECT MIN(next_attempt_at) FROM pending WHERE provider = ?"),
+                arguments: [provider]
             ).map { Date(timeIntervalSince1970: $0) }
         }
     }
@@ -77,11 +80,11 @@ extension SQLiteStore {
                 switch settlement {
                 case .finished(let recordID, let records):
                     results[recordID] = try Self.insert(records, bodies: bodies, db)
-                    try db.execute(sql: "DELETE FROM pending WHERE record_id = ?", arguments: [recordID])
+                    try db.executeCached("DELETE FROM pending WHERE record_id = ?", [recordID])
                 case .retry(let recordID, let state, let attempts, let at, let error):
-                    try db.execute(
-                        sql: "UPDATE pending SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE record_id = ?",
-                        arguments: [state, attempts, at.timeIntervalSince1970, error, recordID])
+                    try db.executeCached(
+                        "UPDATE pending SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE record_id = ?",
+                        [state, attempts, at.timeIntervalSince1970, error, recordID])
                 }
             }
             return results
@@ -107,8 +110,7 @@ extension SQLiteStore {
         return try await pool.write { db in
             var replaced = 0
             for (item, body) in zip(records, bodies) {
-                try db.execute(
-                    sql: "UPDATE records SET body = ? WHERE record_id = ?", arguments: [body, item.record.recordID])
+                try db.executeCached("UPDATE records SET body = ? WHERE record_id = ?", [body, item.record.recordID])
                 guard db.changesCount > 0 else { continue }
                 replaced += 1
                 for sink in item.sinks {
@@ -118,14 +120,14 @@ extension SQLiteStore {
                     let queued = try Double.fetchOne(
                         db, sql: "SELECT created_at FROM outbox WHERE sink = ? AND record_id = ?",
                         arguments: [sink, item.record.recordID])
-                    try db.execute(
-                        sql: "DELETE FROM outbox WHERE sink = ? AND record_id = ?", arguments: [sink, item.record.recordID])
-                    try db.execute(
-                        sql: """
-                            INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-                            VALUES (?, ?, 0, ?, ?, ?)
-                            """,
-                        arguments: [
+                    try db.executeCached(
+                        "DELETE FROM outbox WHERE sink = ? AND record_id = ?", [sink, item.record.recordID])
+                    try db.executeCached(
+                        """
+                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
+                        VALUES (?, ?, 0, ?, ?, ?)
+                        """,
+                        [
                             sink, item.record.recordID, now.timeIntervalSince1970, queued ?? now.timeIntervalSince1970,
                             item.record.deliveryLane,
                         ])

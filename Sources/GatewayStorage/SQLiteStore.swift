@@ -33,25 +33,26 @@ public final class SQLiteStore: AttributionStore {
         for (item, body) in zip(batch, bodies) {
             let record = item.record
             let now = record.receivedAt.timeIntervalSince1970
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
-                    VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(dedupe_key) DO NOTHING
-                    """
-            ).execute(arguments: [record.recordID, record.dedupeKey, record.provider, record.appID, now, body])
+            try db.executeCached(
+                """
+                INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
+                VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(dedupe_key) DO NOTHING
+                """,
+                [record.recordID, record.dedupeKey, record.provider, record.appID, now, body])
             if db.changesCount == 0 {
                 let original = try String.fetchOne(
-                    db, sql: "SELECT record_id FROM records WHERE dedupe_key = ?", arguments: [record.dedupeKey])
+                    db.cachedStatement(sql: "SELECT record_id FROM records WHERE dedupe_key = ?"),
+                    arguments: [record.dedupeKey])
                 results.append(.duplicate(of: original ?? record.recordID))
                 continue
             }
             for sink in item.sinks {
-                try db.cachedStatement(
-                    sql: """
-                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-                        VALUES (?, ?, 0, ?, ?, ?)
-                        """
-                ).execute(arguments: [sink, record.recordID, now, now, record.deliveryLane])
+                try db.executeCached(
+                    """
+                    INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
+                    VALUES (?, ?, 0, ?, ?, ?)
+                    """,
+                    [sink, record.recordID, now, now, record.deliveryLane])
             }
             results.append(.stored(recordID: record.recordID))
         }
@@ -63,7 +64,8 @@ public final class SQLiteStore: AttributionStore {
         return try await pool.read { db in
             var found: [String: String] = [:]
             let rows = try Row.fetchAll(
-                db, sql: "SELECT dedupe_key, record_id FROM records WHERE dedupe_key IN (SELECT value FROM json_each(?))",
+                db,
+                sql: "SELECT dedupe_key, record_id FROM records WHERE dedupe_key IN (SELECT value FROM json_each(?))",
                 arguments: [Self.jsonArray(dedupeKeys)])
             for row in rows {
                 found[row["dedupe_key"]] = row["record_id"]
@@ -93,21 +95,25 @@ public final class SQLiteStore: AttributionStore {
         try await pool.read { db in
             var entries: [OutboxEntry] = []
             for row in try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT o.id, o.attempts, r.body FROM outbox o JOIN records r ON r.record_id = o.record_id
-                    WHERE o.sink = ? AND o.next_attempt_at <= ? \(laneOrdered ? "AND NOT \(Self.behindItsLane)" : "")
-                    ORDER BY o.next_attempt_at, o.id LIMIT ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT o.id, o.attempts, r.body FROM outbox o JOIN records r ON r.record_id = o.record_id
+                        WHERE o.sink = ? AND o.next_attempt_at <= ? \(laneOrdered ? "AND NOT \(Self.behindItsLane)" : "")
+                        ORDER BY o.next_attempt_at, o.id LIMIT ?
+                        """),
                 arguments: [sink, now.timeIntervalSince1970, limit])
             {
                 let body: String = row["body"]
                 do {
                     entries.append(
-                        OutboxEntry(id: row["id"], record: try AttributionRecord(jsonData: Data(body.utf8)), attempts: row["attempts"]))
+                        OutboxEntry(
+                            id: row["id"], record: try AttributionRecord(jsonData: Data(body.utf8)),
+                            attempts: row["attempts"]))
                 } catch {
                     entries.append(
-                        .unreadable(id: row["id"], attempts: row["attempts"], reason: "the stored record cannot be read: \(error)"))
+                        .unreadable(
+                            id: row["id"], attempts: row["attempts"],
+                            reason: "the stored record cannot be read: \(error)"))
                 }
             }
             return entries
@@ -118,12 +124,12 @@ public final class SQLiteStore: AttributionStore {
         guard !heads.isEmpty else { return }
         try await pool.write { db in
             for head in heads {
-                try db.execute(
-                    sql: """
-                        UPDATE outbox SET next_attempt_at = MAX(next_attempt_at, ?)
-                        WHERE sink = ? AND id != ? AND lane = (SELECT lane FROM outbox WHERE id = ?)
-                        """,
-                    arguments: [head.until.timeIntervalSince1970, sink, head.id, head.id])
+                try db.executeCached(
+                    """
+                    UPDATE outbox SET next_attempt_at = MAX(next_attempt_at, ?)
+                    WHERE sink = ? AND id != ? AND lane = (SELECT lane FROM outbox WHERE id = ?)
+                    """,
+                    [head.until.timeIntervalSince1970, sink, head.id, head.id])
             }
         }
     }
@@ -148,19 +154,19 @@ public final class SQLiteStore: AttributionStore {
             for resolution in resolutions {
                 switch resolution {
                 case .delivered(let id):
-                    try db.cachedStatement(sql: "DELETE FROM outbox WHERE id = ?").execute(arguments: [id])
+                    try db.executeCached("DELETE FROM outbox WHERE id = ?", [id])
                 case .retry(let id, let attempts, let at, let error):
-                    try db.execute(
-                        sql: "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
-                        arguments: [attempts, at.timeIntervalSince1970, error, id])
+                    try db.executeCached(
+                        "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
+                        [attempts, at.timeIntervalSince1970, error, id])
                 case .deadLetter(let id, let attempts, let error):
-                    try db.execute(
-                        sql: """
-                            INSERT OR REPLACE INTO dead_letters (sink, record_id, attempts, error, failed_at)
-                            SELECT sink, record_id, ?, ?, ? FROM outbox WHERE id = ?
-                            """,
-                        arguments: [attempts, error, failedAt, id])
-                    try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id])
+                    try db.executeCached(
+                        """
+                        INSERT OR REPLACE INTO dead_letters (sink, record_id, attempts, error, failed_at)
+                        SELECT sink, record_id, ?, ?, ? FROM outbox WHERE id = ?
+                        """,
+                        [attempts, error, failedAt, id])
+                    try db.executeCached("DELETE FROM outbox WHERE id = ?", [id])
                 }
             }
         }
@@ -203,14 +209,14 @@ public final class SQLiteStore: AttributionStore {
             let filter = """
                 (?1 IS NULL OR id IN (SELECT CAST(value AS INTEGER) FROM json_each(?1))) AND (?2 IS NULL OR sink = ?2)
                 """
-            try db.execute(
-                sql: """
-                    INSERT OR IGNORE INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-                    SELECT d.sink, d.record_id, 0, ?3, ?3, \(Self.laneOfBody)
-                    FROM dead_letters d JOIN records r ON r.record_id = d.record_id WHERE \(filter)
-                    """,
-                arguments: [idList, sink, now.timeIntervalSince1970])
-            try db.execute(sql: "DELETE FROM dead_letters WHERE \(filter)", arguments: [idList, sink])
+            try db.executeCached(
+                """
+                INSERT OR IGNORE INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
+                SELECT d.sink, d.record_id, 0, ?3, ?3, \(Self.laneOfBody)
+                FROM dead_letters d JOIN records r ON r.record_id = d.record_id WHERE \(filter)
+                """,
+                [idList, sink, now.timeIntervalSince1970])
+            try db.executeCached("DELETE FROM dead_letters WHERE \(filter)", [idList, sink])
             return db.changesCount
         }
     }
@@ -218,12 +224,12 @@ public final class SQLiteStore: AttributionStore {
     public func dropDeadLetters(ids: [Int64]?, sink: String?) async throws -> Int {
         let idList = ids.map { Self.jsonArray($0.map(String.init)) }
         return try await pool.write { db in
-            try db.execute(
-                sql: """
-                    DELETE FROM dead_letters WHERE (?1 IS NULL OR id IN (SELECT CAST(value AS INTEGER) FROM json_each(?1)))
-                    AND (?2 IS NULL OR sink = ?2)
-                    """,
-                arguments: [idList, sink])
+            try db.executeCached(
+                """
+                DELETE FROM dead_letters WHERE (?1 IS NULL OR id IN (SELECT CAST(value AS INTEGER) FROM json_each(?1)))
+                AND (?2 IS NULL OR sink = ?2)
+                """,
+                [idList, sink])
             return db.changesCount
         }
     }
@@ -236,7 +242,8 @@ public final class SQLiteStore: AttributionStore {
         try await pool.read { db in
             let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT seq, record_id FROM records WHERE \(Self.replayCondition) AND seq > ?3 ORDER BY seq LIMIT ?4",
+                sql:
+                    "SELECT seq, record_id FROM records WHERE \(Self.replayCondition) AND seq > ?3 ORDER BY seq LIMIT ?4",
                 arguments: [filter.since?.timeIntervalSince1970, filter.provider, cursor, limit])
             let ids: [String] = rows.map { $0["record_id"] }
             let last: Int64 = rows.last?["seq"] ?? cursor
@@ -273,12 +280,12 @@ public final class SQLiteStore: AttributionStore {
     public func enqueue(recordIDs: [String], sink: String, now: Date) async throws -> Int {
         guard !recordIDs.isEmpty else { return 0 }
         return try await pool.write { db in
-            try db.execute(
-                sql: """
-                    INSERT OR IGNORE INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-                    SELECT ?, j.value, 0, ?, ?, \(Self.laneOfBody) FROM json_each(?) j JOIN records r ON r.record_id = j.value
-                    """,
-                arguments: [sink, now.timeIntervalSince1970, now.timeIntervalSince1970, Self.jsonArray(recordIDs)])
+            try db.executeCached(
+                """
+                INSERT OR IGNORE INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
+                SELECT ?, j.value, 0, ?, ?, \(Self.laneOfBody) FROM json_each(?) j JOIN records r ON r.record_id = j.value
+                """,
+                [sink, now.timeIntervalSince1970, now.timeIntervalSince1970, Self.jsonArray(recordIDs)])
             return db.changesCount
         }
     }
@@ -290,7 +297,8 @@ public final class SQLiteStore: AttributionStore {
     /// The stored record with this id.
     public func record(id: String) async throws -> AttributionRecord? {
         let body = try await pool.read { db in
-            try String.fetchOne(db, sql: "SELECT body FROM records WHERE record_id = ?", arguments: [id])
+            try String.fetchOne(
+                db.cachedStatement(sql: "SELECT body FROM records WHERE record_id = ?"), arguments: [id])
         }
         return try body.map { try AttributionRecord(jsonData: Data($0.utf8)) }
     }
