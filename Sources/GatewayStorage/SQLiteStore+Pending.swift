@@ -116,20 +116,27 @@ extension SQLiteStore {
                 for sink in item.sinks {
                     // A new row, not the old one: a worker delivering the old version
                     // right now resolves the old row's id, so this one still goes out. It
-                    // keeps the old row's queueing time, and so its place in its device's order.
-                    let queued = try Double.fetchOne(
-                        db, sql: "SELECT created_at FROM outbox WHERE sink = ? AND record_id = ?",
+                    // keeps the old row's queueing time and position, and so its place in
+                    // its device's order, even among rows queued in the same commit.
+                    let queued = try Row.fetchOne(
+                        db.cachedStatement(
+                            sql:
+                                "SELECT created_at, COALESCE(position, id) AS position FROM outbox WHERE sink = ? AND record_id = ?"
+                        ),
                         arguments: [sink, item.record.recordID])
                     try db.executeCached(
                         "DELETE FROM outbox WHERE sink = ? AND record_id = ?", [sink, item.record.recordID])
+                    let createdAt: Double? = queued?["created_at"]
+                    let position: Int64? = queued?["position"]
                     try db.executeCached(
                         """
-                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-                        VALUES (?, ?, 0, ?, ?, ?)
+                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane, position)
+                        VALUES (?, ?, 0, ?, ?, ?, ?)
                         """,
                         [
-                            sink, item.record.recordID, now.timeIntervalSince1970, queued ?? now.timeIntervalSince1970,
-                            item.record.deliveryLane,
+                            sink, item.record.recordID, now.timeIntervalSince1970,
+                            createdAt ?? now.timeIntervalSince1970,
+                            item.record.deliveryLane, position,
                         ])
                 }
             }

@@ -97,6 +97,11 @@ enum SQLiteStoreSchema {
                     WHERE lane IS NULL
                     """)
         }
+        migrator.registerMigration("store-v6-outbox-position") { db in
+            // A late version of a record gets a new row (see replaceRecords) that must keep
+            // the old row's place among rows queued at the same moment; NULL: its own id.
+            try db.execute(sql: "ALTER TABLE outbox ADD COLUMN position INTEGER")
+        }
         return migrator
     }
 }

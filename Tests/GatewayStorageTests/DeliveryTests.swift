@@ -238,6 +238,32 @@ import Testing
         #expect(lanes == ["1|A", "1|A", "1|A"])
     }
 
+    @Test func aLateVersionKeepsItsPlaceAmongRecordsQueuedAtTheSameMoment() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        // One payload of three events for one device: one commit, one queueing time.
+        let events = (0..<3).map { index in
+            var record = AttributionRecord(
+                provider: "s2s", kind: .event, dedupeKey: "s2s:\(index)", receivedAt: f.clock.now)
+            record.appID = "1"
+            record.idfv = "A"
+            record.eventName = "e\(index)"
+            return record
+        }
+        _ = try await f.store.ingest(events.map { RoutedRecord(record: $0, sinks: ["memory"]) })
+        var named = events[0]
+        named.keyword = "calm"
+        _ = try await f.store.replaceRecords([RoutedRecord(record: named, sinks: ["memory"])], now: f.clock.now)
+
+        var settings = DeliverySettings(batchSize: 1, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10))
+        settings.inDeviceOrder = true
+        let clock = f.clock
+        let worker = SinkWorker(sinkName: "memory", sink: f.sink, store: f.store, settings: settings, now: { clock.now }, random: { 0 })
+        while try await worker.drainOnce() > 0 {}
+        #expect(f.sink.delivered.map(\.eventName) == ["e0", "e1", "e2"])
+        #expect(f.sink.delivered.first?.keyword == "calm")
+    }
+
     @Test func aStoredRecordThatCannotBeReadIsDeadLetteredAndTheRestDelivered() async throws {
         let f = try Fixture()
         defer { f.remove() }
