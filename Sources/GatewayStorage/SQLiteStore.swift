@@ -241,33 +241,32 @@ public final class SQLiteStore: AttributionStore {
     public func recordIDs(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
         -> (ids: [String], cursor: Int64)
     {
-        try await pool.read { db in
-            let rows = try Row.fetchAll(
-                db,
-                sql:
-                    "SELECT seq, record_id FROM records WHERE \(Self.replayCondition) AND seq > ?3 ORDER BY seq LIMIT ?4",
-                arguments: [filter.since?.timeIntervalSince1970, filter.provider, cursor, limit])
-            let ids: [String] = rows.map { $0["record_id"] }
-            let last: Int64 = rows.last?["seq"] ?? cursor
-            return (ids, last)
-        }
+        try await page(of: "record_id", matching: filter, after: cursor, limit: limit) { $0["record_id"] }
     }
 
     /// Stored records in storage order, a page at a time (reports, exports).
     public func records(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
         -> (records: [AttributionRecord], cursor: Int64)
     {
+        try await page(of: "body", matching: filter, after: cursor, limit: limit) { row in
+            let body: String = row["body"]
+            return try AttributionRecord(jsonData: Data(body.utf8))
+        }
+    }
+
+    /// One page of `column` from the records matching `filter`, in storage order after
+    /// `cursor`, with the cursor to continue from.
+    private func page<T: Sendable>(
+        of column: String, matching filter: ReplayFilter, after cursor: Int64, limit: Int,
+        _ read: @escaping @Sendable (Row) throws -> T
+    ) async throws -> ([T], cursor: Int64) {
         try await pool.read { db in
             let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT seq, body FROM records WHERE \(Self.replayCondition) AND seq > ?3 ORDER BY seq LIMIT ?4",
+                sql:
+                    "SELECT seq, \(column) FROM records WHERE \(Self.replayCondition) AND seq > ?3 ORDER BY seq LIMIT ?4",
                 arguments: [filter.since?.timeIntervalSince1970, filter.provider, cursor, limit])
-            let records = try rows.map { row -> AttributionRecord in
-                let body: String = row["body"]
-                return try AttributionRecord(jsonData: Data(body.utf8))
-            }
-            let last: Int64 = rows.last?["seq"] ?? cursor
-            return (records, last)
+            return (try rows.map(read), rows.last?["seq"] ?? cursor)
         }
     }
 
