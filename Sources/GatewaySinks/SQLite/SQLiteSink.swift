@@ -15,22 +15,25 @@ public final class SQLiteSink: AttributionSink {
     }
 
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
-        let rows = try records.map(Self.row)
+        let rows = try records.map { StatementArguments(try Self.row($0)) }
         try await pool.write { db in
             let statement = try db.cachedStatement(sql: SQLiteSinkTable.upsertSQL)
             for row in rows {
-                try statement.execute(arguments: StatementArguments(row))
+                try statement.execute(arguments: row)
             }
         }
         return Array(repeating: .delivered, count: records.count)
     }
 
     /// The record's fields spread over the table's columns, by JSON name: dates as
-    /// ISO-8601 text, amounts as REAL, `raw` and `events` as JSON text.
-    static func row(_ record: AttributionRecord) throws -> [DatabaseValue] {
-        var values: [String: DatabaseValue] = [:]
+    /// ISO-8601 text, amounts as REAL, `raw` and `events` as JSON text. Existentials
+    /// rather than `[DatabaseValue]`: GRDB reads those through a key path, and converting
+    /// one array to the other casts every element; either was a third of the upsert.
+    static func row(_ record: AttributionRecord) throws -> [(any DatabaseValueConvertible)?] {
+        var values = [(any DatabaseValueConvertible)?](repeating: nil, count: SQLiteSinkTable.columns.count)
         for (name, value) in record.fields {
-            values[name] =
+            guard let column = SQLiteSinkTable.columnIndex[name] else { continue }
+            values[column] =
                 switch value {
                 case .string(let s): s.databaseValue
                 case .integer(let n): n.databaseValue
@@ -41,7 +44,7 @@ public final class SQLiteSink: AttributionSink {
                 case .json, .strings: AttributionRecord.jsonText(value).databaseValue
                 }
         }
-        return SQLiteSinkTable.columns.map { values[$0.name] ?? .null }
+        return values
     }
 }
 

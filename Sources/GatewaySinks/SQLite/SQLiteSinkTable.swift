@@ -29,6 +29,9 @@ enum SQLiteSinkTable {
         ("raw", "TEXT"), ("dedupe_key", "TEXT"), ("enriched_at", "TEXT"), ("network", "TEXT"),
     ]
 
+    /// Each column's position in ``columns``, by name.
+    static let columnIndex = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1.name, $0) })
+
     static let indexed = [
         "received_at", "provider", "app_id", "app_user_id", "campaign_id", "ad_group_id", "keyword_id", "kind",
     ]
