@@ -121,7 +121,7 @@ let package = Package(
         // Per-stage CPU of an ingest, for reading Benchmarks/run's CPU per request.
         .executableTarget(
             name: "StageTimer",
-            dependencies: ["GatewayProviders", "GatewayStorage"],
+            dependencies: ["GatewayProviders", "GatewayStorage", "GatewaySinks"],
             path: "Benchmarks/StageTimer"
         ),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"]),

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayProviders
+import GatewaySinks
 import GatewayStorage
 
 // Times each stage an iAd request goes through, in-process, so that the HTTP benchmark's
@@ -87,5 +88,35 @@ do {
             for start in stride(from: 0, to: routed.count, by: 500) {
                 _ = try await store.ingest(Array(routed[start..<min(start + 500, routed.count)]))
             }
+        }, per: routed.count)
+}
+
+// Delivery to the SQLite sink, per record: what its worker does for each stored record
+// (due rows read back with their bodies, the sink's upsert, the outbox rows resolved).
+do {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stages-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let path = folder.appendingPathComponent("g.sqlite").path
+    let store = try SQLiteStore(path: path, durability: .full)
+    let sink = try SQLiteSink(path: path)
+    let routed = records.map { RoutedRecord(record: $0, sinks: ["local"]) }
+    for start in stride(from: 0, to: routed.count, by: 500) {
+        _ = try await store.ingest(Array(routed[start..<min(start + 500, routed.count)]))
+    }
+    var due: [OutboxEntry] = []
+    report(
+        "sink: read due rows back",
+        try await clock.measure {
+            due = try await store.dueEntries(sink: "local", now: Date(), limit: routed.count, laneOrdered: false)
+        }, per: routed.count)
+    let batches = stride(from: 0, to: due.count, by: 500).map { Array(due[$0..<min($0 + 500, due.count)]) }
+    report(
+        "sink: SQLite sink upsert, 500 a batch",
+        try await clock.measure { for batch in batches { _ = try await sink.deliver(batch.map(\.record)) } },
+        per: routed.count)
+    report(
+        "sink: resolve delivered, 500 a batch",
+        try await clock.measure {
+            for batch in batches { try await store.resolve(sink: "local", batch.map { .delivered(id: $0.id) }, now: Date()) }
         }, per: routed.count)
 }
