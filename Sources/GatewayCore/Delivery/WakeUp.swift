@@ -11,6 +11,9 @@ final class WakeUp: Sendable {
         var pending = false
         var waiter: (id: Int, continuation: CheckedContinuation<Void, Never>)?
         var nextID = 0
+        /// A wait whose timer fired (or whose task was cancelled) before its waiter was
+        /// installed: it must return at once rather than sleep until some signal.
+        var firedEarly: Int?
     }
 
     private let state = Mutex(State())
@@ -44,11 +47,14 @@ final class WakeUp: Sendable {
         }
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                // A signal may have come between taking the id and this point (it set
-                // `pending`, consumed here instead of waiting), or a cancellation whose
-                // handler found no waiter yet.
+                // Between taking the id and this point, a signal may have come (it set
+                // `pending`, consumed here instead of waiting), or the timer or a
+                // cancellation, which found no waiter yet and left `firedEarly`.
                 let resumeNow = state.withLock { state in
-                    if Task.isCancelled { return true }
+                    if Task.isCancelled || state.firedEarly == id {
+                        state.firedEarly = nil
+                        return true
+                    }
                     if state.pending {
                         state.pending = false
                         return true
@@ -66,7 +72,12 @@ final class WakeUp: Sendable {
 
     private func fire(_ id: Int) {
         let waiter = state.withLock { state in
-            guard let waiter = state.waiter, waiter.id == id else { return nil as CheckedContinuation<Void, Never>? }
+            guard let waiter = state.waiter, waiter.id == id else {
+                // The wait with this id has not installed its waiter yet (the timer or
+                // the cancellation beat it there): leave word for it.
+                if state.waiter == nil && state.nextID == id { state.firedEarly = id }
+                return nil as CheckedContinuation<Void, Never>?
+            }
             state.waiter = nil
             return waiter.continuation
         }
