@@ -7,10 +7,12 @@ import GRDB
 public final class SQLiteStore: AttributionStore {
     public let pool: DatabasePool
     public let path: String
+    public let durability: SQLiteDatabase.Durability
     let groupCommit: GroupCommit
 
     public init(path: String, durability: SQLiteDatabase.Durability = .full) throws {
         self.path = path
+        self.durability = durability
         pool = try SQLiteDatabase.pool(path: path, durability: durability)
         try SQLiteStoreSchema.migrator.migrate(pool)
         groupCommit = GroupCommit(pool: pool)

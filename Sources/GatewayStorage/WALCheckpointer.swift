@@ -17,32 +17,55 @@ public final class WALCheckpointer: Service, Sendable {
     static let defaultPages = 1_000
 
     let path: String
+    let durability: SQLiteDatabase.Durability
     let writer: DatabasePool
+    /// How often to checkpoint while commits come in; idle, the wait doubles up to a second.
     let interval: Duration
     let logger: Logger
 
     public init(store: SQLiteStore, interval: Duration = .milliseconds(10), logger: Logger) {
         path = store.path
+        durability = store.durability
         writer = store.pool
         self.interval = interval
         self.logger = logger
     }
 
     public func run() async throws {
-        let checkpointer = try DatabaseQueue(path: path)
-        try await setWriterThreshold(Self.backstopPages)
+        let checkpointer: DatabaseQueue
+        do {
+            var configuration = Configuration()
+            // A checkpoint syncs the database file before the log may be reused; with
+            // the store's own setting, never weaker than what its commits promised.
+            let synchronous = durability == .full ? "FULL" : "NORMAL"
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = \(synchronous)") }
+            checkpointer = try DatabaseQueue(path: path, configuration: configuration)
+            try await setWriterThreshold(Self.backstopPages)
+        } catch {
+            // The writer keeps SQLite's own checkpoints: slower commits, nothing lost.
+            logger.error(
+                "WAL checkpointer not started; commits checkpoint as SQLite does", metadata: ["error": "\(error)"])
+            return
+        }
         var lastWarning: ContinuousClock.Instant?
+        var wait = interval
+        var lastFrames = -1
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            try? await Task.sleep(for: interval)
+            try? await Task.sleep(for: wait)
             do {
-                // PASSIVE waits for no reader and no writer: commits go on meanwhile.
-                try await checkpointer.writeWithoutTransaction { db in
-                    try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)")
+                // PASSIVE waits for no reader and no writer: commits go on meanwhile. Its
+                // row: busy (another checkpoint ran), frames in the log, frames copied.
+                let row = try await checkpointer.writeWithoutTransaction { db in
+                    try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
                 }
+                let frames: Int = row?[1] ?? 0
+                let copied: Int = row?[2] ?? 0
+                // Nothing written since the last time: no need to look a hundred times a second.
+                let idle = frames == lastFrames && copied == frames
+                wait = idle ? min(wait * 2, .seconds(1)) : interval
+                lastFrames = frames
             } catch is CancellationError {
                 break
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
-                continue  // another connection is checkpointing (the writer's backstop, an import)
             } catch {
                 // A lasting fault (a full disk) would otherwise log a hundred lines a second.
                 if lastWarning.map({ $0.duration(to: .now) > .seconds(60) }) ?? true {
