@@ -53,6 +53,20 @@ import Testing
         #expect((object["time"] as? String)?.hasSuffix("Z") == true)
     }
 
+    @Test func anAttachedErrorIsLoggedByItsTypeNotItsText() throws {
+        struct LeakyError: Error, CustomStringConvertible {
+            var description: String { "GET /v1/s2s/adjust/callbacks?secret=hunter2-callback-secret failed" }
+        }
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        let logger = Logger(label: "gateway", factory: { _ in handler })
+        logger.error("request failed", error: LeakyError())
+        let line = try #require(lines.withLock { $0.first })
+        #expect(!line.contains("hunter2"))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(object["error_type"] as? String == "LeakyError")
+    }
+
     @Test func readinessFailsWhileASinkHoldsRecordsOlderThanTheBound() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

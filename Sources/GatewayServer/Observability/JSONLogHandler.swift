@@ -39,7 +39,10 @@ public struct JSONLogHandler: LogHandler {
             // Hummingbird names its request id hb.request.id; one name is easier to query.
             fields[key == "hb.request.id" ? "request_id" : key] = Self.json(value)
         }
-        if let error = event.error { fields["error"] = .string("\(error)") }
+        // Only the error's type: a library's error text can hold a URL with its query (a
+        // callback's secret) or a header value; call sites put a safe description in
+        // metadata themselves.
+        if let error = event.error { fields["error_type"] = .string(String(describing: type(of: error))) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard let data = try? encoder.encode(JSONValue.object(fields)) else { return }
