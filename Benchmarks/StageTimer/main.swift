@@ -27,7 +27,7 @@ func body(_ index: Int) -> Data {
 
 func report(_ stage: String, _ elapsed: Duration, per items: Int) {
     let micros = Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12
-    print(stage.padding(toLength: 34, withPad: " ", startingAt: 0) + String(format: "%8.1f µs", micros / Double(items)))
+    print(stage.padding(toLength: 40, withPad: " ", startingAt: 0) + String(format: "%8.1f µs", micros / Double(items)))
 }
 
 let payloads = (0..<count).map { IngestPayload(body: body($0), receivedAt: Date(), path: "/v1/iad") }
