@@ -7,9 +7,9 @@ import ServiceLifecycle
 ///
 /// SQLite's automatic checkpoint runs inside the commit that crosses its threshold (1,000
 /// pages), so every few hundred requests one of them waited for a checkpoint and its
-/// fsync: at half of iAd's reached rate that set the p99 (12.6 ms; 4.3 ms with the
-/// checkpoints moved here, `Benchmarks/run`). The writer keeps a distant automatic
-/// threshold as a backstop, should this fall behind.
+/// fsync: with iAd at a paced 2.3k req/s that set the p99 (12.4–13.2 ms; 6.7 ms with the
+/// checkpoints here). The writer keeps a distant automatic threshold as a backstop,
+/// should this fall behind.
 public final class WALCheckpointer: Service, Sendable {
     /// The writer's own threshold while this runs, in pages (about 16 MB of log).
     static let backstopPages = 4_096
