@@ -9,6 +9,7 @@ public final class SQLiteStore: AttributionStore {
     public let path: String
     public let durability: SQLiteDatabase.Durability
     let groupCommit: GroupCommit
+    let inlineSinks = InlineSinks()
 
     public init(path: String, durability: SQLiteDatabase.Durability = .full) throws {
         self.path = path
@@ -21,18 +22,25 @@ public final class SQLiteStore: AttributionStore {
     /// Concurrent calls share commits (see ``GroupCommit``); each returns once its own
     /// records are committed.
     public func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult] {
-        let bodies = try Self.encode(batch)
-        return try await groupCommit.submit { db in try Self.insert(batch, bodies: bodies, db) }
+        let prepared = try prepare(batch)
+        let inline = inlineSinks.all
+        let (results, outcome) = try await groupCommit.submit { db in
+            try Self.insert(batch, prepared: prepared, inline: inline, db)
+        }
+        inlineSinks.report(outcome)
+        return results
     }
 
-    static func encode(_ batch: [RoutedRecord]) throws -> [String] {
-        batch.map { String(decoding: $0.record.jsonData(), as: UTF8.self) }
-    }
-
-    /// Inserts records and their outbox rows inside the caller's transaction.
-    static func insert(_ batch: [RoutedRecord], bodies: [String], _ db: Database) throws -> [IngestResult] {
+    /// Inserts records, then for each routed sink either its row (an inline sink, see
+    /// ``InlineDelivery``) or an outbox row, inside the caller's transaction. Returns the
+    /// results and what happened to inline sinks.
+    static func insert(
+        _ batch: [RoutedRecord], prepared: [PreparedRecord], inline: [String: InlineDelivery], _ db: Database
+    ) throws -> ([IngestResult], InlineOutcome) {
         var results: [IngestResult] = []
-        for (item, body) in zip(batch, bodies) {
+        var outcome = InlineOutcome()
+        for (item, prepared) in zip(batch, prepared) {
+            let body = prepared.body
             let record = item.record
             let now = record.receivedAt.timeIntervalSince1970
             try db.executeCached(
@@ -49,6 +57,19 @@ public final class SQLiteStore: AttributionStore {
                 continue
             }
             for sink in item.sinks {
+                if let arguments = prepared.inline[sink], let delivery = inline[sink] {
+                    do {
+                        try db.executeCached(delivery.sql, arguments)
+                        outcome.delivered.append((sink, record))
+                        continue
+                    } catch {
+                        // Only this statement was undone (SQLite's statement atomicity); the
+                        // outbox row below hands the record to the sink's worker instead.
+                        // Had SQLite rolled the whole transaction back, the next statement
+                        // fails and the request gets its 503 with nothing stored.
+                        outcome.queued.insert(sink)
+                    }
+                }
                 try db.executeCached(
                     """
                     INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
@@ -58,7 +79,7 @@ public final class SQLiteStore: AttributionStore {
             }
             results.append(.stored(recordID: record.recordID))
         }
-        return results
+        return (results, outcome)
     }
 
     public func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String] {

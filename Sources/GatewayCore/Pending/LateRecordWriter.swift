@@ -27,7 +27,7 @@ public final class LateRecordWriter: Service, Sendable {
                 let routed = merged.map { RoutedRecord(record: $0, sinks: pipeline.router.sinks(for: $0)) }
                 do {
                     let replaced = try await pipeline.store.replaceRecords(routed, now: Date())
-                    if replaced > 0 { pipeline.onStored(Set(routed.flatMap(\.sinks))) }
+                    if replaced > 0 { pipeline.onQueued(Set(routed.flatMap(\.sinks))) }
                 } catch {
                     logger.error("cannot store late enrichment", metadata: ["error": "\(error)"])
                 }

@@ -9,21 +9,27 @@ public struct IngestPipeline: Sendable {
     public let router: RecordRouter
     public let enrichers: [any Enricher]
     public let metrics: GatewayMetrics
-    /// Called with the sinks that received new outbox rows, to wake their workers.
+    /// Called with the sinks that newly stored records were routed to, to wake their
+    /// workers (a store may have delivered some of them already, see `onQueued`).
     let onStored: @Sendable (Set<String>) -> Void
+    /// Called with the sinks that got outbox rows outside an ingest (late versions of
+    /// records), which always go through the outbox.
+    let onQueued: @Sendable (Set<String>) -> Void
 
     public init(
         store: any AttributionStore,
         router: RecordRouter,
         enrichers: [any Enricher] = [],
         metrics: GatewayMetrics = .none,
-        onStored: @escaping @Sendable (Set<String>) -> Void = { _ in }
+        onStored: @escaping @Sendable (Set<String>) -> Void = { _ in },
+        onQueued: (@Sendable (Set<String>) -> Void)? = nil
     ) {
         self.store = store
         self.router = router
         self.enrichers = enrichers
         self.metrics = metrics
         self.onStored = onStored
+        self.onQueued = onQueued ?? onStored
     }
 
     /// Normalises `payload` with `provider` and stores what comes out. `authorize` sees

@@ -26,7 +26,8 @@ public final class Gateway: Sendable {
 
     init(
         configuration: GatewayConfiguration, store: SQLiteStore, providers: [any AttributionProvider],
-        pipeline: IngestPipeline, workers: [SinkWorker], resolvers: [String: PendingResolver], lateWriters: [LateRecordWriter],
+        pipeline: IngestPipeline, workers: [SinkWorker], resolvers: [String: PendingResolver],
+        lateWriters: [LateRecordWriter],
         health: WorkerHealth, checkpointer: WALCheckpointer,
         metricsRegistry: PrometheusCollectorRegistry, metrics: GatewayMetrics, logger: Logger
     ) {
@@ -60,6 +61,14 @@ public final class Gateway: Sendable {
             .seconds(120), .seconds(600), .seconds(3600), .seconds(6 * 3600), .seconds(86400),
         ]
         let metrics = GatewayMetrics(factory: factory)
+        // Inline sinks' deliveries count as their workers' would.
+        store.onInlineDelivered { sink, records in
+            metrics.delivery(sink: sink, outcome: "delivered", count: records.count)
+            let now = Date()
+            for record in records {
+                metrics.deliveryLatency(sink: sink, seconds: now.timeIntervalSince(record.receivedAt))
+            }
+        }
         let health = WorkerHealth()
 
         var workers: [SinkWorker] = []
@@ -68,12 +77,22 @@ public final class Gateway: Sendable {
                 name: configured.name, storagePath: configuration.storage.sqlitePath,
                 logger: logger.with(metadataKey: "sink", value: configured.name))
             let sink = try await configured.prepared.build(context)
+            // A paused sink keeps its records in its outbox until it is resumed.
+            if !configured.delivery.paused,
+                let inline = (sink as? InlineDeliverable)?.inlineDelivery(sinkName: configured.name, into: store)
+            {
+                store.deliverInline(inline)
+            }
             workers.append(
                 SinkWorker(
                     sinkName: configured.name, sink: sink, store: store, settings: configured.delivery,
                     metrics: metrics, logger: logger, health: health))
         }
         let byName = Dictionary(uniqueKeysWithValues: workers.map { ($0.sinkName, $0) })
+        // Inline sinks get no outbox rows from ingests, so nothing to wake their workers
+        // for, unless a row failed and went to the outbox instead.
+        let inlineSinks = store.inlineSinkNames
+        store.onInlineFallback { sink in byName[sink]?.wake() }
         var enrichers: [any Enricher] = []
         for prepared in configuration.enrichers {
             let context = EnricherContext(
@@ -84,6 +103,9 @@ public final class Gateway: Sendable {
         let pipeline = IngestPipeline(
             store: store, router: RecordRouter(routes: configuration.routes), enrichers: enrichers, metrics: metrics,
             onStored: { sinks in
+                for sink in sinks where !inlineSinks.contains(sink) { byName[sink]?.wake() }
+            },
+            onQueued: { sinks in
                 for sink in sinks { byName[sink]?.wake() }
             })
         var resolvers: [String: PendingResolver] = [:]
@@ -96,7 +118,8 @@ public final class Gateway: Sendable {
         return Gateway(
             configuration: configuration, store: store, providers: providers, pipeline: pipeline,
             workers: workers, resolvers: resolvers, lateWriters: lateWriters, health: health,
-            checkpointer: WALCheckpointer(store: store, logger: logger), metricsRegistry: registry, metrics: metrics, logger: logger)
+            checkpointer: WALCheckpointer(store: store, logger: logger), metricsRegistry: registry, metrics: metrics,
+            logger: logger)
     }
 
     /// The provider enabled under this name, if any.

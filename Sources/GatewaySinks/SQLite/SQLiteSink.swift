@@ -48,6 +48,16 @@ public final class SQLiteSink: AttributionSink {
     }
 }
 
+extension SQLiteSink: InlineDeliverable {
+    /// On the store's own file (the default), rows are written with their records.
+    public func inlineDelivery(sinkName: String, into store: SQLiteStore) -> InlineDelivery? {
+        guard pool === store.pool else { return nil }
+        return InlineDelivery(sink: sinkName, sql: SQLiteSinkTable.upsertSQL) { record in
+            StatementArguments(try Self.row(record))
+        }
+    }
+}
+
 /// Registers the SQLite sink as `type: sqlite`.
 public enum SQLiteSinkPlugin: SinkPlugin {
     public struct Options: Sendable {

@@ -1,0 +1,91 @@
+import Foundation
+import GRDB
+import GatewayCore
+import GatewaySinks
+import Synchronization
+import Testing
+
+import GatewayStorage
+
+/// A sink on the store's own file gets its rows in the record's own transaction; a row
+/// that fails goes to the sink's outbox instead, and other sinks keep their outboxes.
+@Suite struct InlineDeliveryTests {
+    func record(_ user: String, campaign: Int64 = 1) -> AttributionRecord {
+        var record = AttributionRecord(
+            provider: "iad", kind: .install, dedupeKey: "iad:1:\(user)",
+            receivedAt: Date(timeIntervalSince1970: 1_800_000_000),
+            attributed: true)
+        record.appID = "1"
+        record.appUserID = user
+        record.campaignID = campaign
+        return record
+    }
+
+    func outboxSinks(_ store: SQLiteStore) async throws -> [String] {
+        try await store.pool.read { db in try String.fetchAll(db, sql: "SELECT sink FROM outbox ORDER BY id") }
+    }
+
+    @Test func theSQLiteSinkOnTheStoresFileHasTheRowWhenTheIngestReturns() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("inline-\(UUID()).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        let sink = try SQLiteSink(path: path)
+        store.deliverInline(try #require(sink.inlineDelivery(sinkName: "local", into: store)))
+        let reported = Mutex<[String: Int]>([:])
+        store.onInlineDelivered { name, records in reported.withLock { $0[name, default: 0] += records.count } }
+
+        let first = record("u1")
+        let results = try await store.ingest([
+            RoutedRecord(record: first, sinks: ["local", "hook"]), RoutedRecord(record: record("u2"), sinks: ["local"]),
+        ])
+        #expect(results.count == 2)
+        let rows = try await store.pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT record_id, app_user_id, campaign_id FROM attribution_records ORDER BY app_user_id")
+        }
+        #expect(rows.map { $0["app_user_id"] as String } == ["u1", "u2"])
+        #expect(rows.first?["record_id"] as String? == first.recordID)
+        #expect(rows.first?["campaign_id"] as Int64? == 1)
+        // Only the webhook waits in an outbox; nothing of local does.
+        #expect(try await outboxSinks(store) == ["hook"])
+        #expect(reported.withLock { $0 } == ["local": 2])
+
+        // A duplicate writes nothing anywhere.
+        _ = try await store.ingest([RoutedRecord(record: record("u1"), sinks: ["local", "hook"])])
+        #expect(
+            try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM attribution_records") }
+                == 2)
+        #expect(try await outboxSinks(store) == ["hook"])
+    }
+
+    @Test func aSinkOnAnotherFileIsNotInline() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("inline-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try SQLiteStore(path: folder.appendingPathComponent("gateway.sqlite").path)
+        let sink = try SQLiteSink(path: folder.appendingPathComponent("analytics.sqlite").path)
+        #expect(sink.inlineDelivery(sinkName: "analytics", into: store) == nil)
+    }
+
+    @Test func aRowThatFailsGoesToTheSinksOutboxAndTheRecordIsStored() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("inline-\(UUID()).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        try await store.pool.write { db in
+            try db.execute(sql: "CREATE TABLE checked (campaign INTEGER CHECK (campaign > 0))")
+        }
+        store.deliverInline(
+            InlineDelivery(sink: "checked", sql: "INSERT INTO checked (campaign) VALUES (?)") { record in
+                [record.campaignID]
+            })
+        let good = record("good", campaign: 5)
+        let bad = record("bad", campaign: -5)
+        let results = try await store.ingest([
+            RoutedRecord(record: bad, sinks: ["checked"]), RoutedRecord(record: good, sinks: ["checked"]),
+        ])
+        #expect(results == [.stored(recordID: bad.recordID), .stored(recordID: good.recordID)])
+        #expect(try await store.pool.read { db in try Int64.fetchAll(db, sql: "SELECT campaign FROM checked") } == [5])
+        let queued = try await store.dueEntries(sink: "checked", now: .distantFuture, limit: 10, laneOrdered: false)
+        #expect(queued.map(\.record.recordID) == [bad.recordID])
+        #expect(try await store.record(id: bad.recordID) != nil)
+    }
+}
