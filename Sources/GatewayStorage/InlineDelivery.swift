@@ -45,11 +45,12 @@ struct PreparedRecord: Sendable {
 /// went to their outbox instead (their workers must be woken).
 struct InlineOutcome: Sendable {
     var delivered: [(sink: String, record: AttributionRecord)] = []
-    var queued: Set<String> = []
+    /// Per sink, how many rows failed and went to its outbox.
+    var queued: [String: Int] = [:]
 
     mutating func add(_ other: InlineOutcome) {
         delivered += other.delivered
-        queued.formUnion(other.queued)
+        queued.merge(other.queued, uniquingKeysWith: +)
     }
 }
 
@@ -63,10 +64,10 @@ final class InlineSinks: Sendable {
         init(_ call: @escaping @Sendable (_ sink: String, _ records: [AttributionRecord]) -> Void) { self.call = call }
     }
 
-    /// The same, for a sink whose row went to its outbox instead.
+    /// The same, for a sink whose rows went to its outbox instead.
     final class Fallback: Sendable {
-        let call: @Sendable (_ sink: String) -> Void
-        init(_ call: @escaping @Sendable (_ sink: String) -> Void) { self.call = call }
+        let call: @Sendable (_ sink: String, _ count: Int) -> Void
+        init(_ call: @escaping @Sendable (_ sink: String, _ count: Int) -> Void) { self.call = call }
     }
 
     private let deliveries = Mutex<[String: InlineDelivery]>([:])
@@ -83,7 +84,7 @@ final class InlineSinks: Sendable {
         delivered.withLock { $0 = Report(report) }
     }
 
-    func onFallback(_ call: @escaping @Sendable (_ sink: String) -> Void) {
+    func onFallback(_ call: @escaping @Sendable (_ sink: String, _ count: Int) -> Void) {
         fallback.withLock { $0 = Fallback(call) }
     }
 
@@ -94,7 +95,7 @@ final class InlineSinks: Sendable {
             }
         }
         if !outcome.queued.isEmpty, let fallback = fallback.withLock({ $0 }) {
-            for sink in outcome.queued { fallback.call(sink) }
+            for (sink, count) in outcome.queued { fallback.call(sink, count) }
         }
     }
 }
@@ -112,21 +113,22 @@ extension SQLiteStore {
         inlineSinks.onDelivered(report)
     }
 
-    /// Called after a commit for each inline sink whose row failed and went to its outbox.
-    public func onInlineFallback(_ call: @escaping @Sendable (_ sink: String) -> Void) {
+    /// Called after a commit for each inline sink whose rows failed and went to its
+    /// outbox, with how many.
+    public func onInlineFallback(_ call: @escaping @Sendable (_ sink: String, _ count: Int) -> Void) {
         inlineSinks.onFallback(call)
     }
 
     /// The sinks written inline, whose workers need no wake-up for new records.
     public var inlineSinkNames: Set<String> { Set(inlineSinks.all.keys) }
 
-    /// Bodies and inline arguments, made before the write lock is taken.
-    func prepare(_ batch: [RoutedRecord]) throws -> [PreparedRecord] {
-        let inline = inlineSinks.all
-        return try batch.map { item in
+    /// Bodies and inline arguments, made before the write lock is taken. A record whose
+    /// arguments cannot be made goes to that sink's outbox, as a failed row would.
+    func prepare(_ batch: [RoutedRecord], inline: [String: InlineDelivery]) -> [PreparedRecord] {
+        batch.map { item in
             var arguments: [String: StatementArguments] = [:]
             for sink in item.sinks {
-                if let delivery = inline[sink] { arguments[sink] = try delivery.arguments(item.record) }
+                if let delivery = inline[sink] { arguments[sink] = try? delivery.arguments(item.record) }
             }
             return PreparedRecord(body: String(decoding: item.record.jsonData(), as: UTF8.self), inline: arguments)
         }

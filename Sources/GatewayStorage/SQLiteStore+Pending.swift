@@ -69,29 +69,32 @@ extension SQLiteStore {
 
     public func settlePending(_ settlements: [PendingSettlement]) async throws -> [String: [IngestResult]] {
         guard !settlements.isEmpty else { return [:] }
-        // Encoding happens before the write lock is taken.
-        let encoded = try settlements.map { settlement -> (PendingSettlement, [PreparedRecord]) in
-            if case .finished(_, let records) = settlement { return (settlement, try prepare(records)) }
-            return (settlement, [])
-        }
-        let inline = inlineSinks.all
-        let (results, outcome) = try await pool.write { db in
-            var results: [String: [IngestResult]] = [:]
-            var outcome = InlineOutcome()
-            for (settlement, prepared) in encoded {
-                switch settlement {
-                case .finished(let recordID, let records):
-                    let (stored, inlined) = try Self.insert(records, prepared: prepared, inline: inline, db)
-                    results[recordID] = stored
-                    outcome.add(inlined)
-                    try db.executeCached("DELETE FROM pending WHERE record_id = ?", [recordID])
-                case .retry(let recordID, let state, let attempts, let at, let error):
-                    try db.executeCached(
-                        "UPDATE pending SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE record_id = ?",
-                        [state, attempts, at.timeIntervalSince1970, error, recordID])
+        let (results, outcome) = try await Self.outboxIfInlineFails(inlineSinks.all) { inline in
+            // Encoding happens before the write lock is taken.
+            let encoded = settlements.map { settlement -> (PendingSettlement, [PreparedRecord]) in
+                if case .finished(_, let records) = settlement {
+                    return (settlement, self.prepare(records, inline: inline))
                 }
+                return (settlement, [])
             }
-            return (results, outcome)
+            return try await self.pool.write { db in
+                var results: [String: [IngestResult]] = [:]
+                var outcome = InlineOutcome()
+                for (settlement, prepared) in encoded {
+                    switch settlement {
+                    case .finished(let recordID, let records):
+                        let (stored, inlined) = try Self.insert(records, prepared: prepared, inline: inline, db)
+                        results[recordID] = stored
+                        outcome.add(inlined)
+                        try db.executeCached("DELETE FROM pending WHERE record_id = ?", [recordID])
+                    case .retry(let recordID, let state, let attempts, let at, let error):
+                        try db.executeCached(
+                            "UPDATE pending SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE record_id = ?",
+                            [state, attempts, at.timeIntervalSince1970, error, recordID])
+                    }
+                }
+                return (results, outcome)
+            }
         }
         inlineSinks.report(outcome)
         return results

@@ -22,13 +22,29 @@ public final class SQLiteStore: AttributionStore {
     /// Concurrent calls share commits (see ``GroupCommit``); each returns once its own
     /// records are committed.
     public func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult] {
-        let prepared = try prepare(batch)
         let inline = inlineSinks.all
-        let (results, outcome) = try await groupCommit.submit { db in
-            try Self.insert(batch, prepared: prepared, inline: inline, db)
+        let (results, outcome) = try await Self.outboxIfInlineFails(inline) { inline in
+            let prepared = self.prepare(batch, inline: inline)
+            return try await self.groupCommit.submit { db in
+                try Self.insert(batch, prepared: prepared, inline: inline, db)
+            }
         }
         inlineSinks.report(outcome)
         return results
+    }
+
+    /// Runs `write` with the inline sinks, and if it fails, once more without them (outbox
+    /// rows only): a sink's own table whose failure undoes the whole transaction (a
+    /// trigger, a full disk on its wide row) must delay that sink, not refuse the records.
+    static func outboxIfInlineFails<T>(
+        _ inline: [String: InlineDelivery], _ write: ([String: InlineDelivery]) async throws -> T
+    ) async throws -> T {
+        guard !inline.isEmpty else { return try await write([:]) }
+        do {
+            return try await write(inline)
+        } catch {
+            return try await write([:])
+        }
     }
 
     /// Inserts records, then for each routed sink either its row (an inline sink, see
@@ -63,11 +79,13 @@ public final class SQLiteStore: AttributionStore {
                         outcome.delivered.append((sink, record))
                         continue
                     } catch {
+                        // A full disk or an I/O error can make SQLite roll the whole
+                        // transaction back; later statements would then commit one by one.
+                        // Fail the write instead (the requests get a 503, nothing stored).
+                        guard db.isInsideTransaction else { throw error }
                         // Only this statement was undone (SQLite's statement atomicity); the
                         // outbox row below hands the record to the sink's worker instead.
-                        // Had SQLite rolled the whole transaction back, the next statement
-                        // fails and the request gets its 503 with nothing stored.
-                        outcome.queued.insert(sink)
+                        outcome.queued[sink, default: 0] += 1
                     }
                 }
                 try db.executeCached(

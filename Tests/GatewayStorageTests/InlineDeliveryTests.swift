@@ -77,6 +77,8 @@ import GatewayStorage
             InlineDelivery(sink: "checked", sql: "INSERT INTO checked (campaign) VALUES (?)") { record in
                 [record.campaignID]
             })
+        let fallbacks = Mutex<[String: Int]>([:])
+        store.onInlineFallback { sink, count in fallbacks.withLock { $0[sink, default: 0] += count } }
         let good = record("good", campaign: 5)
         let bad = record("bad", campaign: -5)
         let results = try await store.ingest([
@@ -87,5 +89,30 @@ import GatewayStorage
         let queued = try await store.dueEntries(sink: "checked", now: .distantFuture, limit: 10, laneOrdered: false)
         #expect(queued.map(\.record.recordID) == [bad.recordID])
         #expect(try await store.record(id: bad.recordID) != nil)
+        #expect(fallbacks.withLock { $0 } == ["checked": 1])
+    }
+
+    @Test func aRowWhoseFailureUndoesTheTransactionLeavesTheRecordsToTheOutbox() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("inline-\(UUID()).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        // A trigger that rolls the whole transaction back, as a full disk can.
+        try await store.pool.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE strict (campaign INTEGER);
+                    CREATE TRIGGER refuse BEFORE INSERT ON strict WHEN NEW.campaign < 0
+                    BEGIN SELECT RAISE(ROLLBACK, 'refused'); END;
+                    """)
+        }
+        store.deliverInline(
+            InlineDelivery(sink: "strict", sql: "INSERT INTO strict (campaign) VALUES (?)") { record in
+                [record.campaignID]
+            })
+        let bad = record("bad", campaign: -1)
+        let results = try await store.ingest([RoutedRecord(record: bad, sinks: ["strict", "hook"])])
+        #expect(results == [.stored(recordID: bad.recordID)])
+        #expect(try await outboxSinks(store).sorted() == ["hook", "strict"])
+        #expect(try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM strict") } == 0)
     }
 }

@@ -4,6 +4,7 @@ import GatewayCore
 import GatewayStorage
 import Logging
 import Prometheus
+import Synchronization
 
 /// A running gateway's parts, built from a checked configuration: the store, the
 /// providers, the ingest pipeline and one delivery worker per sink.
@@ -77,8 +78,9 @@ public final class Gateway: Sendable {
                 name: configured.name, storagePath: configuration.storage.sqlitePath,
                 logger: logger.with(metadataKey: "sink", value: configured.name))
             let sink = try await configured.prepared.build(context)
-            // A paused sink keeps its records in its outbox until it is resumed.
-            if !configured.delivery.paused,
+            // A paused sink keeps its records in its outbox until it is resumed, and one in
+            // device order must let a device's waiting records go first.
+            if !configured.delivery.paused && !configured.delivery.inDeviceOrder,
                 let inline = (sink as? InlineDeliverable)?.inlineDelivery(sinkName: configured.name, into: store)
             {
                 store.deliverInline(inline)
@@ -92,7 +94,23 @@ public final class Gateway: Sendable {
         // Inline sinks get no outbox rows from ingests, so nothing to wake their workers
         // for, unless a row failed and went to the outbox instead.
         let inlineSinks = store.inlineSinkNames
-        store.onInlineFallback { sink in byName[sink]?.wake() }
+        let lastFallbackWarning = Mutex<ContinuousClock.Instant?>(nil)
+        store.onInlineFallback { sink, count in
+            // Counted, and logged at most once a minute: an inline row that keeps failing
+            // would otherwise only show as a slower sink.
+            metrics.delivery(sink: sink, outcome: "inline_fallback", count: count)
+            let warn = lastFallbackWarning.withLock { last in
+                guard last.map({ $0.duration(to: .now) > .seconds(60) }) ?? true else { return false }
+                last = .now
+                return true
+            }
+            if warn {
+                logger.warning(
+                    "rows could not be written with their records; queued in the sink's outbox",
+                    metadata: ["sink": "\(sink)", "count": "\(count)"])
+            }
+            byName[sink]?.wake()
+        }
         var enrichers: [any Enricher] = []
         for prepared in configuration.enrichers {
             let context = EnricherContext(
