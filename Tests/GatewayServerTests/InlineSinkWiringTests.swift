@@ -1,0 +1,42 @@
+import Foundation
+import GRDB
+import GatewayConfig
+import GatewayCore
+import GatewayServer
+import Testing
+
+/// Which sinks a built gateway writes inline: the SQLite sink on the store's file, but
+/// not one that is paused, keeps device order, or lives in another file.
+@Suite struct InlineSinkWiringTests {
+    @Test func onlyAnActiveUnorderedSQLiteSinkOnTheStoresFileIsInline() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let other = env.directory.appendingPathComponent("other.sqlite").path
+        let yaml = """
+            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+            providers: { iad: { enabled: true } }
+            sinks:
+              inline: { type: sqlite }
+              held: { type: sqlite, paused: true }
+              ordered: { type: sqlite, in_device_order: true }
+              elsewhere: { type: sqlite, path: \(other) }
+            routes:
+              - sinks: [inline, held, ordered, elsewhere]
+            """
+        let configuration = try ConfigLoader.parse(yaml: yaml, file: "test.yaml", environment: [:], registry: .builtIn)
+        let gateway = try await Gateway.build(configuration: configuration)
+        #expect(gateway.store.inlineSinkNames == ["inline"])
+
+        let payload = IngestPayload(body: Data(IAdPayloads.attributed(user: "wired").utf8), receivedAt: Date(), path: "/v1/iad")
+        let provider = try #require(gateway.providers.first { $0.name == "iad" })
+        let outcome = try #require(try await gateway.pipeline.accept(payload, provider: provider).first)
+        let queued = try await gateway.store.pool.read { db in
+            try String.fetchAll(db, sql: "SELECT sink FROM outbox ORDER BY sink")
+        }
+        #expect(queued == ["elsewhere", "held", "ordered"])
+        let inlineRows = try await gateway.store.pool.read { db in
+            try String.fetchAll(db, sql: "SELECT record_id FROM attribution_records")
+        }
+        #expect(inlineRows == [outcome.recordID])
+    }
+}
