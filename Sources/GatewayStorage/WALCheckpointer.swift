@@ -1,4 +1,5 @@
 import GRDB
+import GatewayCore
 import Logging
 import ServiceLifecycle
 
@@ -47,7 +48,7 @@ public final class WALCheckpointer: Service, Sendable {
                 "WAL checkpointer not started; commits checkpoint as SQLite does", metadata: ["error": "\(error)"])
             return
         }
-        var lastWarning: ContinuousClock.Instant?
+        let warnings = OncePerInterval(.seconds(60))
         var wait = interval
         var lastFrames = -1
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
@@ -68,8 +69,7 @@ public final class WALCheckpointer: Service, Sendable {
                 break
             } catch {
                 // A lasting fault (a full disk) would otherwise log a hundred lines a second.
-                if lastWarning.map({ $0.duration(to: .now) > .seconds(60) }) ?? true {
-                    lastWarning = .now
+                if warnings.allow() {
                     logger.warning(
                         "WAL checkpoint failed; the writer's own checkpoints take over at the backstop",
                         metadata: ["error": "\(error)"])

@@ -4,7 +4,6 @@ import GatewayCore
 import GatewayStorage
 import Logging
 import Prometheus
-import Synchronization
 
 /// A running gateway's parts, built from a checked configuration: the store, the
 /// providers, the ingest pipeline and one delivery worker per sink.
@@ -94,17 +93,12 @@ public final class Gateway: Sendable {
         // Inline sinks get no outbox rows from ingests, so nothing to wake their workers
         // for, unless a row failed and went to the outbox instead.
         let inlineSinks = store.inlineSinkNames
-        let lastFallbackWarning = Mutex<ContinuousClock.Instant?>(nil)
+        let fallbackWarnings = OncePerInterval(.seconds(60))
         store.onInlineFallback { sink, count in
             // Counted, and logged at most once a minute: an inline row that keeps failing
             // would otherwise only show as a slower sink.
             metrics.delivery(sink: sink, outcome: "inline_fallback", count: count)
-            let warn = lastFallbackWarning.withLock { last in
-                guard last.map({ $0.duration(to: .now) > .seconds(60) }) ?? true else { return false }
-                last = .now
-                return true
-            }
-            if warn {
+            if fallbackWarnings.allow() {
                 logger.warning(
                     "rows could not be written with their records; queued in the sink's outbox",
                     metadata: ["sink": "\(sink)", "count": "\(count)"])
