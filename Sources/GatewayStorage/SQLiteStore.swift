@@ -33,18 +33,24 @@ public final class SQLiteStore: AttributionStore {
         return results
     }
 
-    /// Runs `write` with the inline sinks, and if it fails, once more without them (outbox
-    /// rows only): a sink's own table whose failure undoes the whole transaction (a
-    /// trigger, a full disk on its wide row) must delay that sink, not refuse the records.
+    /// Runs `write` with the inline sinks, and if an inline row undid the whole transaction
+    /// (a trigger, a full disk on its wide row), once more without them (outbox rows
+    /// only): that sink must be delayed, not the records refused. Any other failure is
+    /// the answer as it stands, without a second write.
     static func outboxIfInlineFails<T>(
         _ inline: [String: InlineDelivery], _ write: ([String: InlineDelivery]) async throws -> T
     ) async throws -> T {
-        guard !inline.isEmpty else { return try await write([:]) }
         do {
             return try await write(inline)
-        } catch {
+        } catch is InlineRowUndidTransaction {
             return try await write([:])
         }
+    }
+
+    /// Thrown when an inline sink's row failed and SQLite rolled the transaction back.
+    struct InlineRowUndidTransaction: Error {
+        let sink: String
+        let underlying: any Error
     }
 
     /// Inserts records, then for each routed sink either its row (an inline sink, see
@@ -81,8 +87,10 @@ public final class SQLiteStore: AttributionStore {
                     } catch {
                         // A full disk or an I/O error can make SQLite roll the whole
                         // transaction back; later statements would then commit one by one.
-                        // Fail the write instead (the requests get a 503, nothing stored).
-                        guard db.isInsideTransaction else { throw error }
+                        // Fail this write instead; it is tried again with outbox rows only.
+                        guard db.isInsideTransaction else {
+                            throw InlineRowUndidTransaction(sink: sink, underlying: error)
+                        }
                         // Only this statement was undone (SQLite's statement atomicity); the
                         // outbox row below hands the record to the sink's worker instead.
                         outcome.queued[sink, default: 0] += 1
