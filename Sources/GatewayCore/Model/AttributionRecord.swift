@@ -106,9 +106,9 @@ public struct AttributionRecord: Sendable, Equatable, Codable {
         return appID + "|" + device
     }
 
-    /// A new random record id (lowercase UUID).
+    /// A new record id: a lowercase UUID that grows with time (version 7).
     public static func newRecordID() -> String {
-        UUID().uuidString.lowercased()
+        TimeOrderedUUID.make()
     }
 
     enum CodingKeys: String, CodingKey {
