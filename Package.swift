@@ -121,7 +121,9 @@ let package = Package(
         // Per-stage CPU of an ingest, for reading Benchmarks/run's CPU per request.
         .executableTarget(
             name: "StageTimer",
-            dependencies: ["GatewayProviders", "GatewayStorage", "GatewaySinks"],
+            dependencies: [
+                "GatewayProviders", "GatewayStorage", "GatewaySinks", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             path: "Benchmarks/StageTimer"
         ),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"]),

@@ -3,6 +3,7 @@ import GatewayCore
 import GatewayProviders
 import GatewaySinks
 import GatewayStorage
+import GRDB
 
 // Times each stage an iAd request goes through, in-process, so that the HTTP benchmark's
 // CPU per request can be split by stage: parse and normalise, encode the stored body,
@@ -119,4 +120,28 @@ do {
         try await clock.measure {
             for batch in batches { try await store.resolve(sink: "local", batch.map { .delivered(id: $0.id) }, now: Date()) }
         }, per: routed.count)
+}
+
+// The SQLite sink's row when it is written with its record (its default): the statement's
+// arguments, made on the request's task, then the upsert alone, 500 to a transaction.
+do {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stages-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let path = folder.appendingPathComponent("g.sqlite").path
+    let store = try SQLiteStore(path: path, durability: .full)
+    let sink = try SQLiteSink(path: path)
+    guard let inline = sink.inlineDelivery(sinkName: "local", into: store) else { fatalError("the sink is not inline") }
+    var rows: [StatementArguments] = []
+    report("inline sink row: arguments", try clock.measure { rows = try records.map(inline.arguments) }, per: count)
+    let made = rows
+    report(
+        "inline sink row: upsert, 500 a commit",
+        try await clock.measure {
+            for start in stride(from: 0, to: made.count, by: 500) {
+                try await store.pool.write { db in
+                    let statement = try db.cachedStatement(sql: inline.sql)
+                    for row in made[start..<min(start + 500, made.count)] { try statement.execute(arguments: row) }
+                }
+            }
+        }, per: count)
 }
