@@ -54,25 +54,18 @@ struct InlineOutcome: Sendable {
     }
 }
 
-/// The inline sinks of one store, and what to tell when rows were written.
+/// Told after each commit what the inline sinks did: for metrics, logs and wake-ups.
+public protocol InlineDeliveryObserver: Sendable {
+    /// `records` were written to `sink`'s rows with their records.
+    func delivered(sink: String, records: [AttributionRecord])
+    /// `count` rows of `sink` failed and went to its outbox instead (its worker must be woken).
+    func fellBack(sink: String, count: Int)
+}
+
+/// The inline sinks of one store, and who is told what they did.
 final class InlineSinks: Sendable {
-    /// The report closure in a class: a closure kept directly in a Mutex is re-wrapped in
-    /// reabstraction thunks on every `withLock`, and the chain grew with each commit (the
-    /// first try of this spent 58% of its CPU walking it).
-    final class Report: Sendable {
-        let call: @Sendable (_ sink: String, _ records: [AttributionRecord]) -> Void
-        init(_ call: @escaping @Sendable (_ sink: String, _ records: [AttributionRecord]) -> Void) { self.call = call }
-    }
-
-    /// The same, for a sink whose rows went to its outbox instead.
-    final class Fallback: Sendable {
-        let call: @Sendable (_ sink: String, _ count: Int) -> Void
-        init(_ call: @escaping @Sendable (_ sink: String, _ count: Int) -> Void) { self.call = call }
-    }
-
     private let deliveries = Mutex<[String: InlineDelivery]>([:])
-    private let delivered = Mutex<Report?>(nil)
-    private let fallback = Mutex<Fallback?>(nil)
+    private let observer = Mutex<(any InlineDeliveryObserver)?>(nil)
 
     var all: [String: InlineDelivery] { deliveries.withLock { $0 } }
 
@@ -80,23 +73,18 @@ final class InlineSinks: Sendable {
         deliveries.withLock { $0[delivery.sink] = delivery }
     }
 
-    func onDelivered(_ report: @escaping @Sendable (_ sink: String, _ records: [AttributionRecord]) -> Void) {
-        delivered.withLock { $0 = Report(report) }
-    }
-
-    func onFallback(_ call: @escaping @Sendable (_ sink: String, _ count: Int) -> Void) {
-        fallback.withLock { $0 = Fallback(call) }
+    func observe(_ observer: any InlineDeliveryObserver) {
+        self.observer.withLock { $0 = observer }
     }
 
     func report(_ outcome: InlineOutcome) {
-        if !outcome.delivered.isEmpty, let report = delivered.withLock({ $0 }) {
-            for (sink, group) in Dictionary(grouping: outcome.delivered, by: \.sink) {
-                report.call(sink, group.map(\.record))
-            }
+        guard !outcome.delivered.isEmpty || !outcome.queued.isEmpty, let observer = observer.withLock({ $0 }) else {
+            return
         }
-        if !outcome.queued.isEmpty, let fallback = fallback.withLock({ $0 }) {
-            for (sink, count) in outcome.queued { fallback.call(sink, count) }
+        for (sink, group) in Dictionary(grouping: outcome.delivered, by: \.sink) {
+            observer.delivered(sink: sink, records: group.map(\.record))
         }
+        for (sink, count) in outcome.queued { observer.fellBack(sink: sink, count: count) }
     }
 }
 
@@ -106,17 +94,9 @@ extension SQLiteStore {
         inlineSinks.add(delivery)
     }
 
-    /// Called after a commit with the records each inline sink received in it (metrics).
-    public func onInlineDelivered(
-        _ report: @escaping @Sendable (_ sink: String, _ records: [AttributionRecord]) -> Void
-    ) {
-        inlineSinks.onDelivered(report)
-    }
-
-    /// Called after a commit for each inline sink whose rows failed and went to its
-    /// outbox, with how many.
-    public func onInlineFallback(_ call: @escaping @Sendable (_ sink: String, _ count: Int) -> Void) {
-        inlineSinks.onFallback(call)
+    /// Tells `observer` after each commit what the inline sinks did.
+    public func observeInline(_ observer: any InlineDeliveryObserver) {
+        inlineSinks.observe(observer)
     }
 
     /// The sinks written inline, whose workers need no wake-up for new records.

@@ -31,8 +31,8 @@ import GatewayStorage
         let store = try SQLiteStore(path: path, durability: .normal)
         let sink = try SQLiteSink(path: path)
         store.deliverInline(try #require(sink.inlineDelivery(sinkName: "local", into: store)))
-        let reported = Mutex<[String: Int]>([:])
-        store.onInlineDelivered { name, records in reported.withLock { $0[name, default: 0] += records.count } }
+        let reported = InlineCounts()
+        store.observeInline(reported)
 
         let first = record("u1")
         let results = try await store.ingest([
@@ -48,7 +48,8 @@ import GatewayStorage
         #expect(rows.first?["campaign_id"] as Int64? == 1)
         // Only the webhook waits in an outbox; nothing of local does.
         #expect(try await outboxSinks(store) == ["hook"])
-        #expect(reported.withLock { $0 } == ["local": 2])
+        #expect(reported.delivered.withLock { $0 } == ["local": 2])
+        #expect(reported.fellBack.withLock { $0 }.isEmpty)
 
         // A duplicate writes nothing anywhere.
         _ = try await store.ingest([RoutedRecord(record: record("u1"), sinks: ["local", "hook"])])
@@ -77,8 +78,8 @@ import GatewayStorage
             InlineDelivery(sink: "checked", sql: "INSERT INTO checked (campaign) VALUES (?)") { record in
                 [record.campaignID]
             })
-        let fallbacks = Mutex<[String: Int]>([:])
-        store.onInlineFallback { sink, count in fallbacks.withLock { $0[sink, default: 0] += count } }
+        let reported = InlineCounts()
+        store.observeInline(reported)
         let good = record("good", campaign: 5)
         let bad = record("bad", campaign: -5)
         let results = try await store.ingest([
@@ -89,7 +90,8 @@ import GatewayStorage
         let queued = try await store.dueEntries(sink: "checked", now: .distantFuture, limit: 10, laneOrdered: false)
         #expect(queued.map(\.record.recordID) == [bad.recordID])
         #expect(try await store.record(id: bad.recordID) != nil)
-        #expect(fallbacks.withLock { $0 } == ["checked": 1])
+        #expect(reported.fellBack.withLock { $0 } == ["checked": 1])
+        #expect(reported.delivered.withLock { $0 } == ["checked": 1])
     }
 
     @Test func aRowWhoseFailureUndoesTheTransactionLeavesTheRecordsToTheOutbox() async throws {
@@ -114,5 +116,19 @@ import GatewayStorage
         #expect(results == [.stored(recordID: bad.recordID)])
         #expect(try await outboxSinks(store).sorted() == ["hook", "strict"])
         #expect(try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM strict") } == 0)
+    }
+}
+
+/// Rows written inline and rows fallen back to the outbox, per sink, as the store told them.
+final class InlineCounts: InlineDeliveryObserver {
+    let delivered = Mutex<[String: Int]>([:])
+    let fellBack = Mutex<[String: Int]>([:])
+
+    func delivered(sink: String, records: [AttributionRecord]) {
+        delivered.withLock { $0[sink, default: 0] += records.count }
+    }
+
+    func fellBack(sink: String, count: Int) {
+        fellBack.withLock { $0[sink, default: 0] += count }
     }
 }

@@ -61,14 +61,6 @@ public final class Gateway: Sendable {
             .seconds(120), .seconds(600), .seconds(3600), .seconds(6 * 3600), .seconds(86400),
         ]
         let metrics = GatewayMetrics(factory: factory)
-        // Inline sinks' deliveries count as their workers' would.
-        store.onInlineDelivered { sink, records in
-            metrics.delivery(sink: sink, outcome: "delivered", count: records.count)
-            let now = Date()
-            for record in records {
-                metrics.deliveryLatency(sink: sink, seconds: now.timeIntervalSince(record.receivedAt))
-            }
-        }
         let health = WorkerHealth()
 
         var workers: [SinkWorker] = []
@@ -93,18 +85,7 @@ public final class Gateway: Sendable {
         // Inline sinks get no outbox rows from ingests, so nothing to wake their workers
         // for, unless a row failed and went to the outbox instead.
         let inlineSinks = store.inlineSinkNames
-        let fallbackWarnings = OncePerInterval(.seconds(60))
-        store.onInlineFallback { sink, count in
-            // Counted, and logged at most once a minute: an inline row that keeps failing
-            // would otherwise only show as a slower sink.
-            metrics.delivery(sink: sink, outcome: "inline_fallback", count: count)
-            if fallbackWarnings.allow() {
-                logger.warning(
-                    "rows could not be written with their records; queued in the sink's outbox",
-                    metadata: ["sink": "\(sink)", "count": "\(count)"])
-            }
-            byName[sink]?.wake()
-        }
+        store.observeInline(InlineDeliveryReporter(metrics: metrics, logger: logger) { byName[$0]?.wake() })
         var enrichers: [any Enricher] = []
         for prepared in configuration.enrichers {
             let context = EnricherContext(
