@@ -18,7 +18,7 @@ struct TimeOrderedUUIDTests {
         #expect(milliseconds == 1_785_000_123_456)
     }
 
-    @Test("ids made in later milliseconds sort after earlier ones, and ids do not repeat")
+    @Test("later ids sort after earlier ones, within a millisecond too, and ids do not repeat")
     func ordered() {
         // Half a millisecond in, so that binary fractions never round a step away.
         let start = Date(timeIntervalSince1970: 1_785_000_000.0005)
@@ -27,5 +27,9 @@ struct TimeOrderedUUIDTests {
         #expect(outOfOrder.isEmpty)
         let sameMoment = (0..<10_000).map { _ in TimeOrderedUUID.make(now: start) }
         #expect(Set(sameMoment).count == sameMoment.count)
+        // Within a millisecond, by its fraction.
+        let early = TimeOrderedUUID.make(now: Date(timeIntervalSince1970: 1_785_000_000.0001))
+        let late = TimeOrderedUUID.make(now: Date(timeIntervalSince1970: 1_785_000_000.0009))
+        #expect(early < late)
     }
 }
