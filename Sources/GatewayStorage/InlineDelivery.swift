@@ -16,11 +16,13 @@ public struct InlineDelivery: Sendable {
     public let sink: String
     /// One statement that writes one record's row.
     public let sql: String
-    /// The statement's arguments for a record, made before the write lock is taken.
-    public let arguments: @Sendable (AttributionRecord) throws -> StatementArguments
+    /// The statement's arguments for a record (with its stored JSON, whose embedded JSON
+    /// values need no second encoding), made before the write lock is taken.
+    public let arguments: @Sendable (AttributionRecord, EncodedRecord) throws -> StatementArguments
 
     public init(
-        sink: String, sql: String, arguments: @escaping @Sendable (AttributionRecord) throws -> StatementArguments
+        sink: String, sql: String,
+        arguments: @escaping @Sendable (AttributionRecord, EncodedRecord) throws -> StatementArguments
     ) {
         self.sink = sink
         self.sql = sql
@@ -106,11 +108,12 @@ extension SQLiteStore {
     /// arguments cannot be made goes to that sink's outbox, as a failed row would.
     func prepare(_ batch: [RoutedRecord], inline: [String: InlineDelivery]) -> [PreparedRecord] {
         batch.map { item in
+            let encoded = item.record.encoded()
             var arguments: [String: StatementArguments] = [:]
             for sink in item.sinks {
-                if let delivery = inline[sink] { arguments[sink] = try? delivery.arguments(item.record) }
+                if let delivery = inline[sink] { arguments[sink] = try? delivery.arguments(item.record, encoded) }
             }
-            return PreparedRecord(body: String(decoding: item.record.jsonData(), as: UTF8.self), inline: arguments)
+            return PreparedRecord(body: encoded.text, inline: arguments)
         }
     }
 }

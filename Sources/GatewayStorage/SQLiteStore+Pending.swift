@@ -117,7 +117,7 @@ extension SQLiteStore {
         guard !records.isEmpty else { return 0 }
         // Late versions go through the outbox even for inline sinks: the row to replace may
         // be in flight with its worker right now.
-        let bodies = records.map { String(decoding: $0.record.jsonData(), as: UTF8.self) }
+        let bodies = records.map { $0.record.encoded().text }
         return try await pool.write { db in
             var replaced = 0
             for (item, body) in zip(records, bodies) {

@@ -50,6 +50,19 @@ import Testing
         #expect(order == keys)
     }
 
+    @Test(arguments: awkward)
+    func embeddedJSONTextIsWhatItsFieldEncodesTo(text: String) throws {
+        // A sink row takes `raw` and `events` from the stored JSON instead of encoding them
+        // again: the slice must be exactly that encoding.
+        let record = Self.record(text: text)
+        let encoded = record.encoded()
+        #expect(Data(encoded.json) == record.jsonData())
+        #expect(encoded.jsonText(of: "raw") == AttributionRecord.jsonText(.json(try #require(record.raw))))
+        #expect(encoded.jsonText(of: "events") == AttributionRecord.jsonText(.strings(try #require(record.events))))
+        #expect(encoded.jsonText(of: "keyword") == nil)
+        #expect(encoded.jsonText(of: "signature") == nil)
+    }
+
     @Test func everyCodingKeyIsAField() throws {
         // A field added to the record but not to the field table would vanish from storage.
         var record = Self.record(text: "x")

@@ -34,18 +34,20 @@ import GatewayStorage
         let reported = InlineCounts()
         store.observeInline(reported)
 
-        let first = record("u1")
+        var first = record("u1")
+        first.raw = .object(["Version3.1": .object(["iad-keyword": .string("say \"om\""), "iad-org-id": .integer(4)])])
         let results = try await store.ingest([
             RoutedRecord(record: first, sinks: ["local", "hook"]), RoutedRecord(record: record("u2"), sinks: ["local"]),
         ])
         #expect(results.count == 2)
         let rows = try await store.pool.read { db in
             try Row.fetchAll(
-                db, sql: "SELECT record_id, app_user_id, campaign_id FROM attribution_records ORDER BY app_user_id")
+                db, sql: "SELECT record_id, app_user_id, campaign_id, raw FROM attribution_records ORDER BY app_user_id")
         }
         #expect(rows.map { $0["app_user_id"] as String } == ["u1", "u2"])
         #expect(rows.first?["record_id"] as String? == first.recordID)
         #expect(rows.first?["campaign_id"] as Int64? == 1)
+        #expect(rows.first?["raw"] as String? == #"{"Version3.1":{"iad-keyword":"say \"om\"","iad-org-id":4}}"#)
         // Only the webhook waits in an outbox; nothing of local does.
         #expect(try await outboxSinks(store) == ["hook"])
         #expect(reported.delivered.withLock { $0 } == ["local": 2])
@@ -75,7 +77,7 @@ import GatewayStorage
             try db.execute(sql: "CREATE TABLE checked (campaign INTEGER CHECK (campaign > 0))")
         }
         store.deliverInline(
-            InlineDelivery(sink: "checked", sql: "INSERT INTO checked (campaign) VALUES (?)") { record in
+            InlineDelivery(sink: "checked", sql: "INSERT INTO checked (campaign) VALUES (?)") { record, _ in
                 [record.campaignID]
             })
         let reported = InlineCounts()
@@ -108,7 +110,7 @@ import GatewayStorage
                     """)
         }
         store.deliverInline(
-            InlineDelivery(sink: "strict", sql: "INSERT INTO strict (campaign) VALUES (?)") { record in
+            InlineDelivery(sink: "strict", sql: "INSERT INTO strict (campaign) VALUES (?)") { record, _ in
                 [record.campaignID]
             })
         let bad = record("bad", campaign: -1)

@@ -74,7 +74,14 @@ extension AttributionRecord {
     /// The record's JSON, as ``makeEncoder()`` writes it (sorted keys, ISO-8601 dates,
     /// absent fields left out), without Codable.
     public func jsonData() -> Data {
+        Data(encoded().json)
+    }
+
+    /// The record's JSON (as ``jsonData()``), remembering where each JSON-valued field's
+    /// text lies in it.
+    public func encoded() -> EncodedRecord {
         var out = JSONWriter()
+        var embedded: [(name: String, range: Range<Int>)] = []
         out.byte(UInt8(ascii: "{"))
         var first = true
         for reader in Self.fieldReaders {
@@ -83,10 +90,33 @@ extension AttributionRecord {
             first = false
             out.string(reader.name)
             out.byte(UInt8(ascii: ":"))
+            let start = out.bytes.count
             out.value(value)
+            switch value {
+            case .json, .strings: embedded.append((reader.name, start..<out.bytes.count))
+            default: break
+            }
         }
         out.byte(UInt8(ascii: "}"))
-        return Data(out.bytes)
+        return EncodedRecord(json: out.bytes, embedded: embedded)
+    }
+}
+
+/// A record's stored JSON, and where in it lies the text of each field whose value is
+/// JSON itself (`raw`, `events`): a sink row takes that text instead of encoding the
+/// value again, which was three fifths of making the SQLite sink's row.
+public struct EncodedRecord: Sendable {
+    /// The record's JSON, as ``AttributionRecord/jsonData()`` writes it.
+    public let json: [UInt8]
+    let embedded: [(name: String, range: Range<Int>)]
+
+    /// The JSON as text.
+    public var text: String { String(decoding: json, as: UTF8.self) }
+
+    /// The JSON text of the field `name` as the record's JSON has it, when that field's
+    /// value is JSON (an object, an array, a list); nil otherwise.
+    public func jsonText(of name: String) -> String? {
+        embedded.first { $0.name == name }.map { String(decoding: json[$0.range], as: UTF8.self) }
     }
 }
 

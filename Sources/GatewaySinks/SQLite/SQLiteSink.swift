@@ -29,7 +29,10 @@ public final class SQLiteSink: AttributionSink {
     /// ISO-8601 text, amounts as REAL, `raw` and `events` as JSON text. Existentials
     /// rather than `[DatabaseValue]`: GRDB reads those through a key path, and converting
     /// one array to the other casts every element; either was a third of the upsert.
-    static func row(_ record: AttributionRecord) throws -> [(any DatabaseValueConvertible)?] {
+    /// `encoded`, when given, supplies the text of `raw` and `events`.
+    static func row(_ record: AttributionRecord, encoded: EncodedRecord? = nil) throws
+        -> [(any DatabaseValueConvertible)?]
+    {
         var values = [(any DatabaseValueConvertible)?](repeating: nil, count: SQLiteSinkTable.columns.count)
         for (name, value) in record.fields {
             guard let column = SQLiteSinkTable.columnIndex[name] else { continue }
@@ -41,7 +44,7 @@ public final class SQLiteSink: AttributionSink {
                 // Through its text: 49.99, not the nearest binary fraction's 49.989999999999995.
                 case .decimal(let d): (Double(d.description) ?? 0).databaseValue
                 case .date(let date): ISO8601.format(date).databaseValue
-                case .json, .strings: AttributionRecord.jsonText(value).databaseValue
+                case .json, .strings: (encoded?.jsonText(of: name) ?? AttributionRecord.jsonText(value)).databaseValue
                 }
         }
         return values
@@ -52,8 +55,8 @@ extension SQLiteSink: InlineDeliverable {
     /// On the store's own file (the default), rows are written with their records.
     public func inlineDelivery(sinkName: String, into store: SQLiteStore) -> InlineDelivery? {
         guard pool === store.pool else { return nil }
-        return InlineDelivery(sink: sinkName, sql: SQLiteSinkTable.upsertSQL) { record in
-            StatementArguments(try Self.row(record))
+        return InlineDelivery(sink: sinkName, sql: SQLiteSinkTable.upsertSQL) { record, encoded in
+            StatementArguments(try Self.row(record, encoded: encoded))
         }
     }
 }
