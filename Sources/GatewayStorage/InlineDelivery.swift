@@ -36,6 +36,20 @@ public protocol InlineDeliverable {
     func inlineDelivery(sinkName: String, into store: SQLiteStore) -> InlineDelivery?
 }
 
+/// The inline sinks for one write, and whether their rows are written with the records
+/// (not on the retry after one of them undid the transaction: outbox rows instead).
+struct InlineWrites: Sendable {
+    let deliveries: [String: InlineDelivery]
+    var writesRows = true
+
+    /// The same sinks, their records to their outboxes.
+    var toOutboxes: InlineWrites {
+        var writes = self
+        writes.writesRows = false
+        return writes
+    }
+}
+
 /// A record ready to be written: its stored body and, per inline sink it is routed to,
 /// that sink's statement arguments.
 struct PreparedRecord: Sendable {
@@ -69,7 +83,7 @@ final class InlineSinks: Sendable {
     private let deliveries = Mutex<[String: InlineDelivery]>([:])
     private let observer = Mutex<(any InlineDeliveryObserver)?>(nil)
 
-    var all: [String: InlineDelivery] { deliveries.withLock { $0 } }
+    var writes: InlineWrites { InlineWrites(deliveries: deliveries.withLock { $0 }) }
 
     func add(_ delivery: InlineDelivery) {
         deliveries.withLock { $0[delivery.sink] = delivery }
@@ -102,16 +116,16 @@ extension SQLiteStore {
     }
 
     /// The sinks written inline, whose workers need no wake-up for new records.
-    public var inlineSinkNames: Set<String> { Set(inlineSinks.all.keys) }
+    public var inlineSinkNames: Set<String> { Set(inlineSinks.writes.deliveries.keys) }
 
     /// Bodies and inline arguments, made before the write lock is taken. A record whose
     /// arguments cannot be made goes to that sink's outbox, as a failed row would.
-    func prepare(_ batch: [RoutedRecord], inline: [String: InlineDelivery]) -> [PreparedRecord] {
+    func prepare(_ batch: [RoutedRecord], inline: InlineWrites) -> [PreparedRecord] {
         batch.map { item in
             let encoded = item.record.encoded()
             var arguments: [String: StatementArguments] = [:]
-            for sink in item.sinks {
-                if let delivery = inline[sink] { arguments[sink] = try? delivery.arguments(item.record, encoded) }
+            for sink in item.sinks where inline.writesRows {
+                if let delivery = inline.deliveries[sink] { arguments[sink] = try? delivery.arguments(item.record, encoded) }
             }
             return PreparedRecord(body: encoded.text, inline: arguments)
         }

@@ -69,7 +69,7 @@ extension SQLiteStore {
 
     public func settlePending(_ settlements: [PendingSettlement]) async throws -> [String: [IngestResult]] {
         guard !settlements.isEmpty else { return [:] }
-        let (results, outcome) = try await Self.outboxIfInlineFails(inlineSinks.all) { inline in
+        let (results, outcome) = try await Self.outboxIfInlineFails(inlineSinks.writes) { inline in
             // Encoding happens before the write lock is taken.
             let encoded = settlements.map { settlement -> (PendingSettlement, [PreparedRecord]) in
                 if case .finished(_, let records) = settlement {

@@ -22,8 +22,7 @@ public final class SQLiteStore: AttributionStore {
     /// Concurrent calls share commits (see ``GroupCommit``); each returns once its own
     /// records are committed.
     public func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult] {
-        let inline = inlineSinks.all
-        let (results, outcome) = try await Self.outboxIfInlineFails(inline) { inline in
+        let (results, outcome) = try await Self.outboxIfInlineFails(inlineSinks.writes) { inline in
             let prepared = self.prepare(batch, inline: inline)
             return try await self.groupCommit.submit { db in
                 try Self.insert(batch, prepared: prepared, inline: inline, db)
@@ -33,17 +32,17 @@ public final class SQLiteStore: AttributionStore {
         return results
     }
 
-    /// Runs `write` with the inline sinks, and if an inline row undid the whole transaction
-    /// (a trigger, a full disk on its wide row), once more without them (outbox rows
-    /// only): that sink must be delayed, not the records refused. Any other failure is
-    /// the answer as it stands, without a second write.
+    /// Runs `write` with the inline sinks' rows, and if one undid the whole transaction (a
+    /// trigger, a full disk on its wide row), once more with outbox rows in their place:
+    /// that sink must be delayed, not the records refused. Any other failure is the answer
+    /// as it stands, without a second write.
     static func outboxIfInlineFails<T>(
-        _ inline: [String: InlineDelivery], _ write: ([String: InlineDelivery]) async throws -> T
+        _ inline: InlineWrites, _ write: (InlineWrites) async throws -> T
     ) async throws -> T {
         do {
             return try await write(inline)
         } catch is InlineRowUndidTransaction {
-            return try await write([:])
+            return try await write(inline.toOutboxes)
         }
     }
 
@@ -57,7 +56,7 @@ public final class SQLiteStore: AttributionStore {
     /// ``InlineDelivery``) or an outbox row, inside the caller's transaction. Returns the
     /// results and what happened to inline sinks.
     static func insert(
-        _ batch: [RoutedRecord], prepared: [PreparedRecord], inline: [String: InlineDelivery], _ db: Database
+        _ batch: [RoutedRecord], prepared: [PreparedRecord], inline: InlineWrites, _ db: Database
     ) throws -> ([IngestResult], InlineOutcome) {
         var results: [IngestResult] = []
         var outcome = InlineOutcome()
@@ -79,22 +78,27 @@ public final class SQLiteStore: AttributionStore {
                 continue
             }
             for sink in item.sinks {
-                if let arguments = prepared.inline[sink], let delivery = inline[sink] {
-                    do {
-                        try db.executeCached(delivery.sql, arguments)
-                        outcome.delivered.append((sink, record))
-                        continue
-                    } catch {
-                        // A full disk or an I/O error can make SQLite roll the whole
-                        // transaction back; later statements would then commit one by one.
-                        // Fail this write instead; it is tried again with outbox rows only.
-                        guard db.isInsideTransaction else {
-                            throw InlineRowUndidTransaction(sink: sink, underlying: error)
+                if let delivery = inline.deliveries[sink] {
+                    if let arguments = prepared.inline[sink] {
+                        do {
+                            try db.executeCached(delivery.sql, arguments)
+                            outcome.delivered.append((sink, record))
+                            continue
+                        } catch {
+                            // A full disk or an I/O error can make SQLite roll the whole
+                            // transaction back; later statements would then commit one by
+                            // one. Fail this write instead; it is tried again with outbox
+                            // rows only.
+                            guard db.isInsideTransaction else {
+                                throw InlineRowUndidTransaction(sink: sink, underlying: error)
+                            }
+                            // Only this statement was undone (SQLite's statement atomicity).
                         }
-                        // Only this statement was undone (SQLite's statement atomicity); the
-                        // outbox row below hands the record to the sink's worker instead.
-                        outcome.queued[sink, default: 0] += 1
                     }
+                    // Not written with its record (its row failed, its arguments could not
+                    // be made, or this is the retry with outbox rows only): the outbox row
+                    // below hands the record to the sink's worker, which must be told.
+                    outcome.queued[sink, default: 0] += 1
                 }
                 try db.executeCached(
                     """

@@ -50,8 +50,8 @@ import GatewayStorage
         #expect(rows.first?["raw"] as String? == #"{"Version3.1":{"iad-keyword":"say \"om\"","iad-org-id":4}}"#)
         // Only the webhook waits in an outbox; nothing of local does.
         #expect(try await outboxSinks(store) == ["hook"])
-        #expect(reported.delivered.withLock { $0 } == ["local": 2])
-        #expect(reported.fellBack.withLock { $0 }.isEmpty)
+        #expect(reported.deliveredCounts.withLock { $0 } == ["local": 2])
+        #expect(reported.fellBackCounts.withLock { $0 }.isEmpty)
 
         // A duplicate writes nothing anywhere.
         _ = try await store.ingest([RoutedRecord(record: record("u1"), sinks: ["local", "hook"])])
@@ -92,8 +92,8 @@ import GatewayStorage
         let queued = try await store.dueEntries(sink: "checked", now: .distantFuture, limit: 10, laneOrdered: false)
         #expect(queued.map(\.record.recordID) == [bad.recordID])
         #expect(try await store.record(id: bad.recordID) != nil)
-        #expect(reported.fellBack.withLock { $0 } == ["checked": 1])
-        #expect(reported.delivered.withLock { $0 } == ["checked": 1])
+        #expect(reported.fellBackCounts.withLock { $0 } == ["checked": 1])
+        #expect(reported.deliveredCounts.withLock { $0 } == ["checked": 1])
     }
 
     @Test func aRowWhoseFailureUndoesTheTransactionLeavesTheRecordsToTheOutbox() async throws {
@@ -113,24 +113,29 @@ import GatewayStorage
             InlineDelivery(sink: "strict", sql: "INSERT INTO strict (campaign) VALUES (?)") { record, _ in
                 [record.campaignID]
             })
+        let reported = InlineCounts()
+        store.observeInline(reported)
         let bad = record("bad", campaign: -1)
         let results = try await store.ingest([RoutedRecord(record: bad, sinks: ["strict", "hook"])])
         #expect(results == [.stored(recordID: bad.recordID)])
         #expect(try await outboxSinks(store).sorted() == ["hook", "strict"])
+        // Told, so that the sink's worker is woken and the fallback counted.
+        #expect(reported.fellBackCounts.withLock { $0 } == ["strict": 1])
+        #expect(reported.deliveredCounts.withLock { $0 }.isEmpty)
         #expect(try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM strict") } == 0)
     }
 }
 
 /// Rows written inline and rows fallen back to the outbox, per sink, as the store told them.
 final class InlineCounts: InlineDeliveryObserver {
-    let delivered = Mutex<[String: Int]>([:])
-    let fellBack = Mutex<[String: Int]>([:])
+    let deliveredCounts = Mutex<[String: Int]>([:])
+    let fellBackCounts = Mutex<[String: Int]>([:])
 
     func delivered(sink: String, records: [AttributionRecord]) {
-        delivered.withLock { $0[sink, default: 0] += records.count }
+        deliveredCounts.withLock { $0[sink, default: 0] += records.count }
     }
 
     func fellBack(sink: String, count: Int) {
-        fellBack.withLock { $0[sink, default: 0] += count }
+        fellBackCounts.withLock { $0[sink, default: 0] += count }
     }
 }
