@@ -16,6 +16,13 @@ struct TimeOrderedUUIDTests {
         #expect(bytes[8] >> 6 == 0b10)
         let milliseconds = bytes[0..<6].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         #expect(milliseconds == 1_785_000_123_456)
+        // Half a millisecond more: rand_a is the fraction, 2048 of 4096.
+        let half = try #require(UUID(uuidString: TimeOrderedUUID.make(now: moment.addingTimeInterval(0.0005))))
+        let halfBytes = withUnsafeBytes(of: half.uuid) { Array($0) }
+        #expect(UInt16(halfBytes[6] & 0x0F) << 8 | UInt16(halfBytes[7]) == 0x800)
+        // Dates outside 48 bits of milliseconds give the nearest id there is, not a trap.
+        #expect(TimeOrderedUUID.make(now: Date(timeIntervalSince1970: 1e15)).hasPrefix("ffffffff-ffff-7000-"))
+        #expect(TimeOrderedUUID.make(now: Date(timeIntervalSince1970: -5)).hasPrefix("00000000-0000-7000-"))
     }
 
     @Test("later ids sort after earlier ones, within a millisecond too, and ids do not repeat")

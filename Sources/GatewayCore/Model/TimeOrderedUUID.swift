@@ -3,14 +3,16 @@ import Foundation
 /// UUID version 7 (RFC 9562): 48 bits of Unix milliseconds, 12 bits of the millisecond's
 /// fraction, then 62 random bits.
 ///
-/// Record ids are the key of two unique indexes written with every record. A random
-/// (version 4) id lands each insert on a random leaf page, so every record dirtied two
-/// pages of its own, each 4 KB more in the WAL and again at the checkpoint; ids that
-/// grow with time all land on the rightmost page.
+/// Record ids key unique indexes written with every record (the records', the SQLite
+/// sink's, each outbox's and pending work's). A random (version 4) id put each insert on
+/// a random leaf page, each page 4 KB more in the WAL and again at the checkpoint; ids
+/// that grow with time land on one page near the end.
 public enum TimeOrderedUUID {
     /// A new id for the moment `now`, in the usual lowercase 8-4-4-4-12 form.
     public static func make(now: Date = Date()) -> String {
-        let milliseconds = max(0, now.timeIntervalSince1970 * 1000)
+        // Clamped to the 48 bits there are (NaN reads as 0): a Date beyond the year 10889
+        // must not trap or wrap.
+        let milliseconds = min(max(0, now.timeIntervalSince1970 * 1000), Double(1 << 48 - 1))
         let whole = UInt64(milliseconds)
         // rand_a holds the rest of the millisecond in 4096ths (RFC 9562's method 3): ids of
         // one millisecond sort by time too, and one 64-bit draw (one getrandom call) suffices.
