@@ -7,17 +7,26 @@ import GRDB
 
 // Times each stage an iAd request goes through, in-process, so that the HTTP benchmark's
 // CPU per request can be split by stage: parse and normalise, encode the stored body,
-// read it back (what a sink worker does for every record), encode the answer, and store
-// (wall time: one request at a time, 32 at once sharing commits, 500 to a commit).
+// read it back (what a sink worker does for every record), encode the answer, store
+// (wall time: one request at a time, 32 at once sharing commits, 500 to a commit with
+// no sink), the SQLite sink through its outbox, and its row written with the record
+// (arguments, then the upsert alone). User ids are scattered, as in Benchmarks/run.
 //
 //   swift run -c release --scratch-path .build-bench StageTimer [count]
 let count = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 20_000 : 20_000
 let clock = ContinuousClock()
 
+/// Eight hex digits that a counter does not put in order (a bijection modulo 2^32).
+func scattered(_ index: Int) -> String {
+    let value = UInt32(truncatingIfNeeded: index &* 2_654_435_761)
+    let hex = String(value, radix: 16)
+    return String(repeating: "0", count: 8 - hex.count) + hex
+}
+
 func body(_ index: Int) -> Data {
     Data(
         """
-        {"app_id":"1234567890","app_user_id":"stage-\(index)","Version3.1":{"iad-attribution":"true",\
+        {"app_id":"1234567890","app_user_id":"\(scattered(index))-stage-\(index)","Version3.1":{"iad-attribution":"true",\
         "iad-org-id":"40669820","iad-org-name":"Mindful Apps Inc.","iad-campaign-id":"542370539",\
         "iad-campaign-name":"US Search - Meditation","iad-adgroup-id":"542317095","iad-adgroup-name":"Exact - Core",\
         "iad-keyword-id":"87675432","iad-keyword":"meditation app","iad-keyword-matchtype":"Exact",\
@@ -82,9 +91,10 @@ do {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stages-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: folder) }
     let store = try SQLiteStore(path: folder.appendingPathComponent("g.sqlite").path, durability: .full)
-    let routed = records.map { RoutedRecord(record: $0, sinks: ["local"]) }
+    // No sink: the record alone, as with Benchmarks/run's SQLite sink written inline.
+    let routed = records.map { RoutedRecord(record: $0, sinks: []) }
     report(
-        "store, 500 to a commit (full)",
+        "store, 500 to a commit, no sink (full)",
         try await clock.measure {
             for start in stride(from: 0, to: routed.count, by: 500) {
                 _ = try await store.ingest(Array(routed[start..<min(start + 500, routed.count)]))
