@@ -95,7 +95,7 @@ public struct AdServicesProvider: DeferredAttributionProvider {
 
     /// The token without surrounding whitespace, or an error naming `field`.
     public static func checkToken(_ raw: String, field: String) throws -> String {
-        let token = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        let token = raw.trimmingWhitespace()
         guard !token.isEmpty else { throw GatewayError.missing(field) }
         guard token.utf8.count <= maxTokenLength else {
             throw GatewayError.invalid(field, "longer than \(maxTokenLength) characters")

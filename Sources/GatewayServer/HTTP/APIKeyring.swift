@@ -11,7 +11,7 @@ struct APIKeyring: Sendable {
     /// The apps an `Authorization: Bearer KEY` header may write for; nil when it names no key.
     func apps(authorization header: String?) -> Set<String>? {
         guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
-        let digest = SHA256Hex.digest(String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+        let digest = SHA256Hex.digest(header.dropFirst(7).trimmingWhitespace())
         var apps: Set<String> = []
         // Every key is compared, in constant time, whatever matched before.
         for key in keys where Self.constantTimeEqual(key.sha256, digest) {
