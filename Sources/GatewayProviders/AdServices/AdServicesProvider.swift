@@ -57,7 +57,8 @@ public struct AdServicesProvider: DeferredAttributionProvider {
     static let maxTokenLength = 16 * 1024
 
     /// What is kept while the token waits for Apple, and what the attempts so far saw.
-    struct State: Codable, Sendable {
+    /// Codable for the format it was stored in before `stored` (AdServicesState.swift).
+    struct State: Codable, Sendable, Equatable {
         var token: String
         var appID: String
         var appUserID: String
@@ -82,7 +83,7 @@ public struct AdServicesProvider: DeferredAttributionProvider {
             attStatus: device.attStatus)
         return PendingWork(
             provider: name, dedupeKey: Self.dedupeKey(token: token), appID: appID, receivedAt: payload.receivedAt,
-            state: try JSONEncoder().encode(state))
+            state: state.stored)
     }
 
     static func token(_ fields: PayloadFields) throws -> String {
@@ -117,7 +118,7 @@ public struct AdServicesProvider: DeferredAttributionProvider {
     // MARK: resolving
 
     public func resolve(_ work: PendingWork) async -> ResolutionStep {
-        guard var state = try? JSONDecoder().decode(State.self, from: work.state) else {
+        guard var state = State(stored: work.state) else {
             // Only a store written by another version could hold this; keep the evidence.
             return .finished([record(work, nil, resolution: .invalid, apple: ["error": .string("unreadable pending state")])])
         }
@@ -174,7 +175,7 @@ public struct AdServicesProvider: DeferredAttributionProvider {
     }
 
     func retry(after delay: Duration, _ error: String, _ state: State) -> ResolutionStep {
-        .retry(after: delay, error: error, state: (try? JSONEncoder().encode(state)) ?? Data())
+        .retry(after: delay, error: error, state: state.stored)
     }
 
     /// Doubling from the initial delay, capped, with jitter in its upper half; never
