@@ -126,6 +126,10 @@ public enum ConfigLoader {
             } else if let key = entry.requiredString("key") {
                 if key.utf8.count < 16 {
                     entry.report("must be at least 16 characters", key: "key")
+                } else if key.trimmingWhitespace() != key {
+                    // A request's key is trimmed before it is compared: this one could
+                    // never match (a YAML `|` block or a file read ends in a newline).
+                    entry.report("must not begin or end with white space", key: "key")
                 } else {
                     digest = SHA256Hex.digest(key)
                 }

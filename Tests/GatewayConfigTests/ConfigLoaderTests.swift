@@ -144,6 +144,13 @@ import Testing
         #expect(issue.message.hasSuffix(", did you mean '\(intended)'?"), "\(issue.message)")
     }
 
+    @Test func anAPIKeyEndingInANewlineIsRefusedRatherThanNeverMatching() throws {
+        // A `|` block keeps its final newline; requests' keys are trimmed before comparing.
+        let yaml = "auth:\n  api_keys:\n    - app_id: \"1\"\n      key: |\n        0123456789abcdef0123\n"
+        let issue = try problem(at: "auth.api_keys[0].key", in: problems(yaml))
+        #expect(issue.message == "must not begin or end with white space")
+    }
+
     @Test func aKeyLikeNothingKnownGetsNoSuggestion() throws {
         let issue = try problem(at: "server.flavour", in: problems("server:\n  flavour: vanilla"))
         #expect(issue.message == "unknown key 'flavour'")
