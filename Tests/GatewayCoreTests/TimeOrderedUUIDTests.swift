@@ -23,6 +23,7 @@ struct TimeOrderedUUIDTests {
         // Dates outside 48 bits of milliseconds give the nearest id there is, not a trap.
         #expect(TimeOrderedUUID.make(now: Date(timeIntervalSince1970: 1e15)).hasPrefix("ffffffff-ffff-7000-"))
         #expect(TimeOrderedUUID.make(now: Date(timeIntervalSince1970: -5)).hasPrefix("00000000-0000-7000-"))
+        #expect(TimeOrderedUUID.make(now: Date(timeIntervalSince1970: .nan)).hasPrefix("00000000-0000-7000-"))
     }
 
     @Test("later ids sort after earlier ones, within a millisecond too, and ids do not repeat")

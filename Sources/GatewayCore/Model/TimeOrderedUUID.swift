@@ -10,9 +10,10 @@ import Foundation
 public enum TimeOrderedUUID {
     /// A new id for the moment `now`, in the usual lowercase 8-4-4-4-12 form.
     public static func make(now: Date = Date()) -> String {
-        // Clamped to the 48 bits there are (NaN reads as 0): a Date beyond the year 10889
+        // Clamped to the 48 bits there are: a Date beyond the year 10889 (or not a number)
         // must not trap or wrap.
-        let milliseconds = min(max(0, now.timeIntervalSince1970 * 1000), Double(1 << 48 - 1))
+        let raw = now.timeIntervalSince1970 * 1000
+        let milliseconds = raw.isNaN ? 0 : min(max(0, raw), Double(1 << 48 - 1))
         let whole = UInt64(milliseconds)
         // rand_a holds the rest of the millisecond in 4096ths (RFC 9562's method 3): ids of
         // one millisecond sort by time too, and one 64-bit draw (one getrandom call) suffices.
