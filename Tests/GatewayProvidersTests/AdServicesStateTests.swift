@@ -4,11 +4,12 @@ import Testing
 @testable import GatewayProviders
 
 /// A pending token's stored state reads back whole, whichever writer stored it: rows
-/// written by JSONEncoder before stay readable, and an older gateway reads new rows.
+/// written by JSONEncoder before stay readable (it wrote each `/` of a Base64 token as
+/// `\/`), and an older gateway reads new rows.
 @Suite struct AdServicesStateTests {
     static let states = [
         AdServicesProvider.State(
-            token: String(repeating: "QmVuY2g=", count: 130), appID: "1234567890", appUserID: "user \"quoted\" é",
+            token: String(repeating: "Qm/V+Y2g=", count: 115), appID: "1234567890", appUserID: "user \"quoted\" é",
             idfv: "6F1B3C4D-0000-4000-8000-00000000000A", idfa: nil, attStatus: 3, notFound: 2, errors: 1,
             malformed: 0),
         AdServicesProvider.State(token: "t", appID: "a", appUserID: "u"),
