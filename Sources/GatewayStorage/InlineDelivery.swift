@@ -57,11 +57,12 @@ struct PreparedRecord: Sendable {
     let inline: [String: StatementArguments]
 }
 
-/// What one commit did for inline sinks: rows written, and sinks whose row failed and
-/// went to their outbox instead (their workers must be woken).
+/// What one commit did for inline sinks: rows written, and records that went to a
+/// sink's outbox instead (their workers must be woken).
 struct InlineOutcome: Sendable {
     var delivered: [(sink: String, record: AttributionRecord)] = []
-    /// Per sink, how many rows failed and went to its outbox.
+    /// Per sink, how many records went to its outbox instead: their row failed, its
+    /// arguments could not be made, or the write was retried with outbox rows only.
     var queued: [String: Int] = [:]
 
     mutating func add(_ other: InlineOutcome) {
@@ -74,7 +75,8 @@ struct InlineOutcome: Sendable {
 public protocol InlineDeliveryObserver: Sendable {
     /// `records` were written to `sink`'s rows with their records.
     func delivered(sink: String, records: [AttributionRecord])
-    /// `count` rows of `sink` failed and went to its outbox instead (its worker must be woken).
+    /// `count` records of `sink` could not be written with their records and went to its
+    /// outbox instead (its worker must be woken).
     func fellBack(sink: String, count: Int)
 }
 

@@ -79,7 +79,7 @@ public final class SQLiteStore: AttributionStore {
             }
             for sink in item.sinks {
                 if let delivery = inline.deliveries[sink] {
-                    if let arguments = prepared.inline[sink] {
+                    if inline.writesRows, let arguments = prepared.inline[sink] {
                         do {
                             try db.executeCached(delivery.sql, arguments)
                             outcome.delivered.append((sink, record))

@@ -55,6 +55,7 @@ import GatewayStorage
 
         // A duplicate writes nothing anywhere.
         _ = try await store.ingest([RoutedRecord(record: record("u1"), sinks: ["local", "hook"])])
+        #expect(reported.fellBackCounts.withLock { $0 }.isEmpty)
         #expect(
             try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM attribution_records") }
                 == 2)
@@ -96,6 +97,30 @@ import GatewayStorage
         #expect(reported.deliveredCounts.withLock { $0 } == ["checked": 1])
     }
 
+    @Test func aRecordWhoseRowCannotBeMadeGoesToTheOutboxAndIsCounted() async throws {
+        struct Unmakeable: Error {}
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("inline-\(UUID()).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        try await store.pool.write { db in try db.execute(sql: "CREATE TABLE picky (campaign INTEGER)") }
+        store.deliverInline(
+            InlineDelivery(sink: "picky", sql: "INSERT INTO picky (campaign) VALUES (?)") { record, _ in
+                guard let campaign = record.campaignID, campaign > 0 else { throw Unmakeable() }
+                return [campaign]
+            })
+        let reported = InlineCounts()
+        store.observeInline(reported)
+        let odd = record("odd", campaign: 0)
+        let results = try await store.ingest([
+            RoutedRecord(record: odd, sinks: ["picky"]), RoutedRecord(record: record("fine", campaign: 3), sinks: ["picky"]),
+        ])
+        #expect(results.count == 2)
+        let queued = try await store.dueEntries(sink: "picky", now: .distantFuture, limit: 10, laneOrdered: false)
+        #expect(queued.map(\.record.recordID) == [odd.recordID])
+        #expect(reported.fellBackCounts.withLock { $0 } == ["picky": 1])
+        #expect(reported.deliveredCounts.withLock { $0 } == ["picky": 1])
+    }
+
     @Test func aRowWhoseFailureUndoesTheTransactionLeavesTheRecordsToTheOutbox() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("inline-\(UUID()).sqlite").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
@@ -115,14 +140,25 @@ import GatewayStorage
             })
         let reported = InlineCounts()
         store.observeInline(reported)
+        let stored = record("stored", campaign: 1)
+        _ = try await store.ingest([RoutedRecord(record: stored, sinks: ["strict"])])
+        // One bad row undoes the batch; its neighbour and the duplicate ride along.
         let bad = record("bad", campaign: -1)
-        let results = try await store.ingest([RoutedRecord(record: bad, sinks: ["strict", "hook"])])
-        #expect(results == [.stored(recordID: bad.recordID)])
-        #expect(try await outboxSinks(store).sorted() == ["hook", "strict"])
-        // Told, so that the sink's worker is woken and the fallback counted.
-        #expect(reported.fellBackCounts.withLock { $0 } == ["strict": 1])
-        #expect(reported.deliveredCounts.withLock { $0 }.isEmpty)
-        #expect(try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM strict") } == 0)
+        let good = record("good", campaign: 2)
+        let results = try await store.ingest([
+            RoutedRecord(record: bad, sinks: ["strict", "hook"]), RoutedRecord(record: good, sinks: ["strict"]),
+            RoutedRecord(record: record("stored", campaign: 1), sinks: ["strict"]),
+        ])
+        #expect(
+            results == [
+                .stored(recordID: bad.recordID), .stored(recordID: good.recordID), .duplicate(of: stored.recordID),
+            ])
+        #expect(try await outboxSinks(store).sorted() == ["hook", "strict", "strict"])
+        // Told, so that the sink's worker is woken and the fallback counted: the two new
+        // records, not the duplicate.
+        #expect(reported.fellBackCounts.withLock { $0 } == ["strict": 2])
+        #expect(reported.deliveredCounts.withLock { $0 } == ["strict": 1])
+        #expect(try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM strict") } == 1)
     }
 }
 

@@ -83,7 +83,7 @@ public final class Gateway: Sendable {
         }
         let byName = Dictionary(uniqueKeysWithValues: workers.map { ($0.sinkName, $0) })
         // Inline sinks get no outbox rows from ingests, so nothing to wake their workers
-        // for, unless a row failed and went to the outbox instead.
+        // for, unless a record could not be written with its row and went to the outbox.
         let inlineSinks = store.inlineSinkNames
         store.observeInline(InlineDeliveryReporter(metrics: metrics, logger: logger) { byName[$0]?.wake() })
         var enrichers: [any Enricher] = []
