@@ -16,8 +16,9 @@ public struct InlineDelivery: Sendable {
     public let sink: String
     /// One statement that writes one record's row.
     public let sql: String
-    /// The statement's arguments for a record (with its stored JSON, whose embedded JSON
-    /// values need no second encoding), made before the write lock is taken.
+    /// The statement's arguments for a record and that record's own ``EncodedRecord``
+    /// (whose embedded JSON values need no second encoding), made before the write lock
+    /// is taken.
     public let arguments: @Sendable (AttributionRecord, EncodedRecord) throws -> StatementArguments
 
     public init(

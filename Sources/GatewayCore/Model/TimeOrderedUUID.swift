@@ -3,10 +3,10 @@ import Foundation
 /// UUID version 7 (RFC 9562): 48 bits of Unix milliseconds, 12 bits of the millisecond's
 /// fraction, then 62 random bits.
 ///
-/// Record ids key unique indexes written with every record (the records', the SQLite
-/// sink's, each outbox's and pending work's). A random (version 4) id put each insert on
-/// a random leaf page, each page 4 KB more in the WAL and again at the checkpoint; ids
-/// that grow with time land on one page near the end.
+/// Record ids key unique indexes written with records (the records', the SQLite sink's,
+/// and outbox rows' and pending work's with theirs). A random (version 4) id put each
+/// insert on a random leaf page, each page 4 KB more in the WAL and again at the
+/// checkpoint; ids that grow with time land on one page near the end.
 public enum TimeOrderedUUID {
     /// A new id for the moment `now`, in the usual lowercase 8-4-4-4-12 form.
     public static func make(now: Date = Date()) -> String {
