@@ -11,6 +11,12 @@ import ServiceLifecycle
 /// fsync: with iAd at a paced 2.3k req/s that set the p99 (12.4–13.2 ms; 6.7 ms with the
 /// checkpoints here). The writer keeps a distant automatic threshold as a backstop,
 /// should this fall behind.
+///
+/// Every 5 ms rather than 10: each checkpoint then has half the pages to copy and sync,
+/// and the commits' own fsyncs wait less behind it. iAd at a paced 2.9k req/s, four
+/// alternating rounds: p99 6.8–11.0 ms at 10 ms, 4.1–5.6 ms at 5; flat out, no change
+/// measured (7.4–8.8k against 8.1–8.8k req/s). At 3 ms and 1 ms the p99 fell little more
+/// and CPU per request rose by a tenth.
 public final class WALCheckpointer: Service, Sendable {
     /// The writer's own threshold while this runs, in pages (about 16 MB of log).
     static let backstopPages = 4_096
@@ -24,7 +30,7 @@ public final class WALCheckpointer: Service, Sendable {
     let interval: Duration
     let logger: Logger
 
-    public init(store: SQLiteStore, interval: Duration = .milliseconds(10), logger: Logger) {
+    public init(store: SQLiteStore, interval: Duration = .milliseconds(5), logger: Logger) {
         path = store.path
         durability = store.durability
         writer = store.pool
