@@ -8,10 +8,29 @@ enum JSONResponse {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = (try? encoder.encode(body)) ?? Data("{}".utf8)
-        return Response(
-            status: status, headers: [.contentType: "application/json; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return make(status: status, bytes: ByteBuffer(bytes: data))
     }
+
+    /// The answers given on every request (ingest, errors, the no-op route) are written
+    /// without Codable; the text is the same as the Encodable overload's.
+    static func make(status: HTTPResponse.Status, _ body: JSONValue) -> Response {
+        make(status: status, bytes: ByteBuffer(bytes: body.compactUTF8))
+    }
+
+    private static func make(status: HTTPResponse.Status, bytes: ByteBuffer) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: bytes))
+    }
+}
+
+/// A JSON object's members, leaving absent values out as Codable's synthesized
+/// `encodeIfPresent` does.
+func jsonObject(_ members: [(String, JSONValue?)]) -> JSONValue {
+    var object: [String: JSONValue] = [:]
+    object.reserveCapacity(members.count)
+    for case (let key, let value?) in members { object[key] = value }
+    return .object(object)
 }
 
 /// `{"error": {"code", "message", "field"}}`, the one error shape of every route.
@@ -26,12 +45,24 @@ struct ErrorBody: Encodable {
     init(_ error: GatewayError) {
         self.error = Detail(code: error.code.name, message: error.message, field: error.field)
     }
+
+    var json: JSONValue {
+        jsonObject([
+            (
+                "error",
+                jsonObject([
+                    ("code", .string(error.code)), ("message", .string(error.message)),
+                    ("field", error.field.map(JSONValue.string)),
+                ])
+            )
+        ])
+    }
 }
 
 extension GatewayError: HTTPResponseError {
     public var status: HTTPResponse.Status { HTTPResponse.Status(code: code.httpStatus) }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        JSONResponse.make(status: status, ErrorBody(self))
+        JSONResponse.make(status: status, ErrorBody(self).json)
     }
 }

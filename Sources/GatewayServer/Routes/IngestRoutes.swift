@@ -38,8 +38,21 @@ struct IngestAnswer: Encodable {
     }
 }
 
+extension IngestAnswer {
+    /// What ``encode(to:)`` writes, as a value for ``JSONResponse``.
+    var json: JSONValue {
+        jsonObject([
+            ("attributed", attributed.map(JSONValue.bool)), ("duplicate_of", duplicate_of.map(JSONValue.string)),
+            ("provider", .string(provider)), ("record_id", .string(record_id)), ("resolution", .string(resolution)),
+            ("resolved", resolved.map(JSONValue.bool)), ("status", .string(status)),
+        ])
+    }
+}
+
 struct BatchAnswer: Encodable {
     let results: [IngestAnswer]
+
+    var json: JSONValue { .object(["results": .array(results.map(\.json))]) }
 }
 
 extension GatewayHTTP {
@@ -76,7 +89,7 @@ extension GatewayHTTP {
                             }
                         }
                         let status: HTTPResponse.Status = answer.isDuplicate ? .ok : .accepted
-                        return JSONResponse.make(status: status, IngestAnswer(answer, provider: provider.name))
+                        return JSONResponse.make(status: status, IngestAnswer(answer, provider: provider.name).json)
                     }
                     let outcomes = try await gateway.pipeline.accept(payload, provider: provider) { record in
                         if let allowedApps, !allowedApps.contains(record.appID ?? "") {
@@ -86,9 +99,9 @@ extension GatewayHTTP {
                     let status: HTTPResponse.Status =
                         outcomes.allSatisfy(\.isDuplicate) ? .ok : .init(code: route.acceptedStatus)
                     if outcomes.count == 1 {
-                        return JSONResponse.make(status: status, IngestAnswer(outcomes[0]))
+                        return JSONResponse.make(status: status, IngestAnswer(outcomes[0]).json)
                     }
-                    return JSONResponse.make(status: status, BatchAnswer(results: outcomes.map(IngestAnswer.init)))
+                    return JSONResponse.make(status: status, BatchAnswer(results: outcomes.map(IngestAnswer.init)).json)
                 }
                 switch route.method {
                 case .post: router.post(RouterPath(route.path), use: handler)
@@ -99,7 +112,7 @@ extension GatewayHTTP {
         if gateway.configuration.server.noopRoute {
             router.post("/v1/noop") { request, _ -> Response in
                 _ = try await bodies.collect(request)
-                return JSONResponse.make(status: .accepted, ["status": "noop"])
+                return JSONResponse.make(status: .accepted, JSONValue.object(["status": .string("noop")]))
             }
         }
     }

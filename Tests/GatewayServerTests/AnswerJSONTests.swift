@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+
+@testable import GatewayCore
+@testable import GatewayServer
+
+/// The answers written on every request without Codable must be the very text that
+/// JSONEncoder (sorted keys, `/` unescaped) wrote before: clients compare and parse it.
+@Suite struct AnswerJSONTests {
+    func encoded(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    func written(_ value: JSONValue) -> String {
+        String(decoding: value.compactUTF8, as: UTF8.self)
+    }
+
+    static let awkward = [
+        "", "plain", "quote \" and backslash \\", "a/b/c", "line\nbreak\ttab\r\u{08}\u{0C}",
+        "\u{01}\u{1F}\u{7F}", "Über ñ 日本 🙂", "</script>",
+    ]
+
+    @Test(arguments: awkward)
+    func ingestAnswersMatchJSONEncoder(text: String) throws {
+        var record = AttributionRecord(
+            provider: "iad/\(text)", kind: .install, dedupeKey: "k", receivedAt: Date(), attributed: true)
+        record.recordID = "id-\(text)"
+        let answers = [
+            IngestAnswer(IngestOutcome(recordID: record.recordID, duplicateOf: nil, record: record, sinks: [])),
+            IngestAnswer(IngestOutcome(recordID: "orig", duplicateOf: "orig-\(text)", record: record, sinks: [])),
+            IngestAnswer(PendingResolver.Answer(recordID: text, isDuplicate: false, record: nil), provider: text),
+            IngestAnswer(PendingResolver.Answer(recordID: text, isDuplicate: true, record: record), provider: "adservices"),
+        ]
+        for answer in answers {
+            #expect(written(answer.json) == (try encoded(answer)))
+        }
+        let batch = BatchAnswer(results: answers)
+        #expect(written(batch.json) == (try encoded(batch)))
+    }
+
+    @Test(arguments: awkward)
+    func errorBodiesMatchJSONEncoder(text: String) throws {
+        for error in [
+            GatewayError(.invalidField, text, field: "Version3.1.\(text)"),
+            GatewayError(.payloadTooLarge, text),
+        ] {
+            let body = ErrorBody(error)
+            #expect(written(body.json) == (try encoded(body)))
+        }
+    }
+
+    @Test func absentFieldsAreLeftOutNotNull() {
+        let body = ErrorBody(GatewayError(.payloadTooLarge, "too big"))
+        #expect(written(body.json) == #"{"error":{"code":"payload_too_large","message":"too big"}}"#)
+    }
+}
