@@ -8,8 +8,21 @@ public enum DedupeKey {
         ([provider] + parts.map(escape)).joined(separator: ":")
     }
 
+    /// Looks at bytes, not characters: `contains(where:)` on a String breaks it into
+    /// grapheme clusters, which showed in the iAd route's profile. (A `:` followed by a
+    /// combining mark is one character, and was left unescaped before; it is escaped now,
+    /// as every other `:` is.)
     static func escape(_ part: String) -> String {
-        guard part.contains(where: { $0 == ":" || $0 == "%" }) else { return part }
-        return part.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: ":", with: "%3A")
+        guard part.utf8.contains(where: { $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "%") }) else { return part }
+        var escaped: [UInt8] = []
+        escaped.reserveCapacity(part.utf8.count + 8)
+        for byte in part.utf8 {
+            switch byte {
+            case UInt8(ascii: "%"): escaped.append(contentsOf: "%25".utf8)
+            case UInt8(ascii: ":"): escaped.append(contentsOf: "%3A".utf8)
+            default: escaped.append(byte)
+            }
+        }
+        return String(decoding: escaped, as: UTF8.self)
     }
 }
