@@ -174,3 +174,42 @@ import Testing
         }
     }
 }
+
+/// `server.noop_route` serves the benchmark's yardsticks; the iAd one must answer as
+/// `/v1/iad` does and store nothing, or a benchmark would leave data behind.
+@Suite struct NoopRouteTests {
+    @Test func theUnstoredIAdRouteAnswersAsTheIAdRouteAndStoresNothing() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        var configuration = try env.configuration()
+        configuration.server.noopRoute = true
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let body = ByteBuffer(string: IAdPayloads.attributed(user: "user-7"))
+            let unstored = try await client.execute(uri: "/v1/noop/iad", method: .post, body: body)
+            #expect(unstored.status == .accepted)
+            let answer = try #require(try JSONValue.parse(Data(unstored.body.readableBytesView)).objectValue)
+            #expect(answer["status"] == .string("accepted"))
+            #expect(answer["provider"] == .string("iad"))
+            #expect(answer["attributed"] == .bool(true))
+            #expect(answer["record_id"]?.jsonText.count == 38)  // a UUID, quoted
+            // The same body again is no duplicate: nothing was kept.
+            let again = try await client.execute(uri: "/v1/noop/iad", method: .post, body: body)
+            #expect(again.status == .accepted)
+            let broken = try await client.execute(uri: "/v1/noop/iad", method: .post, body: ByteBuffer(string: "{"))
+            #expect(broken.status == .badRequest)
+        }
+        #expect(try await gateway.store.countRecords(matching: ReplayFilter()) == 0)
+    }
+
+    @Test func withoutTheSettingThereIsNoSuchRoute() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration())
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let body = ByteBuffer(string: IAdPayloads.attributed(user: "user-7"))
+            let response = try await client.execute(uri: "/v1/noop/iad", method: .post, body: body)
+            #expect(response.status == .notFound)
+        }
+    }
+}

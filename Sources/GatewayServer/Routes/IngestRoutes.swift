@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewayProviders
 import Hummingbird
 
 /// The answer to an accepted payload. One whose record waits for an outside answer (an
@@ -25,6 +26,17 @@ struct IngestAnswer: Encodable {
         resolution = outcome.record.resolution.rawValue
         resolved = nil
         attributed = outcome.record.attributed
+    }
+
+    /// What `/v1/iad` would answer for `record`, had it been stored (the no-op routes).
+    init(unstored record: AttributionRecord) {
+        record_id = record.recordID
+        status = "accepted"
+        duplicate_of = nil
+        provider = record.provider
+        resolution = record.resolution.rawValue
+        resolved = nil
+        attributed = record.attributed
     }
 
     init(_ answer: PendingResolver.Answer, provider: String) {
@@ -113,6 +125,26 @@ extension GatewayHTTP {
             router.post("/v1/noop") { request, _ -> Response in
                 _ = try await bodies.collect(request)
                 return JSONResponse.make(status: .accepted, JSONValue.object(["status": .string("noop")]))
+            }
+            // The iAd route's own work with nothing stored: normalise, route, encode the
+            // stored body, answer as /v1/iad does. Between /v1/noop and /v1/iad it splits
+            // what a stored request costs into its request path and its storage.
+            if let iad = gateway.providers.first(where: { $0.name == IAdProvider.typeName }) {
+                router.post("/v1/noop/iad") { request, _ -> Response in
+                    let payload = IngestPayload(
+                        body: try await bodies.collect(request), receivedAt: Date(), path: "/v1/iad",
+                        contentType: request.headers[.contentType])
+                    let records = try iad.normalize(payload)
+                    let answers = records.map { record in
+                        _ = gateway.pipeline.router.sinks(for: record)
+                        _ = record.encoded()
+                        return IngestAnswer(unstored: record)
+                    }
+                    guard answers.count == 1 else {
+                        return JSONResponse.make(status: .accepted, BatchAnswer(results: answers).json)
+                    }
+                    return JSONResponse.make(status: .accepted, answers[0].json)
+                }
             }
         }
     }
