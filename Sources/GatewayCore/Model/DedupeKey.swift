@@ -9,9 +9,10 @@ public enum DedupeKey {
     }
 
     /// Looks at bytes, not characters: `contains(where:)` on a String breaks it into
-    /// grapheme clusters, which showed in the iAd route's profile. (A `:` followed by a
-    /// combining mark is one character, and was left unescaped before; it is escaped now,
-    /// as every other `:` is.)
+    /// grapheme clusters, which showed in the iAd route's profile. (A `:` or `%` that
+    /// shares a cluster with a neighbour, such as a combining mark, a joiner or a
+    /// variation selector after it or a prepended mark before it, was not found as a
+    /// character and was left unescaped before; it is escaped now, as every other is.)
     static func escape(_ part: String) -> String {
         guard part.utf8.contains(where: { $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "%") }) else { return part }
         var escaped: [UInt8] = []

@@ -78,10 +78,11 @@ public enum JSONValue: Sendable, Hashable, Codable {
     }
 
     /// Compact JSON with sorted keys and `/` unescaped, as `JSONEncoder` with
-    /// `[.sortedKeys, .withoutEscapingSlashes]` writes it for strings, booleans, integers
-    /// and null (a double may be written differently: `1.0`, not `1`), without Codable:
-    /// answers are written on every request, and JSONEncoder was a twentieth of the CPU
-    /// of a request that stores nothing.
+    /// `[.sortedKeys, .withoutEscapingSlashes]` writes it for objects with ASCII keys and
+    /// strings, booleans, integers and null (keys are sorted with String's `<`, which
+    /// differs from the encoder's byte order for some non-ASCII keys; a double may be
+    /// written differently: `1.0`, not `1`), without Codable: answers are written on every
+    /// request, and JSONEncoder was a twentieth of the CPU of a request that stores nothing.
     public var compactUTF8: [UInt8] {
         var out = JSONWriter()
         out.json(self)
