@@ -51,7 +51,8 @@ report("read stored body", try clock.measure { _ = try bodies.map(AttributionRec
 report(
     "encode answer",
     clock.measure {
-        // As the ingest routes write it: a JSONValue through the record's own writer.
+        // Nearly as the ingest routes write it: a JSONValue through the record's own
+        // writer (the routes also leave absent members out first).
         for record in records {
             _ = JSONValue.object([
                 "attributed": .bool(record.attributed), "provider": .string(record.provider),

@@ -23,7 +23,8 @@ public struct ServerSettings: Sendable, Equatable {
     /// `max_body_bytes`, default 1 MiB: larger bodies get `413`.
     public var maxBodyBytes = 1_048_576
     /// `noop_route`, default false: serves `POST /v1/noop`, which reads the body and does
-    /// nothing, as the benchmark's ceiling.
+    /// nothing, as the benchmark's ceiling, and `POST /v1/noop/iad`, the iAd route's work
+    /// with nothing stored.
     public var noopRoute = false
     /// `log_level`: trace, debug, info, notice, warning, error or critical. Default info.
     public var logLevel = "info"

@@ -127,8 +127,9 @@ extension GatewayHTTP {
                 return JSONResponse.make(status: .accepted, JSONValue.object(["status": .string("noop")]))
             }
             // The iAd route's own work with nothing stored: normalise, route, encode the
-            // stored body, answer as /v1/iad does. Between /v1/noop and /v1/iad it splits
-            // what a stored request costs into its request path and its storage.
+            // stored body, answer as /v1/iad does (no API key, no enrichers). Between
+            // /v1/noop and /v1/iad it splits what a stored request costs into its request
+            // path and its storage. Served while the iAd provider is enabled.
             if let iad = gateway.providers.first(where: { $0.name == IAdProvider.typeName }) {
                 router.post("/v1/noop/iad") { request, _ -> Response in
                     let payload = IngestPayload(
@@ -136,8 +137,8 @@ extension GatewayHTTP {
                         contentType: request.headers[.contentType])
                     let records = try iad.normalize(payload)
                     let answers = records.map { record in
-                        _ = gateway.pipeline.router.sinks(for: record)
-                        _ = record.encoded()
+                        // Kept alive so that an optimiser cannot drop the work measured.
+                        withExtendedLifetime((gateway.pipeline.router.sinks(for: record), record.encoded())) {}
                         return IngestAnswer(unstored: record)
                     }
                     guard answers.count == 1 else {
