@@ -10,6 +10,13 @@ public struct PayloadFields: Sendable {
     /// The longest string any field may hold.
     public static let maxStringLength = 1024
 
+    /// Whether `text` has at most ``maxStringLength`` characters. A string never has more
+    /// characters than UTF-8 bytes, and its byte count is at hand, so characters (grapheme
+    /// clusters, costly to find) are counted only for a string with more bytes than that.
+    public static func fitsLengthLimit(_ text: String) -> Bool {
+        text.utf8.count <= maxStringLength || text.count <= maxStringLength
+    }
+
     public init(_ object: [String: JSONValue], path: String = "") {
         self.object = object
         self.path = path
@@ -89,7 +96,7 @@ public struct PayloadFields: Sendable {
         case .integer(let n): text = String(n)
         default: throw GatewayError.invalid(fieldPath(key), "expected a string, found \(value.typeName)")
         }
-        guard text.count <= Self.maxStringLength else {
+        guard Self.fitsLengthLimit(text) else {
             throw GatewayError.invalid(fieldPath(key), "longer than \(Self.maxStringLength) characters")
         }
         return text.isEmpty ? nil : text

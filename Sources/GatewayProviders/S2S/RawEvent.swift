@@ -229,7 +229,7 @@ public struct RawEvent: Sendable {
         }
         for (key, value) in object.object {
             switch value {
-            case .string(let s) where s.count <= PayloadFields.maxStringLength: continue
+            case .string(let s) where PayloadFields.fitsLengthLimit(s): continue
             case .integer, .double, .bool: continue
             default:
                 throw GatewayError.invalid(
