@@ -62,66 +62,70 @@ report(
         }
     }, per: count)
 
+/// A store on a scratch file, removed afterwards; the body gets the file's path too.
+func withScratchStore<T>(
+    durability: SQLiteDatabase.Durability = .full, _ body: (String, SQLiteStore) async throws -> T
+) async throws -> T {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stages-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let path = folder.appendingPathComponent("g.sqlite").path
+    return try await body(path, try SQLiteStore(path: path, durability: durability))
+}
+
+extension Array {
+    /// Consecutive slices of at most `size` elements: the batches a sink or a commit takes.
+    func chunks(of size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}
+
 // The store, the record alone (no sink: as with Benchmarks/run's SQLite sink written
 // inline, which has stages of its own below): wall time per request, one request at a
 // time (a commit and its fsync each) and 32 at once (sharing commits), then records
 // already batched 500 to a commit (CPU, the body's encoding included).
 for durability in SQLiteDatabase.Durability.allCases {
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stages-\(UUID().uuidString)")
-    defer { try? FileManager.default.removeItem(at: folder) }
-    let store = try SQLiteStore(path: folder.appendingPathComponent("g.sqlite").path, durability: durability)
-    let alone = records[..<min(count / 2, 2_000)].map { [RoutedRecord(record: $0, sinks: [])] }
-    report(
-        "store, one at a time, no sink (\(durability))",
-        try await clock.measure { for batch in alone { _ = try await store.ingest(batch) } }, per: alone.count)
-    let together = records[(count / 2)...].map { [RoutedRecord(record: $0, sinks: [])] }
-    report(
-        "store, 32 at once, no sink (\(durability))",
-        try await clock.measure {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                var next = together.makeIterator()
-                for _ in 0..<32 {
-                    if let batch = next.next() { group.addTask { _ = try await store.ingest(batch) } }
+    try await withScratchStore(durability: durability) { _, store in
+        let alone = records[..<min(count / 2, 2_000)].map { [RoutedRecord(record: $0, sinks: [])] }
+        report(
+            "store, one at a time, no sink (\(durability))",
+            try await clock.measure { for batch in alone { _ = try await store.ingest(batch) } }, per: alone.count)
+        let together = records[(count / 2)...].map { [RoutedRecord(record: $0, sinks: [])] }
+        report(
+            "store, 32 at once, no sink (\(durability))",
+            try await clock.measure {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    var next = together.makeIterator()
+                    for _ in 0..<32 {
+                        if let batch = next.next() { group.addTask { _ = try await store.ingest(batch) } }
+                    }
+                    while try await group.next() != nil {
+                        if let batch = next.next() { group.addTask { _ = try await store.ingest(batch) } }
+                    }
                 }
-                while try await group.next() != nil {
-                    if let batch = next.next() { group.addTask { _ = try await store.ingest(batch) } }
-                }
-            }
-        }, per: together.count)
+            }, per: together.count)
+    }
 }
-do {
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stages-\(UUID().uuidString)")
-    defer { try? FileManager.default.removeItem(at: folder) }
-    let store = try SQLiteStore(path: folder.appendingPathComponent("g.sqlite").path, durability: .full)
+try await withScratchStore { _, store in
     let routed = records.map { RoutedRecord(record: $0, sinks: []) }
     report(
         "store, 500 to a commit, no sink (full)",
-        try await clock.measure {
-            for start in stride(from: 0, to: routed.count, by: 500) {
-                _ = try await store.ingest(Array(routed[start..<min(start + 500, routed.count)]))
-            }
-        }, per: routed.count)
+        try await clock.measure { for chunk in routed.chunks(of: 500) { _ = try await store.ingest(Array(chunk)) } },
+        per: routed.count)
 }
 
 // Delivery to the SQLite sink, per record: what its worker does for each stored record
 // (due rows read back with their bodies, the sink's upsert, the outbox rows resolved).
-do {
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stages-\(UUID().uuidString)")
-    defer { try? FileManager.default.removeItem(at: folder) }
-    let path = folder.appendingPathComponent("g.sqlite").path
-    let store = try SQLiteStore(path: path, durability: .full)
+try await withScratchStore { path, store in
     let sink = try SQLiteSink(path: path)
     let routed = records.map { RoutedRecord(record: $0, sinks: ["local"]) }
-    for start in stride(from: 0, to: routed.count, by: 500) {
-        _ = try await store.ingest(Array(routed[start..<min(start + 500, routed.count)]))
-    }
+    for chunk in routed.chunks(of: 500) { _ = try await store.ingest(Array(chunk)) }
     var due: [OutboxEntry] = []
     report(
         "sink: read due rows back",
         try await clock.measure {
             due = try await store.dueEntries(sink: "local", now: Date(), limit: routed.count, laneOrdered: false)
         }, per: routed.count)
-    let batches = stride(from: 0, to: due.count, by: 500).map { Array(due[$0..<min($0 + 500, due.count)]) }
+    let batches = due.chunks(of: 500)
     report(
         "sink: SQLite sink upsert, 500 a batch",
         try await clock.measure { for batch in batches { _ = try await sink.deliver(batch.map(\.record)) } },
@@ -135,11 +139,7 @@ do {
 
 // The SQLite sink's row when it is written with its record (its default): the statement's
 // arguments, made on the request's task, then the upsert alone, 500 to a transaction.
-do {
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stages-\(UUID().uuidString)")
-    defer { try? FileManager.default.removeItem(at: folder) }
-    let path = folder.appendingPathComponent("g.sqlite").path
-    let store = try SQLiteStore(path: path, durability: .full)
+try await withScratchStore { path, store in
     let sink = try SQLiteSink(path: path)
     guard let inline = sink.inlineDelivery(sinkName: "local", into: store) else { fatalError("the sink is not inline") }
     var rows: [StatementArguments] = []
@@ -153,10 +153,10 @@ do {
     report(
         "inline sink row: upsert, 500 a commit",
         try await clock.measure {
-            for start in stride(from: 0, to: made.count, by: 500) {
+            for chunk in made.chunks(of: 500) {
                 try await store.pool.write { db in
                     let statement = try db.cachedStatement(sql: inline.sql)
-                    for row in made[start..<min(start + 500, made.count)] { try statement.execute(arguments: row) }
+                    for row in chunk { try statement.execute(arguments: row) }
                 }
             }
         }, per: count)
