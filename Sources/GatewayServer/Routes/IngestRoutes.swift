@@ -19,20 +19,18 @@ struct IngestAnswer: Encodable {
     let attributed: Bool?
 
     init(_ outcome: IngestOutcome) {
-        record_id = outcome.recordID
-        status = outcome.isDuplicate ? "duplicate" : "accepted"
-        duplicate_of = outcome.duplicateOf
-        provider = outcome.record.provider
-        resolution = outcome.record.resolution.rawValue
-        resolved = nil
-        attributed = outcome.record.attributed
+        self.init(record: outcome.record, recordID: outcome.recordID, duplicateOf: outcome.duplicateOf)
     }
 
     /// What `/v1/iad` would answer for `record`, had it been stored (the no-op routes).
     init(unstored record: AttributionRecord) {
-        record_id = record.recordID
-        status = "accepted"
-        duplicate_of = nil
+        self.init(record: record, recordID: record.recordID, duplicateOf: nil)
+    }
+
+    private init(record: AttributionRecord, recordID: String, duplicateOf: String?) {
+        record_id = recordID
+        status = duplicateOf != nil ? "duplicate" : "accepted"
+        duplicate_of = duplicateOf
         provider = record.provider
         resolution = record.resolution.rawValue
         resolved = nil
@@ -65,6 +63,12 @@ struct BatchAnswer: Encodable {
     let results: [IngestAnswer]
 
     var json: JSONValue { .object(["results": .array(results.map(\.json))]) }
+
+    /// One payload's answer: a single record's answer alone, several in `results`.
+    static func response(status: HTTPResponse.Status, _ answers: [IngestAnswer]) -> Response {
+        guard answers.count == 1 else { return JSONResponse.make(status: status, BatchAnswer(results: answers).json) }
+        return JSONResponse.make(status: status, answers[0].json)
+    }
 }
 
 extension GatewayHTTP {
@@ -110,10 +114,7 @@ extension GatewayHTTP {
                     }
                     let status: HTTPResponse.Status =
                         outcomes.allSatisfy(\.isDuplicate) ? .ok : .init(code: route.acceptedStatus)
-                    if outcomes.count == 1 {
-                        return JSONResponse.make(status: status, IngestAnswer(outcomes[0]).json)
-                    }
-                    return JSONResponse.make(status: status, BatchAnswer(results: outcomes.map(IngestAnswer.init)).json)
+                    return BatchAnswer.response(status: status, outcomes.map(IngestAnswer.init))
                 }
                 switch route.method {
                 case .post: router.post(RouterPath(route.path), use: handler)
@@ -141,10 +142,7 @@ extension GatewayHTTP {
                         withExtendedLifetime((gateway.pipeline.router.sinks(for: record), record.encoded())) {}
                         return IngestAnswer(unstored: record)
                     }
-                    guard answers.count == 1 else {
-                        return JSONResponse.make(status: .accepted, BatchAnswer(results: answers).json)
-                    }
-                    return JSONResponse.make(status: .accepted, answers[0].json)
+                    return BatchAnswer.response(status: .accepted, answers)
                 }
             }
         }
