@@ -11,6 +11,9 @@ public enum SQLiteDatabase {
         case full
         /// fsync at checkpoints: survives a process crash, may lose the last commits on power loss.
         case normal
+
+        /// The `PRAGMA synchronous` value that gives it.
+        var synchronous: String { self == .full ? "FULL" : "NORMAL" }
     }
 
     final class WeakPool: @unchecked Sendable {
@@ -30,11 +33,14 @@ public enum SQLiteDatabase {
             var configuration = Configuration()
             // Another process (the CLI's import) may hold the write lock for a moment.
             configuration.busyMode = .timeout(10)
-            let synchronous = durability == .full ? "FULL" : "NORMAL"
-            configuration.prepareDatabase { db in
-                try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
-            }
             let pool = try DatabasePool(path: url.path, configuration: configuration)
+            // On the writer, after the pool is open: GRDB turns WAL on after running
+            // `prepareDatabase` and then sets `synchronous = NORMAL` itself, which would
+            // silently undo a setting made there (commits were not synced until the next
+            // checkpoint). Readers never commit, so only the writer's setting counts.
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = \(durability.synchronous)")
+            }
             pools[url.path] = WeakPool(pool)
             return pool
         }

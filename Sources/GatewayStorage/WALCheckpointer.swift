@@ -44,8 +44,10 @@ public final class WALCheckpointer: Service, Sendable {
             var configuration = Configuration()
             // A checkpoint syncs the database file before the log may be reused; with
             // the store's own setting, never weaker than what its commits promised.
-            let synchronous = durability == .full ? "FULL" : "NORMAL"
-            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = \(synchronous)") }
+            // (A DatabaseQueue keeps what `prepareDatabase` sets; a pool's writer would not.)
+            configuration.prepareDatabase { [durability] db in
+                try db.execute(sql: "PRAGMA synchronous = \(durability.synchronous)")
+            }
             checkpointer = try DatabaseQueue(path: path, configuration: configuration)
             try await setWriterThreshold(Self.backstopPages)
         } catch {
