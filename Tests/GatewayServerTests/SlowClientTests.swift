@@ -98,6 +98,22 @@ import Testing
         }
     }
 
+    @Test func aBodyThatStopsArrivingIsAnswered408BeforeTheConnectionCloses() async throws {
+        // No chunk after the deadline reaches the body reader, so the connection's own
+        // deadline (a second later, far before the idle timeout) answers for it.
+        try await withGateway(idleMs: 10_000, bodyMs: 200) { port in
+            let connection = try RawConnection(port: port)
+            connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
+            let answer = connection.readAll()
+            #expect(answer.closed)
+            #expect(answer.text.hasPrefix("HTTP/1.1 408"), "\(answer.text.prefix(200))")
+            #expect(answer.text.lowercased().contains("connection: close"))
+            let body = try #require(answer.text.components(separatedBy: "\r\n\r\n").last)
+            let json = try JSONValue.parse(Data(body.utf8))
+            #expect(json["error"]?["code"] == .string("request_timeout"))
+        }
+    }
+
     @Test func aConnectionThatGoesQuietIsClosed() async throws {
         try await withGateway(idleMs: 300, bodyMs: 10_000) { port in
             let connection = try RawConnection(port: port)

@@ -26,7 +26,7 @@ struct BodyReader: Sendable {
         var collected = ByteBuffer()
         for try await chunk in request.body {
             guard collected.readableBytes + chunk.readableBytes <= limit else { throw tooLarge }
-            guard ContinuousClock.now < deadline else { throw tooSlow }
+            guard ContinuousClock.now < deadline else { throw Self.tooSlow }
             var chunk = chunk
             collected.writeBuffer(&chunk)
         }
@@ -37,7 +37,6 @@ struct BodyReader: Sendable {
         GatewayError(.payloadTooLarge, "the body is larger than server.max_body_bytes (\(limit) bytes)")
     }
 
-    var tooSlow: GatewayError {
-        GatewayError(.requestTimeout, "the body took longer than server.body_timeout_ms to arrive")
-    }
+    /// Also what ``RequestReadDeadline`` answers when no chunk reached the reader in time.
+    static let tooSlow = GatewayError(.requestTimeout, "the body took longer than server.body_timeout_ms to arrive")
 }

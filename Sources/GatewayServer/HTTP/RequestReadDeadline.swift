@@ -1,3 +1,5 @@
+import GatewayCore
+import Hummingbird
 import NIOCore
 import NIOHTTPTypes
 
@@ -10,6 +12,10 @@ import NIOHTTPTypes
 /// Requests are answered one at a time, so with pipelining a request's clock starts only
 /// when the answers before it are written: time spent queued behind a slow answer is the
 /// server's, not the client's.
+///
+/// A request that nothing has answered yet gets ``BodyReader``'s `408` from here before the
+/// connection closes: the reader looks at its clock only when a chunk arrives, and on a
+/// busy machine the next chunk may not reach it before this deadline.
 final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -22,6 +28,8 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     private var unanswered = 0
     /// The request being read started behind an unanswered one; its clock starts later.
     private var waitingToArm = false
+    /// An answer's head is written and its end is not.
+    private var answering = false
 
     init(timeout: TimeAmount) {
         self.timeout = timeout
@@ -46,13 +54,19 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) {
+        switch unwrapOutboundIn(data) {
+        case .head:
+            answering = true
+        case .end:
+            answering = false
             unanswered = max(0, unanswered - 1)
             // The answers before the request being read are out: now its clock runs.
             if waitingToArm, unanswered == 1 {
                 waitingToArm = false
                 arm(context)
             }
+        case .body:
+            break
         }
         context.write(data, promise: promise)
     }
@@ -63,8 +77,31 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func arm(_ context: ChannelHandlerContext) {
         disarm()
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: timeout) {
+            let (handler, context) = bound.value
+            handler.expire(context)
+        }
+    }
+
+    /// Answers `408` when the request being read is the only one unanswered and nothing of
+    /// its answer is written yet, then closes the connection.
+    private func expire(_ context: ChannelHandlerContext) {
+        guard unanswered == 1, !answering else {
+            context.close(promise: nil)
+            return
+        }
+        let body = ByteBuffer(bytes: ErrorBody(BodyReader.tooSlow).json.compactUTF8)
+        let head = HTTPResponse(
+            status: .requestTimeout,
+            headerFields: [
+                .contentType: "application/json; charset=utf-8", .contentLength: "\(body.readableBytes)",
+                .connection: "close",
+            ])
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(in: timeout) { bound.value.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in bound.value.close(promise: nil) }
     }
 
     private func disarm() {
