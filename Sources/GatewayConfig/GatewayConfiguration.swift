@@ -37,7 +37,8 @@ public struct ServerSettings: Sendable, Equatable {
     /// closed. Default 30 s.
     public var idleTimeoutMs = 30_000
     /// `body_timeout_ms`: a request body still arriving after this long is answered
-    /// `408`. Default 10 s.
+    /// `408`; one that has stopped arriving, a second later, and its connection closed.
+    /// Default 10 s.
     public var bodyTimeoutMs = 10_000
     /// `rate_limits`: per API key and per client IP. Default: none.
     public var rateLimits = RateLimits()

@@ -15,8 +15,10 @@ import Testing
 /// socket plays the client, since an HTTP client library sends whole requests. The waits
 /// are upper bounds, never speed claims.
 @Suite struct SlowClientTests {
-    /// A blocking TCP connection to the gateway, with a read timeout as a bound.
-    final class RawConnection {
+    /// A blocking TCP connection to the gateway, with a read timeout as a bound. Its reads
+    /// run on a Dispatch thread: blocking one of Swift's few cooperative threads (two on
+    /// these machines) could starve the gateway's own handlers, which run on them too.
+    final class RawConnection: @unchecked Sendable {
         let fd: Int32
 
         init(port: Int) throws {
@@ -43,7 +45,13 @@ import Testing
 
         /// What the server sends until it closes the connection or the bound passes;
         /// `closed` tells which.
-        func readAll() -> (text: String, closed: Bool) {
+        func readAll() async -> (text: String, closed: Bool) {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: self.readBlocking()) }
+            }
+        }
+
+        private func readBlocking() -> (text: String, closed: Bool) {
             var data = [UInt8]()
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
@@ -92,7 +100,7 @@ import Testing
                 refused = !connection.send(" ")
             }
             #expect(refused)
-            let answer = connection.readAll()
+            let answer = await connection.readAll()
             #expect(answer.text.hasPrefix("HTTP/1.1 408"), "\(answer.text.prefix(200))")
             #expect(answer.text.contains(#""code":"request_timeout""#))
         }
@@ -101,13 +109,15 @@ import Testing
     @Test func aBodyThatStopsArrivingIsAnswered408BeforeTheConnectionCloses() async throws {
         // No chunk after the deadline reaches the body reader, so the connection's own
         // deadline (a second later, far before the idle timeout) answers for it.
-        try await withGateway(idleMs: 10_000, bodyMs: 200) { port in
+        // The idle timeout is above the client's 10 s read bound: only the deadline closes.
+        try await withGateway(idleMs: 30_000, bodyMs: 200) { port in
             let connection = try RawConnection(port: port)
             connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
-            let answer = connection.readAll()
+            let answer = await connection.readAll()
             #expect(answer.closed)
             #expect(answer.text.hasPrefix("HTTP/1.1 408"), "\(answer.text.prefix(200))")
             #expect(answer.text.lowercased().contains("connection: close"))
+            #expect(answer.text.lowercased().contains("x-request-id: "))
             let body = try #require(answer.text.components(separatedBy: "\r\n\r\n").last)
             let json = try JSONValue.parse(Data(body.utf8))
             #expect(json["error"]?["code"] == .string("request_timeout"))
@@ -118,7 +128,7 @@ import Testing
         try await withGateway(idleMs: 300, bodyMs: 10_000) { port in
             let connection = try RawConnection(port: port)
             connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{")
-            let answer = connection.readAll()
+            let answer = await connection.readAll()
             // Closed by the server well before the 10 s read bound.
             #expect(answer.closed)
         }
@@ -156,7 +166,7 @@ import Testing
                     #expect(connection.send(String(second.dropFirst(half))))
                     try await Task.sleep(for: .milliseconds(1500))
                     connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                    let answer = connection.readAll()
+                    let answer = await connection.readAll()
                     let statuses = answer.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
                     #expect(statuses == ["202", "202", "200"], "\(answer.text.prefix(300))")
                 }

@@ -6,9 +6,9 @@ import Hummingbird
 /// Reads a request body up to `server.max_body_bytes`, answering `413` as soon as the
 /// limit is passed instead of buffering whatever a client sends, and `408` when the body
 /// is still arriving after `server.body_timeout_ms`: a client dripping bytes cannot hold
-/// a request open for long. (One that stops sending altogether is closed by the
-/// connection's idle timeout.) The clock is read per chunk, so the common case costs
-/// nothing extra.
+/// a request open for long. The clock is read per chunk, so the common case costs nothing
+/// extra; a body that stops arriving altogether gets the same `408` from
+/// ``RequestReadDeadline`` a second later.
 struct BodyReader: Sendable {
     let limit: Int
     let timeout: Duration

@@ -30,6 +30,8 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     private var waitingToArm = false
     /// An answer's head is written and its end is not.
     private var answering = false
+    /// The request being read's `X-Request-Id`, when it sent a sane one.
+    private var requestID: String?
 
     init(timeout: TimeAmount) {
         self.timeout = timeout
@@ -37,7 +39,10 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head:
+        case .head(let head):
+            requestID = head.headerFields[RequestIDMiddleware<GatewayRequestContext>.header].flatMap {
+                RequestIDMiddleware<GatewayRequestContext>.isSane($0) ? $0 : nil
+            }
             unanswered += 1
             if unanswered == 1 {
                 arm(context)
@@ -85,23 +90,24 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Answers `408` when the request being read is the only one unanswered and nothing of
-    /// its answer is written yet, then closes the connection.
+    /// its answer is written yet, and closes the connection in any case. The close does not
+    /// wait for the answer to be sent: a client that reads nothing must not keep its
+    /// connection by leaving the answer stuck in the socket (it is then dropped).
     private func expire(_ context: ChannelHandlerContext) {
-        guard unanswered == 1, !answering else {
-            context.close(promise: nil)
-            return
+        if unanswered == 1, !answering {
+            let body = ByteBuffer(bytes: ErrorBody(BodyReader.tooSlow).json.compactUTF8)
+            let head = HTTPResponse(
+                status: .requestTimeout,
+                headerFields: [
+                    .contentType: "application/json; charset=utf-8", .contentLength: "\(body.readableBytes)",
+                    .connection: "close",
+                    RequestIDMiddleware<GatewayRequestContext>.header: requestID ?? RequestID().description,
+                ])
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            context.write(wrapOutboundOut(.body(body)), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }
-        let body = ByteBuffer(bytes: ErrorBody(BodyReader.tooSlow).json.compactUTF8)
-        let head = HTTPResponse(
-            status: .requestTimeout,
-            headerFields: [
-                .contentType: "application/json; charset=utf-8", .contentLength: "\(body.readableBytes)",
-                .connection: "close",
-            ])
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(body)), promise: nil)
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in bound.value.close(promise: nil) }
+        context.close(promise: nil)
     }
 
     private func disarm() {
