@@ -4,6 +4,9 @@ import Hummingbird
 
 /// JSON bodies for every answer the gateway gives.
 enum JSONResponse {
+    /// The `Content-Type` of every JSON answer, including those written below the router.
+    static let contentType = "application/json; charset=utf-8"
+
     static func make(status: HTTPResponse.Status, _ body: some Encodable) -> Response {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -19,7 +22,7 @@ enum JSONResponse {
 
     private static func make(status: HTTPResponse.Status, bytes: ByteBuffer) -> Response {
         Response(
-            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            status: status, headers: [.contentType: contentType],
             body: .init(byteBuffer: bytes))
     }
 }

@@ -10,13 +10,18 @@ struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
         -> Response
     {
         var context = context
-        if let given = request.headers[Self.header], Self.isSane(given) {
+        if let given = Self.callersID(in: request.headers) {
             context.logger[metadataKey: "hb.request.id"] = .string(given)
         }
         let id = context.logger[metadataKey: "hb.request.id"]?.description ?? ""
         var response = try await next(request, context)
         response.headers[Self.header] = id
         return response
+    }
+
+    /// The caller's own `X-Request-Id`, when it is sane.
+    static func callersID(in headers: HTTPFields) -> String? {
+        headers[header].flatMap { isSane($0) ? $0 : nil }
     }
 
     /// Up to 128 letters, digits, `-`, `_`, `.` or `:`: nothing that could forge a log line.

@@ -40,9 +40,7 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            requestID = head.headerFields[RequestIDMiddleware<GatewayRequestContext>.header].flatMap {
-                RequestIDMiddleware<GatewayRequestContext>.isSane($0) ? $0 : nil
-            }
+            requestID = RequestIDMiddleware<GatewayRequestContext>.callersID(in: head.headerFields)
             unanswered += 1
             if unanswered == 1 {
                 arm(context)
@@ -99,7 +97,7 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
             let head = HTTPResponse(
                 status: .requestTimeout,
                 headerFields: [
-                    .contentType: "application/json; charset=utf-8", .contentLength: "\(body.readableBytes)",
+                    .contentType: JSONResponse.contentType, .contentLength: "\(body.readableBytes)",
                     .connection: "close",
                     RequestIDMiddleware<GatewayRequestContext>.header: requestID ?? RequestID().description,
                 ])
