@@ -438,6 +438,25 @@ import Testing
             ])
     }
 
+    @Test func aSQLiteSinksIndexesAreRecordFieldsAndRecordIDNeedsNone() throws {
+        let config = try parse(
+            """
+            storage:
+              sqlite: { path: /srv/gw.sqlite }
+            sinks:
+              lean: { type: sqlite, indexes: [record_id, keyword_id, campaign_id, keyword_id] }
+              bare: { type: sqlite, path: /srv/bare.sqlite, indexes: [] }
+            """)
+        #expect(
+            config.sinks.map(\.prepared.summary) == [
+                "table attribution_records in /srv/gw.sqlite, indexes on keyword_id, campaign_id",
+                "table attribution_records in /srv/bare.sqlite, no indexes",
+            ])
+        let issues = problems("sinks:\n  local: { type: sqlite, indexes: [keyword_id, campaing_id] }")
+        let issue = try problem(at: "sinks.local.indexes", in: issues)
+        #expect(issue.message == "'campaing_id' is not one of the allowed names, did you mean 'campaign_id'?")
+    }
+
     // MARK: ${VAR} interpolation
 
     @Test func environmentVariablesAreInterpolated() throws {

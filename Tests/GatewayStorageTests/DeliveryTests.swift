@@ -493,6 +493,37 @@ import Testing
         #expect(count == 2)
     }
 
+    @Test func theSQLiteSinkKeepsIndexesOnTheConfiguredColumnsOnly() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        func indexes() throws -> Set<String> {
+            try f.store.pool.read { db in
+                Set(try String.fetchAll(
+                    db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'attribution_records' AND sql IS NOT NULL"))
+            }
+        }
+        _ = try SQLiteSink(path: f.path)
+        #expect(try indexes() == Set(SQLiteSink.defaultIndexes.map { "attribution_records_\($0)" }))
+
+        // An index the operator made under a name of their own is theirs, and stays.
+        try await f.store.pool.write { db in
+            try db.execute(sql: "CREATE INDEX reports_by_country ON attribution_records(country_or_region)")
+        }
+        // Restarted with a shorter list: the others are dropped, since every row pays for them.
+        let lean = try SQLiteSink(path: f.path, indexes: ["keyword_id", "currency"])
+        #expect(try indexes() == ["attribution_records_keyword_id", "attribution_records_currency", "reports_by_country"])
+        let record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k", receivedAt: Date())
+        #expect(try await lean.deliver([record]) == [.delivered])
+
+        _ = try SQLiteSink(path: f.path, indexes: [])
+        #expect(try indexes() == ["reports_by_country"])
+        let plan = try await f.store.pool.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN SELECT * FROM attribution_records WHERE keyword_id = 1")
+                .map { $0["detail"] as String }
+        }
+        #expect(plan == ["SCAN attribution_records"])
+    }
+
     @Test func everyRecordFieldHasAColumnInTheSQLiteSinksTable() async throws {
         let f = try Fixture()
         defer { f.remove() }

@@ -132,6 +132,19 @@ public final class ConfigReader {
         return text
     }
 
+    /// A list of words from a fixed set, without repeats; nil when absent or when any word
+    /// is not in the set (each such word is reported, with the nearest allowed one).
+    public func choices(_ key: String, _ allowed: [String]) -> [String]? {
+        guard let words = stringList(key) else { return nil }
+        let unknown = words.filter { !allowed.contains($0) }
+        for word in unknown {
+            report("'\(word)' is not one of the allowed names\(suggestion(word, allowed))", key: key)
+        }
+        guard unknown.isEmpty else { return nil }
+        var seen = Set<String>()
+        return words.filter { seen.insert($0).inserted }
+    }
+
     /// A scalar or a list of scalars, as a list.
     public func stringList(_ key: String) -> [String]? {
         guard let node = node(key) else { return nil }

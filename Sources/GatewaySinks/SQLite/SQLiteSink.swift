@@ -9,9 +9,13 @@ public final class SQLiteSink: AttributionSink {
     public let maxBatchSize = 500
     let pool: DatabasePool
 
-    public init(path: String) throws {
+    /// The columns indexed unless the config's `indexes` says otherwise.
+    public static let defaultIndexes = SQLiteSinkTable.defaultIndexed
+
+    /// Opens (or creates) the table in `path`, with an index on each of `indexes`.
+    public init(path: String, indexes: [String] = SQLiteSink.defaultIndexes) throws {
         pool = try SQLiteDatabase.pool(path: path)
-        try pool.write { db in try SQLiteSinkTable.prepare(db) }
+        try pool.write { db in try SQLiteSinkTable.prepare(db, indexed: indexes) }
     }
 
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
@@ -65,19 +69,27 @@ extension SQLiteSink: InlineDeliverable {
 public enum SQLiteSinkPlugin: SinkPlugin {
     public struct Options: Sendable {
         public var path: String
+        /// The columns that get an index (JSON field names); `record_id`, the key, always has one.
+        public var indexes: [String]
     }
 
     public static let typeName = "sqlite"
 
     public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
-        Options(path: reader.string("path") ?? context.storagePath)
+        let indexes = reader.choices("indexes", SQLiteSinkTable.columns.map(\.name))
+        // The key's own unique index serves `record_id` already.
+        return Options(
+            path: reader.string("path") ?? context.storagePath,
+            indexes: indexes.map { $0.filter { $0 != "record_id" } } ?? SQLiteSink.defaultIndexes)
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
-        try SQLiteSink(path: options.path)
+        try SQLiteSink(path: options.path, indexes: options.indexes)
     }
 
     public static func summary(_ options: Options) -> String {
-        "table attribution_records in \(options.path)"
+        let table = "table attribution_records in \(options.path)"
+        if options.indexes == SQLiteSink.defaultIndexes { return table }
+        return table + (options.indexes.isEmpty ? ", no indexes" : ", indexes on \(options.indexes.joined(separator: ", "))")
     }
 }

@@ -32,12 +32,19 @@ enum SQLiteSinkTable {
     /// Each column's position in ``columns``, by name.
     static let columnIndex = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1.name, $0) })
 
-    static let indexed = [
+    /// The columns indexed unless the sink's `indexes` says otherwise: what the report and
+    /// the README's example queries filter and group by.
+    static let defaultIndexed = [
         "received_at", "provider", "app_id", "app_user_id", "campaign_id", "ad_group_id", "keyword_id", "kind",
     ]
 
-    /// Creates the table, adds missing columns and indexes.
-    static func prepare(_ db: Database) throws {
+    /// The name of the index the sink keeps on `column`.
+    static func indexName(_ column: String) -> String { "\(name)_\(column)" }
+
+    /// Creates the table, adds missing columns, creates the indexes on `indexed` and drops
+    /// the sink's own indexes (by ``indexName(_:)``) on columns no longer listed, since each
+    /// index is written with every row. Indexes an operator created under other names stay.
+    static func prepare(_ db: Database, indexed: [String] = defaultIndexed) throws {
         let definitions = columns.map { column in
             column.name == "record_id" ? "record_id TEXT PRIMARY KEY" : "\(column.name) \(column.type)"
         }
@@ -46,8 +53,12 @@ enum SQLiteSinkTable {
         for column in columns where !existing.contains(column.name) {
             try db.execute(sql: "ALTER TABLE \(name) ADD COLUMN \(column.name) \(column.type)")
         }
+        let wanted = Set(indexed)
+        for column in columns.map(\.name) where !wanted.contains(column) {
+            try db.execute(sql: "DROP INDEX IF EXISTS \(indexName(column))")
+        }
         for column in indexed {
-            try db.execute(sql: "CREATE INDEX IF NOT EXISTS \(name)_\(column) ON \(name)(\(column))")
+            try db.execute(sql: "CREATE INDEX IF NOT EXISTS \(indexName(column)) ON \(name)(\(column))")
         }
     }
 
