@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayCore
+import GatewayServer
 import GatewayStorage
 
 struct DeadLetters: AsyncParsableCommand {
@@ -19,7 +20,7 @@ struct DeadLetters: AsyncParsableCommand {
 
         func store() throws -> SQLiteStore {
             let configuration = try loadConfiguration(config)
-            return try SQLiteStore(path: configuration.storage.sqlitePath)
+            return try Gateway.openStore(configuration)
         }
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayCore
+import GatewayServer
 import GatewayStorage
 
 struct Report: AsyncParsableCommand {
@@ -42,7 +43,7 @@ struct KeywordsReport: AsyncParsableCommand {
         }
         // Installs from any time: a buyer of this month may have come through a keyword earlier.
         let filter = ReplayFilter()
-        let store = try SQLiteStore(path: configuration.storage.sqlitePath)
+        let store = try Gateway.openStore(configuration)
         var report = KeywordReport(purchasesSince: purchasesSince)
         var cursor: Int64 = 0
         while true {

@@ -23,13 +23,19 @@ public enum SQLiteDatabase {
 
     private static let pools = Mutex<[String: WeakPool]>([:])
 
-    /// The pool for `path`, opened (and its folder created) on first use.
-    public static func pool(path: String, durability: Durability = .full) throws -> DatabasePool {
+    /// The pool for `path`, opened (and its folder created) on first use. A `durability`
+    /// is applied to the pool's writer even when the pool is already open, so that the
+    /// store, which passes the configured one, decides it whoever opened the file first;
+    /// nil (sinks, caches) leaves an open pool's as it is and opens a new one with `full`.
+    public static func pool(path: String, durability: Durability? = nil) throws -> DatabasePool {
         let url = URL(fileURLWithPath: path).standardizedFileURL
         try FileManager.default.createDirectory(
             at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
         return try pools.withLock { pools in
-            if let pool = pools[url.path]?.pool { return pool }
+            if let pool = pools[url.path]?.pool {
+                if let durability { try setSynchronous(durability, on: pool) }
+                return pool
+            }
             var configuration = Configuration()
             // Another process (the CLI's import) may hold the write lock for a moment.
             configuration.busyMode = .timeout(10)
@@ -38,11 +44,15 @@ public enum SQLiteDatabase {
             // `prepareDatabase` and then sets `synchronous = NORMAL` itself, which would
             // silently undo a setting made there (commits were not synced until the next
             // checkpoint). Readers never commit, so only the writer's setting counts.
-            try pool.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA synchronous = \(durability.synchronous)")
-            }
+            try setSynchronous(durability ?? .full, on: pool)
             pools[url.path] = WeakPool(pool)
             return pool
+        }
+    }
+
+    private static func setSynchronous(_ durability: Durability, on pool: DatabasePool) throws {
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = \(durability.synchronous)")
         }
     }
 }

@@ -7,6 +7,7 @@ import GRDB
 public final class SQLiteStore: AttributionStore {
     public let pool: DatabasePool
     public let path: String
+    /// Applied to the file's shared writer when the store opens, whoever opened it first.
     public let durability: SQLiteDatabase.Durability
     let groupCommit: GroupCommit
     let inlineSinks = InlineSinks()

@@ -26,4 +26,24 @@ import GatewayStorage
     @Test func normalSyncsAtCheckpointsOnly() async throws {
         #expect(try await writerSynchronous(.normal) == 1)
     }
+
+    /// A sink or cache on the same file may open the shared pool before the store does;
+    /// the store's setting must still be the one its commits get, in either direction.
+    @Test func theStoresSettingHoldsWhenAnotherOpenedTheFileFirst() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("durability-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("gateway.sqlite").path
+        let opener = try SQLiteDatabase.pool(path: path)
+        for durability in [SQLiteDatabase.Durability.normal, .full] {
+            let store = try SQLiteStore(path: path, durability: durability)
+            #expect(store.pool === opener)
+            let actual = try await store.pool.writeWithoutTransaction { db in
+                try Int.fetchOne(db, sql: "PRAGMA synchronous")
+            }
+            #expect(actual == (durability == .full ? 2 : 1))
+            // A later opener without a setting of its own leaves it.
+            _ = try SQLiteDatabase.pool(path: path)
+            #expect(try await opener.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") } == actual)
+        }
+    }
 }

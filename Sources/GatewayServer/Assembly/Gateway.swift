@@ -45,13 +45,19 @@ public final class Gateway: Sendable {
         self.logger = logger
     }
 
+    /// The store that `storage.sqlite` names, with its durability: for the server and for
+    /// the commands that read or write the store without one.
+    public static func openStore(_ configuration: GatewayConfiguration) throws -> SQLiteStore {
+        let durability = SQLiteDatabase.Durability(rawValue: configuration.storage.durability) ?? .full
+        return try SQLiteStore(path: configuration.storage.sqlitePath, durability: durability)
+    }
+
     /// Opens the store and builds every provider and sink. Fails before anything listens
     /// when a sink cannot be built (an unreadable file, a bad key).
     public static func build(
         configuration: GatewayConfiguration, logger: Logger = Logger(label: "gateway")
     ) async throws -> Gateway {
-        let durability = SQLiteDatabase.Durability(rawValue: configuration.storage.durability) ?? .full
-        let store = try SQLiteStore(path: configuration.storage.sqlitePath, durability: durability)
+        let store = try openStore(configuration)
         let providers = try configuration.providers.map { try $0.build() }
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
