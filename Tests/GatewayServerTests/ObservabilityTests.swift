@@ -92,4 +92,29 @@ import Testing
             #expect(String(buffer: ready.body).contains("sink 'local' has undelivered records older than 600 s"))
         }
     }
+
+    @Test func rowsOfASinkNoLongerConfiguredShowInMetricsButDoNotFailReadiness() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        var configuration = try env.configuration(paused: true)
+        configuration.server.readyMaxOutboxAge = 600
+        // A record an hour old, queued for a sink since taken out of config.yaml.
+        let before = try await Gateway.build(configuration: configuration)
+        var record = AttributionRecord(
+            provider: "iad", kind: .install, dedupeKey: "iad:1:old", receivedAt: Date().addingTimeInterval(-3600))
+        record.appID = "1"
+        _ = try await before.pipeline.ingest([record])
+        try await before.store.pool.write { db in
+            try db.execute(sql: "UPDATE outbox SET sink = 'retired' WHERE sink = 'local'")
+        }
+
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            #expect(try await env.eventually { gateway.health.stoppedSinks.isEmpty })
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(metrics.contains(#"gateway_outbox_depth{sink="retired"} 1"#))
+            #expect(metrics.contains(#"gateway_outbox_depth{sink="local"} 0"#))
+        }
+    }
 }

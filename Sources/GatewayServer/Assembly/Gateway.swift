@@ -88,6 +88,11 @@ public final class Gateway: Sendable {
                     metrics: metrics, logger: logger, health: health))
         }
         let byName = Dictionary(uniqueKeysWithValues: workers.map { ($0.sinkName, $0) })
+        for (sink, stats) in (try await store.outboxStats()).sorted(by: { $0.key < $1.key }) where byName[sink] == nil {
+            logger.warning(
+                "the outbox holds records for a sink config.yaml does not name; they wait until it is named again",
+                metadata: ["sink": "\(sink)", "records": "\(stats.depth)"])
+        }
         // Inline sinks get no outbox rows from ingests, so nothing to wake their workers
         // for, unless a record could not be written with its row and went to the outbox.
         let inlineSinks = store.inlineSinkNames

@@ -23,11 +23,14 @@ extension GatewayHTTP {
             }
             // A sink that stopped delivering (its receiver down for too long) makes the
             // gateway not ready, so that the alert fires before the outbox fills the disk.
+            // Only configured sinks: rows left by a sink taken out of config.yaml have no
+            // worker, and would keep every instance out of its load balancer for good
+            // (they show in /metrics and in the log at start instead).
             let bound = gateway.configuration.server.readyMaxOutboxAge
             if bound > 0, let stats = try? await gateway.store.outboxStats() {
                 let now = Date()
-                for (sink, stat) in stats.sorted(by: { $0.key < $1.key }) {
-                    if let oldest = stat.oldest, now.timeIntervalSince(oldest) > Double(bound) {
+                for sink in gateway.configuration.sinks.map(\.name).sorted() {
+                    if let oldest = stats[sink]?.oldest, now.timeIntervalSince(oldest) > Double(bound) {
                         problems.append("sink '\(sink)' has undelivered records older than \(bound) s")
                     }
                 }
@@ -47,11 +50,11 @@ extension GatewayHTTP {
         router.get("/metrics") { _, _ -> Response in
             let now = Date()
             let stats = (try? await gateway.store.outboxStats()) ?? [:]
-            for configured in gateway.configuration.sinks {
-                let sinkStats = stats[configured.name]
+            // Configured sinks, and any whose rows outlived its removal from config.yaml.
+            for sink in Set(gateway.configuration.sinks.map(\.name)).union(stats.keys) {
                 gateway.metrics.outbox(
-                    sink: configured.name, depth: sinkStats?.depth ?? 0,
-                    oldestAgeSeconds: sinkStats?.oldest.map { now.timeIntervalSince($0) } ?? 0)
+                    sink: sink, depth: stats[sink]?.depth ?? 0,
+                    oldestAgeSeconds: stats[sink]?.oldest.map { now.timeIntervalSince($0) } ?? 0)
             }
             let pending = (try? await gateway.store.pendingCounts()) ?? [:]
             for provider in gateway.resolvers.keys {
