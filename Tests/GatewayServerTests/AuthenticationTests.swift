@@ -54,6 +54,11 @@ import Testing
 
             // Operator routes stay open.
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+
+            // Refusals are counted where the payload's own faults are, by code.
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(metrics.contains(#"gateway_records_rejected_total{provider="iad",code="unauthorized"} 3"#))
+            #expect(metrics.contains(#"gateway_records_rejected_total{provider="iad",code="forbidden"} 1"#))
         }
     }
 

@@ -46,14 +46,8 @@ public final class PendingResolver: Service, Sendable {
     public func submit(
         _ payload: IngestPayload, authorize: (PendingWork) throws -> Void = { _ in }
     ) async throws -> Answer {
-        let work: PendingWork
-        do {
-            work = try provider.accept(payload)
-            try authorize(work)
-        } catch let error as GatewayError {
-            pipeline.metrics.rejected(provider: provider.name, code: error.code.name)
-            throw error
-        }
+        let work = try provider.accept(payload)
+        try authorize(work)
         pipeline.metrics.received(provider: provider.name, count: 1)
         await waiters.expect(work.recordID)
         let admission: PendingAdmission

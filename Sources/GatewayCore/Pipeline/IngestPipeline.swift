@@ -34,18 +34,14 @@ public struct IngestPipeline: Sendable {
 
     /// Normalises `payload` with `provider` and stores what comes out. `authorize` sees
     /// every record before anything is stored and throws to refuse the whole payload.
+    /// Refusals are counted by the HTTP route that answers them, with the ones it makes
+    /// itself (authentication, body limits).
     public func accept(
         _ payload: IngestPayload, provider: any AttributionProvider,
         authorize: (AttributionRecord) throws -> Void = { _ in }
     ) async throws -> [IngestOutcome] {
-        let records: [AttributionRecord]
-        do {
-            records = try provider.normalize(payload)
-            try records.forEach(authorize)
-        } catch let error as GatewayError {
-            metrics.rejected(provider: provider.name, code: error.code.name)
-            throw error
-        }
+        let records = try provider.normalize(payload)
+        try records.forEach(authorize)
         metrics.received(provider: provider.name, count: records.count)
         return try await ingest(records)
     }

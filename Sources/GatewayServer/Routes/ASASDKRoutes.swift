@@ -78,6 +78,7 @@ struct ASASDKBackend: Sendable {
         let purchase = ASAPurchaseRecord.make(
             userID: user.id, transactionID: transactionID, appID: appID, attribution: attribution,
             tokenPending: user.attributionRecordID != nil && attribution == nil, receivedAt: now)
+        pipeline.metrics.received(provider: purchase.provider)
         _ = try await pipeline.ingest([purchase])
         return JSONResponse.make(
             status: .ok, Association(success: true, user: .init(id: user.id, transaction_id: transactionID)))
@@ -163,10 +164,13 @@ extension GatewayHTTP {
             appID: appID, resolver: resolver, pipeline: gateway.pipeline,
             keyring: APIKeyring(keys: gateway.configuration.auth.apiKeys),
             bodies: BodyReader(gateway.configuration.server))
-        router.post("/functions/v1/create-user") { request, _ in try await backend.createUser(request) }
-        router.post("/functions/v1/resolve-asa-attribution") { request, _ in
-            try await backend.resolveAttribution(request)
-        }
-        router.post("/functions/v1/associate-user") { request, _ in try await backend.associateUser(request) }
+        // Counted as the AdServices provider's: its tokens and records are that provider's.
+        let counted = { handler in countingRejections(of: provider.name, metrics: gateway.metrics, handler) }
+        router.post("/functions/v1/create-user", use: counted { request, _ in try await backend.createUser(request) })
+        router.post(
+            "/functions/v1/resolve-asa-attribution",
+            use: counted { request, _ in try await backend.resolveAttribution(request) })
+        router.post(
+            "/functions/v1/associate-user", use: counted { request, _ in try await backend.associateUser(request) })
     }
 }

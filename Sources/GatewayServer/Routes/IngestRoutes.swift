@@ -79,7 +79,7 @@ extension GatewayHTTP {
         let keyring = APIKeyring(keys: gateway.configuration.auth.apiKeys)
         for provider in gateway.providers {
             for route in provider.routes {
-                let handler: @Sendable (Request, GatewayRequestContext) async throws -> Response = { request, context in
+                let handler = countingRejections(of: provider.name, metrics: gateway.metrics) { request, context in
                     var allowedApps: Set<String>?
                     if route.requiresAPIKey && keyring.isEnabled {
                         guard let apps = keyring.apps(authorization: request.headers[.authorization]) else {

@@ -1,0 +1,26 @@
+import GatewayCore
+import Hummingbird
+
+extension GatewayHTTP {
+    /// A provider's route handler whose every error answer is counted in
+    /// `gateway_records_rejected_total{provider, code}`: the payload's own faults and the
+    /// route's (a missing or wrong API key, a body too large or too slow, the store
+    /// unavailable) alike, so that one alert on that counter sees them all.
+    static func countingRejections(
+        of provider: String, metrics: GatewayMetrics,
+        _ handler: @escaping @Sendable (Request, GatewayRequestContext) async throws -> Response
+    ) -> @Sendable (Request, GatewayRequestContext) async throws -> Response {
+        { request, context in
+            do {
+                return try await handler(request, context)
+            } catch let error as GatewayError {
+                metrics.rejected(provider: provider, code: error.code.name)
+                throw error
+            } catch {
+                // ErrorMiddleware answers it 500 internal_error.
+                metrics.rejected(provider: provider, code: GatewayError.Code.internalError.name)
+                throw error
+            }
+        }
+    }
+}
