@@ -145,6 +145,36 @@ import Testing
         }
     }
 
+    @Test func aPostbackThatCannotBeVerifiedIsQuarantinedAndCannotTakeTheGenuineCopysPlace() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try configuration(env, policy: "reject"))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let path = "/.well-known/skadnetwork/report-attribution/"
+            // Anyone can post here and claim a version the gateway has no key for, first.
+            var forged = try postback(transaction: "t-1")
+            forged["version"] = "9.0"
+            let claimed = try await client.execute(uri: path, method: .post, body: try body(forged))
+            #expect(claimed.status == .ok, "stored, as Apple's own future versions must be")
+            let genuine = try await client.execute(uri: path, method: .post, body: try body(try postback(transaction: "t-1")))
+            #expect(genuine.status == .ok && !String(buffer: genuine.body).contains("duplicate"))
+
+            let audit = env.directory.appendingPathComponent("audit.sqlite").path
+            #expect(try await env.eventually { try rows(audit, "SELECT record_id FROM attribution_records").count == 1 })
+            #expect(try rows(audit, "SELECT signature FROM attribution_records").first?["signature"] as String? == "unverifiable")
+            #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
+            let delivered = try rows(env.databasePath, "SELECT transaction_id, signature FROM attribution_records")
+            #expect(delivered.map { $0["signature"] as String? } == ["verified"])
+
+            // Their fields are held to the length every other route's are.
+            var long = try postback(transaction: String(repeating: "x", count: 5000))
+            long["version"] = "9.0"
+            let refused = try await client.execute(uri: path, method: .post, body: try body(long))
+            #expect(refused.status.code == 422)
+            #expect(String(buffer: refused.body).contains(#""field":"transaction-id""#))
+        }
+    }
+
     @Test func theRejectPolicyRefusesForgeriesWithAJSONError() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

@@ -40,9 +40,11 @@ public struct RecordFilter: Sendable, Equatable {
         if let kinds, !kinds.contains(record.kind) { return false }
         if let attStatuses, !attStatuses.contains(where: { $0 == record.attStatus }) { return false }
         // Apple's test payloads and quarantined postbacks stay out of every route that
-        // does not ask for them.
+        // does not ask for them. Quarantined: any postback whose signature did not
+        // verify, `unverifiable` (an unknown version, key or algorithm) as much as
+        // `invalid`, since anyone can claim an unknown version on Apple's open routes.
         if record.isTest != (isTest ?? false) { return false }
-        if (record.signature == "invalid") != (quarantined ?? false) { return false }
+        if (record.signature.map { $0 != "verified" } ?? false) != (quarantined ?? false) { return false }
         return true
     }
 }

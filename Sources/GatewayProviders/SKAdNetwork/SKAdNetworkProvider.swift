@@ -98,22 +98,23 @@ public struct SKAdNetworkProvider: AttributionProvider {
         let verdict = SKANSignature.verify(object, keys: options.keys)
         try enforce(verdict, field: prefix + "attribution-signature")
         let fields = PayloadFields(object, path: String(prefix.dropLast()))
-        let text = { (key: String) in SKANSignature.text(object[key]) }
-        let transactionID = text("transaction-id")
+        let text = { (key: String) in try Self.limited(SKANSignature.text(object[key]), field: prefix + key) }
+        let transactionID = try text("transaction-id")
         let sequence = try fields.int("postback-sequence-index", in: 0...2)
         let didWin = SKANSignature.boolValue(object["did-win"])
         let dedupeKey = transactionID.map { DedupeKey.make("skan", $0, String(sequence ?? 0)) }
             ?? Self.unkeyed("skan", object)
         var record = AttributionRecord(
-            provider: name, kind: .postback, dedupeKey: dedupeKey, receivedAt: receivedAt, attributed: didWin ?? true)
+            provider: name, kind: .postback, dedupeKey: Self.dedupeKey(dedupeKey, verdict), receivedAt: receivedAt,
+            attributed: didWin ?? true)
         record.skanVersion = verdict.version
-        record.adNetworkID = text("ad-network-id")
-        record.appID = text("app-id")
+        record.adNetworkID = try text("ad-network-id")
+        record.appID = try text("app-id")
         record.transactionID = transactionID
-        record.sourceAppID = text("source-app-id")
+        record.sourceAppID = try text("source-app-id")
         // SKAN 4's source-identifier replaced the 2-digit campaign-id of earlier versions.
-        record.sourceIdentifier = text("source-identifier") ?? text("campaign-id")
-        record.sourceDomain = text("source-domain")
+        record.sourceIdentifier = try text("source-identifier") ?? text("campaign-id")
+        record.sourceDomain = try text("source-domain")
         record.fineValue = try fields.int("conversion-value", in: 0...63)
         record.coarseValue = try coarse(fields)
         record.postbackSequenceIndex = sequence
@@ -135,22 +136,25 @@ public struct SKAdNetworkProvider: AttributionProvider {
         try enforce(decoded.verdict, field: prefix + "jws-string")
         let claims = decoded.claims
         let fields = PayloadFields(object, path: String(prefix.dropLast()))
-        let claim = { (key: String) in SKANSignature.text(claims[key]) }
-        let postbackID = claim("postback-identifier")
+        let claim = { (key: String) in
+            try Self.limited(SKANSignature.text(claims[key]), field: prefix + "jws-string." + key)
+        }
+        let postbackID = try claim("postback-identifier")
         let didWin = SKANSignature.boolValue(claims["did-win"])
         var record = AttributionRecord(
             provider: name, kind: .postback,
-            dedupeKey: postbackID.map { DedupeKey.make("aak", $0) } ?? Self.unkeyed("aak", object),
+            dedupeKey: Self.dedupeKey(
+                postbackID.map { DedupeKey.make("aak", $0) } ?? Self.unkeyed("aak", object), decoded.verdict),
             receivedAt: receivedAt, attributed: didWin ?? true)
         record.skanVersion = "aak"
-        record.adNetworkID = claim("ad-network-identifier")
-        record.appID = claim("advertised-item-identifier")
+        record.adNetworkID = try claim("ad-network-identifier")
+        record.appID = try claim("advertised-item-identifier")
         record.transactionID = postbackID
-        record.sourceIdentifier = claim("source-identifier")
-        record.sourceAppID = claim("publisher-item-identifier")
+        record.sourceIdentifier = try claim("source-identifier")
+        record.sourceAppID = try claim("publisher-item-identifier")
         record.postbackSequenceIndex = claims["postback-sequence-index"].flatMap { SKANSignature.text($0) }.flatMap { Int($0) }
         record.didWin = didWin
-        record.redownload = claim("conversion-type").map { $0 == "redownload" }
+        record.redownload = try claim("conversion-type").map { $0 == "redownload" }
         record.fineValue = try fields.int("conversion-value", in: 0...63)
         record.coarseValue = try coarse(fields)
         record.countryOrRegion = try fields.string("country-code")
@@ -164,6 +168,20 @@ public struct SKAdNetworkProvider: AttributionProvider {
     }
 
     // MARK: shared
+
+    /// A postback that did not verify gets a key of its own kind, so that a forged copy
+    /// sent first (these routes take no API key) cannot make Apple's genuine one a
+    /// duplicate; copies of the same unverified postback still find each other.
+    static func dedupeKey(_ key: String, _ verdict: PostbackVerdict) -> String {
+        verdict.outcome == .verified ? key : key + ":" + verdict.outcome.rawValue
+    }
+
+    /// `text`, refused past the length every other provider's fields are held to: these
+    /// are read from the postback as signed, not through ``PayloadFields``.
+    static func limited(_ text: String?, field: String) throws -> String? {
+        guard let text, !PayloadFields.fitsLengthLimit(text) else { return text }
+        throw GatewayError.invalid(field, "longer than \(PayloadFields.maxStringLength) characters")
+    }
 
     func enforce(_ verdict: PostbackVerdict, field: String) throws {
         guard verdict.outcome == .invalid, options.onInvalidSignature == .reject else { return }
