@@ -3,6 +3,7 @@ import GatewayConfig
 import GatewayCore
 import Hummingbird
 import HummingbirdTesting
+import NIOCore
 import Testing
 
 @testable import GatewayServer
@@ -48,6 +49,61 @@ import Testing
             // Nothing refused was stored.
             #expect(try await gateway.store.countRecords(matching: .init()) == statuses.filter { $0 == 202 }.count)
         }
+    }
+
+    @Test func idleBucketsAreSweptOnlyOnceTheMapHasDoubled() {
+        let limiter = RateLimiter(rate: 1, burst: 1, sweepAt: 4)
+        let start = ContinuousClock.now
+        for caller in 0..<4 { _ = limiter.wait(for: "c\(caller)", now: start) }
+        // Nobody is idle yet: the sweep keeps all four and waits for eight.
+        _ = limiter.wait(for: "c4", now: start)
+        #expect(limiter.callers == 5)
+        for caller in 5..<8 { _ = limiter.wait(for: "c\(caller)", now: start) }
+        #expect(limiter.callers == 8)
+        // Two seconds on every bucket is full again, and the next newcomer sweeps them.
+        _ = limiter.wait(for: "late", now: start.advanced(by: .seconds(2)))
+        #expect(limiter.callers == 1)
+    }
+
+    @Test func anIPv6CallerIsLimitedByItsSlash64() throws {
+        func caller(_ ip: String) throws -> String { RateLimitMiddleware.ipCaller(try SocketAddress(ipAddress: ip, port: 1)) }
+        #expect(try caller("2001:db8:1:2::1") == caller("2001:db8:1:2:ffff:ffff:ffff:ffff"))
+        #expect(try caller("2001:db8:1:2::1") != caller("2001:db8:1:3::1"))
+        #expect(try caller("192.0.2.7") == "ip:192.0.2.7")
+    }
+
+    @Test func aKeyHasOneBucketHoweverItIsSpelledAndMadeUpKeysGetNone() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let key = "key-for-app-1234567890"
+        let yaml = env.yaml() + """
+
+            auth:
+              api_keys: [ { app_id: "1234567890", key: "\(key)" } ]
+            """
+        var configuration = try ConfigLoader.parse(yaml: yaml, file: "limits.yaml", environment: [:], registry: .builtIn)
+        configuration.server.rateLimits.perKey = .init(rate: 0.001, burst: 2)
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func post(_ authorization: String, _ index: Int) async throws -> Int {
+                let body = ByteBuffer(string: IAdPayloads.attributed(user: "spelled-\(index)"))
+                return Int(
+                    try await client.execute(
+                        uri: "/v1/iad", method: .post, headers: [.authorization: authorization], body: body
+                    ).status.code)
+            }
+            var statuses: [Int] = []
+            for (index, spelling) in ["Bearer \(key)", "bearer \(key)", "BEARER  \(key)", "Bearer \(key) "].enumerated() {
+                statuses.append(try await post(spelling, index))
+            }
+            #expect(statuses == [202, 202, 429, 429])
+        }
+        // Keys that name nobody get no bucket (authentication refuses them; the per-IP
+        // limit is theirs), so that they can neither fill the map nor start afresh.
+        let keyring = APIKeyring(keys: configuration.auth.apiKeys)
+        #expect(RateLimitMiddleware.keyCaller("Bearer made-up-key-0000000000", keyring: keyring) == nil)
+        #expect(RateLimitMiddleware.keyCaller(key, keyring: keyring) == nil)
+        #expect(RateLimitMiddleware.keyCaller("bearer  \(key) ", keyring: keyring) != nil)
     }
 
     @Test func limitsAreConfigured() throws {

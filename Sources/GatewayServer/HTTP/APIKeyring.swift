@@ -10,14 +10,25 @@ struct APIKeyring: Sendable {
 
     /// The apps an `Authorization: Bearer KEY` header may write for; nil when it names no key.
     func apps(authorization header: String?) -> Set<String>? {
-        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
-        let digest = SHA256Hex.digest(header.dropFirst(7).trimmingWhitespace())
+        guard let digest = Self.presentedDigest(header) else { return nil }
         var apps: Set<String> = []
         // Every key is compared, in constant time, whatever matched before.
         for key in keys where Self.constantTimeEqual(key.sha256, digest) {
             apps.insert(key.appID)
         }
         return apps.isEmpty ? nil : apps
+    }
+
+    /// The SHA-256 of the key an `Authorization: Bearer KEY` header carries, as keys are
+    /// held: the scheme in any case, the key trimmed. Nil when it carries none.
+    static func presentedDigest(_ header: String?) -> [UInt8]? {
+        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
+        return SHA256Hex.digest(header.dropFirst(7).trimmingWhitespace())
+    }
+
+    /// Whether `digest` is a configured key's, compared with every key in constant time.
+    func knows(_ digest: [UInt8]) -> Bool {
+        keys.reduce(false) { known, key in Self.constantTimeEqual(key.sha256, digest) || known }
     }
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {

@@ -15,7 +15,8 @@ public enum GatewayHTTP {
             router.add(
                 middleware: RateLimitMiddleware(
                     perKey: limits.perKey.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
-                    perIP: limits.perIP.map { RateLimiter(rate: $0.rate, burst: $0.burst) }))
+                    perIP: limits.perIP.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
+                    keyring: APIKeyring(keys: gateway.configuration.auth.apiKeys)))
         }
         addIngestRoutes(to: router, gateway: gateway)
         addASASDKRoutes(to: router, gateway: gateway)

@@ -2,6 +2,7 @@ import Foundation
 import GatewayConfig
 import GatewayCore
 import Hummingbird
+import NIOCore
 import Synchronization
 
 /// Token buckets by caller: each caller may send `rate` requests a second on average
@@ -12,26 +13,38 @@ final class RateLimiter: Sendable {
         var updated: ContinuousClock.Instant
     }
 
+    struct Buckets {
+        var byCaller: [String: Bucket] = [:]
+        var sweepAt: Int
+    }
+
     let rate: Double
     let burst: Double
-    private let buckets = Mutex<[String: Bucket]>([:])
+    private let buckets: Mutex<Buckets>
 
-    init(rate: Double, burst: Double) {
+    init(rate: Double, burst: Double, sweepAt: Int = 100_000) {
         self.rate = rate
         self.burst = burst
+        buckets = Mutex(Buckets(sweepAt: sweepAt))
     }
+
+    /// How many callers have a bucket.
+    var callers: Int { buckets.withLock { $0.byCaller.count } }
 
     /// Nil when `caller` may go on; otherwise how long until it may.
     func wait(for caller: String, now: ContinuousClock.Instant = .now) -> Duration? {
-        buckets.withLock { buckets in
-            // Idle callers' buckets are full again: forgetting them loses nothing.
-            if buckets.count > 100_000 {
-                buckets = buckets.filter { now - $0.value.updated < .seconds(burst / rate) }
+        buckets.withLock { state in
+            // Idle callers' buckets are full again: forgetting them loses nothing. The
+            // next sweep waits until the map has doubled, so that a flood of new callers
+            // costs each request a share of one sweep, not a sweep each.
+            if state.byCaller.count >= state.sweepAt {
+                state.byCaller = state.byCaller.filter { now - $0.value.updated < .seconds(burst / rate) }
+                state.sweepAt = max(state.sweepAt, state.byCaller.count * 2)
             }
-            var bucket = buckets[caller] ?? Bucket(tokens: burst, updated: now)
+            var bucket = state.byCaller[caller] ?? Bucket(tokens: burst, updated: now)
             bucket.tokens = min(burst, bucket.tokens + (now - bucket.updated) / .seconds(1) * rate)
             bucket.updated = now
-            defer { buckets[caller] = bucket }
+            defer { state.byCaller[caller] = bucket }
             if bucket.tokens >= 1 {
                 bucket.tokens -= 1
                 return nil
@@ -43,10 +56,16 @@ final class RateLimiter: Sendable {
 
 /// Answers `429 rate_limited` with `Retry-After` to callers over their limit, per API key
 /// and per client IP, before anything is read or stored. Operator routes are not limited.
+///
+/// Only configured keys get a bucket, one per key however its header is spelled: a
+/// header naming no key is answered `401` anyway, and is left to the per-IP limit, so
+/// that made-up keys can neither fill the map nor each get a fresh bucket. IPv6 callers
+/// are limited by their /64, the block one host is given.
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
     let perKey: RateLimiter?
     let perIP: RateLimiter?
+    let keyring: APIKeyring
 
     static let exempt: Set<String> = ["/healthz", "/readyz", "/metrics"]
 
@@ -55,12 +74,11 @@ struct RateLimitMiddleware: RouterMiddleware {
     {
         guard !Self.exempt.contains(request.uri.path) else { return try await next(request, context) }
         var wait: Duration?
-        if let perIP, let address = context.remoteAddress?.ipAddress {
-            wait = perIP.wait(for: "ip:" + address)
+        if let perIP, let address = context.remoteAddress {
+            wait = perIP.wait(for: Self.ipCaller(address))
         }
-        if wait == nil, let perKey, let authorization = request.headers[.authorization] {
-            let digest = Hex.lowercase(SHA256Hex.digest(authorization).prefix(16))
-            wait = perKey.wait(for: "key:" + digest)
+        if wait == nil, let perKey, let caller = Self.keyCaller(request.headers[.authorization], keyring: keyring) {
+            wait = perKey.wait(for: caller)
         }
         guard let wait else { return try await next(request, context) }
         let seconds = max(1, Int((wait / .seconds(1)).rounded(.up)))
@@ -68,5 +86,19 @@ struct RateLimitMiddleware: RouterMiddleware {
             .response(from: request, context: context)
         response.headers[.retryAfter] = String(seconds)
         return response
+    }
+
+    /// The per-key bucket's name for an `Authorization` header: from the digest of the
+    /// configured key it carries (never the key), nil when it carries none.
+    static func keyCaller(_ header: String?, keyring: APIKeyring) -> String? {
+        guard let digest = APIKeyring.presentedDigest(header), keyring.knows(digest) else { return nil }
+        return "key:" + Hex.lowercase(digest.prefix(16))
+    }
+
+    /// The per-IP bucket's name: the address, or for IPv6 its first 64 bits.
+    static func ipCaller(_ address: SocketAddress) -> String {
+        guard case .v6(let v6) = address else { return "ip:" + (address.ipAddress ?? "") }
+        let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0.prefix(8)) }
+        return "ip6:" + Hex.lowercase(bytes)
     }
 }
