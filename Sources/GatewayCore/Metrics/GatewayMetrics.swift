@@ -16,6 +16,30 @@ public struct GatewayMetrics: Sendable {
         Counter(label: label, dimensions: dimensions, factory: factory)
     }
 
+    /// Creates at zero the series that alerts watch with `increase()`, which sees no rise
+    /// in a series that first appears above zero: the first dead letter or forged
+    /// postback after each start would otherwise go unnoticed. `postbackProviders` are
+    /// those whose records carry a signature verdict.
+    public func registerAtZero(providers: [String], postbackProviders: [String], sinks: [String]) {
+        for provider in providers {
+            for label in ["gateway_records_received_total", "gateway_records_stored_total", "gateway_records_duplicate_total"] {
+                counter(label, [("provider", provider)]).increment(by: 0)
+            }
+        }
+        for provider in postbackProviders {
+            for verdict in ["verified", "invalid", "unverifiable"] {
+                counter("gateway_signature_verdicts_total", [("provider", provider), ("verdict", verdict)]).increment(by: 0)
+            }
+            counter("gateway_records_rejected_total", [("provider", provider), ("code", "invalid_signature")])
+                .increment(by: 0)
+        }
+        for sink in sinks {
+            for outcome in ["delivered", "retry", "dead_letter"] {
+                counter("gateway_deliveries_total", [("sink", sink), ("outcome", outcome)]).increment(by: 0)
+            }
+        }
+    }
+
     public func received(provider: String, count: Int = 1) {
         counter("gateway_records_received_total", [("provider", provider)]).increment(by: count)
     }

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayConfig
 import GatewayCore
+import GatewayProviders
 import GatewayStorage
 import Logging
 import Prometheus
@@ -67,6 +68,10 @@ public final class Gateway: Sendable {
             .seconds(120), .seconds(600), .seconds(3600), .seconds(6 * 3600), .seconds(86400),
         ]
         let metrics = GatewayMetrics(factory: factory)
+        metrics.registerAtZero(
+            providers: providers.map(\.name),
+            postbackProviders: providers.filter { $0 is SKAdNetworkProvider }.map(\.name),
+            sinks: configuration.sinks.map(\.name))
         let health = WorkerHealth()
 
         var workers: [SinkWorker] = []
