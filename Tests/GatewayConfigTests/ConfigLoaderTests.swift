@@ -231,7 +231,7 @@ import Testing
         // Keys left out keep the documented defaults.
         #expect(config.sinks[1].delivery == DeliverySettings())
         #expect(DeliverySettings().batchSize == 100)
-        #expect(DeliverySettings().maxAttempts == 10)
+        #expect(DeliverySettings().maxAttempts == 1000)
         #expect(DeliverySettings().backoffInitial == .seconds(1))
         #expect(DeliverySettings().backoffMax == .seconds(300))
         #expect(!DeliverySettings().paused)

@@ -2,7 +2,10 @@
 public struct DeliverySettings: Sendable, Equatable {
     /// Records per call to the sink (never more than the sink's own limit).
     public var batchSize: Int
-    /// Attempts before a record goes to the dead-letter queue.
+    /// Attempts before a record goes to the dead-letter queue. The default, 1,000, is
+    /// 1.3 to 2.6 days (by the jitter) at the 5-minute cap: a sink's outage of a weekend delays
+    /// its records, and does not leave them for an operator to retry by hand. (A
+    /// destination's refusal of a record, `reject`, dead-letters it at once.)
     public var maxAttempts: Int
     /// The first retry's delay; it doubles each attempt up to `backoffMax`.
     public var backoffInitial: Duration
@@ -17,7 +20,7 @@ public struct DeliverySettings: Sendable, Equatable {
     public var inDeviceOrder = false
 
     public init(
-        batchSize: Int = 100, maxAttempts: Int = 10, backoffInitial: Duration = .seconds(1),
+        batchSize: Int = 100, maxAttempts: Int = 1000, backoffInitial: Duration = .seconds(1),
         backoffMax: Duration = .seconds(300), paused: Bool = false, idlePoll: Duration = .seconds(1)
     ) {
         self.batchSize = batchSize
