@@ -493,6 +493,35 @@ import Testing
         #expect(count == 2)
     }
 
+    @Test func aRowTheSQLiteSinkCannotWriteIsRetriedAloneNotWithItsBatch() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let sink = try SQLiteSink(path: f.path)
+        try await f.store.pool.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER refuse BEFORE INSERT ON attribution_records WHEN NEW.app_id = 'refused'
+                    BEGIN SELECT RAISE(ABORT, 'refused by an operator''s trigger'); END
+                    """)
+        }
+        let records = ["1", "refused", "2"].enumerated().map { index, app in
+            var record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k\(index)", receivedAt: Date())
+            record.appID = app
+            return record
+        }
+        let outcomes = try await sink.deliver(records)
+        #expect(outcomes[0] == .delivered && outcomes[2] == .delivered, "\(outcomes)")
+        guard case .retry(let reason, _) = outcomes[1] else {
+            Issue.record("expected a retry, got \(outcomes[1])")
+            return
+        }
+        #expect(reason.contains("refused by an operator's trigger"))
+        let written = try await f.store.pool.read { db in
+            try String.fetchAll(db, sql: "SELECT app_id FROM attribution_records ORDER BY app_id")
+        }
+        #expect(written == ["1", "2"])
+    }
+
     @Test func theSQLiteSinkKeepsIndexesOnTheConfiguredColumnsOnly() async throws {
         let f = try Fixture()
         defer { f.remove() }

@@ -74,6 +74,29 @@ import GatewayStorage
         }
     }
 
+    @Test func aSQLiteSinkRowRefusedByATriggerDoesNotFailTheRowsAfterIt() async throws {
+        try await withStore { path, store, reported in
+            let sink = try SQLiteSink(path: path)
+            store.deliverInline(try #require(sink.inlineDelivery(sinkName: "local", into: store)))
+            try await store.pool.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TRIGGER refuse BEFORE INSERT ON attribution_records WHEN NEW.app_user_id = 'refused'
+                        BEGIN SELECT RAISE(ABORT, 'refused'); END
+                        """)
+            }
+            let refused = record("refused")
+            _ = try await store.ingest([
+                RoutedRecord(record: refused, sinks: ["local"]), RoutedRecord(record: record("next"), sinks: ["local"]),
+            ])
+            _ = try await store.ingest([RoutedRecord(record: record("later"), sinks: ["local"])])
+            #expect(reported.deliveredCounts.withLock { $0 } == ["local": 2])
+            #expect(reported.fellBackCounts.withLock { $0 } == ["local": 1])
+            let queued = try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false)
+            #expect(queued.map(\.record.recordID) == [refused.recordID])
+        }
+    }
+
     @Test func aSinkOnAnotherFileIsNotInline() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("inline-\(UUID())")
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -18,15 +18,27 @@ public final class SQLiteSink: AttributionSink {
         try pool.write { db in try SQLiteSinkTable.prepare(db, indexed: indexes) }
     }
 
+    /// Each row succeeds or fails on its own: a row SQLite refuses (a trigger, a
+    /// constraint an operator added) is retried, and dead-lettered, alone, not with its
+    /// batch. A failure that undoes the whole transaction (a full disk) retries them all.
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         let rows = try records.map { StatementArguments(try Self.row($0)) }
-        try await pool.write { db in
-            let statement = try db.cachedStatement(sql: SQLiteSinkTable.upsertSQL)
-            for row in rows {
-                try statement.execute(arguments: row)
+        return try await pool.write { db in
+            try rows.map { row -> DeliveryOutcome in
+                do {
+                    // From the cache for each row: GRDB drops a statement whose run failed
+                    // (SQLite could not reset it), and one held across rows would fail
+                    // every row after the refused one with the same error.
+                    try db.cachedStatement(sql: SQLiteSinkTable.upsertSQL).execute(arguments: row)
+                    return .delivered
+                } catch let error as DatabaseError {
+                    // Statement atomicity undid this row only, unless SQLite rolled the
+                    // transaction back, when the rows before it are gone as well.
+                    guard db.isInsideTransaction else { throw error }
+                    return .retry(reason: "row not written: SQLite error \(error.resultCode.rawValue): \(error.message ?? "")")
+                }
             }
         }
-        return Array(repeating: .delivered, count: records.count)
     }
 
     /// The record's fields spread over the table's columns, by JSON name: dates as
