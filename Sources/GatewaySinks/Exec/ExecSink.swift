@@ -114,20 +114,18 @@ final class ExecChild: @unchecked Sendable {
             if let line = takeLine() { return line }
             let remaining = deadline - ContinuousClock.now
             guard remaining > .zero else { throw ExecSink.Failure(description: "exec sink: plugin timed out") }
-            let chunk = try await withThrowingTaskGroup(of: Data?.self) { group in
-                let handle = stdout.fileHandleForReading
-                group.addTask {
-                    await withCheckedContinuation { continuation in
-                        DispatchQueue.global().async { continuation.resume(returning: handle.availableData) }
-                    }
+            // Whichever comes first, the read or the deadline; not a task group, which would
+            // wait for the losing read, and a read blocked on a plugin that neither answers
+            // nor closes its stdout (a child of it may hold the pipe) is never cancelled.
+            let handle = stdout.fileHandleForReading
+            let chunk: Data? = await withCheckedContinuation { continuation in
+                let answered = Mutex(false)
+                let answer = { @Sendable (chunk: Data?) in
+                    guard answered.withLock({ done in defer { done = true }; return !done }) else { return }
+                    continuation.resume(returning: chunk)
                 }
-                group.addTask {
-                    try await Task.sleep(for: remaining)
-                    return nil
-                }
-                let first = try await group.next()!
-                group.cancelAll()
-                return first
+                DispatchQueue.global().async { answer(handle.availableData) }
+                DispatchQueue.global().asyncAfter(deadline: .now() + remaining / .seconds(1)) { answer(nil) }
             }
             guard let chunk else {
                 stop()  // unblocks the pending read
