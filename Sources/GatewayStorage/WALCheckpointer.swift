@@ -55,6 +55,8 @@ public final class WALCheckpointer: Service, Sendable {
             // The writer keeps SQLite's own checkpoints: slower commits, nothing lost.
             logger.error(
                 "WAL checkpointer not started; commits checkpoint as SQLite does", metadata: ["error": "\(error)"])
+            // Returning would end the service group, the server with it.
+            try? await gracefulShutdown()
             return
         }
         let warnings = OncePerInterval(.seconds(60))
