@@ -78,6 +78,7 @@ public enum ConfigLoader {
             settings.logLevel = level
         }
         if let format = reader.choice("log_format", ["json", "text"]) { settings.logFormat = format }
+        if let accessLog = reader.bool("access_log") { settings.accessLog = accessLog }
         if let age = reader.int("ready_max_outbox_age_s", in: 0...(30 * 86_400)) { settings.readyMaxOutboxAge = age }
         if let ms = reader.int("idle_timeout_ms", in: 100...3_600_000) { settings.idleTimeoutMs = ms }
         if let ms = reader.int("body_timeout_ms", in: 100...3_600_000) { settings.bodyTimeoutMs = ms }

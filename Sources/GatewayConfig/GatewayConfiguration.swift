@@ -30,6 +30,9 @@ public struct ServerSettings: Sendable, Equatable {
     public var logLevel = "info"
     /// `log_format`: `json` (one object per line, with the request id) or `text`. Default json.
     public var logFormat = "json"
+    /// `access_log`: one `info` line per answered request (method, path, status, time).
+    /// Default false: at thousands of requests a second, the log would cost more than the work.
+    public var accessLog = false
     /// `ready_max_outbox_age_s`: `/readyz` fails while a sink's oldest undelivered record is
     /// older than this many seconds. Default 0: off.
     public var readyMaxOutboxAge = 0

@@ -53,6 +53,32 @@ import Testing
         #expect((object["time"] as? String)?.hasSuffix("Z") == true)
     }
 
+    @Test func theAccessLogHasALinePerAnswerWithTheCallersIDAndNoQuery() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        var configuration = try env.configuration(paused: true)
+        configuration.server.accessLog = true
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        let gateway = try await Gateway.build(
+            configuration: configuration, logger: Logger(label: "gateway", factory: { _ in handler }))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let response = try await client.execute(
+                uri: "/v1/s2s/nobody/callbacks?secret=hunter2-hunter2", method: .post,
+                headers: [HTTPFields.Element.Name("X-Request-Id")!: "trace-123"], body: ByteBuffer(string: "{}"))
+            #expect(response.status == .notFound)
+        }
+        let requests = try lines.withLock { $0 }.compactMap { line in
+            try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        }.filter { $0["message"] as? String == "request" }
+        #expect(requests.count == 1)
+        let line = try #require(requests.first)
+        #expect(line["request_id"] as? String == "trace-123")
+        #expect(line["status"] as? String == "404" && line["method"] as? String == "POST")
+        #expect(line["path"] as? String == "/v1/s2s/nobody/callbacks")
+        #expect(!lines.withLock { $0 }.joined().contains("hunter2"))
+    }
+
     @Test func anAttachedErrorIsLoggedByItsTypeNotItsText() throws {
         struct LeakyError: Error, CustomStringConvertible {
             var description: String { "GET /v1/s2s/adjust/callbacks?secret=hunter2-callback-secret failed" }

@@ -9,6 +9,8 @@ public enum GatewayHTTP {
     public static func makeRouter(gateway: Gateway) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: RequestIDMiddleware())
+        // Outside ErrorMiddleware, so that it sees the answers errors became.
+        if gateway.configuration.server.accessLog { router.add(middleware: AccessLogMiddleware()) }
         router.add(middleware: ErrorMiddleware())
         let limits = gateway.configuration.server.rateLimits
         if limits.perKey != nil || limits.perIP != nil {
