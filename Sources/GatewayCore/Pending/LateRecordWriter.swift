@@ -4,35 +4,78 @@ import ServiceLifecycle
 
 /// Stores what a ``LateEnricher`` completed after routing, and queues it again for the
 /// sinks the router chooses, so that names that came late reach the sinks anyway.
+///
+/// A late version can arrive before its record is committed: the enricher hands it back
+/// as soon as the name comes, and the ingest that gave up waiting for it may still be
+/// on its way to the disk. Such versions are tried again after each of `retryDelays`;
+/// one whose record never appears (a duplicate, stored under another id) is let go.
 public final class LateRecordWriter: Service, Sendable {
     let enricher: any LateEnricher
     let pipeline: IngestPipeline
     let logger: Logger
+    let retryDelays: [Duration]
 
-    public init(enricher: any LateEnricher, pipeline: IngestPipeline, logger: Logger) {
+    public init(
+        enricher: any LateEnricher, pipeline: IngestPipeline, logger: Logger,
+        retryDelays: [Duration] = [.milliseconds(200), .seconds(1), .seconds(5), .seconds(30)]
+    ) {
         self.enricher = enricher
         self.pipeline = pipeline
         self.logger = logger
+        self.retryDelays = retryDelays
     }
 
     public func run() async throws {
         await withGracefulShutdownHandler {
-            for await records in enricher.lateRecords.cancelOnGracefulShutdown() {
-                var merged: [AttributionRecord] = []
-                for record in records {
-                    // Late versions can overtake each other; a name once stored is kept.
-                    let stored = try? await pipeline.store.record(id: record.recordID)
-                    merged.append(stored.map { Self.keepNames(of: $0, in: record) } ?? record)
+            await withTaskGroup(of: Void.self) { retries in
+                for await records in enricher.lateRecords.cancelOnGracefulShutdown() {
+                    let unstored = await write(records)
+                    if !unstored.isEmpty { retries.addTask { await self.retry(unstored) } }
                 }
-                let routed = merged.map { RoutedRecord(record: $0, sinks: pipeline.router.sinks(for: $0)) }
-                do {
-                    let replaced = try await pipeline.store.replaceRecords(routed, now: Date())
-                    if replaced > 0 { pipeline.onQueued(Set(routed.flatMap(\.sinks))) }
-                } catch {
-                    logger.error("cannot store late enrichment", metadata: ["error": "\(error)"])
-                }
+                // Shutting down: versions still waiting for their records are not kept,
+                // as none of the ones buffered in the stream are.
+                retries.cancelAll()
             }
         } onGracefulShutdown: {}
+    }
+
+    /// Writes the versions whose records are stored; returns the others.
+    func write(_ records: [AttributionRecord]) async -> [AttributionRecord] {
+        var merged: [AttributionRecord] = []
+        var unstored: [AttributionRecord] = []
+        for record in records {
+            // Late versions can overtake each other; a name once stored is kept.
+            switch await Self.stored(record.recordID, in: pipeline.store) {
+            case .some(let stored): merged.append(Self.keepNames(of: stored, in: record))
+            case .none: unstored.append(record)
+            }
+        }
+        guard !merged.isEmpty else { return unstored }
+        let routed = merged.map { RoutedRecord(record: $0, sinks: pipeline.router.sinks(for: $0)) }
+        do {
+            let replaced = try await pipeline.store.replaceRecords(routed, now: Date())
+            if replaced > 0 { pipeline.onQueued(Set(routed.flatMap(\.sinks))) }
+        } catch {
+            logger.error("cannot store late enrichment", metadata: ["error": "\(error)"])
+        }
+        return unstored
+    }
+
+    func retry(_ records: [AttributionRecord]) async {
+        var waiting = records
+        for delay in retryDelays where !waiting.isEmpty {
+            do { try await Task.sleep(for: delay) } catch { return }
+            waiting = await write(waiting)
+        }
+        if !waiting.isEmpty {
+            logger.debug("late names for records that were never stored", metadata: ["count": "\(waiting.count)"])
+        }
+    }
+
+    /// The stored record, nil when there is none (yet); a store that cannot answer is
+    /// treated as having none, and the version waits for the next try.
+    static func stored(_ id: String, in store: any AttributionStore) async -> AttributionRecord? {
+        (try? await store.record(id: id)) ?? nil
     }
 
     static func keepNames(of stored: AttributionRecord, in late: AttributionRecord) -> AttributionRecord {
