@@ -70,6 +70,9 @@ import Testing
         #expect(try caller("2001:db8:1:2::1") == caller("2001:db8:1:2:ffff:ffff:ffff:ffff"))
         #expect(try caller("2001:db8:1:2::1") != caller("2001:db8:1:3::1"))
         #expect(try caller("192.0.2.7") == "ip:192.0.2.7")
+        // IPv4 through a dual-stack listener: its own address, not one bucket for all.
+        #expect(try caller("::ffff:192.0.2.7") == "ip:192.0.2.7")
+        #expect(try caller("::ffff:198.51.100.9") == "ip:198.51.100.9")
     }
 
     @Test func aKeyHasOneBucketHoweverItIsSpelledAndMadeUpKeysGetNone() async throws {

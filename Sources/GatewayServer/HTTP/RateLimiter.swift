@@ -95,10 +95,15 @@ struct RateLimitMiddleware: RouterMiddleware {
         return "key:" + Hex.lowercase(digest.prefix(16))
     }
 
-    /// The per-IP bucket's name: the address, or for IPv6 its first 64 bits.
+    /// The per-IP bucket's name: the address, or for IPv6 its first 64 bits. An IPv4
+    /// client of a dual-stack listener arrives as `::ffff:a.b.c.d`, whose first 64 bits
+    /// are zero for everyone: it is named by its IPv4 address.
     static func ipCaller(_ address: SocketAddress) -> String {
         guard case .v6(let v6) = address else { return "ip:" + (address.ipAddress ?? "") }
-        let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0.prefix(8)) }
-        return "ip6:" + Hex.lowercase(bytes)
+        let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff {
+            return "ip:" + bytes[12...].map(String.init).joined(separator: ".")
+        }
+        return "ip6:" + Hex.lowercase(bytes.prefix(8))
     }
 }
