@@ -9,12 +9,30 @@ import Testing
     // read can only end with that child, two minutes on: past the time limit. (Its stderr
     // goes nowhere, or the test run would wait for it too.)
     @Test(.timeLimit(.minutes(1))) func aPluginThatHangsWithItsStdoutHeldOpenTimesOutTheBatch() async throws {
+        let sleep = "sleep 120.\(Int.random(in: 100_000...999_999))"
         let sink = ExecSink(
-            options: .init(command: ["sh", "-c", "exec 2>/dev/null; sleep 120; true"], timeout: .milliseconds(300), maxBatchSize: 10))
+            options: .init(command: ["sh", "-c", "exec 2>/dev/null; \(sleep); true"], timeout: .milliseconds(300), maxBatchSize: 10))
         let record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k", receivedAt: Date())
         await #expect(throws: (any Error).self) { try await sink.deliver([record]) }
         // The next batch starts a fresh plugin, and times out the same way rather than
         // waiting behind the first.
         await #expect(throws: (any Error).self) { try await sink.deliver([record]) }
+        // And the plugin's child went with it, not left holding a thread and a pipe.
+        var left = Self.processes(running: sleep)
+        for _ in 0..<100 where left > 0 {
+            try await Task.sleep(for: .milliseconds(50))
+            left = Self.processes(running: sleep)
+        }
+        #expect(left == 0)
+    }
+
+    /// How many live processes have `command` as their command line.
+    static func processes(running command: String) -> Int {
+        let ids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return ids.filter { id in
+            guard let line = FileManager.default.contents(atPath: "/proc/\(id)/cmdline") else { return false }
+            return String(decoding: line, as: UTF8.self).replacingOccurrences(of: "\0", with: " ")
+                .trimmingCharacters(in: .whitespaces) == command
+        }.count
     }
 }

@@ -150,6 +150,10 @@ final class ExecChild: @unchecked Sendable {
             process.terminate()
             kill(process.processIdentifier, SIGKILL)
         }
+        // Its process group too (Foundation starts the plugin as a group's leader): a child
+        // of the plugin holding stdout open would otherwise outlive it, and keep a read
+        // blocked on one of Dispatch's threads until it exits.
+        if process.processIdentifier > 0 { kill(-process.processIdentifier, SIGKILL) }
         try? stdin.fileHandleForWriting.close()
     }
 }
