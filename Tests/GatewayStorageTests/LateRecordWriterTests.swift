@@ -26,7 +26,7 @@ import GatewayStorage
         let names = LateNames()
         let pipeline = IngestPipeline(store: store, router: RecordRouter(routes: [Route(sinks: ["local"])]))
         let writer = LateRecordWriter(
-            enricher: names, pipeline: pipeline, logger: Logger(label: "test"), retryDelays: [.zero])
+            enricher: names, pipeline: pipeline, logger: Logger(label: "test"), retryDelays: [.seconds(1)])
 
         var record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "iad:1:u", receivedAt: Date())
         record.appID = "1"
@@ -35,12 +35,17 @@ import GatewayStorage
         named.keyword = "meditation app"
         named.enrichedAt = Date()
         // The name came before the ingest that gave up waiting for it had committed.
-        let waiting = await writer.write([named])
-        #expect(waiting.map(\.recordID) == [record.recordID])
+        var later: [(LateRecordWriter.Batch, Duration)] = []
+        await writer.handle(([named], 0)) { later.append(($0, $1)) }
+        #expect(later.map(\.0.records.first?.recordID) == [record.recordID])
+        #expect(later.map(\.0.tries) == [1])
         #expect(try await store.record(id: record.recordID) == nil)
 
         _ = try await pipeline.ingest([record])
-        await writer.retry(waiting)
+        let retry = try #require(later.first?.0)
+        later = []
+        await writer.handle(retry) { later.append(($0, $1)) }
+        #expect(later.isEmpty)
         #expect(try await store.record(id: record.recordID)?.keyword == "meditation app")
         let queued = try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false)
         #expect(queued.map { $0.record.keyword } == ["meditation app"])

@@ -25,18 +25,47 @@ public final class LateRecordWriter: Service, Sendable {
         self.retryDelays = retryDelays
     }
 
+    /// Late versions, and how many times they were tried already.
+    typealias Batch = (records: [AttributionRecord], tries: Int)
+
     public func run() async throws {
+        // One loop writes everything, new versions and retried ones alike, one batch at a
+        // time: two versions of a record merged at once against the same stored one
+        // would each keep their own names and the later write would drop the other's.
+        let (batches, queue) = AsyncStream.makeStream(of: Batch.self)
         await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { retries in
-                for await records in enricher.lateRecords.cancelOnGracefulShutdown() {
-                    let unstored = await write(records)
-                    if !unstored.isEmpty { retries.addTask { await self.retry(unstored) } }
+            await withDiscardingTaskGroup { tasks in
+                tasks.addTask {
+                    for await records in self.enricher.lateRecords.cancelOnGracefulShutdown() {
+                        queue.yield((records, 0))
+                    }
+                    // Shutting down: versions still waiting for their records are not
+                    // kept, as none of the ones buffered in the stream are.
+                    queue.finish()
                 }
-                // Shutting down: versions still waiting for their records are not kept,
-                // as none of the ones buffered in the stream are.
-                retries.cancelAll()
+                for await batch in batches {
+                    await handle(batch) { retry, delay in
+                        tasks.addTask {
+                            guard (try? await Task.sleep(for: delay)) != nil else { return }
+                            queue.yield(retry)
+                        }
+                    }
+                }
+                tasks.cancelAll()
             }
         } onGracefulShutdown: {}
+    }
+
+    /// Writes what of `batch` can be written, and hands the rest to `later` with the delay
+    /// it must wait, until the delays run out.
+    func handle(_ batch: Batch, later: (Batch, Duration) -> Void) async {
+        let unstored = await write(batch.records)
+        guard !unstored.isEmpty else { return }
+        guard batch.tries < retryDelays.count else {
+            logger.debug("late names for records that were never stored", metadata: ["count": "\(unstored.count)"])
+            return
+        }
+        later((unstored, batch.tries + 1), retryDelays[batch.tries])
     }
 
     /// Writes the versions whose records are stored; returns the others.
@@ -59,17 +88,6 @@ public final class LateRecordWriter: Service, Sendable {
             logger.error("cannot store late enrichment", metadata: ["error": "\(error)"])
         }
         return unstored
-    }
-
-    func retry(_ records: [AttributionRecord]) async {
-        var waiting = records
-        for delay in retryDelays where !waiting.isEmpty {
-            do { try await Task.sleep(for: delay) } catch { return }
-            waiting = await write(waiting)
-        }
-        if !waiting.isEmpty {
-            logger.debug("late names for records that were never stored", metadata: ["count": "\(waiting.count)"])
-        }
     }
 
     /// The stored record, nil when there is none (yet); a store that cannot answer is
