@@ -493,7 +493,7 @@ import Testing
         #expect(count == 2)
     }
 
-    @Test func aRowTheSQLiteSinkCannotWriteIsRetriedAloneNotWithItsBatch() async throws {
+    @Test func aRowTheSQLiteSinkRefusesIsDeadLetteredAloneNotWithItsBatch() async throws {
         let f = try Fixture()
         defer { f.remove() }
         let sink = try SQLiteSink(path: f.path)
@@ -511,8 +511,9 @@ import Testing
         }
         let outcomes = try await sink.deliver(records)
         #expect(outcomes[0] == .delivered && outcomes[2] == .delivered, "\(outcomes)")
-        guard case .retry(let reason, _) = outcomes[1] else {
-            Issue.record("expected a retry, got \(outcomes[1])")
+        // A trigger's RAISE is a constraint failure: the same row would be refused again.
+        guard case .reject(let reason) = outcomes[1] else {
+            Issue.record("expected a rejection, got \(outcomes[1])")
             return
         }
         #expect(reason.contains("refused by an operator's trigger"))

@@ -18,9 +18,10 @@ public final class SQLiteSink: AttributionSink {
         try pool.write { db in try SQLiteSinkTable.prepare(db, indexed: indexes) }
     }
 
-    /// Each row succeeds or fails on its own: a row SQLite refuses (a trigger, a
-    /// constraint an operator added) is retried, and dead-lettered, alone, not with its
-    /// batch. A failure that undoes the whole transaction (a full disk) retries them all.
+    /// Each row succeeds or fails on its own: a row SQLite refuses for what it holds (a
+    /// trigger's `RAISE`, a constraint an operator added) is dead-lettered alone, at once,
+    /// as retrying the same row cannot help; another error retries that row alone. A
+    /// failure that undoes the whole transaction (a full disk) retries them all.
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         let rows = try records.map { StatementArguments(try Self.row($0)) }
         return try await pool.write { db in
@@ -35,7 +36,8 @@ public final class SQLiteSink: AttributionSink {
                     // Statement atomicity undid this row only, unless SQLite rolled the
                     // transaction back, when the rows before it are gone as well.
                     guard db.isInsideTransaction else { throw error }
-                    return .retry(reason: "row not written: SQLite error \(error.resultCode.rawValue): \(error.message ?? "")")
+                    let reason = "row not written: SQLite error \(error.resultCode.rawValue): \(error.message ?? "")"
+                    return error.resultCode == .SQLITE_CONSTRAINT ? .reject(reason: reason) : .retry(reason: reason)
                 }
             }
         }
