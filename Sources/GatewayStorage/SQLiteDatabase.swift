@@ -31,11 +31,8 @@ public enum SQLiteDatabase {
         let url = URL(fileURLWithPath: path).standardizedFileURL
         try FileManager.default.createDirectory(
             at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        return try pools.withLock { pools in
-            if let pool = pools[url.path]?.pool {
-                if let durability { try setSynchronous(durability, on: pool) }
-                return pool
-            }
+        let (pool, wasOpen) = try pools.withLock { pools -> (DatabasePool, Bool) in
+            if let pool = pools[url.path]?.pool { return (pool, true) }
             var configuration = Configuration()
             // Another process (the CLI's import) may hold the write lock for a moment.
             configuration.busyMode = .timeout(10)
@@ -46,8 +43,12 @@ public enum SQLiteDatabase {
             // checkpoint). Readers never commit, so only the writer's setting counts.
             try setSynchronous(durability ?? .full, on: pool)
             pools[url.path] = WeakPool(pool)
-            return pool
+            return (pool, false)
         }
+        // Outside the lock: an open pool's writer may be busy, and waiting for it while
+        // holding every file's lock would stall the other files' openers.
+        if wasOpen, let durability { try setSynchronous(durability, on: pool) }
+        return pool
     }
 
     private static func setSynchronous(_ durability: Durability, on pool: DatabasePool) throws {

@@ -16,24 +16,27 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             return try error.response(from: request, context: context)
         } catch let error as HTTPError {
-            let mapped: GatewayError
-            switch error.status {
-            case .notFound:
-                mapped = GatewayError(.notFound, "no route for \(request.method) \(request.uri.path)")
-            case .methodNotAllowed:
-                mapped = GatewayError(.methodNotAllowed, "\(request.method) is not allowed on \(request.uri.path)")
-            case .contentTooLarge:
-                mapped = GatewayError(.payloadTooLarge, "the body is too large")
-            default:
-                mapped = GatewayError(
-                    GatewayError.Code("http_\(error.status.code)", httpStatus: error.status.code),
-                    error.body ?? error.status.reasonPhrase)
-            }
-            return try mapped.response(from: request, context: context)
+            return try Self.answer(to: error, for: request).response(from: request, context: context)
         } catch {
             context.logger.error("request failed", metadata: ["error": "\(String(reflecting: type(of: error)))"])
             return try GatewayError(.internalError, "internal error; see the gateway's log")
                 .response(from: request, context: context)
+        }
+    }
+
+    /// What Hummingbird's own errors are answered as.
+    static func answer(to error: HTTPError, for request: Request) -> GatewayError {
+        switch error.status {
+        case .notFound:
+            GatewayError(.notFound, "no route for \(request.method) \(request.uri.path)")
+        case .methodNotAllowed:
+            GatewayError(.methodNotAllowed, "\(request.method) is not allowed on \(request.uri.path)")
+        case .contentTooLarge:
+            GatewayError(.payloadTooLarge, "the body is too large")
+        default:
+            GatewayError(
+                GatewayError.Code("http_\(error.status.code)", httpStatus: error.status.code),
+                error.body ?? error.status.reasonPhrase)
         }
     }
 }
