@@ -37,6 +37,9 @@ public enum GatewayHTTP {
         let settings = gateway.configuration.server
         if gateway.configuration.auth.apiKeys.isEmpty {
             gateway.logger.warning("auth.api_keys is empty: the app-facing routes accept any caller")
+            if settings.rateLimits.perKey != nil {
+                gateway.logger.warning("server.rate_limits.per_key limits nothing without auth.api_keys; per_ip does")
+            }
         }
         return Application(
             router: makeRouter(gateway: gateway),
