@@ -6,31 +6,41 @@ import GatewayCore
 extension SQLiteStore {
     /// Shares commits with concurrent requests (see ``GroupCommit``): a token stored is
     /// one row in a transaction many tokens share.
+    ///
+    /// Work is a duplicate only of its own app's: the same key sent for another app (a
+    /// token posted with another app's API key) is stored apart, under the key with the
+    /// app appended, so that one app can neither learn of another's record nor, by
+    /// posting a token first, keep that app from getting its own.
     public func addPending(_ work: PendingWork, now: Date) async throws -> PendingAdmission {
         try await groupCommit.submit { db in
-            if let original = try String.fetchOne(
-                db.cachedStatement(sql: "SELECT record_id FROM records WHERE dedupe_key = ?"),
-                arguments: [work.dedupeKey])
-            {
-                return .duplicate(of: original, resolved: true)
+            let ownKey = Self.appScopedKey(work.dedupeKey, appID: work.appID)
+            var keyTaken = false
+            for (table, resolved) in [("records", true), ("pending", false)] {
+                let rows = try Row.fetchAll(
+                    db.cachedStatement(sql: "SELECT record_id, app_id, dedupe_key FROM \(table) WHERE dedupe_key IN (?, ?)"),
+                    arguments: [work.dedupeKey, ownKey])
+                if let mine = rows.first(where: { $0["app_id"] as String? == work.appID }) {
+                    return .duplicate(of: mine["record_id"], resolved: resolved)
+                }
+                keyTaken = keyTaken || rows.contains { $0["dedupe_key"] as String == work.dedupeKey }
             }
-            if let waiting = try String.fetchOne(
-                db.cachedStatement(sql: "SELECT record_id FROM pending WHERE dedupe_key = ?"),
-                arguments: [work.dedupeKey])
-            {
-                return .duplicate(of: waiting, resolved: false)
-            }
+            let key = keyTaken ? ownKey : work.dedupeKey
             try db.executeCached(
                 """
                 INSERT INTO pending (record_id, provider, dedupe_key, app_id, received_at, state, attempts, next_attempt_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
-                    work.recordID, work.provider, work.dedupeKey, work.appID, work.receivedAt.timeIntervalSince1970,
+                    work.recordID, work.provider, key, work.appID, work.receivedAt.timeIntervalSince1970,
                     work.state, work.attempts, now.timeIntervalSince1970,
                 ])
             return .accepted(recordID: work.recordID)
         }
+    }
+
+    /// `key` as one app's own, for when another app's work holds the plain one.
+    static func appScopedKey(_ key: String, appID: String?) -> String {
+        key + "@" + (appID ?? "")
     }
 
     public func claimPending(provider: String, now: Date, lease: Duration, limit: Int) async throws -> [PendingWork] {

@@ -41,4 +41,42 @@ import GatewayStorage
             #expect(ids[0] == ids[1])
         }
     }
+
+    /// A key for one app cannot reach another app's work through a token both send.
+    @Test func aTokenSentForTwoAppsIsEachAppsOwnWork() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pending-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        func submit(_ app: String) async throws -> PendingAdmission {
+            try await store.addPending(
+                PendingWork(provider: "adservices", dedupeKey: "adservices:same-token", appID: app, receivedAt: now, state: Data()),
+                now: now)
+        }
+        // Another app's key posts the token first…
+        guard case .accepted(let other) = try await submit("999") else { throw Unexpected() }
+        // …and the app it belongs to still gets work, and a record, of its own.
+        guard case .accepted(let own) = try await submit("1234567890") else { throw Unexpected() }
+        #expect(own != other)
+        // Each app's repeats are duplicates of its own work only.
+        #expect(try await submit("1234567890") == .duplicate(of: own, resolved: false))
+        #expect(try await submit("999") == .duplicate(of: other, resolved: false))
+        #expect(try await store.pendingCounts()["adservices"] == 2)
+
+        // Once the other app's work is a record, the same holds.
+        let claimed = try await store.claimPending(provider: "adservices", now: now, lease: .seconds(60), limit: 10)
+        let settlements = claimed.map { work in
+            var record = AttributionRecord(
+                provider: "adservices", kind: .install, dedupeKey: work.dedupeKey, receivedAt: now,
+                recordID: work.recordID)
+            record.appID = work.appID
+            return PendingSettlement.finished(recordID: work.recordID, records: [RoutedRecord(record: record, sinks: [])])
+        }
+        _ = try await store.settlePending(settlements)
+        #expect(try await submit("1234567890") == .duplicate(of: own, resolved: true))
+        #expect(try await submit("999") == .duplicate(of: other, resolved: true))
+        #expect(try await store.pendingCounts()["adservices"] ?? 0 == 0)
+    }
+
+    struct Unexpected: Error {}
 }

@@ -210,7 +210,8 @@ public struct AdServicesProvider: DeferredAttributionProvider {
     func raw(_ work: PendingWork, _ state: State, apple: [String: JSONValue]) -> JSONValue {
         var request: [String: JSONValue] = [
             "app_id": .string(state.appID), "app_user_id": .string(state.appUserID),
-            "token_sha256": .string(String(work.dedupeKey.dropFirst("adservices:".count))),
+            // The key may carry "@app" when another app's work held the plain one.
+            "token_sha256": .string(String(work.dedupeKey.dropFirst("adservices:".count).prefix { $0 != "@" })),
         ]
         if let idfv = state.idfv { request["idfv"] = .string(idfv) }
         if let attStatus = state.attStatus { request["att_status"] = .integer(Int64(attStatus)) }
