@@ -10,7 +10,11 @@ struct APIKeyring: Sendable {
 
     /// The apps an `Authorization: Bearer KEY` header may write for; nil when it names no key.
     func apps(authorization header: String?) -> Set<String>? {
-        guard let digest = Self.presentedDigest(header) else { return nil }
+        Self.presentedDigest(header).flatMap(apps(digest:))
+    }
+
+    /// The apps of the keys whose digest is `digest`; nil when there is none.
+    func apps(digest: [UInt8]) -> Set<String>? {
         var apps: Set<String> = []
         // Every key is compared, in constant time, whatever matched before.
         for key in keys where Self.constantTimeEqual(key.sha256, digest) {
@@ -24,11 +28,6 @@ struct APIKeyring: Sendable {
     static func presentedDigest(_ header: String?) -> [UInt8]? {
         guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
         return SHA256Hex.digest(header.dropFirst(7).trimmingWhitespace())
-    }
-
-    /// Whether `digest` is a configured key's, compared with every key in constant time.
-    func knows(_ digest: [UInt8]) -> Bool {
-        keys.reduce(false) { known, key in Self.constantTimeEqual(key.sha256, digest) || known }
     }
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {

@@ -91,7 +91,7 @@ struct RateLimitMiddleware: RouterMiddleware {
     /// The per-key bucket's name for an `Authorization` header: from the digest of the
     /// configured key it carries (never the key), nil when it carries none.
     static func keyCaller(_ header: String?, keyring: APIKeyring) -> String? {
-        guard let digest = APIKeyring.presentedDigest(header), keyring.knows(digest) else { return nil }
+        guard let digest = APIKeyring.presentedDigest(header), keyring.apps(digest: digest) != nil else { return nil }
         return "key:" + Hex.lowercase(digest.prefix(16))
     }
 
