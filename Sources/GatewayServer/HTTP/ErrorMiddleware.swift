@@ -10,17 +10,26 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     {
         do {
             return try await next(request, context)
-        } catch let error as GatewayError {
-            if error.code.httpStatus >= 500 {
-                context.logger.error("request failed", metadata: ["error": "\(error)"])
-            }
-            return try error.response(from: request, context: context)
-        } catch let error as HTTPError {
-            return try Self.answer(to: error, for: request).response(from: request, context: context)
         } catch {
-            context.logger.error("request failed", metadata: ["error": "\(String(reflecting: type(of: error)))"])
-            return try GatewayError(.internalError, "internal error; see the gateway's log")
-                .response(from: request, context: context)
+            switch error {
+            case let error as GatewayError where error.code.httpStatus >= 500:
+                context.logger.error("request failed", metadata: ["error": "\(error)"])
+            case is GatewayError, is HTTPError:
+                break
+            default:
+                context.logger.error("request failed", metadata: ["error": "\(String(reflecting: type(of: error)))"])
+            }
+            return try Self.answer(to: error, for: request).response(from: request, context: context)
+        }
+    }
+
+    /// What any error a route throws is answered as: the gateway's own as they are,
+    /// Hummingbird's mapped to the gateway's codes, anything else `500` with no details.
+    static func answer(to error: any Error, for request: Request) -> GatewayError {
+        switch error {
+        case let error as GatewayError: error
+        case let error as HTTPError: answer(to: error, for: request)
+        default: GatewayError(.internalError, "internal error; see the gateway's log")
         }
     }
 

@@ -13,18 +13,11 @@ extension GatewayHTTP {
         { request, context in
             do {
                 return try await handler(request, context)
-            } catch let error as GatewayError {
-                metrics.rejected(provider: provider, code: error.code.name)
-                throw error
-            } catch let error as HTTPError {
-                // Counted under the code it is answered with.
+            } catch {
+                // Counted under the code ErrorMiddleware answers it with.
                 metrics.rejected(
                     provider: provider,
                     code: ErrorMiddleware<GatewayRequestContext>.answer(to: error, for: request).code.name)
-                throw error
-            } catch {
-                // ErrorMiddleware answers it 500 internal_error.
-                metrics.rejected(provider: provider, code: GatewayError.Code.internalError.name)
                 throw error
             }
         }
