@@ -17,6 +17,15 @@ public struct PayloadFields: Sendable {
         text.utf8.count <= maxStringLength || text.count <= maxStringLength
     }
 
+    /// `text`, or an error naming `field` when it is past ``maxStringLength``: for values
+    /// read other than through ``string(_:)`` (a postback's signed fields, as received).
+    public static func limited(_ text: String, field: String) throws -> String {
+        guard fitsLengthLimit(text) else {
+            throw GatewayError.invalid(field, "longer than \(maxStringLength) characters")
+        }
+        return text
+    }
+
     public init(_ object: [String: JSONValue], path: String = "") {
         self.object = object
         self.path = path
@@ -96,9 +105,7 @@ public struct PayloadFields: Sendable {
         case .integer(let n): text = String(n)
         default: throw GatewayError.invalid(fieldPath(key), "expected a string, found \(value.typeName)")
         }
-        guard Self.fitsLengthLimit(text) else {
-            throw GatewayError.invalid(fieldPath(key), "longer than \(Self.maxStringLength) characters")
-        }
+        _ = try Self.limited(text, field: fieldPath(key))
         return text.isEmpty ? nil : text
     }
 

@@ -177,10 +177,9 @@ public struct SKAdNetworkProvider: AttributionProvider {
     }
 
     /// `text`, refused past the length every other provider's fields are held to: these
-    /// are read from the postback as signed, not through ``PayloadFields``.
+    /// are read from the postback as signed, not through ``PayloadFields/string(_:)``.
     static func limited(_ text: String?, field: String) throws -> String? {
-        guard let text, !PayloadFields.fitsLengthLimit(text) else { return text }
-        throw GatewayError.invalid(field, "longer than \(PayloadFields.maxStringLength) characters")
+        try text.map { try PayloadFields.limited($0, field: field) }
     }
 
     func enforce(_ verdict: PostbackVerdict, field: String) throws {
