@@ -205,6 +205,23 @@ import Testing
         }
     }
 
+    @Test func revenueReachesMixpanelAsTheAmountsOwnDigits() async throws {
+        try await run(eventName: "ASA Purchase") { fake, sink throws in
+            // Amounts whose Foundation conversion to Double is off in the last digits.
+            let amounts = ["19.99", "49.99", "123456.789"]
+            let batch = amounts.enumerated().map { index, amount in
+                var purchase = record(user: "u\(index)")
+                purchase.revenue = Decimal(string: amount)
+                purchase.currency = "USD"
+                return purchase
+            }
+            #expect(try await sink.deliver(batch) == [.delivered, .delivered, .delivered])
+            let events = try #require(fake.imports.first?.events)
+            let sent = events.map { ($0["properties"] as? [String: Any])?["revenue"] as? Double }
+            #expect(sent == amounts.map { Double($0) })
+        }
+    }
+
     @Test func anEventMixpanelRefusesIsDeadLetteredAloneWithItsMessage() async throws {
         try await run(eventName: "ASA Install") { fake, sink throws in
             let outcomes = try await sink.deliver(

@@ -22,7 +22,7 @@ struct MixpanelEventMapping: Sendable {
         properties["gateway_provider"] = .string(record.provider)
         properties["gateway_kind"] = .string(record.kind.rawValue)
         properties["gateway_record_id"] = .string(record.recordID)
-        if let revenue = record.revenue { properties["revenue"] = .double(NSDecimalNumber(decimal: revenue).doubleValue) }
+        if let revenue = record.revenue { properties["revenue"] = .double(revenue.doubleThroughText) }
         if let currency = record.currency { properties["currency"] = .string(currency) }
         return .object(["event": .string(name), "properties": .object(properties)])
     }

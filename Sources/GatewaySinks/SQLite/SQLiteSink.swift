@@ -59,8 +59,7 @@ public final class SQLiteSink: AttributionSink {
                 case .string(let s): s.databaseValue
                 case .integer(let n): n.databaseValue
                 case .bool(let b): (b ? 1 : 0).databaseValue
-                // Through its text: 49.99, not the nearest binary fraction's 49.989999999999995.
-                case .decimal(let d): (Double(d.description) ?? 0).databaseValue
+                case .decimal(let d): d.doubleThroughText.databaseValue
                 case .date(let date): ISO8601.format(date).databaseValue
                 case .json, .strings: (encoded?.jsonText(of: name) ?? AttributionRecord.jsonText(value)).databaseValue
                 }
