@@ -112,11 +112,12 @@ import Testing
         Set(request.headers.map { "\($0.0.lowercased()): \($0.1)" })
     }
 
-    enum Verdict { case delivered, retry, reject }
+    enum Verdict { case delivered, declined, retry, reject }
 
     func verdict(_ adapter: some VendorAdapter, _ status: Int, _ body: String = "") -> Verdict {
         switch adapter.outcome(status: status, body: body, retryAfter: nil) {
         case .delivered: .delivered
+        case .declined: .declined
         case .retry: .retry
         case .reject: .reject
         }
@@ -305,7 +306,7 @@ import Testing
 
     @Test func adjustOutcomes() {
         #expect(verdict(adjust, 200, "OK") == .delivered)
-        #expect(verdict(adjust, 451) == .delivered, "opted out is final, never retried")
+        #expect(verdict(adjust, 451) == .declined, "opted out is final, never retried, not counted as delivered")
         #expect(verdict(adjust, 202) == .retry)
         #expect(verdict(adjust, 400, #"{"error":"Event request failed (Invalid app token)"}"#) == .reject)
         #expect(verdict(adjust, 500) == .retry)

@@ -273,6 +273,31 @@ import Testing
         }
     }
 
+    @Test func anEventAdjustDeclinesForAnOptedOutDeviceIsFinalAndNotCountedAsDelivered() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        let optedOut = UUID().uuidString
+        vendors.optedOut.withLock { $0 = [optedOut] }
+        let body = "[" + [
+            Self.event("event", name: "level_up", user: "user-in", idfv: UUID().uuidString),
+            Self.event("event", name: "level_up", user: "user-out", idfv: optedOut),
+        ].joined(separator: ",") + "]"
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "adjust") }) { client, gateway in
+            #expect(try await post(client, body).status == .accepted)
+            #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.adjust"] == nil })
+            #expect(vendors.accepted("adjust").count == 1)
+            #expect(vendors.refused == ["adjust: Device is opted out"], "asked once, never retried")
+            #expect(try await gateway.store.deadLetters(sink: "s2s.adjust", limit: 10).isEmpty)
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            let deliveries = metrics.split(separator: "\n").filter {
+                $0.hasPrefix("gateway_deliveries_total") && $0.contains(#"sink="s2s.adjust""#)
+            }
+            #expect(deliveries.contains { $0.contains(#"outcome="declined""#) && $0.hasSuffix(" 1") }, "\(deliveries)")
+            #expect(deliveries.contains { $0.contains(#"outcome="delivered""#) && $0.hasSuffix(" 1") }, "\(deliveries)")
+        }
+    }
+
     @Test func callbacksNeedTheVendorsSecretAndBecomeRecords() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

@@ -108,13 +108,16 @@ public final class SinkWorker: Service, Sendable {
 
         let decidedAt = now()
         var resolutions: [OutboxResolution] = []
-        var delivered = 0, retried = 0, dead = 0
+        var delivered = 0, declined = 0, retried = 0, dead = 0
         for (entry, outcome) in zip(entries, outcomes) {
             switch outcome {
             case .delivered:
                 resolutions.append(.delivered(id: entry.id))
                 delivered += 1
                 metrics.deliveryLatency(sink: sinkName, seconds: decidedAt.timeIntervalSince(entry.record.receivedAt))
+            case .declined:
+                resolutions.append(.delivered(id: entry.id))
+                declined += 1
             case .retry(let reason, let after):
                 let attempts = entry.attempts + 1
                 if attempts >= settings.maxAttempts {
@@ -134,6 +137,7 @@ public final class SinkWorker: Service, Sendable {
         try await store.resolve(sink: sinkName, resolutions, now: decidedAt)
 
         metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
+        metrics.delivery(sink: sinkName, outcome: "declined", count: declined)
         metrics.delivery(sink: sinkName, outcome: "retry", count: retried)
         metrics.delivery(sink: sinkName, outcome: "dead_letter", count: dead)
         if settings.inDeviceOrder {
@@ -152,7 +156,7 @@ public final class SinkWorker: Service, Sendable {
             let firstError: String? = outcomes.lazy.compactMap { outcome -> String? in
                 switch outcome {
                 case .retry(let reason, _), .reject(let reason): reason
-                case .delivered: nil
+                case .delivered, .declined: nil
                 }
             }.first
             logger.warning(

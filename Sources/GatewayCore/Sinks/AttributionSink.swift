@@ -19,4 +19,8 @@ public enum DeliveryOutcome: Sendable, Equatable {
     case retry(reason: String, after: Duration? = nil)
     /// The destination will never take it; it goes to the dead-letter queue.
     case reject(reason: String)
+    /// The destination answered, by design, that it keeps nothing of this record (a
+    /// device that opted out): final like `delivered`, but counted apart, so that a
+    /// sink's `delivered` is what its destination holds. Not a fault, so no dead letter.
+    case declined(reason: String)
 }

@@ -27,6 +27,8 @@ final class FakeVendors: Sendable {
     private let refusals = Mutex<[String]>([])
     /// While above zero, every vendor answers `503` and counts down.
     let outage = Mutex(0)
+    /// Devices (IDFV) that opted out: Adjust answers `451` for their events.
+    let optedOut = Mutex<Set<String>>([])
 
     var accepted: [Seen] { seen.withLock { $0 } }
     func accepted(_ vendor: String) -> [Seen] { accepted.filter { $0.vendor == vendor } }
@@ -109,6 +111,9 @@ final class FakeVendors: Sendable {
                 guard let created = form["created_at_unix"].flatMap(Double.init),
                     Date().timeIntervalSince1970 - created <= 58 * 86400
                 else { return self.adjust(refusing: "Event too old") }
+                if let idfv = form["idfv"], self.optedOut.withLock({ $0.contains(idfv) }) {
+                    return self.adjust(refusing: "Device is opted out", status: .init(code: 451))
+                }
                 self.record(Seen(vendor: "adjust", path: path, parameters: form, headers: Self.headers(request), rawText: text))
                 return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "OK")))
             }
@@ -139,9 +144,9 @@ final class FakeVendors: Sendable {
         return Response(status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: reason)))
     }
 
-    private func adjust(refusing reason: String) -> Response {
+    private func adjust(refusing reason: String, status: HTTPResponse.Status = .badRequest) -> Response {
         refusals.withLock { $0.append("adjust: \(reason)") }
-        return Self.json(#"{"error":"Event request failed (\#(reason))"}"#, status: .badRequest)
+        return Self.json(#"{"error":"Event request failed (\#(reason))"}"#, status: status)
     }
 
     static func json(_ text: String, status: HTTPResponse.Status = .ok) -> Response {

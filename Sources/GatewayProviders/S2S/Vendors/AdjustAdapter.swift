@@ -4,7 +4,7 @@ import GatewayCore
 /// Adjust's S2S API: `POST /session` and `POST /event` with a form body, the S2S token as
 /// `Authorization: Bearer`, apps and events named by Adjust's tokens.
 ///
-/// `451` means the device opted out: final, so it counts as done, never retried.
+/// `451` means the device opted out: final, so it is declined, never retried.
 /// `202` means Adjust did not take the S2S token. Events older than 58 days are refused
 /// by Adjust, so they are dead-lettered without a call.
 public struct AdjustAdapter: VendorAdapter {
@@ -84,7 +84,7 @@ public struct AdjustAdapter: VendorAdapter {
         case 200:
             return .delivered
         case 451:
-            return .delivered
+            return .declined(reason: "Adjust answered 451: the device opted out")
         case 202:
             return .retry(reason: "Adjust did not accept the S2S token (202)", after: retryAfter)
         case 401, 403, 408, 429, 500...599:
