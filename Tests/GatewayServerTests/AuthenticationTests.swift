@@ -62,6 +62,38 @@ import Testing
         }
     }
 
+    /// The ASA Attribution SDK presents its key as Supabase's functions take it, in an
+    /// `apikey` header, not as a bearer token.
+    @Test func theSDKsFunctionsTakeTheKeyFromItsApikeyHeader() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let yaml = env.yaml() + """
+
+            auth:
+              api_keys:
+                - { app_id: "1234567890", key: "\(Self.appKey)" }
+                - { app_id: "999", key: "key-for-another-app-999" }
+            """
+        let withSDK = yaml.replacingOccurrences(
+            of: "  iad: { enabled: true }",
+            with: "  iad: { enabled: true }\n  adservices: { enabled: true, sdk: { app_id: \"1234567890\" } }")
+        let configuration = try ConfigLoader.parse(yaml: withSDK, file: "auth.yaml", environment: [:], registry: .builtIn)
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client async throws in
+            func create(_ headers: HTTPFields) async throws -> Int {
+                Int(try await client.execute(
+                    uri: "/functions/v1/create-user", method: .post, headers: headers, body: ByteBuffer(string: "{}")
+                ).status.code)
+            }
+            let apikey = HTTPFields.Element.Name("apikey")!
+            #expect(try await create([:]) == 401)
+            #expect(try await create([apikey: "not-a-key-at-all-000"]) == 401)
+            #expect(try await create([apikey: "key-for-another-app-999"]) == 403)
+            #expect(try await create([apikey: Self.appKey]) == 200)
+            #expect(try await create([.authorization: "Bearer \(Self.appKey)"]) == 200)
+        }
+    }
+
     @Test func shortOrMalformedKeysAreConfigErrors() throws {
         let yaml = """
             auth:

@@ -104,9 +104,13 @@ import Testing
         // Keys that name nobody get no bucket (authentication refuses them; the per-IP
         // limit is theirs), so that they can neither fill the map nor start afresh.
         let keyring = APIKeyring(keys: configuration.auth.apiKeys)
-        #expect(RateLimitMiddleware.keyCaller("Bearer made-up-key-0000000000", keyring: keyring) == nil)
-        #expect(RateLimitMiddleware.keyCaller(key, keyring: keyring) == nil)
-        #expect(RateLimitMiddleware.keyCaller("bearer  \(key) ", keyring: keyring) != nil)
+        func caller(_ headers: HTTPFields) -> String? { RateLimitMiddleware.keyCaller(headers, keyring: keyring) }
+        #expect(caller([.authorization: "Bearer made-up-key-0000000000"]) == nil)
+        #expect(caller([.authorization: key]) == nil)
+        #expect(caller([.authorization: "bearer  \(key) "]) != nil)
+        // The ASA SDK's `apikey` header is the same caller as the bearer token.
+        #expect(caller([APIKeyring.apiKeyHeader: key]) == caller([.authorization: "Bearer \(key)"]))
+        #expect(caller([APIKeyring.apiKeyHeader: "made-up-key-0000000000"]) == nil)
     }
 
     @Test func limitsAreConfigured() throws {

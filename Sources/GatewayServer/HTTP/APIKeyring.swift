@@ -1,5 +1,6 @@
 import GatewayConfig
 import GatewayCore
+import HTTPTypes
 
 /// The API keys of `auth.api_keys`, held as SHA-256 digests. A key writes records only
 /// for its own app; answers to a bad key say nothing about which keys exist.
@@ -8,9 +9,9 @@ struct APIKeyring: Sendable {
 
     var isEnabled: Bool { !keys.isEmpty }
 
-    /// The apps an `Authorization: Bearer KEY` header may write for; nil when it names no key.
-    func apps(authorization header: String?) -> Set<String>? {
-        Self.presentedDigest(header).flatMap(apps(digest:))
+    /// The apps the key a request presents may write for; nil when it names no key.
+    func apps(presentedIn headers: HTTPFields) -> Set<String>? {
+        Self.presentedDigest(headers).flatMap(apps(digest:))
     }
 
     /// The apps of the keys whose digest is `digest`; nil when there is none.
@@ -23,12 +24,19 @@ struct APIKeyring: Sendable {
         return apps.isEmpty ? nil : apps
     }
 
-    /// The SHA-256 of the key an `Authorization: Bearer KEY` header carries, as keys are
-    /// held: the scheme in any case, the key trimmed. Nil when it carries none.
-    static func presentedDigest(_ header: String?) -> [UInt8]? {
-        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
-        return SHA256Hex.digest(header.dropFirst(7).trimmingWhitespace())
+    /// The SHA-256 of the key a request presents, as keys are held: from `Authorization:
+    /// Bearer KEY` (the scheme in any case), else from `apikey: KEY`, the header of
+    /// Supabase's functions that the ASA Attribution SDK sends; the key trimmed. Nil when
+    /// it presents none.
+    static func presentedDigest(_ headers: HTTPFields) -> [UInt8]? {
+        if let header = headers[.authorization], header.count > 7, header.prefix(7).lowercased() == "bearer " {
+            return SHA256Hex.digest(header.dropFirst(7).trimmingWhitespace())
+        }
+        guard let key = headers[apiKeyHeader]?.trimmingWhitespace(), !key.isEmpty else { return nil }
+        return SHA256Hex.digest(key)
     }
+
+    static let apiKeyHeader = HTTPField.Name("apikey")!
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
@@ -38,7 +46,7 @@ struct APIKeyring: Sendable {
     }
 
     static let unauthorized = GatewayError(
-        .unauthorized, "send a valid API key as Authorization: Bearer KEY")
+        .unauthorized, "send a valid API key as Authorization: Bearer KEY (or apikey: KEY)")
 
     static let forbidden = GatewayError(
         .forbidden, "this API key may not write records for this app_id", field: "app_id")

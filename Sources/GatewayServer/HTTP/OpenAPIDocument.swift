@@ -16,12 +16,13 @@ servers:
 security:
   - {}
   - apiKey: []
+  - apiKeyHeader: []
 paths:
   /v1/iad:
     post:
       summary: A legacy iAd attribution dictionary
       operationId: ingestIAd
-      security: [{}, {apiKey: []}]
+      security: [{}, {apiKey: []}, {apiKeyHeader: []}]
       requestBody:
         required: true
         content:
@@ -42,7 +43,7 @@ paths:
     post:
       summary: An AdServices token, resolved with Apple
       operationId: ingestAdServices
-      security: [{}, {apiKey: []}]
+      security: [{}, {apiKey: []}, {apiKeyHeader: []}]
       requestBody:
         required: true
         content:
@@ -71,7 +72,7 @@ paths:
     post:
       summary: Raw sessions, events and purchases, forwarded to the configured vendors
       operationId: ingestEvents
-      security: [{}, {apiKey: []}]
+      security: [{}, {apiKey: []}, {apiKeyHeader: []}]
       requestBody:
         required: true
         content:
@@ -140,7 +141,7 @@ paths:
     post:
       summary: One SKAdNetwork or AdAttributionKit postback, or an array of up to 1,000
       operationId: ingestPostbacks
-      security: [{}, {apiKey: []}]
+      security: [{}, {apiKey: []}, {apiKeyHeader: []}]
       requestBody:
         required: true
         content:
@@ -201,7 +202,7 @@ paths:
     get:
       summary: The next SKAN conversion value from the conversion model
       operationId: conversionValue
-      security: [{}, {apiKey: []}]
+      security: [{}, {apiKey: []}, {apiKeyHeader: []}]
       parameters:
         - {name: n, in: query, required: true, description: "event name, __SESSION__ for sessions", schema: {type: string}}
         - {name: conversion_value, in: query, schema: {type: string}}
@@ -226,7 +227,7 @@ paths:
     post:
       summary: ASA Attribution SDK backend — create a user, optionally with a token
       operationId: sdkCreateUser
-      security: [{}, {apiKey: []}]
+      security: [{}, {apiKey: []}, {apiKeyHeader: []}]
       requestBody:
         content:
           application/json:
@@ -259,7 +260,7 @@ paths:
     post:
       summary: ASA Attribution SDK backend — resolve a user's token
       operationId: sdkResolve
-      security: [{}, {apiKey: []}]
+      security: [{}, {apiKey: []}, {apiKeyHeader: []}]
       requestBody:
         required: true
         content:
@@ -294,7 +295,7 @@ paths:
     post:
       summary: ASA Attribution SDK backend — tie a StoreKit transaction to a user
       operationId: sdkAssociate
-      security: [{}, {apiKey: []}]
+      security: [{}, {apiKey: []}, {apiKeyHeader: []}]
       requestBody:
         required: true
         content:
@@ -395,6 +396,11 @@ components:
       type: http
       scheme: bearer
       description: A key of auth.api_keys; needed only when keys are configured
+    apiKeyHeader:
+      type: apiKey
+      in: header
+      name: apikey
+      description: The same key in Supabase's header, as the ASA Attribution SDK sends it
     callbackSecret:
       type: apiKey
       in: header

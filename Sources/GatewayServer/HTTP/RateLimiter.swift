@@ -77,7 +77,7 @@ struct RateLimitMiddleware: RouterMiddleware {
         if let perIP, let address = context.remoteAddress {
             wait = perIP.wait(for: Self.ipCaller(address))
         }
-        if wait == nil, let perKey, let caller = Self.keyCaller(request.headers[.authorization], keyring: keyring) {
+        if wait == nil, let perKey, let caller = Self.keyCaller(request.headers, keyring: keyring) {
             wait = perKey.wait(for: caller)
         }
         guard let wait else { return try await next(request, context) }
@@ -88,10 +88,10 @@ struct RateLimitMiddleware: RouterMiddleware {
         return response
     }
 
-    /// The per-key bucket's name for an `Authorization` header: from the digest of the
-    /// configured key it carries (never the key), nil when it carries none.
-    static func keyCaller(_ header: String?, keyring: APIKeyring) -> String? {
-        guard let digest = APIKeyring.presentedDigest(header), keyring.apps(digest: digest) != nil else { return nil }
+    /// The per-key bucket's name for a request: from the digest of the configured key it
+    /// presents (never the key), nil when it presents none.
+    static func keyCaller(_ headers: HTTPFields, keyring: APIKeyring) -> String? {
+        guard let digest = APIKeyring.presentedDigest(headers), keyring.apps(digest: digest) != nil else { return nil }
         return "key:" + Hex.lowercase(digest.prefix(16))
     }
 

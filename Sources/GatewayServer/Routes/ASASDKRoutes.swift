@@ -88,7 +88,7 @@ struct ASASDKBackend: Sendable {
 
     func read(_ request: Request, emptyMeansObject: Bool = false) async throws -> PayloadFields {
         if keyring.isEnabled {
-            guard let apps = keyring.apps(authorization: request.headers[.authorization]) else {
+            guard let apps = keyring.apps(presentedIn: request.headers) else {
                 throw APIKeyring.unauthorized
             }
             guard apps.contains(appID) else { throw APIKeyring.forbidden }

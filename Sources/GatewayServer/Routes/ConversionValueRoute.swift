@@ -29,7 +29,7 @@ extension GatewayHTTP {
         else { return }
         let keyring = APIKeyring(keys: gateway.configuration.auth.apiKeys)
         router.get("/v1/skadnetwork/conversion-value") { request, _ -> Response in
-            if keyring.isEnabled, keyring.apps(authorization: request.headers[.authorization]) == nil {
+            if keyring.isEnabled, keyring.apps(presentedIn: request.headers) == nil {
                 throw APIKeyring.unauthorized
             }
             let answer = conversionValue(request.uri.queryParameters, model: model, now: Date())

@@ -82,7 +82,7 @@ extension GatewayHTTP {
                 let handler = countingRejections(of: provider.name, metrics: gateway.metrics) { request, context in
                     var allowedApps: Set<String>?
                     if route.requiresAPIKey && keyring.isEnabled {
-                        guard let apps = keyring.apps(authorization: request.headers[.authorization]) else {
+                        guard let apps = keyring.apps(presentedIn: request.headers) else {
                             throw APIKeyring.unauthorized
                         }
                         allowedApps = apps
