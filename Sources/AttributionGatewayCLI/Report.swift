@@ -15,10 +15,12 @@ struct KeywordsReport: AsyncParsableCommand {
         abstract: "Which keywords and campaigns bring paying users.",
         discussion: """
             Joins each user's install (their first attributed one: AdServices, iAd or a vendor's \
-            callback; else organic) to their purchases (the ASA SDK's associate-user, /v1/events), by \
-            app and user, and sums per campaign, ad group and keyword: installs, paying users, \
-            purchases and revenue per currency. A purchase counts once per transaction. Reads the \
-            store, so it sees every record whatever the routes.
+            callback; else organic when the source answered none, else unknown when Apple never \
+            answered) to their purchases (the ASA SDK's associate-user, /v1/events), by app and \
+            user, and sums per campaign, ad group and keyword: installs, paying users, purchases \
+            and revenue per currency. A purchase counts once per app and transaction, credited to \
+            the best-attributed user that claimed it. Reads the store, so it sees every record \
+            whatever the routes.
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
@@ -27,8 +29,10 @@ struct KeywordsReport: AsyncParsableCommand {
 
     @Option(name: .shortAndLong, help: "The configuration file.")
     var config = "config.yaml"
-    @Option(help: "Only purchases received at or after this ISO-8601 time (installs count from any time).")
+    @Option(help: "Only purchases made at or after this ISO-8601 time (installs count from any time).")
     var since: String?
+    @Option(help: "Only purchases made before this ISO-8601 time.")
+    var until: String?
     @Option(help: "Only this app.")
     var appID: String?
     @Option(help: "table, csv or json.")
@@ -36,15 +40,17 @@ struct KeywordsReport: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
-        var purchasesSince: Date?
-        if let since {
-            guard let date = ISO8601.parse(since) else { throw ValidationError("--since is not an ISO-8601 time") }
-            purchasesSince = date
+        func time(_ text: String?, _ option: String) throws -> Date? {
+            guard let text else { return nil }
+            guard let date = ISO8601.parse(text) else { throw ValidationError("\(option) is not an ISO-8601 time") }
+            return date
         }
+        let purchasesSince = try time(since, "--since")
+        let purchasesUntil = try time(until, "--until")
         // Installs from any time: a buyer of this month may have come through a keyword earlier.
         let filter = ReplayFilter()
         let store = try Gateway.openStore(configuration)
-        var report = KeywordReport(purchasesSince: purchasesSince)
+        var report = KeywordReport(purchasesSince: purchasesSince, purchasesUntil: purchasesUntil)
         var cursor: Int64 = 0
         while true {
             let page = try await store.records(matching: filter, after: cursor, limit: 2000)

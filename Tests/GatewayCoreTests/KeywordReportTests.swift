@@ -107,6 +107,8 @@ extension KeywordReportTests {
             if !index.isMultiple(of: 3) { install.keywordID = Int64(index % 4) }
             records.append(install)
             if index.isMultiple(of: 2) { records.append(Self.purchase("u\(index)", "t\(index)", "1.00")) }
+            // The same transaction under another user id, with another amount.
+            if index.isMultiple(of: 4) { records.append(Self.purchase("backend-\(index)", "t\(index)", "2.00")) }
         }
         var reference = KeywordReport()
         records.forEach { reference.add($0) }
@@ -115,5 +117,89 @@ extension KeywordReportTests {
             records.shuffled().forEach { shuffled.add($0) }
             #expect(shuffled.rows == reference.rows)
         }
+    }
+}
+
+/// One purchase, however many records and user ids tell of it; installs Apple never
+/// answered for; when a purchase was made.
+extension KeywordReportTests {
+    @Test func aTransactionFromTheSDKAndFromTheBackendCountsOnceForTheAttributedUser() {
+        // The ASA SDK's user 7 came through "calm"; the backend knows the same buyer as
+        // user-42, posts the amount, and has no install record for that id.
+        var sdkPurchase = Self.purchase("7", "2000000123", "0")
+        sdkPurchase.revenue = nil
+        sdkPurchase.currency = nil
+        let records = [
+            Self.install("7", keyword: "calm"), sdkPurchase, Self.purchase("user-42", "2000000123", "9.99"),
+        ]
+        for order in [records, records.reversed()] {
+            var report = KeywordReport()
+            order.forEach { report.add($0) }
+            let rows = report.rows
+            #expect(rows.count == 1, "\(rows)")
+            let calm = rows.first { $0.keyword == "calm" }
+            #expect(calm?.purchases == 1 && calm?.payingUsers == 1)
+            #expect(calm?.revenue == ["USD": Decimal(string: "9.99")!])
+        }
+    }
+
+    @Test func aRecordWithoutAnAmountNeverErasesTheAmountOfAnother() {
+        var bare = Self.purchase("u1", "t1", "0")
+        bare.revenue = nil
+        bare.currency = nil
+        let records = [Self.install("u1", keyword: "calm"), Self.purchase("u1", "t1", "4.99"), bare]
+        for order in [records, records.reversed()] {
+            var report = KeywordReport()
+            order.forEach { report.add($0) }
+            #expect(report.rows.first?.revenue == ["USD": Decimal(string: "4.99")!])
+        }
+    }
+
+    @Test func anInstallAppleNeverAnsweredForIsUnknownNotOrganic() {
+        var report = KeywordReport()
+        for (user, resolution) in [("lost", Resolution.notFound), ("refused", .invalid), ("waiting", .pending)] {
+            var install = Self.install(user, keyword: nil)
+            install.resolution = resolution
+            report.add(install)
+        }
+        report.add(Self.install("answered", keyword: nil))
+        // An answer that came later, on a second token, says more than none.
+        var first = Self.install("later", keyword: nil, at: 0)
+        first.resolution = .notFound
+        report.add(first)
+        report.add(Self.install("later", keyword: nil, at: 60))
+        let rows = report.rows
+        #expect(rows.first { $0.network == "unknown" }?.installs == 3)
+        #expect(rows.first { $0.network == "organic" }?.installs == 2)
+    }
+
+    @Test func purchasesAreFilteredByWhenTheyWereMadeNotWhenTheyArrived() {
+        var report = KeywordReport(
+            purchasesSince: Self.start.addingTimeInterval(100), purchasesUntil: Self.start.addingTimeInterval(200))
+        report.add(Self.install("u1", keyword: "calm"))
+        // Made before the period, posted during it.
+        var late = Self.purchase("u1", "t0", "1.00")
+        late.purchaseDate = Self.start
+        late.receivedAt = Self.start.addingTimeInterval(150)
+        report.add(late)
+        // Made during the period, posted after it.
+        var inPeriod = Self.purchase("u1", "t1", "2.00")
+        inPeriod.purchaseDate = Self.start.addingTimeInterval(199)
+        inPeriod.receivedAt = Self.start.addingTimeInterval(500)
+        report.add(inPeriod)
+        // Received at the period's end, no time of its own: after it.
+        var after = Self.purchase("u1", "t2", "4.00")
+        after.receivedAt = Self.start.addingTimeInterval(200)
+        report.add(after)
+        #expect(report.rows.first { $0.keyword == "calm" }?.revenue == ["USD": 2])
+    }
+
+    @Test func aTestUsersPurchasesAreLeftOutWithTheirInstall() {
+        var report = KeywordReport()
+        var test = Self.install("tester", keyword: "calm")
+        test.isTest = true
+        report.add(test)
+        report.add(Self.purchase("tester", "t1", "9.99"))
+        #expect(report.rows.isEmpty)
     }
 }

@@ -4,11 +4,17 @@ import Foundation
 /// and user, summed per campaign, ad group and keyword.
 ///
 /// A user's attribution is their first attributed install or reinstall (AdServices, iAd,
-/// a vendor's callback), else their first unattributed one (`organic`); a user with
-/// purchases and no install record is `unattributed`. A purchase counts once per
-/// transaction (`transaction_ref`), whichever way it arrived (the ASA SDK's
-/// `associate-user`, a backend's `/v1/events`). Feed records in any order, then read
-/// ``rows``.
+/// a vendor's callback), else their first one whose source answered that no ad was behind
+/// it (`organic`), else `unknown` (Apple never answered: a token not found, refused or
+/// still pending). A user with purchases and no install record is `unattributed`; a test
+/// install's user (Apple's test token) and their purchases are left out.
+///
+/// A purchase counts once per app and transaction (`transaction_ref`), whichever way and
+/// under whichever user id it arrived (the ASA SDK's `associate-user` under its own user
+/// id, a backend's `/v1/events` under the app's): it goes to the claimant with the best
+/// attribution, and keeps the amount of the earliest record that had one. Its time is the
+/// purchase's own (`purchase_date`) where a record gave it, else when it was first
+/// received. Feed records in any order, then read ``rows``.
 public struct KeywordReport: Sendable {
     /// One line of the report.
     public struct Row: Sendable, Equatable, Codable {
@@ -52,6 +58,7 @@ public struct KeywordReport: Sendable {
         var matchType: String?
 
         static let organic = Attribution(network: "organic")
+        static let unknown = Attribution(network: "unknown")
         static let unattributed = Attribution(network: "unattributed")
 
         /// What makes two installs one line: ids where there are ids (a keyword renamed,
@@ -64,46 +71,104 @@ public struct KeywordReport: Sendable {
         }
     }
 
+    /// How much a user's install says: an ad behind it beats an answer of none, which
+    /// beats no answer.
+    enum Rank: Int, Comparable {
+        case unknown, organic, attributed
+        static func < (a: Rank, b: Rank) -> Bool { a.rawValue < b.rawValue }
+    }
+
     struct User {
         var attribution: Attribution?
-        var attributed = false
+        var rank = Rank.unknown
         var firstSeen = Date.distantFuture
-        var transactions: [String: (Decimal?, String?)] = [:]
+        var isTest = false
+    }
+
+    /// One transaction, however many records told of it.
+    struct Purchase {
+        /// Each user id that claimed it, with when it first did.
+        var claims: [String: Date] = [:]
+        var revenue: Decimal?
+        var currency: String?
+        /// Which record the amount came from (received at, record id): the earliest wins.
+        var amountFrom: (Date, String)?
+        var purchasedAt: Date?
+        var firstReceived = Date.distantFuture
+
+        var time: Date { purchasedAt ?? firstReceived }
     }
 
     private var users: [String: User] = [:]
+    private var purchases: [String: Purchase] = [:]
     /// Purchases before this are left out; installs count from any time, so that a
     /// report of one month credits the keywords that brought its buyers earlier.
     public var purchasesSince: Date?
+    /// Purchases at or after this are left out.
+    public var purchasesUntil: Date?
 
-    public init(purchasesSince: Date? = nil) {
+    public init(purchasesSince: Date? = nil, purchasesUntil: Date? = nil) {
         self.purchasesSince = purchasesSince
+        self.purchasesUntil = purchasesUntil
     }
 
     /// Takes one stored record; records of other kinds, or without a user, are ignored.
     public mutating func add(_ record: AttributionRecord) {
-        guard !record.isTest, let user = record.appUserID else { return }
-        let key = (record.appID ?? "") + "\u{1F}" + user
-        var entry = users[key] ?? User()
+        guard let user = record.appUserID else { return }
+        let app = record.appID ?? ""
+        let key = app + "\u{1F}" + user
         switch record.kind {
         case .install, .reinstall:
-            let attributed = record.attributed
-            // Attributed beats organic; among equals, the first.
-            if entry.attribution == nil || (attributed && !entry.attributed)
-                || (attributed == entry.attributed && record.receivedAt < entry.firstSeen)
-            {
-                entry.attribution = attributed ? Self.attribution(record) : .organic
-                entry.attributed = attributed
+            var entry = users[key] ?? User()
+            if record.isTest {
+                entry.isTest = true
+                users[key] = entry
+                return
+            }
+            let rank: Rank = record.attributed ? .attributed : record.resolution == .resolved ? .organic : .unknown
+            // The best answer; among equals, the first.
+            if entry.attribution == nil || rank > entry.rank || (rank == entry.rank && record.receivedAt < entry.firstSeen) {
+                entry.attribution = switch rank {
+                case .attributed: Self.attribution(record)
+                case .organic: .organic
+                case .unknown: .unknown
+                }
+                entry.rank = rank
                 entry.firstSeen = record.receivedAt
             }
+            users[key] = entry
         case .purchase:
-            if let purchasesSince, record.receivedAt < purchasesSince { return }
-            let transaction = record.transactionRef ?? record.recordID
-            entry.transactions[transaction] = (record.revenue, record.currency)
+            guard !record.isTest else { return }
+            let transaction = app + "\u{1F}" + (record.transactionRef.map { "t:" + $0 } ?? "r:" + record.recordID)
+            var purchase = purchases[transaction] ?? Purchase()
+            purchase.claims[key] = min(purchase.claims[key] ?? .distantFuture, record.receivedAt)
+            purchase.firstReceived = min(purchase.firstReceived, record.receivedAt)
+            if let date = record.purchaseDate { purchase.purchasedAt = min(purchase.purchasedAt ?? date, date) }
+            // An amount is never replaced by a record without one, and the earliest record
+            // with one wins, so the order records are read in does not matter.
+            if let amount = record.revenue {
+                let from = (record.receivedAt, record.recordID)
+                if purchase.amountFrom.map({ from < $0 }) ?? true {
+                    purchase.revenue = amount
+                    purchase.currency = record.currency
+                    purchase.amountFrom = from
+                }
+            }
+            purchases[transaction] = purchase
         default:
             return
         }
-        users[key] = entry
+    }
+
+    /// The claimant a purchase is credited to: the one with the best attribution (none
+    /// is worst), then the first to claim it. Nil when only test users claimed it.
+    func owner(of purchase: Purchase) -> String? {
+        let claims = purchase.claims.filter { users[$0.key]?.isTest != true }
+        func rank(_ user: String) -> Int {
+            guard let entry = users[user], entry.attribution != nil else { return -1 }
+            return entry.rank.rawValue
+        }
+        return claims.max { a, b in (rank(a.key), b.value, b.key) < (rank(b.key), a.value, a.key) }?.key
     }
 
     static func attribution(_ record: AttributionRecord) -> Attribution {
@@ -132,23 +197,36 @@ public struct KeywordReport: Sendable {
             named.matchType = attribution.matchType ?? named.matchType
             names[line] = named
         }
-        for user in users.values {
-            let line = (user.attribution ?? .unattributed).line
+        func row(_ line: Attribution) -> Row {
+            if let row = lines[line] { return row }
             let attribution = names[line] ?? line
-            var row = lines[line] ?? Row(
+            return Row(
                 network: attribution.network, campaignID: attribution.campaignID, campaign: attribution.campaign,
                 adGroupID: attribution.adGroupID, adGroup: attribution.adGroup, keywordID: attribution.keywordID,
                 keyword: attribution.keyword, matchType: attribution.matchType, installs: 0, payingUsers: 0,
                 purchases: 0, revenue: [:])
-            if user.attribution != nil { row.installs += 1 }
-            if !user.transactions.isEmpty { row.payingUsers += 1 }
-            row.purchases += user.transactions.count
-            for (amount, currency) in user.transactions.values {
-                guard let amount, let currency else { continue }
+        }
+        for user in users.values where !user.isTest {
+            guard let line = user.attribution?.line else { continue }
+            var row = row(line)
+            row.installs += 1
+            lines[line] = row
+        }
+        var paying: [Attribution: Set<String>] = [:]
+        for purchase in purchases.values {
+            if let purchasesSince, purchase.time < purchasesSince { continue }
+            if let purchasesUntil, purchase.time >= purchasesUntil { continue }
+            guard let owner = owner(of: purchase) else { continue }
+            let line = (users[owner]?.attribution ?? .unattributed).line
+            var row = row(line)
+            row.purchases += 1
+            if let amount = purchase.revenue, let currency = purchase.currency {
                 row.revenue[currency, default: 0] += amount
             }
             lines[line] = row
+            paying[line, default: []].insert(owner)
         }
+        for (line, owners) in paying { lines[line]?.payingUsers = owners.count }
         return lines.values.sorted { a, b in
             if (a.payingUsers, a.installs) != (b.payingUsers, b.installs) {
                 return (a.payingUsers, a.installs) > (b.payingUsers, b.installs)
