@@ -269,6 +269,24 @@ import Testing
         }
     }
 
+    /// As `conversion_model`: `serve --config /etc/gateway/config.yaml` started from
+    /// anywhere finds `keys/ads.pem` beside its config.
+    @Test func thePrivateKeyFileIsFoundRelativeToTheConfigFile() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("keys"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try P256.Signing.PrivateKey().pemRepresentation.write(
+            to: folder.appendingPathComponent("keys/ads.pem"), atomically: true, encoding: .utf8)
+        let config = folder.appendingPathComponent("config.yaml")
+        try """
+            enrichers:
+              keyword_lookup: { client_id: SEARCHADS.c, team_id: SEARCHADS.t, key_id: k, private_key_file: keys/ads.pem }
+            """.write(to: config, atomically: true, encoding: .utf8)
+        #expect(FileManager.default.currentDirectoryPath != folder.path)
+        let loaded = try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn)
+        #expect(loaded.enrichers.count == 1)
+    }
+
     @Test func aKeywordReportImportFillsTheCacheAndReportsBadLines() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

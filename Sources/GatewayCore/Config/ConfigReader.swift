@@ -178,13 +178,19 @@ public final class ConfigReader {
         return ConfigReader(node: node, path: join(key), diagnostics: diagnostics, environment: environment)
     }
 
-    /// The YAML file named at `key` (relative to this config file's folder), read as a
-    /// mapping whose problems are reported with that file's name and lines.
-    public func includedFile(_ key: String) -> (path: String, reader: ConfigReader)? {
+    /// The file named at `key`, relative to this config file's folder (not the working
+    /// directory, which differs between `serve --config /etc/…` and a shell in that folder).
+    public func filePath(_ key: String) -> String? {
         guard let name = string(key) else { return nil }
         let base = (diagnostics.file as NSString).deletingLastPathComponent
         let joined = name.hasPrefix("/") || base.isEmpty ? name : (base as NSString).appendingPathComponent(name)
-        let path = (joined as NSString).standardizingPath
+        return (joined as NSString).standardizingPath
+    }
+
+    /// The YAML file named at `key` (relative to this config file's folder), read as a
+    /// mapping whose problems are reported with that file's name and lines.
+    public func includedFile(_ key: String) -> (path: String, reader: ConfigReader)? {
+        guard let path = filePath(key) else { return nil }
         guard let parseFile = diagnostics.parseFile else {
             report("files cannot be read here", key: key)
             return nil

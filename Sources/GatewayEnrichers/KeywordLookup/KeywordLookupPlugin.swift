@@ -31,7 +31,7 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         let teamID = reader.requiredString("team_id")
         let keyID = reader.requiredString("key_id")
         var pem: String?
-        if let file = reader.string("private_key_file") {
+        if let file = reader.filePath("private_key_file") {
             pem = try? String(contentsOfFile: file, encoding: .utf8)
             if pem == nil { reader.report("cannot read the private key file", key: "private_key_file") }
         } else if let inline = reader.string("private_key") {
