@@ -199,6 +199,36 @@ import Testing
         #expect(AAKSignature.verify(["jws-string": .string("a.b")], keys: keys).verdict.outcome == .invalid)
     }
 
+    @Test func aSourceAppTheSignatureDoesNotCoverIsKeptInRawOnly() throws {
+        var fields = Self.base
+        fields["version"] = .string("3.0")
+        fields["fidelity-type"] = .integer(1)
+        fields["did-win"] = .bool(false)
+        var postback = try signed(fields, order: Self.v3Order + ["fidelity-type", "did-win"])
+        // Added on the way: a nonwinning postback's signature leaves the source app out.
+        postback["source-app-id"] = .integer(1_234_567_891)
+        #expect(verdict(postback).outcome == .verified)
+        let body = try JSONEncoder().encode(JSONValue.object(postback))
+        var options = SKAdNetworkProvider.Options()
+        options.keys = keys
+        let record = try #require(
+            try SKAdNetworkProvider(options: options)
+                .normalize(IngestPayload(body: body, receivedAt: Date(), path: "/v1/skadnetwork/postbacks")).first)
+        #expect(record.signature == "verified")
+        #expect(record.sourceAppID == nil)
+        #expect(record.raw?["postback"]?["source-app-id"] == .integer(1_234_567_891))
+        #expect(record.raw?["verification"]?["unsigned_fields"] == .array([.string("source-app-id")]))
+
+        // Signed, it is the record's.
+        var winning = fields
+        winning["did-win"] = .bool(true)
+        winning["source-app-id"] = .integer(1_234_567_891)
+        let signedWin = try signed(winning, order: Self.v3Order + ["source-app-id", "fidelity-type", "did-win"])
+        let won = try SKAdNetworkProvider(options: options).normalize(IngestPayload(
+            body: try JSONEncoder().encode(JSONValue.object(signedWin)), receivedAt: Date(), path: "/v1/skadnetwork/postbacks"))
+        #expect(won.first?.sourceAppID == "1234567891")
+    }
+
     @Test func invalidPostbacksAreRefusedOrQuarantinedAsConfigured() throws {
         var tampered = try v3()
         tampered["redownload"] = .bool(true)

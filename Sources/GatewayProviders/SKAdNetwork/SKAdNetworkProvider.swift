@@ -111,10 +111,17 @@ public struct SKAdNetworkProvider: AttributionProvider {
         record.adNetworkID = try text("ad-network-id")
         record.appID = try text("app-id")
         record.transactionID = transactionID
-        record.sourceAppID = try text("source-app-id")
+        // A verified postback vouches only for what was signed: a nonwinning one signs no
+        // source app or domain, so a relay could add one; it stays in `raw` only.
+        func vouched(_ key: String) throws -> String? {
+            guard verdict.outcome != .verified || verdict.signedFields.contains(key) else { return nil }
+            return try text(key)
+        }
+        let sourceAppID = try text("source-app-id")
+        record.sourceAppID = try vouched("source-app-id")
         // SKAN 4's source-identifier replaced the 2-digit campaign-id of earlier versions.
         record.sourceIdentifier = try text("source-identifier") ?? text("campaign-id")
-        record.sourceDomain = try text("source-domain")
+        record.sourceDomain = try vouched("source-domain")
         record.fineValue = try fields.int("conversion-value", in: 0...63)
         record.coarseValue = try coarse(fields)
         record.postbackSequenceIndex = sequence
@@ -123,7 +130,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
         record.redownload = SKANSignature.boolValue(object["redownload"])
         record.signature = verdict.outcome.rawValue
         // Apple's test postbacks always carry source-app-id and conversion-value 0.
-        record.isTest = record.sourceAppID == "0" && record.fineValue == 0
+        record.isTest = sourceAppID == "0" && record.fineValue == 0
         record.raw = raw(object, verdict)
         options.conversionModel?.decode(&record)
         return record
