@@ -229,6 +229,43 @@ import Testing
         #expect(won.first?.sourceAppID == "1234567891")
     }
 
+    /// Apple's device retries a refused postback nine times, then drops it: values the
+    /// gateway does not know yet must not refuse one whose signature verified.
+    @Test func aVerifiedPostbackWithValuesNotKnownHereIsKeptAndAForgedOneRefused() throws {
+        let fields: [String: JSONValue] = [
+            "version": .string("4.0"), "ad-network-id": .string("KBD757YWX3.skadnetwork"),
+            "source-identifier": .string("5239"), "app-id": .integer(525_463_029),
+            "transaction-id": .string("6aafb7a5-0170-41b5-bbe4-fe71dedf1e28"), "redownload": .bool(false),
+            "fidelity-type": .integer(2), "did-win": .bool(true), "postback-sequence-index": .integer(3),
+            "coarse-conversion-value": .string("very-high"),
+        ]
+        let order = [
+            "version", "ad-network-id", "source-identifier", "app-id", "transaction-id", "redownload", "fidelity-type",
+            "did-win", "postback-sequence-index",
+        ]
+        var options = SKAdNetworkProvider.Options()
+        options.keys = keys
+        let provider = SKAdNetworkProvider(options: options)
+        func normalize(_ postback: [String: JSONValue]) throws -> AttributionRecord? {
+            try provider.normalize(IngestPayload(
+                body: try JSONEncoder().encode(JSONValue.object(postback)), receivedAt: Date(),
+                path: "/.well-known/skadnetwork/report-attribution")).first
+        }
+        let record = try #require(try normalize(try signed(fields, order: order)))
+        #expect(record.signature == "verified")
+        #expect(record.fidelityType == nil && record.coarseValue == nil && record.postbackSequenceIndex == nil)
+        #expect(record.raw?["verification"]?["unrecognized_fields"] == .array([
+            .string("postback-sequence-index"), .string("coarse-conversion-value"), .string("fidelity-type"),
+        ]))
+        // Told apart from the first postback of the same install by its index's text.
+        #expect(record.dedupeKey.hasSuffix("3"))
+
+        // Not signed by Apple: the payload's fault, answered as any other's.
+        #expect { try normalize(try signed(fields, order: order, with: otherKey)) } throws: { error in
+            (error as? GatewayError)?.code == .invalidField
+        }
+    }
+
     @Test func invalidPostbacksAreRefusedOrQuarantinedAsConfigured() throws {
         var tampered = try v3()
         tampered["redownload"] = .bool(true)

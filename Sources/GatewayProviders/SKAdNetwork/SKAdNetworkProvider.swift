@@ -99,10 +99,13 @@ public struct SKAdNetworkProvider: AttributionProvider {
         try enforce(verdict, field: prefix + "attribution-signature")
         let fields = PayloadFields(object, path: String(prefix.dropLast()))
         let text = { (key: String) in try Self.limited(SKANSignature.text(object[key]), field: prefix + key) }
+        var values = PostbackValues(verified: verdict.outcome == .verified)
         let transactionID = try text("transaction-id")
-        let sequence = try fields.int("postback-sequence-index", in: 0...2)
+        let sequence = try values.read("postback-sequence-index") { try fields.int("postback-sequence-index", in: 0...2) }
         let didWin = SKANSignature.boolValue(object["did-win"])
-        let dedupeKey = transactionID.map { DedupeKey.make("skan", $0, String(sequence ?? 0)) }
+        // An index not known here still tells postbacks apart: by its text.
+        let sequenceKey = sequence.map(String.init) ?? SKANSignature.text(object["postback-sequence-index"]) ?? "0"
+        let dedupeKey = transactionID.map { DedupeKey.make("skan", $0, sequenceKey) }
             ?? Self.unkeyed("skan", object)
         var record = AttributionRecord(
             provider: name, kind: .postback, dedupeKey: Self.dedupeKey(dedupeKey, verdict), receivedAt: receivedAt,
@@ -122,16 +125,16 @@ public struct SKAdNetworkProvider: AttributionProvider {
         // SKAN 4's source-identifier replaced the 2-digit campaign-id of earlier versions.
         record.sourceIdentifier = try text("source-identifier") ?? text("campaign-id")
         record.sourceDomain = try vouched("source-domain")
-        record.fineValue = try fields.int("conversion-value", in: 0...63)
-        record.coarseValue = try coarse(fields)
+        record.fineValue = try values.read("conversion-value") { try fields.int("conversion-value", in: 0...63) }
+        record.coarseValue = try values.read("coarse-conversion-value") { try coarse(fields) }
         record.postbackSequenceIndex = sequence
         record.didWin = didWin
-        record.fidelityType = try fields.int("fidelity-type", in: 0...1)
+        record.fidelityType = try values.read("fidelity-type") { try fields.int("fidelity-type", in: 0...1) }
         record.redownload = SKANSignature.boolValue(object["redownload"])
         record.signature = verdict.outcome.rawValue
         // Apple's test postbacks always carry source-app-id and conversion-value 0.
         record.isTest = sourceAppID == "0" && record.fineValue == 0
-        record.raw = raw(object, verdict)
+        record.raw = raw(object, verdict, unrecognized: values.unrecognized)
         options.conversionModel?.decode(&record)
         return record
     }
@@ -143,6 +146,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
         try enforce(decoded.verdict, field: prefix + "jws-string")
         let claims = decoded.claims
         let fields = PayloadFields(object, path: String(prefix.dropLast()))
+        var values = PostbackValues(verified: decoded.verdict.outcome == .verified)
         let claim = { (key: String) in
             try Self.limited(SKANSignature.text(claims[key]), field: prefix + "jws-string." + key)
         }
@@ -162,14 +166,14 @@ public struct SKAdNetworkProvider: AttributionProvider {
         record.postbackSequenceIndex = claims["postback-sequence-index"].flatMap { SKANSignature.text($0) }.flatMap { Int($0) }
         record.didWin = didWin
         record.redownload = try claim("conversion-type").map { $0 == "redownload" }
-        record.fineValue = try fields.int("conversion-value", in: 0...63)
-        record.coarseValue = try coarse(fields)
+        record.fineValue = try values.read("conversion-value") { try fields.int("conversion-value", in: 0...63) }
+        record.coarseValue = try values.read("coarse-conversion-value") { try coarse(fields) }
         record.countryOrRegion = try fields.string("country-code")
         record.fidelityType = try fields.string("ad-interaction-type").map { $0 == "view" ? 0 : 1 }
         record.signature = decoded.verdict.outcome.rawValue
         // Postbacks made in developer settings come from this ad network.
         record.isTest = record.adNetworkID == "development.adattributionkit"
-        record.raw = raw(object, decoded.verdict, claims: claims)
+        record.raw = raw(object, decoded.verdict, claims: claims, unrecognized: values.unrecognized)
         options.conversionModel?.decode(&record)
         return record
     }
@@ -205,7 +209,10 @@ public struct SKAdNetworkProvider: AttributionProvider {
     }
 
     /// The postback as received, and what its signature covers.
-    func raw(_ object: [String: JSONValue], _ verdict: PostbackVerdict, claims: [String: JSONValue]? = nil) -> JSONValue {
+    func raw(
+        _ object: [String: JSONValue], _ verdict: PostbackVerdict, claims: [String: JSONValue]? = nil,
+        unrecognized: [String] = []
+    ) -> JSONValue {
         var verification: [String: JSONValue] = [
             "verdict": .string(verdict.outcome.rawValue), "version": .string(verdict.version),
             "signed_fields": .array(verdict.signedFields.map(JSONValue.string)),
@@ -214,6 +221,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
                     .sorted().map(JSONValue.string)),
         ]
         if let reason = verdict.reason { verification["reason"] = .string(reason) }
+        if !unrecognized.isEmpty { verification["unrecognized_fields"] = .array(unrecognized.map(JSONValue.string)) }
         var raw: [String: JSONValue] = ["postback": .object(object), "verification": .object(verification)]
         if let claims { raw["claims"] = .object(claims) }
         return .object(raw)
