@@ -155,8 +155,9 @@ public enum ConfigLoader {
     }
 
     /// Sections keyed by plugin name (`providers:`, `enrichers:`), each with `enabled`
-    /// (default true). A disabled plugin's settings are still checked, so enabling it
-    /// later holds no surprise.
+    /// (default true). A disabled plugin's name is checked, its settings are not: it is
+    /// disabled because its credentials (`${SINGULAR_KEY}`, a private key file) are not
+    /// there yet, as in DESIGN's own sketch; `check-config` checks them once it is enabled.
     static func readNamedPlugins<Prepared>(
         _ reader: ConfigReader?, kind: String, available: [String],
         prepare: (String, ConfigReader) -> Prepared??
@@ -166,12 +167,13 @@ public enum ConfigLoader {
         for name in reader.keys {
             guard let options = reader.child(name) else { continue }
             let enabled = options.bool("enabled") ?? true
+            guard enabled || !available.contains(name) else { continue }
             guard let result = prepare(name, options) else {
                 reader.report("unknown \(kind) '\(name)'; available: \(available.joined(separator: ", "))", key: name)
                 continue
             }
             options.finish()
-            if enabled, let plugin = result { prepared.append(plugin) }
+            if let plugin = result { prepared.append(plugin) }
         }
         return prepared
     }

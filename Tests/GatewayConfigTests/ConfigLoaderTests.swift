@@ -341,6 +341,16 @@ import Testing
 
     @Test func aDisabledProviderIsCheckedButNotEnabled() throws {
         #expect(try parse("providers:\n  iad: { enabled: false }").providers.isEmpty)
+        // Disabled for want of its credentials, as DESIGN's sketch has it: not an error.
+        let waiting = try parse("""
+            providers:
+              s2s: { enabled: false, vendors: { singular: { api_key: "${SINGULAR_KEY}" } } }
+            enrichers:
+              keyword_lookup: { enabled: false, client_id: "${ASA_CLIENT_ID}", private_key_file: nowhere.pem }
+            """)
+        #expect(waiting.providers.isEmpty && waiting.enrichers.isEmpty)
+        #expect(try problem(at: "providers.adservicez", in: problems("providers:\n  adservicez: { enabled: false }"))
+            .message.hasPrefix("unknown provider"))
         #expect(try parse("providers:\n  iad: { enabled: true }").providers.map(\.typeName) == ["iad"])
         let issue = try problem(at: "providers.iad.enabeld", in: problems("providers:\n  iad: { enabeld: false }"))
         #expect(issue.message.hasSuffix("did you mean 'enabled'?"))
