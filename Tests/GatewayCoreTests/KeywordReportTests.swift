@@ -202,4 +202,24 @@ extension KeywordReportTests {
         report.add(Self.purchase("tester", "t1", "9.99"))
         #expect(report.rows.isEmpty)
     }
+
+    @Test func aPurchaseWithoutAUserIDIsItsDevicesAndOneWithNeitherStillCounts() {
+        let idfv = "6D92078A-8246-4BA4-AE5B-76104861E7DC"
+        var install = Self.install("u1", keyword: "calm")
+        install.idfv = idfv.lowercased()
+        var byDevice = Self.purchase("u1", "t1", "4.99")
+        byDevice.appUserID = nil
+        byDevice.idfv = idfv
+        var anonymous = Self.purchase("u1", "t2", "1.99")
+        anonymous.appUserID = nil
+        for order in [[install, byDevice, anonymous], [anonymous, byDevice, install]] {
+            var report = KeywordReport()
+            order.forEach { report.add($0) }
+            let rows = report.rows
+            let calm = rows.first { $0.keyword == "calm" }
+            #expect(calm?.payingUsers == 1 && calm?.revenue == ["USD": Decimal(string: "4.99")!])
+            let unattributed = rows.first { $0.network == "unattributed" }
+            #expect(unattributed?.purchases == 1 && unattributed?.revenue == ["USD": Decimal(string: "1.99")!])
+        }
+    }
 }

@@ -7,7 +7,8 @@ import Foundation
 /// a vendor's callback), else their first one whose source answered that no ad was behind
 /// it (`organic`), else `unknown` (Apple never answered: a token not found, refused or
 /// still pending). A user with purchases and no install record is `unattributed`; a test
-/// install's user (Apple's test token) and their purchases are left out.
+/// install's user (Apple's test token) and their purchases are left out. A record without
+/// a user id is its device's (IDFV), joined to the user id another record gave with it.
 ///
 /// A purchase counts once per app and transaction (`transaction_ref`), whichever way and
 /// under whichever user id it arrived (the ASA SDK's `associate-user` under its own user
@@ -101,6 +102,9 @@ public struct KeywordReport: Sendable {
 
     private var users: [String: User] = [:]
     private var purchases: [String: Purchase] = [:]
+    /// Devices (app and IDFV) to the user id a record gave with them; the least, when
+    /// several did, so that any order of records gives the same report.
+    private var aliases: [String: String] = [:]
     /// Purchases before this are left out; installs count from any time, so that a
     /// report of one month credits the keywords that brought its buyers earlier.
     public var purchasesSince: Date?
@@ -114,9 +118,22 @@ public struct KeywordReport: Sendable {
 
     /// Takes one stored record; records of other kinds, or without a user, are ignored.
     public mutating func add(_ record: AttributionRecord) {
-        guard let user = record.appUserID else { return }
         let app = record.appID ?? ""
-        let key = app + "\u{1F}" + user
+        // A user is their app's user id; a record with none is its device's (IDFV), which
+        // a record with both ties to the user id; a purchase with neither is its own
+        // buyer, so that its revenue shows as unattributed instead of nowhere.
+        let device = record.idfv.map { app + "\u{1F}idfv:" + $0.uppercased() }
+        let key: String
+        if let user = record.appUserID {
+            key = app + "\u{1F}" + user
+            if let device, aliases[device].map({ key < $0 }) ?? true { aliases[device] = key }
+        } else if let device {
+            key = device
+        } else if record.kind == .purchase {
+            key = app + "\u{1F}record:" + record.recordID
+        } else {
+            return
+        }
         switch record.kind {
         case .install, .reinstall:
             var entry = users[key] ?? User()
@@ -163,7 +180,12 @@ public struct KeywordReport: Sendable {
     /// The claimant a purchase is credited to: the one with the best attribution (none
     /// is worst), then the first to claim it. Nil when only test users claimed it.
     func owner(of purchase: Purchase) -> String? {
-        let claims = purchase.claims.filter { users[$0.key]?.isTest != true }
+        var claims: [String: Date] = [:]
+        for (claimant, at) in purchase.claims {
+            let user = users[claimant]?.attribution == nil ? aliases[claimant] ?? claimant : claimant
+            guard users[user]?.isTest != true else { continue }
+            claims[user] = min(claims[user] ?? at, at)
+        }
         func rank(_ user: String) -> Int {
             guard let entry = users[user], entry.attribution != nil else { return -1 }
             return entry.rank.rawValue
