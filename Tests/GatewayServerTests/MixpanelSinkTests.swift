@@ -156,6 +156,38 @@ import Testing
         }
     }
 
+    @Test func onlyAFinalAnswerSetsAttributionOnce() async throws {
+        try await run(eventName: "ASA Purchase") { fake, sink throws in
+            // The ASA SDK's purchase while the user's token still waits for Apple, and
+            // answers that never became final: none of them knows how the user arrived.
+            let unresolved = [Resolution.pending, .notFound, .invalid].map { resolution in
+                var record = AttributionRecord(
+                    provider: "adservices", kind: .purchase, dedupeKey: "adservices:purchase:\(UUID())",
+                    receivedAt: Date(), attributed: false, resolution: resolution)
+                record.appUserID = "user-7"
+                return record
+            }
+            #expect(try await sink.deliver(unresolved) == [.delivered, .delivered, .delivered])
+            var answer = record(user: "user-7")
+            answer.provider = "adservices"
+            #expect(try await sink.deliver([answer]) == [.delivered])
+
+            // Mixpanel keeps the first $set_once of a property: it must be the final answer.
+            let setOnce = fake.requests.joined().compactMap { $0["$set_once"] as? [String: Any] }
+            let first = try #require(setOnce.first { $0["asa_attribution"] != nil })
+            #expect(first["asa_attribution"] as? Bool == true)
+            #expect(first["asa_campaign_id"] as? Int == 542_370_539)
+            #expect(fake.requests.count == 1)
+
+            // The purchases are still events, marked as not final and without asa_* properties.
+            let events = fake.imports.flatMap(\.events).compactMap { $0["properties"] as? [String: Any] }
+            let resolutions = events.map { $0["gateway_resolution"] as? String }
+            #expect(resolutions == ["pending", "not_found", "invalid", "resolved"])
+            #expect(events.prefix(3).allSatisfy { $0.keys.allSatisfy { !$0.hasPrefix("asa_") } })
+            #expect(events.last?["asa_attribution"] as? Bool == true)
+        }
+    }
+
     @Test func aMalformedRecordIsRejectedWithMixpanelsErrorAndTheOthersAreDelivered() async throws {
         try await run { fake, sink throws in
             let outcomes = try await sink.deliver([record(user: "u1"), record(user: "bad-user"), record(user: "u3")])

@@ -21,6 +21,8 @@ struct MixpanelEventMapping: Sendable {
         properties["ip"] = .string("0")
         properties["gateway_provider"] = .string(record.provider)
         properties["gateway_kind"] = .string(record.kind.rawValue)
+        // Tells an event whose attribution is not known yet (no asa_* properties) from an organic one.
+        properties["gateway_resolution"] = .string(record.resolution.rawValue)
         properties["gateway_record_id"] = .string(record.recordID)
         if let revenue = record.revenue { properties["revenue"] = .double(revenue.doubleThroughText) }
         if let currency = record.currency { properties["currency"] = .string(currency) }

@@ -7,6 +7,12 @@ import GatewayCore
 /// Attribution is first-touch, so it goes in `$set_once`: a later record never
 /// overwrites how the user arrived. Names that enrichment fills in later (keyword,
 /// campaign and ad group names) go in `$set`, so an update can add them.
+///
+/// Only a final answer (`resolution == .resolved`) writes any of them. A `pending`,
+/// `not_found` or `invalid` record does not know how the user arrived (the ASA SDK's
+/// purchase made while the user's token still waits for Apple is one): its
+/// `asa_attribution: false`, set once, would keep out for good the attributed answer
+/// that comes later.
 struct MixpanelProfileMapping: Sendable {
     let token: String
     let prefix: String
@@ -36,10 +42,11 @@ struct MixpanelProfileMapping: Sendable {
     }
 
     /// The properties of one record: first-touch ones (`$set_once`) and those a later
-    /// update may fill in (`$set`).
+    /// update may fill in (`$set`); none for a record whose answer is not final.
     func properties(for record: AttributionRecord) -> (once: [String: JSONValue], set: [String: JSONValue]) {
         var once: [String: JSONValue] = [:]
         var set: [String: JSONValue] = [:]
+        guard record.resolution == .resolved else { return (once, set) }
         func put(_ target: inout [String: JSONValue], _ name: String, _ value: JSONValue?) {
             if let value { target[names[name] ?? prefix + name] = value }
         }
