@@ -237,6 +237,49 @@ import Testing
         }
     }
 
+    @Test func anEventIsDatedWhenItHappenedAndKeepsThatTimeOnRetry() async throws {
+        try await run(eventName: "ASA Event") { fake, sink throws in
+            let arrived = Date(timeIntervalSince1970: 1_763_900_000.25)
+            func make(
+                _ kind: RecordKind, user: String, _ fill: (inout AttributionRecord) -> Void = { _ in }
+            ) -> AttributionRecord {
+                var record = AttributionRecord(
+                    provider: "s2s", kind: kind, dedupeKey: "s2s:\(UUID())", receivedAt: arrived)
+                record.appUserID = user
+                fill(&record)
+                return record
+            }
+            let dayBefore = arrived.addingTimeInterval(-86_400 - 0.5)
+            let installed = arrived.addingTimeInterval(-3 * 86_400)
+            let batch = [
+                // Posted a day late: it lands on the day it was bought.
+                make(.purchase, user: "buyer") { $0.purchaseDate = dayBefore; $0.conversionDate = installed },
+                make(.install, user: "installer") { $0.conversionDate = installed; $0.purchaseDate = dayBefore },
+                make(.reinstall, user: "returner") { $0.conversionDate = installed },
+                make(.session, user: "opener") { $0.conversionDate = installed },
+                make(.purchase, user: "undated"),
+                // A clock running ahead, and a date Mixpanel refuses: the arrival stands.
+                make(.purchase, user: "ahead") { $0.purchaseDate = arrived.addingTimeInterval(600) },
+                make(.purchase, user: "epoch") { $0.purchaseDate = Date(timeIntervalSince1970: 0) },
+            ]
+            #expect(try await sink.deliver(batch) == Array(repeating: .delivered, count: batch.count))
+            #expect(try await sink.deliver(batch) == Array(repeating: .delivered, count: batch.count))
+
+            func ms(_ date: Date) -> Int { Int((date.timeIntervalSince1970 * 1000).rounded()) }
+            let imports = fake.imports
+            #expect(imports.count == 2)
+            let times = imports.map { request in
+                request.events.map { ($0["properties"] as? [String: Any])?["time"] as? Int }
+            }
+            #expect(
+                times.first == [
+                    ms(dayBefore), ms(installed), ms(installed), ms(arrived), ms(arrived), ms(arrived), ms(arrived),
+                ])
+            // The retry carries the same time, which Mixpanel dedupes on with $insert_id.
+            #expect(times.last == times.first)
+        }
+    }
+
     @Test func revenueReachesMixpanelAsTheAmountsOwnDigits() async throws {
         try await run(eventName: "ASA Purchase") { fake, sink throws in
             // Amounts whose Foundation conversion to Double is off in the last digits.

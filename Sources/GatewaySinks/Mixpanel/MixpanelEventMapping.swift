@@ -17,7 +17,7 @@ struct MixpanelEventMapping: Sendable {
         properties["distinct_id"] = .string(distinctID)
         properties["$insert_id"] = .string(Self.insertID(record.recordID))
         // Milliseconds: Mixpanel accepts both, and a record's instant keeps its precision.
-        properties["time"] = .integer(Int64((record.receivedAt.timeIntervalSince1970 * 1000).rounded()))
+        properties["time"] = .integer(Int64((Self.time(of: record).timeIntervalSince1970 * 1000).rounded()))
         properties["ip"] = .string("0")
         properties["gateway_provider"] = .string(record.provider)
         properties["gateway_kind"] = .string(record.kind.rawValue)
@@ -27,6 +27,28 @@ struct MixpanelEventMapping: Sendable {
         if let revenue = record.revenue { properties["revenue"] = .double(revenue.doubleThroughText) }
         if let currency = record.currency { properties["currency"] = .string(currency) }
         return .object(["event": .string(name), "properties": .object(properties)])
+    }
+
+    /// Mixpanel refuses events dated before 1971.
+    static let earliestTime = Date(timeIntervalSince1970: 365 * 86_400)
+
+    /// When the event happened: a purchase's `purchaseDate`, an install's or reinstall's
+    /// `conversionDate`, else when the gateway received the record, so that a purchase
+    /// posted a day late lands on its own day. It depends on the stored record alone:
+    /// a retry sends the same `time`, which Mixpanel dedupes on with `$insert_id`.
+    ///
+    /// A date later than the record's arrival (a sender's clock running ahead, which
+    /// Mixpanel would replace by its own now, differently on each retry) or before 1971
+    /// (which Mixpanel refuses) is not believed: the arrival stands instead.
+    static func time(of record: AttributionRecord) -> Date {
+        let happened: Date? =
+            switch record.kind {
+            case .purchase: record.purchaseDate
+            case .install, .reinstall: record.conversionDate
+            case .postback, .session, .event: nil
+            }
+        guard let happened, happened >= earliestTime, happened <= record.receivedAt else { return record.receivedAt }
+        return happened
     }
 
     /// Mixpanel allows at most 36 bytes of letters, digits and `-`; a record id (a
