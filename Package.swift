@@ -54,13 +54,18 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The HTTP client of the sinks that deliver to a destination: no redirects.
+        .target(
+            name: "GatewayHTTP",
+            dependencies: [.product(name: "AsyncHTTPClient", package: "async-http-client")]
+        ),
         // Built-in providers: one folder per signal kind.
         // The system OpenSSL (libssl-dev), only for SKAN 1.0/2.0's P-192, which swift-crypto lacks.
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(
             name: "GatewayProviders",
             dependencies: [
-                "GatewayCore", "COpenSSL",
+                "GatewayCore", "COpenSSL", "GatewayHTTP",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
@@ -79,7 +84,7 @@ let package = Package(
         .target(
             name: "GatewaySinks",
             dependencies: [
-                "GatewayCore", "GatewayStorage",
+                "GatewayCore", "GatewayStorage", "GatewayHTTP",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -317,6 +317,28 @@ import Testing
         }
     }
 
+    @Test func aRedirectIsRetriedAndNeverFollowedToAnotherHost() async throws {
+        let trap = RedirectTrap(statuses: [307, 302, 308])
+        try await trap.run(paths: ["/engage", "/import"]) { destination, elsewhere throws in
+            let sink = MixpanelSink(
+                options: .init(token: Self.token, endpoint: destination, eventName: "ASA Install"))
+            // /engage answers 307 (which would send the updates, token and all, again) and
+            // /import 302: the profile's outcome is the record's.
+            #expect(
+                try await sink.deliver([record(user: "u1")])
+                    == [.retry(reason: "Mixpanel answered 307 (a redirect to \(elsewhere), not followed)")])
+            // A record without profile properties goes to /import alone.
+            var event = AttributionRecord(provider: "s2s", kind: .event, dedupeKey: "s2s:\(UUID())", receivedAt: Date())
+            event.appUserID = "u2"
+            #expect(
+                try await sink.deliver([event])
+                    == [.retry(reason: "Mixpanel /import answered 308 (a redirect to \(elsewhere), not followed)")])
+        }
+        #expect(trap.redirects == 3)
+        // Neither the updates nor /import's Basic credentials went to the other host.
+        #expect(trap.calls.map(\.method) == [])
+    }
+
     @Test func configuredNamesReplaceThePrefixedOnes() {
         var options = MixpanelSink.Options(token: Self.token, endpoint: "http://127.0.0.1:9")
         options.propertyNames = ["keyword": "Search Term"]

@@ -121,6 +121,25 @@ import Testing
             }
     }
 
+    @Test func aRedirectIsRetriedAndNeverFollowedToAnotherHost() async throws {
+        let trap = RedirectTrap(statuses: [302, 307, 308])
+        try await trap.run(paths: ["/hook"]) { destination, elsewhere throws in
+            let webhook = WebhookSink(
+                options: .init(
+                    url: destination + "/hook", secret: Self.secret, headers: [("X-Team", "growth")],
+                    circuitThreshold: 10))
+            // 307 and 308 would send the signed body again, 302 at least its signature and
+            // headers; and a 2xx from elsewhere would count as delivered.
+            for status in [302, 307, 308] {
+                let reason = "webhook answered \(status) (a redirect to \(elsewhere), not followed)"
+                #expect(try await webhook.deliver(records(2)) == [.retry(reason: reason), .retry(reason: reason)])
+            }
+        }
+        #expect(trap.redirects == 3)
+        #expect(trap.calls.map(\.method) == [])
+        #expect(trap.calls.compactMap { $0.headers["x-gateway-signature"] } == [])
+    }
+
     @Test func aDeadEndpointOpensTheCircuitInsteadOfBeingHammered() async throws {
         // Nothing listens on port 9 (discard) on a test machine: every connection is refused.
         let clock = Mutex(Date(timeIntervalSince1970: 1_700_000_000))

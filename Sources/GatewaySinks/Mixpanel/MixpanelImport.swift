@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import GatewayCore
+import GatewayHTTP
 import NIOCore
 
 /// Sends events to Mixpanel's `/import` in strict mode, which names each refused event
@@ -46,10 +47,12 @@ struct MixpanelImport: Sendable {
         let status: Int
         let text: String
         let retryAfter: Duration?
+        let location: String?
         do {
             let response = try await client.execute(request, timeout: .milliseconds(timeout.milliseconds))
             status = Int(response.status.code)
             retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0) }
+            location = response.headers.first(name: "Location")
             text = String(buffer: try await response.body.collect(upTo: 4 << 20))
         } catch {
             throw MixpanelSink.Unavailable(description: "Mixpanel unreachable: \(WebhookSink.describe(error))")
@@ -83,6 +86,9 @@ struct MixpanelImport: Sendable {
             all(.retry(reason: "Mixpanel /import answered \(status)", after: max(retryAfter ?? .seconds(2), .seconds(2))))
         case 401, 403:
             all(.retry(reason: "Mixpanel /import answered \(status): check the project token"))
+        case _ where RedirectAnswer.contains(status):
+            let redirect = RedirectAnswer.describe(status: status, location: location)
+            all(.retry(reason: "Mixpanel /import answered \(redirect)"))
         default:
             all(.reject(reason: "Mixpanel /import answered \(status): \(text.prefix(200))"))
         }

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import GatewayCore
+import GatewayHTTP
 import NIOCore
 
 /// Updates Mixpanel user profiles through `/engage`, asking for the verbose answer
@@ -11,6 +12,9 @@ import NIOCore
 /// A rejected batch is re-sent one record at a time, so that a malformed record goes to
 /// the dead-letter queue with Mixpanel's error and the others are delivered. `429`,
 /// `502`, `503` and other `5xx` are retried with `Retry-After`; other `4xx` reject.
+/// Redirects are not followed (``NoRedirectHTTPClient``: the updates carry the project
+/// token, `/import` its Basic credentials); a `3xx` is retried, like a wrong token,
+/// until `endpoint` is corrected.
 /// Records without a real `app_user_id` are not sent (Mixpanel refuses placeholders).
 public final class MixpanelSink: AttributionSink {
     public enum Mode: Sendable, Equatable {
@@ -54,7 +58,10 @@ public final class MixpanelSink: AttributionSink {
     let client: HTTPClient
     let now: @Sendable () -> Date
 
-    public init(options: Options, client: HTTPClient = .shared, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        options: Options, client: HTTPClient = NoRedirectHTTPClient.shared,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.options = options
         let mapping = MixpanelProfileMapping(
             token: options.token, prefix: options.propertyPrefix, names: options.propertyNames)
@@ -154,11 +161,13 @@ public final class MixpanelSink: AttributionSink {
         let status: Int
         let text: String
         let retryAfter: Duration?
+        let location: String?
         do {
             let response = try await client.execute(
                 request, timeout: .milliseconds(options.timeout.milliseconds))
             status = Int(response.status.code)
             retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0) }
+            location = response.headers.first(name: "Location")
             text = String(buffer: try await response.body.collect(upTo: 1 << 20))
         } catch {
             throw Unavailable(description: "Mixpanel unreachable: \(WebhookSink.describe(error))")
@@ -177,6 +186,9 @@ public final class MixpanelSink: AttributionSink {
         case 401, 403:
             // A wrong token is a configuration problem: keep the records until it is fixed.
             return .retry("Mixpanel answered \(status): check the project token", nil)
+        case _ where RedirectAnswer.contains(status):
+            // So is an endpoint that moved.
+            return .retry("Mixpanel answered \(RedirectAnswer.describe(status: status, location: location))", nil)
         default:
             return .rejected("Mixpanel answered \(status): \(text.prefix(200))")
         }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Crypto
 import Foundation
 import GatewayCore
+import GatewayHTTP
 import NIOCore
 import NIOHTTP1
 
@@ -12,6 +13,11 @@ import NIOHTTP1
 /// Answers are classified, never retried here: `2xx` delivered; `408`, `425`, `429` and
 /// `5xx` retry (honouring `Retry-After`); any other `4xx` rejects the batch to the
 /// dead-letter queue; connection errors and timeouts retry.
+///
+/// Redirects are not followed (``NoRedirectHTTPClient``): following one would send the
+/// signed body, its signature and the configured headers to whatever host the answer
+/// names. A `3xx` is retried like an outage, since the receiver has not taken the batch
+/// and the records must wait until `url` names the receiver's real address.
 public final class WebhookSink: AttributionSink {
     public struct Options: Sendable {
         public var url: String
@@ -42,7 +48,10 @@ public final class WebhookSink: AttributionSink {
     let breaker: CircuitBreaker
     let now: @Sendable () -> Date
 
-    public init(options: Options, client: HTTPClient = .shared, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        options: Options, client: HTTPClient = NoRedirectHTTPClient.shared,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.options = options
         self.maxBatchSize = options.maxBatchSize
         self.client = client
@@ -81,10 +90,12 @@ public final class WebhookSink: AttributionSink {
 
         let status: Int
         let retryAfter: Duration?
+        let location: String?
         do {
             let response = try await client.execute(request, timeout: .milliseconds(options.timeout.milliseconds))
             status = Int(response.status.code)
             retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
+            location = response.headers.first(name: "Location")
             // Drain (and bound) the answer so the connection can be reused.
             _ = try? await response.body.collect(upTo: 64 * 1024)
         } catch {
@@ -99,6 +110,10 @@ public final class WebhookSink: AttributionSink {
         case 408, 425, 429, 500...599:
             breaker.recordFailure(now: now())
             return Array(repeating: .retry(reason: "webhook answered \(status)", after: retryAfter), count: records.count)
+        case _ where RedirectAnswer.contains(status):
+            breaker.recordFailure(now: now())
+            let reason = "webhook answered \(RedirectAnswer.describe(status: status, location: location))"
+            return Array(repeating: .retry(reason: reason, after: retryAfter), count: records.count)
         default:
             breaker.recordSuccess()
             return Array(repeating: .reject(reason: "webhook answered \(status)"), count: records.count)

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import GatewayCore
+import GatewayHTTP
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -20,7 +21,7 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
     let now: @Sendable () -> Date
 
     public init(
-        adapter: Adapter, settings: VendorSettings, client: HTTPClient = VendorHTTPClient.shared, logger: Logger,
+        adapter: Adapter, settings: VendorSettings, client: HTTPClient = NoRedirectHTTPClient.shared, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.adapter = adapter
@@ -117,12 +118,4 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         if let error = error as? HTTPClientError { return error.shortDescription }
         return String(describing: type(of: error))
     }
-}
-
-/// The HTTP client of every vendor sink: AsyncHTTPClient's defaults without redirects,
-/// since one would carry AppsFlyer's `authentication` header to another host, and a
-/// `200` from elsewhere is not the vendor's acceptance.
-public enum VendorHTTPClient {
-    public static let shared = HTTPClient(
-        eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
 }
