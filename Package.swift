@@ -54,7 +54,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        // The HTTP client of the sinks that deliver to a destination: no redirects.
+        // The HTTP client of every outbound call (sinks, Apple, vendors): no redirects.
         .target(
             name: "GatewayHTTP",
             dependencies: [.product(name: "AsyncHTTPClient", package: "async-http-client")]
@@ -74,7 +74,7 @@ let package = Package(
         .target(
             name: "GatewayEnrichers",
             dependencies: [
-                "GatewayCore", "GatewayStorage",
+                "GatewayCore", "GatewayStorage", "GatewayHTTP",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),

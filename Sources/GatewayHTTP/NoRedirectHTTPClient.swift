@@ -1,8 +1,10 @@
 import AsyncHTTPClient
 import Foundation
 
-/// The HTTP client of every sink that delivers to a destination (webhooks, Mixpanel, the
-/// S2S vendors): AsyncHTTPClient's defaults without redirects. `HTTPClient.shared`
+/// The HTTP client of every outbound call: the sinks that deliver to a destination
+/// (webhooks, Mixpanel, the S2S vendors), AdServices and Apple Ads' token endpoint and
+/// API (a `307` would carry the OAuth client secret elsewhere): AsyncHTTPClient's
+/// defaults without redirects. `HTTPClient.shared`
 /// follows up to 20; each would send the request again to wherever the answer points:
 /// the body (a `307`/`308` keeps it: signed records, Mixpanel's token in `/engage`
 /// updates) and every header but `Authorization` and cookies (a webhook's signature, an

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Crypto
 import Foundation
 import GatewayCore
+import GatewayHTTP
 
 /// Registers `enrichers: keyword_lookup:`.
 public enum KeywordLookupPlugin: EnricherPlugin {
@@ -66,7 +67,7 @@ public enum KeywordLookupPlugin: EnricherPlugin {
     }
 
     static func make(
-        options: Options, context: EnricherContext, client: HTTPClient = .shared,
+        options: Options, context: EnricherContext, client: HTTPClient = NoRedirectHTTPClient.shared,
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> KeywordLookupEnricher {

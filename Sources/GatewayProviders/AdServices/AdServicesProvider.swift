@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import GatewayCore
+import GatewayHTTP
 
 /// Apple Search Ads self-attribution: the app posts its AdServices token, and the gateway
 /// resolves it with Apple and keeps retrying the way Apple asks.
@@ -41,7 +42,7 @@ public struct AdServicesProvider: DeferredAttributionProvider {
     let random: @Sendable () -> Double
 
     public init(
-        options: Options, httpClient: HTTPClient = .shared, now: @escaping @Sendable () -> Date = { Date() },
+        options: Options, httpClient: HTTPClient = NoRedirectHTTPClient.shared, now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
         self.options = options
