@@ -222,4 +222,22 @@ extension KeywordReportTests {
             #expect(unattributed?.purchases == 1 && unattributed?.revenue == ["USD": Decimal(string: "1.99")!])
         }
     }
+
+    @Test func aPurchaseMadeBeforeTheUserMetTheAdIsNotTheAds() {
+        var report = KeywordReport()
+        report.add(Self.install("u1", keyword: nil, at: 0))  // organic
+        var before = Self.purchase("u1", "t1", "49.99")
+        before.purchaseDate = Self.start.addingTimeInterval(100)
+        report.add(before)
+        let months: TimeInterval = 90 * 86400
+        report.add(Self.install("u1", keyword: "calm", at: months))  // a redownload through an ad
+        var after = Self.purchase("u1", "t2", "9.99")
+        after.purchaseDate = Self.start.addingTimeInterval(months + 600)
+        report.add(after)
+        let rows = report.rows
+        let calm = rows.first { $0.keyword == "calm" }
+        #expect(calm?.installs == 1 && calm?.purchases == 1 && calm?.revenue == ["USD": Decimal(string: "9.99")!])
+        let organic = rows.first { $0.network == "organic" }
+        #expect(organic?.installs == 0 && organic?.purchases == 1 && organic?.revenue == ["USD": Decimal(string: "49.99")!])
+    }
 }

@@ -10,6 +10,10 @@ import Foundation
 /// install's user (Apple's test token) and their purchases are left out. A record without
 /// a user id is its device's (IDFV), joined to the user id another record gave with it.
 ///
+/// A purchase is credited to the user's attribution among installs made before it (an ad
+/// the user met after buying did not bring that purchase; an install's time is its own
+/// where the source gives it, and a signal may arrive up to an hour late).
+///
 /// A purchase counts once per app and transaction (`transaction_ref`), whichever way and
 /// under whichever user id it arrived (the ASA SDK's `associate-user` under its own user
 /// id, a backend's `/v1/events` under the app's): it goes to the claimant with the best
@@ -79,11 +83,32 @@ public struct KeywordReport: Sendable {
         static func < (a: Rank, b: Rank) -> Bool { a.rawValue < b.rawValue }
     }
 
+    struct Install {
+        var time: Date
+        var rank: Rank
+        var attribution: Attribution
+        var recordID: String
+
+        /// The better answer first; among equals, the earlier (then by record id, so that
+        /// any order of records gives the same report).
+        static func isWorse(_ a: Install, than b: Install) -> Bool {
+            (a.rank, b.time, b.recordID) < (b.rank, a.time, a.recordID)
+        }
+    }
+
     struct User {
-        var attribution: Attribution?
-        var rank = Rank.unknown
-        var firstSeen = Date.distantFuture
+        var installs: [Install] = []
         var isTest = false
+
+        /// The install a purchase at `time` is credited to: the best of those before it (an
+        /// ad the user met after buying did not bring that purchase), or of all when none
+        /// was (a record late, a clock off). Without `time`, the user's own line.
+        func credited(at time: Date? = nil) -> Install? {
+            let before = time.map { time in installs.filter { $0.time <= time + KeywordReport.signalDelay } } ?? installs
+            return (before.isEmpty ? installs : before).max(by: Install.isWorse)
+        }
+
+        var attribution: Attribution? { credited()?.attribution }
     }
 
     /// One transaction, however many records told of it.
@@ -99,6 +124,11 @@ public struct KeywordReport: Sendable {
 
         var time: Date { purchasedAt ?? firstReceived }
     }
+
+    /// How long after an install its attribution may arrive: a vendor's callback, or
+    /// Apple's answer to a token, lands minutes after the app's first purchases can. An
+    /// install up to this long after a purchase still counts as before it.
+    static let signalDelay: TimeInterval = 3600
 
     private var users: [String: User] = [:]
     private var purchases: [String: Purchase] = [:]
@@ -143,16 +173,16 @@ public struct KeywordReport: Sendable {
                 return
             }
             let rank: Rank = record.attributed ? .attributed : record.resolution == .resolved ? .organic : .unknown
-            // The best answer; among equals, the first.
-            if entry.attribution == nil || rank > entry.rank || (rank == entry.rank && record.receivedAt < entry.firstSeen) {
-                entry.attribution = switch rank {
-                case .attributed: Self.attribution(record)
-                case .organic: .organic
-                case .unknown: .unknown
-                }
-                entry.rank = rank
-                entry.firstSeen = record.receivedAt
+            let attribution: Attribution = switch rank {
+            case .attributed: Self.attribution(record)
+            case .organic: .organic
+            case .unknown: .unknown
             }
+            // When the install happened, where the source says (a vendor's `installed_at`,
+            // iAd's conversion date), else when its signal arrived.
+            entry.installs.append(Install(
+                time: record.conversionDate ?? record.receivedAt, rank: rank, attribution: attribution,
+                recordID: record.recordID))
             users[key] = entry
         case .purchase:
             guard !record.isTest else { return }
@@ -177,8 +207,9 @@ public struct KeywordReport: Sendable {
         }
     }
 
-    /// The claimant a purchase is credited to: the one with the best attribution (none
-    /// is worst), then the first to claim it. Nil when only test users claimed it.
+    /// The claimant a purchase is credited to: the one with the best attribution at the
+    /// purchase's time (none is worst), then the first to claim it. Nil when only test
+    /// users claimed it.
     func owner(of purchase: Purchase) -> String? {
         var claims: [String: Date] = [:]
         for (claimant, at) in purchase.claims {
@@ -187,8 +218,7 @@ public struct KeywordReport: Sendable {
             claims[user] = min(claims[user] ?? at, at)
         }
         func rank(_ user: String) -> Int {
-            guard let entry = users[user], entry.attribution != nil else { return -1 }
-            return entry.rank.rawValue
+            users[user]?.credited(at: purchase.time)?.rank.rawValue ?? -1
         }
         return claims.max { a, b in (rank(a.key), b.value, b.key) < (rank(b.key), a.value, a.key) }?.key
     }
@@ -208,9 +238,9 @@ public struct KeywordReport: Sendable {
         // older one field by field (an install routed before its names came keeps the
         // older names). Sorted, so the same store gives the same report.
         var names: [Attribution: Attribution] = [:]
-        let chronological = users.sorted { ($0.value.firstSeen, $0.key) < ($1.value.firstSeen, $1.key) }
-        for (_, user) in chronological {
-            guard let attribution = user.attribution else { continue }
+        let credited = users.compactMap { key, user in user.credited().map { (key, $0) } }
+        for (_, install) in credited.sorted(by: { ($0.1.time, $0.0) < ($1.1.time, $1.0) }) {
+            let attribution = install.attribution
             let line = attribution.line
             var named = names[line] ?? attribution
             named.campaign = attribution.campaign ?? named.campaign
@@ -239,7 +269,7 @@ public struct KeywordReport: Sendable {
             if let purchasesSince, purchase.time < purchasesSince { continue }
             if let purchasesUntil, purchase.time >= purchasesUntil { continue }
             guard let owner = owner(of: purchase) else { continue }
-            let line = (users[owner]?.attribution ?? .unattributed).line
+            let line = (users[owner]?.credited(at: purchase.time)?.attribution ?? .unattributed).line
             var row = row(line)
             row.purchases += 1
             if let amount = purchase.revenue, let currency = purchase.currency {
