@@ -51,13 +51,19 @@ struct KeywordsReport: AsyncParsableCommand {
         let filter = ReplayFilter()
         let store = try Gateway.openStore(configuration)
         var report = KeywordReport(purchasesSince: purchasesSince, purchasesUntil: purchasesUntil)
+        // On stderr, so that the report on stdout stays clean for a pipe or a file.
+        var progress = ProgressBar(total: try await store.countRecords(matching: filter), label: "reading")
         var cursor: Int64 = 0
+        var read = 0
         while true {
             let page = try await store.records(matching: filter, after: cursor, limit: 2000)
             if page.records.isEmpty { break }
             for record in page.records where appID == nil || record.appID == appID { report.add(record) }
             cursor = page.cursor
+            read += page.records.count
+            progress.advance(to: read)
         }
+        progress.finish()
         print(Self.render(report.rows, format: format))
     }
 

@@ -161,6 +161,8 @@ import Testing
 
         let result = try run(["report", "keywords", "--config", config, "--format", "json"])
         #expect(result.status == 0, "\(result.stderr)")
+        // Progress on stderr, the report alone on stdout.
+        #expect(result.stderr.contains("reading [") && result.stderr.contains("100% 6/6"), "\(result.stderr)")
         struct Row: Decodable {
             let network: String?, keyword: String?, campaign: String?
             let installs: Int, paying_users: Int, purchases: Int
