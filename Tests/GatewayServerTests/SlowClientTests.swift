@@ -4,6 +4,8 @@ import GatewayCore
 import GatewayServer
 import Hummingbird
 import HummingbirdTesting
+import Logging
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -37,6 +39,11 @@ import Testing
 
         deinit { close(fd) }
 
+        /// Gives up on the request, as a client that closes the app does.
+        func hangUp() {
+            shutdown(fd, Int32(SHUT_RDWR))
+        }
+
         /// False once the server has closed the connection.
         @discardableResult
         func send(_ text: String) -> Bool {
@@ -65,17 +72,19 @@ import Testing
         }
     }
 
-    func withGateway(idleMs: Int, bodyMs: Int, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+    func withGateway(
+        idleMs: Int, bodyMs: Int, logger: Logger? = nil, _ body: @escaping @Sendable (Int) async throws -> Void
+    ) async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let yaml = """
-            server: { host: 127.0.0.1, port: 0, log_level: warning, idle_timeout_ms: \(idleMs), body_timeout_ms: \(bodyMs) }
+            server: { host: 127.0.0.1, port: 0, log_level: warning, idle_timeout_ms: \(idleMs), body_timeout_ms: \(bodyMs), access_log: true }
             storage: { sqlite: { path: \(env.databasePath), durability: normal } }
             providers: { iad: {} }
             sinks: { local: { type: sqlite } }
             """
         let config = try ConfigLoader.parse(yaml: yaml, file: "slow.yaml", environment: [:], registry: .builtIn)
-        let gateway = try await Gateway.build(configuration: config)
+        let gateway = try await Gateway.build(configuration: config, logger: logger ?? Logger(label: "gateway"))
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             try await body(try #require(client.port))
         }
@@ -110,9 +119,11 @@ import Testing
         // No chunk after the deadline reaches the body reader, so the connection's own
         // deadline (a second later, far before the idle timeout) answers for it.
         // The idle timeout is above the client's 10 s read bound: only the deadline closes.
-        try await withGateway(idleMs: 30_000, bodyMs: 200) { port in
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        try await withGateway(idleMs: 30_000, bodyMs: 200, logger: Logger(label: "gateway", factory: { _ in handler })) { port in
             let connection = try RawConnection(port: port)
-            connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
+            connection.send("POST /v1/iad?secret=x HTTP/1.1\r\nHost: x\r\nX-Request-Id: slow-1\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
             let answer = await connection.readAll()
             #expect(answer.closed)
             #expect(answer.text.hasPrefix("HTTP/1.1 408"), "\(answer.text.prefix(200))")
@@ -121,6 +132,39 @@ import Testing
             let body = try #require(answer.text.components(separatedBy: "\r\n\r\n").last)
             let json = try JSONValue.parse(Data(body.utf8))
             #expect(json["error"]?["code"] == .string("request_timeout"))
+        }
+        // The access log has the answer the client got, once.
+        let requests = try lines.withLock { $0 }.compactMap { line in
+            try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        }.filter { $0["message"] as? String == "request" }
+        #expect(requests.map { $0["status"] as? String } == ["408"], "\(lines.withLock { $0 })")
+        #expect(requests.first?["request_id"] as? String == "slow-1")
+        #expect(requests.first?["path"] as? String == "/v1/iad")
+    }
+
+    @Test func aClientThatHangsUpMidBodyIsLoggedAndCountedAsItsOwnDoing() async throws {
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        try await withGateway(idleMs: 30_000, bodyMs: 10_000, logger: Logger(label: "gateway", factory: { _ in handler })) { port in
+            let connection = try RawConnection(port: port)
+            connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
+            try await Task.sleep(for: .milliseconds(100))
+            connection.hangUp()
+            func accessLines() throws -> [[String: Any]] {
+                try lines.withLock { $0 }.compactMap { line in
+                    try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                }.filter { $0["message"] as? String == "request" }
+            }
+            let deadline = Date().addingTimeInterval(10)
+            while try accessLines().isEmpty && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(try accessLines().map { $0["status"] as? String } == ["400"], "\(lines.withLock { $0 })")
+            // Not an internal error: nothing logged at error level.
+            #expect(!lines.withLock { $0 }.contains { $0.contains(#""level":"error""#) })
+            let scrape = try RawConnection(port: port)
+            scrape.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            let text = await scrape.readAll().text
+            #expect(text.contains(#"gateway_records_rejected_total{provider="iad",code="incomplete_body"} 1"#))
+            #expect(!text.contains(#"code="internal_error""#))
         }
     }
 

@@ -36,13 +36,16 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let unauthorized = Code("unauthorized", httpStatus: 401)
         /// Credentials valid, but not for this app.
         public static let forbidden = Code("forbidden", httpStatus: 403)
-        /// The store could not take the record; nothing was acknowledged.
         /// A postback whose signature does not verify, refused by `on_invalid_signature: reject`.
         public static let invalidSignature = Code("invalid_signature", httpStatus: 422)
         /// A caller over its rate limit; the answer carries `Retry-After`.
         public static let rateLimited = Code("rate_limited", httpStatus: 429)
         /// The request contradicts what is stored (a transaction owned by another user).
         public static let conflict = Code("conflict", httpStatus: 409)
+        /// The connection closed before the body arrived whole (the client gave up); no
+        /// one reads the answer, but the log and the metrics name the client's doing.
+        public static let incompleteBody = Code("incomplete_body", httpStatus: 400)
+        /// The store could not take the record; nothing was acknowledged.
         public static let storageUnavailable = Code("storage_unavailable", httpStatus: 503)
         /// Anything else; details are logged, not returned.
         public static let internalError = Code("internal_error", httpStatus: 500)

@@ -24,11 +24,20 @@ struct BodyReader: Sendable {
         }
         let deadline = ContinuousClock.now + timeout
         var collected = ByteBuffer()
-        for try await chunk in request.body {
-            guard collected.readableBytes + chunk.readableBytes <= limit else { throw tooLarge }
-            guard ContinuousClock.now < deadline else { throw Self.tooSlow }
-            var chunk = chunk
-            collected.writeBuffer(&chunk)
+        do {
+            for try await chunk in request.body {
+                guard collected.readableBytes + chunk.readableBytes <= limit else { throw tooLarge }
+                guard ContinuousClock.now < deadline else { throw Self.tooSlow }
+                var chunk = chunk
+                collected.writeBuffer(&chunk)
+            }
+        } catch let error as GatewayError {
+            throw error
+        } catch {
+            // The connection closed mid-body: by ``RequestReadDeadline`` past the deadline
+            // (the client was answered 408), or by the client. Either is the client's
+            // doing, not an internal error to log, count and alert on.
+            throw ContinuousClock.now >= deadline ? Self.tooSlow : Self.incomplete
         }
         return Data(collected.readableBytesView)
     }
@@ -36,6 +45,8 @@ struct BodyReader: Sendable {
     var tooLarge: GatewayError {
         GatewayError(.payloadTooLarge, "the body is larger than server.max_body_bytes (\(limit) bytes)")
     }
+
+    static let incomplete = GatewayError(.incompleteBody, "the connection closed before the body arrived whole")
 
     /// Also what ``RequestReadDeadline`` answers when no chunk reached the reader in time.
     static let tooSlow = GatewayError(.requestTimeout, "the body took longer than server.body_timeout_ms to arrive")

@@ -443,7 +443,7 @@ components:
           properties:
             code:
               type: string
-              examples: [malformed_json, missing_field, invalid_field, payload_too_large, request_timeout, unauthorized, forbidden, rate_limited, conflict, invalid_signature, not_found, storage_unavailable]
+              examples: [malformed_json, missing_field, invalid_field, payload_too_large, request_timeout, incomplete_body, unauthorized, forbidden, rate_limited, conflict, invalid_signature, not_found, storage_unavailable]
             message: {type: string}
             field: {type: string, description: "the dotted path of the faulty field, e.g. [1].att_status"}
     IngestAnswer:
