@@ -68,9 +68,7 @@ import Testing
                 headers: [HTTPFields.Element.Name("X-Request-Id")!: "trace-123"], body: ByteBuffer(string: "{}"))
             #expect(response.status == .notFound)
         }
-        let requests = try lines.withLock { $0 }.compactMap { line in
-            try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
-        }.filter { $0["message"] as? String == "request" }
+        let requests = accessLogLines(lines.withLock { $0 })
         #expect(requests.count == 1)
         let line = try #require(requests.first)
         #expect(line["request_id"] as? String == "trace-123")

@@ -134,9 +134,7 @@ import Testing
             #expect(json["error"]?["code"] == .string("request_timeout"))
         }
         // The access log has the answer the client got, once.
-        let requests = try lines.withLock { $0 }.compactMap { line in
-            try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
-        }.filter { $0["message"] as? String == "request" }
+        let requests = accessLogLines(lines.withLock { $0 })
         #expect(requests.map { $0["status"] as? String } == ["408"], "\(lines.withLock { $0 })")
         #expect(requests.first?["request_id"] as? String == "slow-1")
         #expect(requests.first?["path"] as? String == "/v1/iad")
@@ -150,14 +148,10 @@ import Testing
             connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
             try await Task.sleep(for: .milliseconds(100))
             connection.hangUp()
-            func accessLines() throws -> [[String: Any]] {
-                try lines.withLock { $0 }.compactMap { line in
-                    try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
-                }.filter { $0["message"] as? String == "request" }
-            }
+            func accessLines() -> [[String: Any]] { accessLogLines(lines.withLock { $0 }) }
             let deadline = Date().addingTimeInterval(10)
-            while try accessLines().isEmpty && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(try accessLines().map { $0["status"] as? String } == ["400"], "\(lines.withLock { $0 })")
+            while accessLines().isEmpty && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(accessLines().map { $0["status"] as? String } == ["400"], "\(lines.withLock { $0 })")
             // Not an internal error: nothing logged at error level.
             #expect(!lines.withLock { $0 }.contains { $0.contains(#""level":"error""#) })
             let scrape = try RawConnection(port: port)
