@@ -266,6 +266,26 @@ import Testing
         }
     }
 
+    /// SKAN 3.0 signs no sequence index: copies of a genuine postback with one made up
+    /// must stay duplicates of it, not become records of their own.
+    @Test func anUnsignedSequenceIndexCannotMakeCopiesOfAVerifiedPostback() throws {
+        var options = SKAdNetworkProvider.Options()
+        options.keys = keys
+        let provider = SKAdNetworkProvider(options: options)
+        let genuine = try v3()
+        var keys: Set<String> = []
+        for index in [nil, "3", "x1", "", "2"] as [String?] {
+            var copy = genuine
+            if let index { copy["postback-sequence-index"] = .string(index) }
+            let record = try #require(try provider.normalize(IngestPayload(
+                body: try JSONEncoder().encode(JSONValue.object(copy)), receivedAt: Date(),
+                path: "/.well-known/skadnetwork/report-attribution")).first)
+            #expect(record.signature == "verified")
+            keys.insert(record.dedupeKey)
+        }
+        #expect(keys.count == 1, "\(keys)")
+    }
+
     @Test func invalidPostbacksAreRefusedOrQuarantinedAsConfigured() throws {
         var tampered = try v3()
         tampered["redownload"] = .bool(true)

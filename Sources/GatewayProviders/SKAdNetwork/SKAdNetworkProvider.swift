@@ -103,8 +103,16 @@ public struct SKAdNetworkProvider: AttributionProvider {
         let transactionID = try text("transaction-id")
         let sequence = try values.read("postback-sequence-index") { try fields.int("postback-sequence-index", in: 0...2) }
         let didWin = SKANSignature.boolValue(object["did-win"])
-        // An index not known here still tells postbacks apart: by its text.
-        let sequenceKey = sequence.map(String.init) ?? SKANSignature.text(object["postback-sequence-index"]) ?? "0"
+        // A verified postback's index keys it only when the signature covers it (SKAN 4):
+        // SKAN 3.0 and before sign none, and one added on the open routes would make a
+        // record per made-up value. One not known here keys by its text.
+        let sequenceKey: String
+        if verdict.outcome == .verified && !verdict.signedFields.contains("postback-sequence-index") {
+            sequenceKey = "0"
+        } else {
+            let text = SKANSignature.text(object["postback-sequence-index"]).flatMap { $0.isEmpty ? nil : $0 }
+            sequenceKey = sequence.map(String.init) ?? text ?? "0"
+        }
         let dedupeKey = transactionID.map { DedupeKey.make("skan", $0, sequenceKey) }
             ?? Self.unkeyed("skan", object)
         var record = AttributionRecord(
@@ -135,7 +143,8 @@ public struct SKAdNetworkProvider: AttributionProvider {
         // Apple's test postbacks always carry source-app-id and conversion-value 0.
         record.isTest = sourceAppID == "0" && record.fineValue == 0
         record.raw = raw(object, verdict, unrecognized: values.unrecognized)
-        options.conversionModel?.decode(&record)
+        // A window not known here has no meaning in the model.
+        if !values.unrecognized.contains("postback-sequence-index") { options.conversionModel?.decode(&record) }
         return record
     }
 
