@@ -308,9 +308,6 @@ import Testing
         #expect(verdict(adjust, 200, "OK") == .delivered)
         #expect(verdict(adjust, 451) == .declined, "opted out is final, never retried, not counted as delivered")
         #expect(verdict(adjust, 202) == .retry)
-        // Not yet known to Adjust is worth waiting for; an unknown app token is not.
-        #expect(verdict(adjust, 404, #"{"error":"Event request failed (Device not found)"}"#) == .retry)
-        #expect(verdict(adjust, 404, #"{"error":"Event request failed (App token not found)"}"#) == .reject)
         #expect(verdict(adjust, 400, #"{"error":"Event request failed (Invalid app token)"}"#) == .reject)
         #expect(verdict(adjust, 500) == .retry)
     }

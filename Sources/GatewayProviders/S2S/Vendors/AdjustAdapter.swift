@@ -89,11 +89,6 @@ public struct AdjustAdapter: VendorAdapter {
             return .retry(reason: "Adjust did not accept the S2S token (202)", after: retryAfter)
         case 401, 403, 408, 429, 500...599:
             return .retry(reason: "Adjust answered \(status)", after: retryAfter)
-        // Adjust has not seen the device's install or session yet (its own processing, or
-        // ours in another order): the same event goes through once it has. An unknown app
-        // token is the other 404, mended only in config.
-        case 404 where body.localizedCaseInsensitiveContains("device"):
-            return .retry(reason: "Adjust does not know the device yet (404 \(body.prefix(80)))", after: retryAfter)
         default:
             return .reject(reason: "Adjust answered \(status): \(body.prefix(200))")
         }
