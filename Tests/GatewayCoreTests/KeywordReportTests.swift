@@ -240,4 +240,54 @@ extension KeywordReportTests {
         let organic = rows.first { $0.network == "organic" }
         #expect(organic?.installs == 0 && organic?.purchases == 1 && organic?.revenue == ["USD": Decimal(string: "49.99")!])
     }
+
+    /// Review scenarios: a device's install joins its user's purchases, one device is one
+    /// install, the backend's renewals follow the SDK user they were merged with, and a
+    /// test device's purchases stay out.
+    @Test func aUsersDevicesAndOtherUserIDsAreOnePerson() {
+        let idfv = "6D92078A-8246-4BA4-AE5B-76104861E7DC"
+        // A vendor's callback names only the device; AdServices answered organic for u1
+        // on that device; the backend's purchase names both.
+        var callback = Self.install("ignored", keyword: "calm", provider: "s2s")
+        callback.appUserID = nil
+        callback.idfv = idfv
+        var organic = Self.install("u1", keyword: nil, at: 30)
+        organic.idfv = idfv
+        var purchase = Self.purchase("u1", "t1", "9.99")
+        purchase.idfv = idfv
+        purchase.purchaseDate = Self.start.addingTimeInterval(600)
+        // The SDK's user 7 (through "calm") and the backend's user-42: one purchase, then
+        // a renewal the backend alone reports.
+        var sdk = Self.purchase("7", "1000", "0")
+        sdk.revenue = nil
+        sdk.currency = nil
+        let records = [
+            callback, organic, purchase, Self.install("7", keyword: "calm"), sdk,
+            Self.purchase("user-42", "1000", "4.99"), Self.purchase("user-42", "1001", "4.99"),
+        ]
+        for order in [records, records.reversed()] {
+            var report = KeywordReport()
+            order.forEach { report.add($0) }
+            let rows = report.rows
+            let calm = rows.first { $0.keyword == "calm" }
+            #expect(calm?.installs == 2, "\(rows)")
+            #expect(calm?.payingUsers == 2 && calm?.purchases == 3)
+            #expect(calm?.revenue == ["USD": Decimal(string: "19.97")!])
+            #expect(rows.count == 1, "\(rows)")
+        }
+
+        // A test install under the device alone keeps its user's purchases out.
+        var test = Self.install("ignored", keyword: "calm")
+        test.appUserID = nil
+        test.idfv = idfv
+        test.isTest = true
+        var devicePurchase = Self.purchase("x", "t9", "5.00")
+        devicePurchase.appUserID = nil
+        devicePurchase.idfv = idfv
+        var tie = Self.install("u9", keyword: nil)
+        tie.idfv = idfv
+        var report = KeywordReport()
+        [test, devicePurchase, tie, Self.purchase("u9", "t10", "1.00")].forEach { report.add($0) }
+        #expect(report.rows.isEmpty, "\(report.rows)")
+    }
 }

@@ -7,8 +7,12 @@ import Foundation
 /// a vendor's callback), else their first one whose source answered that no ad was behind
 /// it (`organic`), else `unknown` (Apple never answered: a token not found, refused or
 /// still pending). A user with purchases and no install record is `unattributed`; a test
-/// install's user (Apple's test token) and their purchases are left out. A record without
-/// a user id is its device's (IDFV), joined to the user id another record gave with it.
+/// install's user (Apple's test token) and their purchases are left out.
+///
+/// A user is a person: their user id, the devices (IDFV) records gave with it, and the
+/// other user ids that claimed one of their purchases (the ASA SDK's user 7 and a
+/// backend's user-42 for the same transaction) are one, with all their installs and
+/// purchases. A record without a user id is its device's.
 ///
 /// A purchase is credited to the user's attribution among installs made before it (an ad
 /// the user met after buying did not bring that purchase; an install's time is its own
@@ -16,8 +20,8 @@ import Foundation
 ///
 /// A purchase counts once per app and transaction (`transaction_ref`), whichever way and
 /// under whichever user id it arrived (the ASA SDK's `associate-user` under its own user
-/// id, a backend's `/v1/events` under the app's): it goes to the claimant with the best
-/// attribution, and keeps the amount of the earliest record that had one. Its time is the
+/// id, a backend's `/v1/events` under the app's), and keeps the amount of the earliest
+/// record that had one. Its time is the
 /// purchase's own (`purchase_date`) where a record gave it, else when it was first
 /// received. Feed records in any order, then read ``rows``.
 public struct KeywordReport: Sendable {
@@ -33,7 +37,8 @@ public struct KeywordReport: Sendable {
         public var matchType: String?
         /// Users whose install this line is.
         public var installs: Int
-        /// Of those, users with at least one purchase.
+        /// Users with at least one purchase credited to this line; a user who bought before
+        /// an ad brought them back is paying on their earlier line too.
         public var payingUsers: Int
         public var purchases: Int
         /// Revenue per currency code.
@@ -113,8 +118,8 @@ public struct KeywordReport: Sendable {
 
     /// One transaction, however many records told of it.
     struct Purchase {
-        /// Each user id that claimed it, with when it first did.
-        var claims: [String: Date] = [:]
+        /// Each user (or device) that a record of it named.
+        var claims: Set<String> = []
         var revenue: Decimal?
         var currency: String?
         /// Which record the amount came from (received at, record id): the earliest wins.
@@ -132,9 +137,8 @@ public struct KeywordReport: Sendable {
 
     private var users: [String: User] = [:]
     private var purchases: [String: Purchase] = [:]
-    /// Devices (app and IDFV) to the user id a record gave with them; the least, when
-    /// several did, so that any order of records gives the same report.
-    private var aliases: [String: String] = [:]
+    /// Devices (app and IDFV) and the user ids records gave with them: one person.
+    private var links: Set<[String]> = []
     /// Purchases before this are left out; installs count from any time, so that a
     /// report of one month credits the keywords that brought its buyers earlier.
     public var purchasesSince: Date?
@@ -156,7 +160,7 @@ public struct KeywordReport: Sendable {
         let key: String
         if let user = record.appUserID {
             key = app + "\u{1F}" + user
-            if let device, aliases[device].map({ key < $0 }) ?? true { aliases[device] = key }
+            if let device { links.insert([device, key]) }
         } else if let device {
             key = device
         } else if record.kind == .purchase {
@@ -188,7 +192,7 @@ public struct KeywordReport: Sendable {
             guard !record.isTest else { return }
             let transaction = app + "\u{1F}" + (record.transactionRef.map { "t:" + $0 } ?? "r:" + record.recordID)
             var purchase = purchases[transaction] ?? Purchase()
-            purchase.claims[key] = min(purchase.claims[key] ?? .distantFuture, record.receivedAt)
+            purchase.claims.insert(key)
             purchase.firstReceived = min(purchase.firstReceived, record.receivedAt)
             if let date = record.purchaseDate { purchase.purchasedAt = min(purchase.purchasedAt ?? date, date) }
             // An amount is never replaced by a record without one, and the earliest record
@@ -207,20 +211,46 @@ public struct KeywordReport: Sendable {
         }
     }
 
-    /// The claimant a purchase is credited to: the one with the best attribution at the
-    /// purchase's time (none is worst), then the first to claim it. Nil when only test
-    /// users claimed it.
-    func owner(of purchase: Purchase) -> String? {
-        var claims: [String: Date] = [:]
-        for (claimant, at) in purchase.claims {
-            let user = users[claimant]?.attribution == nil ? aliases[claimant] ?? claimant : claimant
-            guard users[user]?.isTest != true else { continue }
-            claims[user] = min(claims[user] ?? at, at)
+    /// Everyone the records know, as people: a user id, the devices records gave with it,
+    /// and the other user ids that claimed the same purchase (the ASA SDK's user 7 and a
+    /// backend's user-42) are one person, with all their installs and purchases. Each
+    /// person is named by their least key, so any order of records gives the same people.
+    func people() -> (person: (String) -> String, users: [String: User]) {
+        var parent: [String: String] = [:]
+        func find(_ key: String) -> String {
+            var root = key
+            while let next = parent[root], next != root { root = next }
+            var node = key
+            while let next = parent[node], next != root {
+                parent[node] = root
+                node = next
+            }
+            return root
         }
-        func rank(_ user: String) -> Int {
-            users[user]?.credited(at: purchase.time)?.rank.rawValue ?? -1
+        func union(_ a: String, _ b: String) {
+            let (rootA, rootB) = (find(a), find(b))
+            guard rootA != rootB else { return }
+            if rootA < rootB { parent[rootB] = rootA } else { parent[rootA] = rootB }
         }
-        return claims.max { a, b in (rank(a.key), b.value, b.key) < (rank(b.key), a.value, a.key) }?.key
+        for link in links { union(link[0], link[1]) }
+        for purchase in purchases.values {
+            let claims = purchase.claims.sorted()
+            for claimant in claims.dropFirst() { union(claims[0], claimant) }
+        }
+        var merged: [String: User] = [:]
+        for (key, user) in users {
+            var person = merged[find(key)] ?? User()
+            person.installs += user.installs
+            person.isTest = person.isTest || user.isTest
+            merged[find(key)] = person
+        }
+        let roots = parent
+        func person(_ key: String) -> String {
+            var root = key
+            while let next = roots[root], next != root { root = next }
+            return root
+        }
+        return (person, merged)
     }
 
     static func attribution(_ record: AttributionRecord) -> Attribution {
@@ -238,7 +268,8 @@ public struct KeywordReport: Sendable {
         // older one field by field (an install routed before its names came keeps the
         // older names). Sorted, so the same store gives the same report.
         var names: [Attribution: Attribution] = [:]
-        let credited = users.compactMap { key, user in user.credited().map { (key, $0) } }
+        let (person, people) = people()
+        let credited = people.compactMap { key, user in user.credited().map { (key, $0) } }
         for (_, install) in credited.sorted(by: { ($0.1.time, $0.0) < ($1.1.time, $1.0) }) {
             let attribution = install.attribution
             let line = attribution.line
@@ -258,7 +289,7 @@ public struct KeywordReport: Sendable {
                 keyword: attribution.keyword, matchType: attribution.matchType, installs: 0, payingUsers: 0,
                 purchases: 0, revenue: [:])
         }
-        for user in users.values where !user.isTest {
+        for user in people.values where !user.isTest {
             guard let line = user.attribution?.line else { continue }
             var row = row(line)
             row.installs += 1
@@ -268,8 +299,10 @@ public struct KeywordReport: Sendable {
         for purchase in purchases.values {
             if let purchasesSince, purchase.time < purchasesSince { continue }
             if let purchasesUntil, purchase.time >= purchasesUntil { continue }
-            guard let owner = owner(of: purchase) else { continue }
-            let line = (users[owner]?.credited(at: purchase.time)?.attribution ?? .unattributed).line
+            guard let claimant = purchase.claims.first else { continue }
+            let owner = person(claimant)
+            guard people[owner]?.isTest != true else { continue }
+            let line = (people[owner]?.credited(at: purchase.time)?.attribution ?? .unattributed).line
             var row = row(line)
             row.purchases += 1
             if let amount = purchase.revenue, let currency = purchase.currency {
