@@ -91,6 +91,8 @@ import Testing
             #expect(try await create([apikey: "key-for-another-app-999"]) == 403)
             #expect(try await create([apikey: Self.appKey]) == 200)
             #expect(try await create([.authorization: "Bearer \(Self.appKey)"]) == 200)
+            // A Supabase client's session token as the bearer, the key as apikey.
+            #expect(try await create([.authorization: "Bearer eyJhbGciOiJIUzI1NiJ9.session", apikey: Self.appKey]) == 200)
         }
     }
 

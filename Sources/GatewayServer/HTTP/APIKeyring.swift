@@ -11,7 +11,17 @@ struct APIKeyring: Sendable {
 
     /// The apps the key a request presents may write for; nil when it names no key.
     func apps(presentedIn headers: HTTPFields) -> Set<String>? {
-        Self.presentedDigest(headers).flatMap(apps(digest:))
+        presentedKey(headers).map(\.apps)
+    }
+
+    /// The first configured key a request presents, as its digest and apps: a Supabase
+    /// client sends its user's session as `Authorization: Bearer JWT` and the project's
+    /// key as `apikey`, so the bearer token naming no key is no reason to stop.
+    func presentedKey(_ headers: HTTPFields) -> (digest: [UInt8], apps: Set<String>)? {
+        for digest in Self.presentedDigests(headers) {
+            if let apps = apps(digest: digest) { return (digest, apps) }
+        }
+        return nil
     }
 
     /// The apps of the keys whose digest is `digest`; nil when there is none.
@@ -24,16 +34,16 @@ struct APIKeyring: Sendable {
         return apps.isEmpty ? nil : apps
     }
 
-    /// The SHA-256 of the key a request presents, as keys are held: from `Authorization:
-    /// Bearer KEY` (the scheme in any case), else from `apikey: KEY`, the header of
-    /// Supabase's functions that the ASA Attribution SDK sends; the key trimmed. Nil when
-    /// it presents none.
-    static func presentedDigest(_ headers: HTTPFields) -> [UInt8]? {
+    /// The SHA-256 of each key a request presents, as keys are held: from `Authorization:
+    /// Bearer KEY` (the scheme in any case), then from `apikey: KEY`, the header of
+    /// Supabase's functions that the ASA Attribution SDK sends; each key trimmed.
+    static func presentedDigests(_ headers: HTTPFields) -> [[UInt8]] {
+        var digests: [[UInt8]] = []
         if let header = headers[.authorization], header.count > 7, header.prefix(7).lowercased() == "bearer " {
-            return SHA256Hex.digest(header.dropFirst(7).trimmingWhitespace())
+            digests.append(SHA256Hex.digest(header.dropFirst(7).trimmingWhitespace()))
         }
-        guard let key = headers[apiKeyHeader]?.trimmingWhitespace(), !key.isEmpty else { return nil }
-        return SHA256Hex.digest(key)
+        if let key = headers[apiKeyHeader]?.trimmingWhitespace(), !key.isEmpty { digests.append(SHA256Hex.digest(key)) }
+        return digests
     }
 
     static let apiKeyHeader = HTTPField.Name("apikey")!

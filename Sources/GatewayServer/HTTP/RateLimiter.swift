@@ -91,8 +91,8 @@ struct RateLimitMiddleware: RouterMiddleware {
     /// The per-key bucket's name for a request: from the digest of the configured key it
     /// presents (never the key), nil when it presents none.
     static func keyCaller(_ headers: HTTPFields, keyring: APIKeyring) -> String? {
-        guard let digest = APIKeyring.presentedDigest(headers), keyring.apps(digest: digest) != nil else { return nil }
-        return "key:" + Hex.lowercase(digest.prefix(16))
+        guard let key = keyring.presentedKey(headers) else { return nil }
+        return "key:" + Hex.lowercase(key.digest.prefix(16))
     }
 
     /// The per-IP bucket's name: the address, or for IPv6 its first 64 bits. An IPv4
