@@ -140,8 +140,9 @@ import Testing
 
             // Verdicts are counted once per stored postback (the device's retry is not).
             let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
-            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="verified"} 2"#))
-            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="invalid"} 1"#))
+            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="verified",version="4.0"} 2"#))
+            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="invalid",version="4.0"} 1"#))
+            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="invalid",version="3.0"} 0"#))
         }
     }
 
@@ -165,6 +166,10 @@ import Testing
             #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
             let delivered = try rows(env.databasePath, "SELECT transaction_id, signature FROM attribution_records")
             #expect(delivered.map { $0["signature"] as String? } == ["verified"])
+            // The claimed version is no series of its own.
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="unverifiable",version="other"} 1"#))
+            #expect(!metrics.contains(#"version="9.0""#))
 
             // Their fields are held to the length every other route's are.
             var long = try postback(transaction: String(repeating: "x", count: 5000))

@@ -28,7 +28,11 @@ public struct GatewayMetrics: Sendable {
         }
         for provider in postbackProviders {
             for verdict in ["verified", "invalid", "unverifiable"] {
-                counter("gateway_signature_verdicts_total", [("provider", provider), ("verdict", verdict)]).increment(by: 0)
+                for version in Self.postbackVersions + ["other"] {
+                    counter(
+                        "gateway_signature_verdicts_total", [("provider", provider), ("verdict", verdict), ("version", version)]
+                    ).increment(by: 0)
+                }
             }
             counter("gateway_records_rejected_total", [("provider", provider), ("code", "invalid_signature")])
                 .increment(by: 0)
@@ -56,10 +60,17 @@ public struct GatewayMetrics: Sendable {
         counter("gateway_records_duplicate_total", [("provider", provider)]).increment()
     }
 
-    /// A stored postback's signature verdict: `verified`, `invalid`, `unverifiable`.
-    public func verdict(provider: String, verdict: String) {
-        counter("gateway_signature_verdicts_total", [("provider", provider), ("verdict", verdict)]).increment()
+    /// A stored postback's signature verdict (`verified`, `invalid`, `unverifiable`) by
+    /// its version. The postback names its version, on routes anyone may post to, so any
+    /// version the gateway does not verify is `other`: a forger cannot mint series.
+    public func verdict(provider: String, verdict: String, version: String?) {
+        let version = version.flatMap { Self.postbackVersions.contains($0) ? $0 : nil } ?? "other"
+        counter("gateway_signature_verdicts_total", [("provider", provider), ("verdict", verdict), ("version", version)])
+            .increment()
     }
+
+    /// The postback versions the gateway verifies: SKAdNetwork's and AdAttributionKit's.
+    public static let postbackVersions = ["1.0", "2.0", "2.1", "2.2", "3.0", "4.0", "aak"]
 
     /// Names an enricher looked up: `hit` (cached), `fetched` (in time), `unknown` (the
     /// source has no such id), `late` (the record went on without it).

@@ -79,7 +79,7 @@ public struct IngestPipeline: Sendable {
             switch result {
             case .stored(let id):
                 metrics.stored(provider: item.record.provider)
-                if let verdict = item.record.signature { metrics.verdict(provider: item.record.provider, verdict: verdict) }
+                if let verdict = item.record.signature { metrics.verdict(provider: item.record.provider, verdict: verdict, version: item.record.skanVersion) }
                 woken.formUnion(item.sinks)
                 freshOutcomes.append(IngestOutcome(recordID: id, duplicateOf: nil, record: item.record, sinks: item.sinks))
             case .duplicate(let original):
