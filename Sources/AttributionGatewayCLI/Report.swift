@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayCore
+import GatewayEnrichers
 import GatewayServer
 import GatewayStorage
 
@@ -64,7 +65,12 @@ struct KeywordsReport: AsyncParsableCommand {
             progress.advance(to: read)
         }
         progress.finish()
-        print(Self.render(report.rows, format: format))
+        var rows = report.rows
+        let missing = KeywordReport.missingNames(rows)
+        if !missing.isEmpty {
+            rows = KeywordReport.naming(rows, from: try await KnownNames(storagePath: configuration.storage.sqlitePath).names(missing))
+        }
+        print(Self.render(rows, format: format))
     }
 
     static let header = ["network", "campaign", "ad group", "keyword", "match", "installs", "paying", "conv %", "purchases", "revenue"]

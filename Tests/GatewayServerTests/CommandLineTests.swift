@@ -181,4 +181,33 @@ import Testing
         #expect(table.stdout.contains("meditation app") && table.stdout.contains("USD 14.98"))
         #expect(table.stdout.split(separator: "\n").first?.hasPrefix("network") == true)
     }
+
+    @Test func reportKeywordsNamesKeywordsTheCacheLearnedAfterTheirRecords() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = env.directory.appendingPathComponent("report.yaml").path
+        try """
+        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+        providers: { iad: {} }
+        sinks: { local: { type: sqlite } }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        // Stored with ids only, as when Apple Ads was down or no credentials were set.
+        let install = #"{"app_id":"1234567890","app_user_id":"u1","Version3.1":{"iad-attribution":"true","iad-campaign-id":"542370539","iad-adgroup-id":"542317095","iad-keyword-id":"87675499","iad-conversion-type":"Download"}}"#
+        let installs = env.directory.appendingPathComponent("installs.jsonl").path
+        try install.write(toFile: installs, atomically: true, encoding: .utf8)
+        #expect(try run(["import", "--provider", "iad", "--config", config, installs]).status == 0)
+        #expect(try run(["report", "keywords", "--config", config, "--format", "csv"]).stdout.contains("#87675499"))
+
+        // Then the team loads its keyword export.
+        let csv = env.directory.appendingPathComponent("keywords.csv").path
+        try """
+            Campaign Name,Campaign ID,Ad Group Name,Ad Group ID,Keyword,Match Type,Keyword ID
+            US Search - Sleep,542370539,Exact - Core,542317095,sleep sounds,Exact,87675499
+
+            """.write(toFile: csv, atomically: true, encoding: .utf8)
+        #expect(try run(["keywords", "import", "--config", config, csv]).status == 0)
+        let named = try run(["report", "keywords", "--config", config, "--format", "csv"])
+        #expect(named.stdout.contains("sleep sounds") && named.stdout.contains("US Search - Sleep"), "\(named.stdout)")
+        #expect(named.stdout.contains("Exact - Core") && !named.stdout.contains("#87675499"))
+    }
 }

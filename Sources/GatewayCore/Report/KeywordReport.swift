@@ -321,4 +321,31 @@ public struct KeywordReport: Sendable {
                 < (b.network ?? "", b.campaignID ?? -1, b.campaign ?? "", b.adGroupID ?? -1, b.keywordID ?? -1, b.keyword ?? "")
         }
     }
+
+    /// The cache keys (`keyword:ID`, `adgroup:ID`, `campaign:ID`) of the names `rows` lack:
+    /// their records were stored before the names were known, and the keyword cache may
+    /// know them since (Apple's API, `keywords import`).
+    public static func missingNames(_ rows: [Row]) -> [String] {
+        var keys: Set<String> = []
+        for row in rows {
+            if let id = row.keywordID, row.keyword == nil { keys.insert("keyword:\(id)") }
+            if let id = row.adGroupID, row.adGroup == nil { keys.insert("adgroup:\(id)") }
+            if let id = row.campaignID, row.campaign == nil { keys.insert("campaign:\(id)") }
+        }
+        return keys.sorted()
+    }
+
+    /// `rows` with the names they lacked taken from `names`, keyed as ``missingNames(_:)``.
+    public static func naming(_ rows: [Row], from names: [String: (name: String, matchType: String?)]) -> [Row] {
+        rows.map { row in
+            var row = row
+            if row.keyword == nil, let id = row.keywordID, let known = names["keyword:\(id)"] {
+                row.keyword = known.name
+                row.matchType = row.matchType ?? known.matchType
+            }
+            if row.adGroup == nil, let id = row.adGroupID { row.adGroup = names["adgroup:\(id)"]?.name }
+            if row.campaign == nil, let id = row.campaignID { row.campaign = names["campaign:\(id)"]?.name }
+            return row
+        }
+    }
 }
