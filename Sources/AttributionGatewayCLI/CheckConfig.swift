@@ -60,6 +60,6 @@ enum ConfigSummary {
         }
         if filter.isTest == true { parts.append("test payloads only") }
         if filter.quarantined == true { parts.append("quarantined postbacks only") }
-        return parts.isEmpty ? "all records but test payloads" : parts.joined(separator: " and ")
+        return parts.isEmpty ? "all records but test payloads and quarantined postbacks" : parts.joined(separator: " and ")
     }
 }

@@ -56,7 +56,7 @@ import Testing
         let result = try run(["check-config", root.appendingPathComponent("config.yaml").path])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("providers: adservices, iad, skadnetwork"))
-        #expect(result.stdout.contains("1. all records but test payloads -> local"))
+        #expect(result.stdout.contains("1. all records but test payloads and quarantined postbacks -> local"))
     }
 
     @Test func normalizePrintsTheRecordWithoutAServer() throws {
