@@ -20,6 +20,14 @@ import Testing
         }
     }
 
+    @Test func aNulCharacterIsRefusedByName() throws {
+        #expect {
+            try read("a\u{0}b")
+        } throws: { error in
+            (error as? GatewayError)?.field == "event.name"
+        }
+    }
+
     @Test func charactersAreCountedNotBytes() throws {
         let limit = PayloadFields.maxStringLength
         // Two bytes each, and a letter with a combining accent: one character, three bytes.

@@ -181,6 +181,22 @@ import Testing
         }
     }
 
+    /// Found by 100,000 fuzzed bodies: SQLite gives text back to C up to its first NUL, so
+    /// an app id `"\u0000"` was stored as itself and read back as `""`, and its second
+    /// token was answered 503 (a key it could not recognise as its own).
+    @Test func anIDWithANulCharacterIsRefusedByName() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withGateway(FakeAppleAdServices(), env: env) { client, _ in
+            let body = #"{"token": "\#(Self.token("nul"))", "app_id": "\u0000", "app_user_id": "u-1"}"#
+            for _ in 0..<2 {
+                let response = try await client.execute(uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
+                #expect(response.status == .unprocessableContent)
+                #expect(String(buffer: response.body).contains(#""field":"app_id""#))
+            }
+        }
+    }
+
     @Test func aBadTokenIsInvalidAtOnceAndNeverRetried() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

@@ -17,11 +17,17 @@ public struct PayloadFields: Sendable {
         text.utf8.count <= maxStringLength || text.count <= maxStringLength
     }
 
-    /// `text`, or an error naming `field` when it is past ``maxStringLength``: for values
-    /// read other than through ``string(_:)`` (a postback's signed fields, as received).
+    /// `text`, or an error naming `field` when it is past ``maxStringLength`` or holds a
+    /// NUL: for values read other than through ``string(_:)`` (a postback's signed
+    /// fields, as received). JSON allows `\u0000`, but SQLite hands text back to C up to
+    /// its first NUL, so an app id `"\u0000"` would be stored as one value and read back
+    /// as another (`""`): no id or name needs one.
     public static func limited(_ text: String, field: String) throws -> String {
         guard fitsLengthLimit(text) else {
             throw GatewayError.invalid(field, "longer than \(maxStringLength) characters")
+        }
+        guard !text.utf8.contains(0) else {
+            throw GatewayError.invalid(field, "contains a NUL character (\\u0000)")
         }
         return text
     }
