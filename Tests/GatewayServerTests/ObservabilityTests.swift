@@ -2,6 +2,7 @@ import Foundation
 import GatewayConfig
 import GatewayCore
 import GatewayServer
+import GRDB
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -75,6 +76,31 @@ import Testing
         #expect(line["status"] as? String == "404" && line["method"] as? String == "POST")
         #expect(line["path"] as? String == "/v1/s2s/nobody/callbacks")
         #expect(!lines.withLock { $0 }.joined().contains("hunter2"))
+    }
+
+    /// The store refusing a write is answered 503, and the log says why (SQLite's code and
+    /// message), not only "unavailable"; the payload's values stay out of it.
+    @Test func aStorageFailureIsAnswered503AndLoggedWithItsCause() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        let gateway = try await Gateway.build(
+            configuration: try env.configuration(), logger: Logger(label: "gateway", factory: { _ in handler }))
+        // As a full disk would: every insert of a record fails.
+        try await DatabaseQueue(path: env.databasePath).write { db in
+            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON records BEGIN SELECT RAISE(ABORT, 'no room'); END")
+        }
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let response = try await client.execute(
+                uri: "/v1/iad", method: .post, body: ByteBuffer(string: IAdPayloads.attributed(user: "secret-user-77")))
+            #expect(response.status == .serviceUnavailable)
+            #expect(String(buffer: response.body).contains(#""code":"storage_unavailable""#))
+            #expect(!String(buffer: response.body).contains("no room"))
+        }
+        let failure = try #require(lines.withLock { $0 }.first { $0.contains("request failed") })
+        #expect(failure.contains("SQLite error 19: no room"), "\(failure)")
+        #expect(!lines.withLock { $0 }.joined().contains("secret-user-77"))
     }
 
     @Test func anAttachedErrorIsLoggedByItsTypeNotItsText() throws {

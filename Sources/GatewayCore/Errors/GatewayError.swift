@@ -54,11 +54,26 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public let code: Code
     public let message: String
     public let field: String?
+    /// What went wrong underneath, for the log only (never the answer): the store's own
+    /// error behind a `storage_unavailable`, so that an operator sees a full disk or a
+    /// locked file instead of the answer's "unavailable". Not part of equality.
+    public var cause: (any Error & Sendable)?
 
     public init(_ code: Code, _ message: String, field: String? = nil) {
         self.code = code
         self.message = message
         self.field = field
+    }
+
+    public static func == (a: GatewayError, b: GatewayError) -> Bool {
+        a.code == b.code && a.message == b.message && a.field == b.field
+    }
+
+    /// The store failed; nothing was recorded, so the caller should send again.
+    public static func storageUnavailable(cause: any Error & Sendable) -> GatewayError {
+        var error = GatewayError(.storageUnavailable, "the store is unavailable; nothing was recorded")
+        error.cause = cause
+        return error
     }
 
     public var description: String {

@@ -55,7 +55,7 @@ public final class PendingResolver: Service, Sendable {
             admission = try await store.addPending(work, now: now())
         } catch {
             await waiters.forget(work.recordID)
-            throw GatewayError(.storageUnavailable, "the store is unavailable; nothing was recorded")
+            throw GatewayError.storageUnavailable(cause: error)
         }
         switch admission {
         case .accepted(let id):

@@ -57,7 +57,7 @@ public struct IngestPipeline: Sendable {
             do {
                 known = try await store.existingRecordIDs(dedupeKeys: records.map(\.dedupeKey))
             } catch {
-                throw GatewayError(.storageUnavailable, "the store is unavailable; nothing was recorded")
+                throw GatewayError.storageUnavailable(cause: error)
             }
         }
         // Enrichment can call outside APIs, so duplicates skip it.
@@ -70,7 +70,7 @@ public struct IngestPipeline: Sendable {
         do {
             results = try await store.ingest(routed)
         } catch {
-            throw GatewayError(.storageUnavailable, "the store is unavailable; nothing was recorded")
+            throw GatewayError.storageUnavailable(cause: error)
         }
 
         var woken: Set<String> = []

@@ -1,5 +1,7 @@
+import GRDB
 import GatewayCore
 import Hummingbird
+import Logging
 
 /// Turns every error into the gateway's JSON error shape. Unexpected errors are logged
 /// with the request id and answered `500 internal_error` without details, which might
@@ -13,7 +15,9 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             switch error {
             case let error as GatewayError where error.code.httpStatus >= 500:
-                context.logger.error("request failed", metadata: ["error": "\(error)"])
+                var metadata: Logger.Metadata = ["error": "\(error)"]
+                if let cause = error.cause { metadata["cause"] = "\(Self.describe(cause))" }
+                context.logger.error("request failed", metadata: metadata)
             case is GatewayError, is HTTPError:
                 break
             default:
@@ -21,6 +25,16 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             return try Self.answer(to: error, for: request).response(from: request, context: context)
         }
+    }
+
+    /// An underlying error as the log may show it: SQLite's code and message (which name
+    /// the statement, never its values), anything else by its type alone, since its text
+    /// could carry a token or a key.
+    static func describe(_ cause: any Error) -> String {
+        if let error = cause as? DatabaseError {
+            return "SQLite error \(error.resultCode.rawValue): \(error.message ?? "")"
+        }
+        return String(reflecting: type(of: cause))
     }
 
     /// What any error a route throws is answered as: the gateway's own as they are,

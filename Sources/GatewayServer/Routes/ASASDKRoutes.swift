@@ -149,7 +149,7 @@ struct ASASDKBackend: Sendable {
         } catch let error as GatewayError {
             throw error
         } catch {
-            throw GatewayError(.storageUnavailable, "the store is unavailable; nothing was recorded")
+            throw GatewayError.storageUnavailable(cause: error)
         }
     }
 }
