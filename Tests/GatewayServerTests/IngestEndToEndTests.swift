@@ -173,6 +173,7 @@ import Testing
             #expect(text.contains(#"gateway_outbox_depth{sink="local"} 1"#))
             // Series that alerts take increase() of exist from the start, at zero.
             #expect(text.contains(#"gateway_deliveries_total{sink="local",outcome="dead_letter"} 0"#))
+            #expect(text.contains(#"gateway_deliveries_total{sink="local",outcome="declined"} 0"#))
             #expect(text.contains(#"gateway_records_duplicate_total{provider="iad"} 0"#))
         }
     }

@@ -38,7 +38,7 @@ public struct GatewayMetrics: Sendable {
                 .increment(by: 0)
         }
         for sink in sinks {
-            for outcome in ["delivered", "retry", "dead_letter"] {
+            for outcome in ["delivered", "declined", "retry", "dead_letter"] {
                 counter("gateway_deliveries_total", [("sink", sink), ("outcome", outcome)]).increment(by: 0)
             }
         }
