@@ -26,6 +26,27 @@ import Testing
         #expect(left == 0)
     }
 
+    /// A plugin that stops reading its stdin: a batch past the pipe's 64 KB blocked the
+    /// write for as long as the plugin lived, holding a thread (two such sinks froze the
+    /// whole gateway on two cores) and shutdown with it.
+    @Test(.timeLimit(.minutes(1))) func aPluginThatStopsReadingTimesOutTheBatchAtItsWrite() async throws {
+        let sleep = "sleep 120.\(Int.random(in: 100_000...999_999))"
+        let sink = ExecSink(
+            options: .init(command: ["sh", "-c", "exec 2>/dev/null; exec \(sleep)"], timeout: .milliseconds(300), maxBatchSize: 500))
+        let records = (0..<500).map { index in
+            var record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k\(index)", receivedAt: Date())
+            record.raw = .object(["padding": .string(String(repeating: "x", count: 400))])
+            return record
+        }
+        await #expect(throws: (any Error).self) { try await sink.deliver(records) }
+        var left = Self.processes(running: sleep)
+        for _ in 0..<100 where left > 0 {
+            try await Task.sleep(for: .milliseconds(50))
+            left = Self.processes(running: sleep)
+        }
+        #expect(left == 0)
+    }
+
     /// How many live processes have `command` as their command line.
     static func processes(running command: String) -> Int {
         let ids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []

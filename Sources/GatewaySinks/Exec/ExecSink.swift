@@ -54,8 +54,10 @@ public final class ExecSink: AttributionSink {
         }
         var outcomes: [String: DeliveryOutcome] = [:]
         do {
-            try process.write(input)
+            // One deadline for the whole batch: a plugin that stops reading its stdin fills
+            // the pipe (64 KB) and would block the write as long as it lives.
             let deadline = ContinuousClock.now + options.timeout
+            try await process.write(input, until: deadline)
             while outcomes.count < records.count {
                 let line = try await process.readLine(until: deadline)
                 guard let ack = try? JSONValue.parse(Data(line.utf8)), case .string(let id)? = ack["record_id"] else {
@@ -104,29 +106,49 @@ final class ExecChild: @unchecked Sendable {
 
     var isRunning: Bool { process.isRunning }
 
-    func write(_ data: Data) throws {
-        try stdin.fileHandleForWriting.write(contentsOf: data)
+    /// Writes `data` to the plugin's stdin; throws when it fails or is not done by
+    /// `deadline`, when the plugin is stopped, which ends the blocked write too.
+    func write(_ data: Data, until deadline: ContinuousClock.Instant) async throws {
+        let handle = stdin.fileHandleForWriting
+        let written = await Self.first(by: deadline) { () -> Result<Void, any Error> in
+            Result { try handle.write(contentsOf: data) }
+        }
+        guard let written else {
+            stop()
+            throw ExecSink.Failure(description: "exec sink: plugin timed out (not reading its input)")
+        }
+        try written.get()
+    }
+
+    /// `work`'s result, run on a Dispatch thread (it blocks on a pipe), or nil when
+    /// `deadline` comes first. Not a task group, which would wait for the losing work: a
+    /// read or write blocked on a plugin that neither answers nor closes its pipe is never
+    /// cancelled, only ended by stopping the plugin.
+    static func first<T: Sendable>(
+        by deadline: ContinuousClock.Instant, _ work: @escaping @Sendable () -> T
+    ) async -> T? {
+        let remaining = deadline - ContinuousClock.now
+        guard remaining > .zero else { return nil }
+        return await withCheckedContinuation { continuation in
+            let answered = Mutex(false)
+            let answer = { @Sendable (result: T?) in
+                guard answered.withLock({ done in defer { done = true }; return !done }) else { return }
+                continuation.resume(returning: result)
+            }
+            DispatchQueue.global().async { answer(work()) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + remaining / .seconds(1)) { answer(nil) }
+        }
     }
 
     /// The next line of stdout; throws at EOF (the plugin died) or after `deadline`.
     func readLine(until deadline: ContinuousClock.Instant) async throws -> String {
         while true {
             if let line = takeLine() { return line }
-            let remaining = deadline - ContinuousClock.now
-            guard remaining > .zero else { throw ExecSink.Failure(description: "exec sink: plugin timed out") }
-            // Whichever comes first, the read or the deadline; not a task group, which would
-            // wait for the losing read, and a read blocked on a plugin that neither answers
-            // nor closes its stdout (a child of it may hold the pipe) is never cancelled.
+            guard deadline > ContinuousClock.now else { throw ExecSink.Failure(description: "exec sink: plugin timed out") }
+            // Whichever comes first, the read or the deadline (a child of the plugin may
+            // hold its stdout open).
             let handle = stdout.fileHandleForReading
-            let chunk: Data? = await withCheckedContinuation { continuation in
-                let answered = Mutex(false)
-                let answer = { @Sendable (chunk: Data?) in
-                    guard answered.withLock({ done in defer { done = true }; return !done }) else { return }
-                    continuation.resume(returning: chunk)
-                }
-                DispatchQueue.global().async { answer(handle.availableData) }
-                DispatchQueue.global().asyncAfter(deadline: .now() + remaining / .seconds(1)) { answer(nil) }
-            }
+            let chunk = await Self.first(by: deadline) { handle.availableData }
             guard let chunk else {
                 stop()  // unblocks the pending read
                 throw ExecSink.Failure(description: "exec sink: plugin timed out")
