@@ -339,6 +339,19 @@ import Testing
         #expect(try problem(at: "routes[0].where.provider", in: issues).message == "unknown provider 'skan'")
     }
 
+    /// A secret put in the wrong key by mistake must not end up in check-config's output
+    /// or a startup log: a refused value from the environment is shown as its expression.
+    @Test func aRefusedValueFromTheEnvironmentIsNotEchoed() throws {
+        let issues = problems(
+            "server: { port: \"${SECRET_PORT}\", access_log: \"${SECRET_FLAG}\" }",
+            environment: ["SECRET_PORT": "sk_live_abcdef", "SECRET_FLAG": "sk_live_ghijkl"])
+        #expect(issues.count == 2)
+        #expect(issues.allSatisfy { !$0.message.contains("sk_live") }, "\(issues)")
+        #expect(try problem(at: "server.port", in: issues).message.contains("${SECRET_PORT}"))
+        // Written in the file, the value is shown as written.
+        #expect(try problem(at: "server.port", in: problems("server: { port: eighty }")).message.contains("'eighty'"))
+    }
+
     @Test func aDisabledProviderIsCheckedButNotEnabled() throws {
         #expect(try parse("providers:\n  iad: { enabled: false }").providers.isEmpty)
         // Disabled for want of its credentials, as DESIGN's sketch has it: not an error.
@@ -508,7 +521,7 @@ import Testing
     @Test func anInterpolatedValueIsStillTypeChecked() throws {
         let issue = try problem(
             at: "server.port", in: problems("server:\n  port: ${PORT}", environment: ["PORT": "eighty"]))
-        #expect(issue.message == "expected an integer, found 'eighty'")
+        #expect(issue.message == "expected an integer, found the value of ${PORT}")
     }
 
     @Test func anUnterminatedReferenceIsAnError() throws {

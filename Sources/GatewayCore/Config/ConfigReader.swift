@@ -74,6 +74,16 @@ public final class ConfigReader {
         return interpolate(text, key: key, node: node)
     }
 
+    /// How a refused value is shown: as written, or, when it came from the environment,
+    /// as the expression it came from (`${MP_TOKEN}`), since the variable may hold a
+    /// secret put in the wrong key.
+    func found(_ key: String, _ text: String) -> String {
+        if let node = node(key), case .scalar(let written, _) = node.value, written.contains("${") {
+            return "found the value of \(written)"
+        }
+        return "found '\(text)'"
+    }
+
     /// A string that must be present and non-empty.
     public func requiredString(_ key: String) -> String? {
         guard node(key) != nil else {
@@ -91,7 +101,7 @@ public final class ConfigReader {
     public func int(_ key: String, in range: ClosedRange<Int>? = nil) -> Int? {
         guard let text = string(key) else { return nil }
         guard let value = Int(text.trimmingCharacters(in: .whitespaces)) else {
-            report("expected an integer, found '\(text)'", key: key)
+            report("expected an integer, \(found(key, text))", key: key)
             return nil
         }
         if let range, !range.contains(value) {
@@ -107,7 +117,7 @@ public final class ConfigReader {
         case "true": return true
         case "false": return false
         default:
-            report("expected true or false, found '\(text)'", key: key)
+            report("expected true or false, \(found(key, text))", key: key)
             return nil
         }
     }
@@ -116,7 +126,7 @@ public final class ConfigReader {
     public func url(_ key: String) -> String? {
         guard let text = string(key) else { return nil }
         guard let url = URL(string: text), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
-            report("expected an http(s) URL, found '\(text)'", key: key)
+            report("expected an http(s) URL, \(found(key, text))", key: key)
             return nil
         }
         return text
@@ -126,7 +136,7 @@ public final class ConfigReader {
     public func choice(_ key: String, _ allowed: [String]) -> String? {
         guard let text = string(key) else { return nil }
         guard allowed.contains(text) else {
-            report("must be one of \(allowed.joined(separator: ", ")), found '\(text)'\(suggestion(text, allowed))", key: key)
+            report("must be one of \(allowed.joined(separator: ", ")), \(found(key, text))\(suggestion(text, allowed))", key: key)
             return nil
         }
         return text
