@@ -25,11 +25,13 @@ extension GatewayHTTP {
             // gateway not ready, so that the alert fires before the outbox fills the disk.
             // Only configured sinks: rows left by a sink taken out of config.yaml have no
             // worker, and would keep every instance out of its load balancer for good
-            // (they show in /metrics and in the log at start instead).
+            // (they show in /metrics and in the log at start instead). Nor paused ones:
+            // pausing is the operator's own maintenance switch, and every instance shares
+            // the outbox, so it would take them all out at once.
             let bound = gateway.configuration.server.readyMaxOutboxAge
             if bound > 0, let stats = try? await gateway.store.outboxStats() {
                 let now = Date()
-                for sink in gateway.configuration.sinks.map(\.name).sorted() {
+                for sink in gateway.configuration.sinks.filter({ !$0.delivery.paused }).map(\.name).sorted() {
                     if let oldest = stats[sink]?.oldest, now.timeIntervalSince(oldest) > Double(bound) {
                         problems.append("sink '\(sink)' has undelivered records older than \(bound) s")
                     }
