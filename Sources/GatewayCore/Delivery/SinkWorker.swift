@@ -18,6 +18,9 @@ public final class SinkWorker: Service, Sendable {
     let now: @Sendable () -> Date
     let random: @Sendable () -> Double
     private let wakeUp = WakeUp()
+    /// While a sink is down every batch fails; its metrics count each one, the log says
+    /// so once a minute rather than at the rate records arrive.
+    private let incompleteWarnings = OncePerInterval(.seconds(60))
 
     public init(
         sinkName: String,
@@ -152,7 +155,7 @@ public final class SinkWorker: Service, Sendable {
                 logger.warning("could not hold the lanes of retried records", metadata: ["error": "\(error)"])
             }
         }
-        if retried + dead > 0 {
+        if retried + dead > 0, incompleteWarnings.allow() {
             let firstError: String? = outcomes.lazy.compactMap { outcome -> String? in
                 switch outcome {
                 case .retry(let reason, _), .reject(let reason): reason
