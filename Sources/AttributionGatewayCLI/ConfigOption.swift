@@ -3,6 +3,7 @@ import Foundation
 import GatewayConfig
 import GatewayCore
 import GatewayServer
+import GatewayStorage
 
 /// Loads config.yaml or exits with its issues, one per line, on stderr.
 func loadConfiguration(_ path: String) throws -> GatewayConfiguration {
@@ -16,4 +17,16 @@ func loadConfiguration(_ path: String) throws -> GatewayConfiguration {
 
 func printError(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))
+}
+
+/// The store of a command that reads what a gateway stored (`report`, `dlq`, `replay`):
+/// a missing file is an error, not an empty store made on the spot, since a config
+/// pointing at the wrong place would otherwise read as "nothing recorded yet".
+func openExistingStore(_ configuration: GatewayConfiguration) throws -> SQLiteStore {
+    let path = configuration.storage.sqlitePath
+    guard FileManager.default.fileExists(atPath: path) else {
+        printError("no store at \(path) (storage.sqlite.path): check the config, or start the gateway once to create it")
+        throw ExitCode(1)
+    }
+    return try Gateway.openStore(configuration)
 }

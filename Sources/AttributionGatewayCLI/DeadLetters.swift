@@ -20,7 +20,7 @@ struct DeadLetters: AsyncParsableCommand {
 
         func store() throws -> SQLiteStore {
             let configuration = try loadConfiguration(config)
-            return try Gateway.openStore(configuration)
+            return try openExistingStore(configuration)
         }
     }
 

@@ -33,7 +33,7 @@ struct Replay: AsyncParsableCommand {
             guard let date = ISO8601.parse(since) else { throw ValidationError("--since is not an ISO-8601 time") }
             filter.since = date
         }
-        let store = try Gateway.openStore(configuration)
+        let store = try openExistingStore(configuration)
         let total = try await store.countRecords(matching: filter)
         var progress = ProgressBar(total: total, label: "replaying")
         var cursor: Int64 = 0

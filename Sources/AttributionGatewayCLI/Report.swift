@@ -50,7 +50,7 @@ struct KeywordsReport: AsyncParsableCommand {
         let purchasesUntil = try time(until, "--until")
         // Installs from any time: a buyer of this month may have come through a keyword earlier.
         let filter = ReplayFilter()
-        let store = try Gateway.openStore(configuration)
+        let store = try openExistingStore(configuration)
         var report = KeywordReport(purchasesSince: purchasesSince, purchasesUntil: purchasesUntil)
         // On stderr, so that the report on stdout stays clean for a pipe or a file.
         var progress = ProgressBar(total: try await store.countRecords(matching: filter), label: "reading")

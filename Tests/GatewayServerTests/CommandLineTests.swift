@@ -210,4 +210,19 @@ import Testing
         #expect(named.stdout.contains("sleep sounds") && named.stdout.contains("US Search - Sleep"), "\(named.stdout)")
         #expect(named.stdout.contains("Exact - Core") && !named.stdout.contains("#87675499"))
     }
+
+    @Test func commandsThatReadTheStoreRefuseAPathWithNoStore() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = env.directory.appendingPathComponent("elsewhere.yaml").path
+        let missing = env.directory.appendingPathComponent("prod/gateway.sqlite").path
+        try "storage: { sqlite: { path: \(missing) } }\nproviders: { iad: {} }\nsinks: { local: { type: sqlite } }\n"
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        for command in [["report", "keywords"], ["dlq", "list"], ["replay", "--sink", "local"]] {
+            let result = try run(command + ["--config", config])
+            #expect(result.status == 1, "\(command)")
+            #expect(result.stderr.contains("no store at \(missing)"), "\(command): \(result.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: missing))
+    }
 }
