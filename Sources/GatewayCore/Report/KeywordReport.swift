@@ -244,13 +244,7 @@ public struct KeywordReport: Sendable {
             person.isTest = person.isTest || user.isTest
             merged[find(key)] = person
         }
-        let roots = parent
-        func person(_ key: String) -> String {
-            var root = key
-            while let next = roots[root], next != root { root = next }
-            return root
-        }
-        return (person, merged)
+        return (find, merged)
     }
 
     static func attribution(_ record: AttributionRecord) -> Attribution {
