@@ -322,9 +322,9 @@ public struct KeywordReport: Sendable {
     public static func missingNames(_ rows: [Row]) -> [String] {
         var keys: Set<String> = []
         for row in rows {
-            if let id = row.keywordID, row.keyword == nil { keys.insert("keyword:\(id)") }
-            if let id = row.adGroupID, row.adGroup == nil { keys.insert("adgroup:\(id)") }
-            if let id = row.campaignID, row.campaign == nil { keys.insert("campaign:\(id)") }
+            if let id = row.keywordID, row.keyword == nil { keys.insert(AppleAdsNameKey.keyword(id)) }
+            if let id = row.adGroupID, row.adGroup == nil { keys.insert(AppleAdsNameKey.adGroup(id)) }
+            if let id = row.campaignID, row.campaign == nil { keys.insert(AppleAdsNameKey.campaign(id)) }
         }
         return keys.sorted()
     }
@@ -333,12 +333,12 @@ public struct KeywordReport: Sendable {
     public static func naming(_ rows: [Row], from names: [String: (name: String, matchType: String?)]) -> [Row] {
         rows.map { row in
             var row = row
-            if row.keyword == nil, let id = row.keywordID, let known = names["keyword:\(id)"] {
+            if row.keyword == nil, let id = row.keywordID, let known = names[AppleAdsNameKey.keyword(id)] {
                 row.keyword = known.name
                 row.matchType = row.matchType ?? known.matchType
             }
-            if row.adGroup == nil, let id = row.adGroupID { row.adGroup = names["adgroup:\(id)"]?.name }
-            if row.campaign == nil, let id = row.campaignID { row.campaign = names["campaign:\(id)"]?.name }
+            if row.adGroup == nil, let id = row.adGroupID { row.adGroup = names[AppleAdsNameKey.adGroup(id)]?.name }
+            if row.campaign == nil, let id = row.campaignID { row.campaign = names[AppleAdsNameKey.campaign(id)]?.name }
             return row
         }
     }

@@ -66,14 +66,14 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         guard ["adservices", "iad"].contains(record.provider), record.attributed else { return [:] }
         var lookups: [String: Lookup] = [:]
         if let id = record.keywordID, record.keyword == nil {
-            lookups["keyword:\(id)"] = .keyword(
+            lookups[AppleAdsNameKey.keyword(id)] = .keyword(
                 id: id, adGroupID: record.adGroupID, campaignID: record.campaignID, orgID: record.orgID)
         }
         if let id = record.adGroupID, record.adGroupName == nil {
-            lookups["adgroup:\(id)"] = .adGroup(id: id, campaignID: record.campaignID, orgID: record.orgID)
+            lookups[AppleAdsNameKey.adGroup(id)] = .adGroup(id: id, campaignID: record.campaignID, orgID: record.orgID)
         }
         if let id = record.campaignID, record.campaignName == nil {
-            lookups["campaign:\(id)"] = .campaign(id: id, orgID: record.orgID)
+            lookups[AppleAdsNameKey.campaign(id)] = .campaign(id: id, orgID: record.orgID)
         }
         return lookups
     }
@@ -135,16 +135,16 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     func fill(_ record: AttributionRecord, _ known: [String: KeywordNameCache.Entry]) -> AttributionRecord {
         var record = record
         var filled = false
-        if let id = record.keywordID, record.keyword == nil, let entry = known["keyword:\(id)"], let text = entry.name {
+        if let id = record.keywordID, record.keyword == nil, let entry = known[AppleAdsNameKey.keyword(id)], let text = entry.name {
             record.keyword = text
             record.keywordMatchType = record.keywordMatchType ?? entry.matchType
             filled = true
         }
-        if let id = record.adGroupID, record.adGroupName == nil, let name = known["adgroup:\(id)"]?.name {
+        if let id = record.adGroupID, record.adGroupName == nil, let name = known[AppleAdsNameKey.adGroup(id)]?.name {
             record.adGroupName = name
             filled = true
         }
-        if let id = record.campaignID, record.campaignName == nil, let name = known["campaign:\(id)"]?.name {
+        if let id = record.campaignID, record.campaignName == nil, let name = known[AppleAdsNameKey.campaign(id)]?.name {
             record.campaignName = name
             filled = true
         }

@@ -81,14 +81,14 @@ public struct KeywordReportImport {
                 let adGroupID = try id("ad_group_id")
                 let campaignID = try id("campaign_id")
                 try await cache.store(
-                    "keyword:\(keywordID)", .init(name: keyword, matchType: cell("match_type")?.uppercased(), fetchedAt: now))
+                    AppleAdsNameKey.keyword(keywordID), .init(name: keyword, matchType: cell("match_type")?.uppercased(), fetchedAt: now))
                 report.keywords += 1
                 if let adGroupID, let name = cell("ad_group_name") {
-                    try await cache.store("adgroup:\(adGroupID)", .init(name: name, matchType: nil, fetchedAt: now))
+                    try await cache.store(AppleAdsNameKey.adGroup(adGroupID), .init(name: name, matchType: nil, fetchedAt: now))
                     report.adGroups += 1
                 }
                 if let campaignID, let name = cell("campaign_name") {
-                    try await cache.store("campaign:\(campaignID)", .init(name: name, matchType: nil, fetchedAt: now))
+                    try await cache.store(AppleAdsNameKey.campaign(campaignID), .init(name: name, matchType: nil, fetchedAt: now))
                     report.campaigns += 1
                 }
             } catch let error as BadID {
