@@ -1,6 +1,7 @@
 import ArgumentParser
 import GatewayServer
 import Hummingbird
+import GatewayStorage
 import Logging
 
 struct Serve: AsyncParsableCommand {
@@ -22,6 +23,8 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "attribution-gateway")
+        let lock = try ServeLock(storePath: configuration.storage.sqlitePath)
+        defer { withExtendedLifetime(lock) {} }
         let gateway = try await Gateway.build(configuration: configuration, logger: logger)
         let app = GatewayHTTP.makeApplication(gateway: gateway)
         try await app.runService(gracefulShutdownSignals: [.sigterm, .sigint])

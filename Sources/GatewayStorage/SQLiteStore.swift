@@ -15,8 +15,11 @@ public final class SQLiteStore: AttributionStore {
     public init(path: String, durability: SQLiteDatabase.Durability = .full) throws {
         self.path = path
         self.durability = durability
-        pool = try SQLiteDatabase.pool(path: path, durability: durability)
-        try SQLiteStoreSchema.migrator.migrate(pool)
+        pool = try StoreOpenError.naming(path) {
+            let pool = try SQLiteDatabase.pool(path: path, durability: durability)
+            try SQLiteStoreSchema.migrator.migrate(pool)
+            return pool
+        }
         groupCommit = GroupCommit(pool: pool)
     }
 

@@ -225,4 +225,51 @@ import Testing
         }
         #expect(!FileManager.default.fileExists(atPath: missing))
     }
+
+    @Test func aSecondServerOnOneStoreRefusesToStartUntilTheFirstIsGone() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        let first = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("first.log"))
+        try await first.start()
+
+        let second = try run(["serve", "--config", config])
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("storage.sqlite.path"), "\(second.stderr)")
+        #expect(second.stderr.contains("another gateway (pid \(first.process.processIdentifier))"), "\(second.stderr)")
+        // The first server was not disturbed.
+        let (status, _) = try await first.post("/v1/iad", body: IAdPayloads.attributed(user: "lock-user"))
+        #expect(status == 202)
+
+        // The kernel drops the claim with the process, even one killed without warning.
+        first.kill(SIGKILL)
+        let third = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("third.log"))
+        try await third.start()
+        third.kill(SIGTERM)
+        #expect(third.process.terminationStatus == 0)
+    }
+
+    @Test func aStorePathThatCannotHoldAStoreIsNamedWithItsKey() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let file = env.directory.appendingPathComponent("a-file").path
+        try "not a folder".write(toFile: file, atomically: true, encoding: .utf8)
+        let lines = env.directory.appendingPathComponent("empty.jsonl").path
+        try "".write(toFile: lines, atomically: true, encoding: .utf8)
+        let cases = [
+            ("\(file)/gateway.sqlite", "\(file) is a file, not a folder"),
+            (env.directory.path, "it is a folder"),
+        ]
+        for (path, reason) in cases {
+            let config = env.directory.appendingPathComponent("bad.yaml").path
+            try "storage: { sqlite: { path: \(path) } }\nproviders: { iad: {} }\nsinks: { local: { type: sqlite } }\n"
+                .write(toFile: config, atomically: true, encoding: .utf8)
+            for command in [["serve"], ["import", "--provider", "iad", lines]] {
+                let result = try run(command + ["--config", config])
+                #expect(result.status != 0, "\(command) \(path)")
+                #expect(result.stderr.contains("cannot use the store at \(path) (storage.sqlite.path): \(reason)"),
+                    "\(command): \(result.stderr)")
+            }
+        }
+    }
 }

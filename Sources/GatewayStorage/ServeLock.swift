@@ -1,0 +1,44 @@
+import Foundation
+
+/// The claim of the one server that delivers from a store: an exclusive `flock` on a file
+/// beside the store, held while `serve` runs. Two servers draining one SQLite outbox would
+/// each offer every record to every sink; the second refuses to start instead. The kernel
+/// drops the lock when the process ends, however it ends (a `SIGKILL` included), so a
+/// crash never leaves a stale claim behind.
+public final class ServeLock: Sendable {
+    /// The lock file's path: the store's, with `-serve.lock` added (beside `-wal`, `-shm`).
+    public let path: String
+    private let descriptor: Int32
+
+    /// Takes the lock, or throws naming the process that holds it.
+    public init(storePath: String) throws {
+        path = storePath + "-serve.lock"
+        let path = path
+        descriptor = try StoreOpenError.naming(storePath) {
+            try FileManager.default.createDirectory(
+                at: URL(fileURLWithPath: storePath).standardizedFileURL.deletingLastPathComponent(),
+                withIntermediateDirectories: true)
+            let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else {
+                throw StoreOpenError(path: storePath, reason: "cannot create \(path): \(String(cString: strerror(errno)))")
+            }
+            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+                let holder = (try? String(contentsOfFile: path, encoding: .utf8))?
+                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+                close(descriptor)
+                throw StoreOpenError(
+                    path: storePath,
+                    reason: "another gateway\(holder.isEmpty ? "" : " (pid \(holder))") is serving it; "
+                        + "two servers on one store would deliver every record twice. "
+                        + "Stop it, or give this one its own storage.sqlite.path")
+            }
+            // Only for the message a second server shows; the lock, not this, is the claim.
+            let pid = Array("\(getpid())\n".utf8)
+            _ = ftruncate(descriptor, 0)
+            _ = pid.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+            return descriptor
+        }
+    }
+
+    deinit { close(descriptor) }
+}

@@ -1,0 +1,45 @@
+import Foundation
+
+/// Why a store file could not be opened, worded for the operator who set
+/// `storage.sqlite.path`: Foundation's and SQLite's own texts ("A file with the same name
+/// already exists", "unable to open database file") name neither the key nor the fix.
+public struct StoreOpenError: Error, CustomStringConvertible {
+    public let path: String
+    public let reason: String
+
+    public var description: String { "cannot use the store at \(path) (storage.sqlite.path): \(reason)" }
+
+    /// The reason a path cannot hold a store, found before SQLite tries, or nil when the
+    /// path looks usable and SQLite's own answer is the best there is.
+    static func problem(with path: String) -> String? {
+        let url = URL(fileURLWithPath: path).standardizedFileURL
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder), isFolder.boolValue {
+            return "it is a folder; name a file in it, such as \(url.appendingPathComponent("gateway.sqlite").path)"
+        }
+        var folder = url.deletingLastPathComponent()
+        // The nearest part of the path that exists must be a folder the gateway may write in.
+        while !FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder) {
+            let parent = folder.deletingLastPathComponent()
+            if parent.path == folder.path { return nil }
+            folder = parent
+        }
+        if !isFolder.boolValue { return "\(folder.path) is a file, not a folder" }
+        if !FileManager.default.isWritableFile(atPath: folder.path) {
+            return "the folder \(folder.path) is not writable by this user"
+        }
+        return nil
+    }
+
+    /// Runs `open`, turning its failure into one that names the path and the likely cause.
+    static func naming<T>(_ path: String, _ open: () throws -> T) throws -> T {
+        if let problem = problem(with: path) { throw StoreOpenError(path: path, reason: problem) }
+        do {
+            return try open()
+        } catch let error as StoreOpenError {
+            throw error
+        } catch {
+            throw StoreOpenError(path: path, reason: "\(error)")
+        }
+    }
+}
