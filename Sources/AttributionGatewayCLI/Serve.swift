@@ -1,13 +1,16 @@
 import ArgumentParser
 import GatewayServer
-import Hummingbird
 import GatewayStorage
 import Logging
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the gateway: HTTP ingest and delivery to every configured sink.",
-        discussion: "Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, undelivered records stay in the outbox.")
+        discussion: """
+            Stops gracefully on SIGTERM or SIGINT: /readyz fails for server.shutdown_delay_s, then in-flight \
+            requests and sink batches finish, for at most server.shutdown_timeout_s; a second signal stops at once. \
+            Undelivered records stay in the outbox.
+            """)
 
     @Option(name: .shortAndLong, help: "The configuration file.")
     var config = "config.yaml"
@@ -26,7 +29,6 @@ struct Serve: AsyncParsableCommand {
         let lock = try ServeLock(storePath: configuration.storage.sqlitePath)
         defer { withExtendedLifetime(lock) {} }
         let gateway = try await Gateway.build(configuration: configuration, logger: logger)
-        let app = GatewayHTTP.makeApplication(gateway: gateway)
-        try await app.runService(gracefulShutdownSignals: [.sigterm, .sigint])
+        try await GatewayHTTP.run(gateway: gateway)
     }
 }

@@ -45,6 +45,14 @@ public struct ServerSettings: Sendable, Equatable {
     public var bodyTimeoutMs = 10_000
     /// `rate_limits`: per API key and per client IP. Default: none.
     public var rateLimits = RateLimits()
+    /// `shutdown_delay_s`: after the first SIGTERM or SIGINT, `/readyz` answers `503` this
+    /// long while everything else keeps serving, so that a load balancer stops sending
+    /// before the listener closes. Default 0.
+    public var shutdownDelaySeconds = 0
+    /// `shutdown_timeout_s`: how long a graceful shutdown waits for requests and sink
+    /// batches in flight before it cancels them (their records stay in the outbox).
+    /// Default 20, under Kubernetes' 30 s grace period.
+    public var shutdownTimeoutSeconds = 20
 
     public init() {}
 }

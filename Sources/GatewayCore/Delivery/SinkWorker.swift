@@ -106,6 +106,12 @@ public final class SinkWorker: Service, Sendable {
                 outcomes = Array(repeating: .retry(reason: reason), count: entries.count)
             }
         } catch {
+            // Shutdown cut the batch short: it stays in the outbox as it was, not a failed
+            // attempt, and is offered again after the restart.
+            if Task.isCancelled {
+                logger.info("batch in flight left in the outbox by shutdown", metadata: ["records": "\(entries.count)"])
+                return due.count
+            }
             outcomes = Array(repeating: .retry(reason: "\(error)"), count: entries.count)
         }
 

@@ -24,6 +24,8 @@ public final class Gateway: Sendable {
     public let metricsRegistry: PrometheusCollectorRegistry
     public let metrics: GatewayMetrics
     public let logger: Logger
+    /// Set by the first shutdown signal (see ``GatewayHTTP/run(gateway:signals:)``).
+    public let shutdown = ShutdownState()
 
     init(
         configuration: GatewayConfiguration, store: SQLiteStore, providers: [any AttributionProvider],

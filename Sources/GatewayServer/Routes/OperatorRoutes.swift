@@ -12,6 +12,7 @@ extension GatewayHTTP {
 
         router.get("/readyz") { _, context -> Response in
             var problems: [String] = []
+            if gateway.shutdown.isDraining { problems.append("shutting down") }
             do {
                 try await gateway.store.ping()
             } catch {

@@ -121,22 +121,24 @@ final class ExecChild: @unchecked Sendable {
     }
 
     /// `work`'s result, run on a Dispatch thread (it blocks on a pipe), or nil when
-    /// `deadline` comes first. Not a task group, which would wait for the losing work: a
-    /// read or write blocked on a plugin that neither answers nor closes its pipe is never
-    /// cancelled, only ended by stopping the plugin.
+    /// `deadline` or the task's cancellation (shutdown) comes first. Not a task group,
+    /// which would wait for the losing work: a read or write blocked on a plugin that
+    /// neither answers nor closes its pipe is never cancelled, only ended by stopping the
+    /// plugin.
     static func first<T: Sendable>(
         by deadline: ContinuousClock.Instant, _ work: @escaping @Sendable () -> T
     ) async -> T? {
         let remaining = deadline - ContinuousClock.now
         guard remaining > .zero else { return nil }
-        return await withCheckedContinuation { continuation in
-            let answered = Mutex(false)
-            let answer = { @Sendable (result: T?) in
-                guard answered.withLock({ done in defer { done = true }; return !done }) else { return }
-                continuation.resume(returning: result)
+        let answer = FirstAnswer<T>()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                answer.await(continuation)
+                DispatchQueue.global().async { answer.give(work()) }
+                DispatchQueue.global().asyncAfter(deadline: .now() + remaining / .seconds(1)) { answer.give(nil) }
             }
-            DispatchQueue.global().async { answer(work()) }
-            DispatchQueue.global().asyncAfter(deadline: .now() + remaining / .seconds(1)) { answer(nil) }
+        } onCancel: {
+            answer.give(nil)
         }
     }
 
@@ -177,6 +179,46 @@ final class ExecChild: @unchecked Sendable {
         // blocked on one of Dispatch's threads until it exits.
         if process.processIdentifier > 0 { kill(-process.processIdentifier, SIGKILL) }
         try? stdin.fileHandleForWriting.close()
+    }
+}
+
+/// The first of several answers to one continuation; an answer given before anyone waits
+/// (cancellation can come first) is kept for the waiter.
+final class FirstAnswer<T: Sendable>: Sendable {
+    private enum State {
+        case empty
+        case waiting(CheckedContinuation<T?, Never>)
+        case answered(T?)
+        case done
+    }
+    private let state = Mutex(State.empty)
+
+    func await(_ continuation: CheckedContinuation<T?, Never>) {
+        let early: T?? = state.withLock { state in
+            if case .answered(let value) = state {
+                state = .done
+                return .some(value)
+            }
+            state = .waiting(continuation)
+            return nil
+        }
+        if let early { continuation.resume(returning: early) }
+    }
+
+    func give(_ value: T?) {
+        let waiter: CheckedContinuation<T?, Never>? = state.withLock { state in
+            switch state {
+            case .empty:
+                state = .answered(value)
+                return nil
+            case .waiting(let continuation):
+                state = .done
+                return continuation
+            case .answered, .done:
+                return nil
+            }
+        }
+        waiter?.resume(returning: value)
     }
 }
 

@@ -67,6 +67,29 @@ final class GatewayProcess {
         process.waitUntilExit()
     }
 
+    /// Sends `signal` and waits, for at most `seconds` (a bound, not a speed claim), for
+    /// the process to end; kills it and returns false if it has not.
+    func stop(_ signal: Int32, within seconds: Double = 60) async throws -> Bool {
+        Foundation.kill(process.processIdentifier, signal)
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        guard !process.isRunning else {
+            kill(SIGKILL)
+            return false
+        }
+        process.waitUntilExit()
+        return true
+    }
+
+    /// GETs a path; returns the status and the JSON answer.
+    func get(_ path: String) async throws -> (Int, [String: Any]) {
+        let url = URL(string: "http://127.0.0.1:\(port)\(path)")!
+        let (data, response) = try await URLSession.shared.data(from: url)
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+        return (status, json)
+    }
+
     /// POSTs a body; returns the status and the JSON answer.
     func post(_ path: String, body: String) async throws -> (Int, [String: Any]) {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
