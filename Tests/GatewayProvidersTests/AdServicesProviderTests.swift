@@ -80,6 +80,8 @@ import Testing
     @Test(arguments: [
         (#"{"attribution":true,"campaignId":"abc"}"#, "campaignId"),
         (#"{"attribution":true,"clickDate":"yesterday"}"#, "clickDate"),
+        // Another source's payload (an iAd dictionary), not Apple's answer read as organic.
+        (#"{"app_id":"1","Version3.1":{"iad-attribution":"true"}}"#, "attribution"),
     ])
     func anUnreadableFieldIsAnErrorNamingIt(answer: String, field: String) {
         #expect { try normalize(answer) } throws: { ($0 as? GatewayError)?.field == field }

@@ -219,7 +219,10 @@ import Testing
         let slow = Self.token("slow")
         let garbled = Self.token("garbled")
         let hopeless = Self.token("hopeless")
+        let proxied = Self.token("proxied")
         let html = FakeAppleAdServices.Reply(status: 200, body: "<html>captive portal</html>")
+        // A proxy's own JSON is not Apple's answer, and must not read as organic.
+        apple.script(proxied, [.init(status: 200, body: #"{"status":"ok","cached":true}"#), .attributed()])
         apple.script(flaky, [.serverError, .init(status: 503, body: ""), .attributed()])
         // Longer than the client's 1.5 s timeout: the gateway gives up on it and asks again.
         apple.script(slow, [.init(status: 200, body: #"{"attribution":false}"#, delay: .seconds(4)), .attributed()])
@@ -227,18 +230,19 @@ import Testing
         apple.script(hopeless, [html, html, html, html])
         try await withGateway(apple, env: env, options: ["answer_wait_ms": "0"]) { client, gateway in
             var ids: [String: String] = [:]
-            for (index, token) in [flaky, slow, garbled, hopeless].enumerated() {
+            for (index, token) in [flaky, slow, garbled, hopeless, proxied].enumerated() {
                 let (status, answer) = try await post(client, Self.body(token, user: "u\(index)"))
                 #expect(status == .accepted && !answer.resolved)
                 ids[token] = answer.record_id
             }
-            for token in [flaky, slow, garbled] {
+            for token in [flaky, slow, garbled, proxied] {
                 let record = try await eventuallyStored(gateway, try #require(ids[token]), env: env)
                 #expect(record.attributed && record.resolution == .resolved)
             }
             #expect(apple.calls(flaky) == 3)
             #expect(apple.calls(slow) == 2)
             #expect(apple.calls(garbled) == 2)
+            #expect(apple.calls(proxied) == 2)
 
             // An answer that never becomes readable is kept, as evidence, after three tries.
             let kept = try await eventuallyStored(gateway, try #require(ids[hopeless]), env: env)

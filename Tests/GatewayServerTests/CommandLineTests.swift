@@ -84,8 +84,14 @@ import Testing
         #expect(record["conversion_type"] as? String == "PreOrder")
         #expect(record["click_date"] as? String == "2024-10-08T17:17:00Z")
 
-        let organic = try run(["normalize", "--provider", "adservices"], stdin: #"{"error" : "1"}"#)
-        #expect(organic.stdout.contains(#""attributed" : false"#))
+        for organicAnswer in [#"{"error" : "1"}"#, "{}", #"{"attribution":false}"#] {
+            let organic = try run(["normalize", "--provider", "adservices"], stdin: organicAnswer)
+            #expect(organic.stdout.contains(#""attributed" : false"#), "\(organicAnswer)")
+        }
+        // Another source's payload is refused, not read as an organic answer.
+        let iAd = try run(["normalize", "--provider", "adservices"], stdin: IAdPayloads.attributed(user: "u1"))
+        #expect(iAd.status != 0)
+        #expect(iAd.stderr.contains("not an answer from Apple's AdServices API"), "\(iAd.stderr)")
     }
 
     @Test func verifyPostbackPrintsTheVerdictAndExitsByIt() throws {

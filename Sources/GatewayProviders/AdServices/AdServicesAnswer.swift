@@ -11,6 +11,24 @@ enum AdServicesAnswer {
     /// The ids of Apple's developer-mode test answer.
     static let testID: Int64 = 1_234_567_890
 
+    /// Every field Apple's answer has been seen with. An object with none of them (and not
+    /// the empty organic answer) is another source's payload given to the wrong provider.
+    static let fieldNames: Set<String> = [
+        "attribution", "orgId", "campaignId", "adGroupId", "keywordId", "adId", "creativeSetId",
+        "countryOrRegion", "conversionType", "claimType", "supplyPlacement", "clickDate", "impressionDate", "error",
+    ]
+
+    /// Refuses an object that cannot be one of Apple's answers, rather than reading it as
+    /// organic: `import --provider adservices` on a file of iAd payloads would otherwise
+    /// store every line as an organic install.
+    static func requireAnswerShape(_ answer: PayloadFields) throws {
+        guard answer.object.isEmpty || !fieldNames.isDisjoint(with: answer.object.keys) else {
+            throw GatewayError.invalid(
+                "attribution",
+                "not an answer from Apple's AdServices API: it has none of its fields (attribution, orgId, campaignId, …)")
+        }
+    }
+
     /// Fills `record` from Apple's answer. Throws ``GatewayError`` for a field that is
     /// present but unreadable; the caller decides what a malformed answer means.
     static func apply(_ answer: PayloadFields, to record: inout AttributionRecord) throws {
