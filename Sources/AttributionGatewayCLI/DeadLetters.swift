@@ -18,9 +18,19 @@ struct DeadLetters: AsyncParsableCommand {
         @Option(name: .customLong("id"), help: "Only these dead letters (repeatable).")
         var ids: [Int64] = []
 
-        func store() throws -> SQLiteStore {
+        /// The store, once a `--sink` is known to name something: a sink of config.yaml, or
+        /// one since taken out of it that still has dead letters. A misspelt name would
+        /// otherwise answer "0 dead letters", exit 0, as if there were nothing to do.
+        func store() async throws -> SQLiteStore {
             let configuration = try loadConfiguration(config)
-            return try openExistingStore(configuration)
+            let store = try openExistingStore(configuration)
+            let names = configuration.sinks.map(\.name)
+            if let sink, !names.contains(sink), try await store.deadLetters(sink: sink, limit: 1).isEmpty {
+                printError(
+                    "no sink '\(sink)' in \(config) and no dead letters for one; sinks: \(names.joined(separator: ", "))")
+                throw ExitCode(1)
+            }
+            return store
         }
     }
 

@@ -82,6 +82,20 @@ import Testing
         #expect(retried.stdout.contains("1 dead letters queued"))
         #expect(try await store.outboxStats()["local"]?.depth == 1)
 
+        // A sink taken out of config.yaml still has its dead letters to look at.
+        let without = env.directory.appendingPathComponent("without-local.yaml").path
+        try "storage: { sqlite: { path: \(env.databasePath) } }\nproviders: { iad: {} }\nsinks: { other: { type: sqlite } }\n"
+            .write(toFile: without, atomically: true, encoding: .utf8)
+        let removed = try cli.run(["dlq", "list", "--config", without, "--sink", "local"])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(removed.stdout.split(separator: "\n").count == 1)
+        // A misspelt sink is an error, not "0 dead letters".
+        for verb in ["list", "retry", "drop"] {
+            let typo = try cli.run(["dlq", verb, "--config", config, "--sink", "locl"])
+            #expect(typo.status == 1, "\(verb)")
+            #expect(typo.stderr.contains("no sink 'locl'"), "\(verb): \(typo.stderr)")
+        }
+
         let dropped = try cli.run(["dlq", "drop", "--config", config, "--sink", "local"])
         #expect(dropped.stdout.contains("1 dead letters dropped"))
         #expect(try await store.deadLetters(sink: nil, limit: 10).isEmpty)
