@@ -6,18 +6,20 @@ import Foundation
 /// drops the lock when the process ends, however it ends (a `SIGKILL` included), so a
 /// crash never leaves a stale claim behind.
 public final class ServeLock: Sendable {
-    /// The lock file's path: the store's, with `-serve.lock` added (beside `-wal`, `-shm`).
+    /// The lock file's path: the store file's own (links resolved), with `-serve.lock`
+    /// added (beside `-wal`, `-shm`).
     public let path: String
     private let descriptor: Int32
 
     /// Takes the lock, or throws naming the process that holds it.
     public init(storePath: String) throws {
-        path = storePath + "-serve.lock"
+        let folder = URL(fileURLWithPath: storePath).standardizedFileURL.deletingLastPathComponent()
+        path = try StoreOpenError.naming(storePath) {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            return Self.lockPath(storePath)
+        }
         let path = path
         descriptor = try StoreOpenError.naming(storePath) {
-            try FileManager.default.createDirectory(
-                at: URL(fileURLWithPath: storePath).standardizedFileURL.deletingLastPathComponent(),
-                withIntermediateDirectories: true)
             let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else {
                 throw StoreOpenError(path: storePath, reason: "cannot create \(path): \(String(cString: strerror(errno)))")
@@ -41,4 +43,15 @@ public final class ServeLock: Sendable {
     }
 
     deinit { close(descriptor) }
+
+    /// Beside the file SQLite will open, whatever path leads there: a store reached
+    /// through a symbolic link (to the file or to its folder) must find the same lock as
+    /// one named directly, or two servers would drain one outbox.
+    static func lockPath(_ storePath: String) -> String {
+        let url = URL(fileURLWithPath: storePath).standardizedFileURL
+        let file = FileManager.default.fileExists(atPath: url.path)
+            ? url.resolvingSymlinksInPath()
+            : url.deletingLastPathComponent().resolvingSymlinksInPath().appendingPathComponent(url.lastPathComponent)
+        return file.path + "-serve.lock"
+    }
 }

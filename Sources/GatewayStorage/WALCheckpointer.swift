@@ -87,8 +87,7 @@ public final class WALCheckpointer: Service, Sendable {
                 }
             }
         }
-        // In a task of its own: this one is cancelled, and GRDB's async calls would refuse.
-        try? await Task { try await setWriterThreshold(Self.defaultPages) }.value
+        try? await uncancelled { try await self.setWriterThreshold(Self.defaultPages) }
     }
 
     private func setWriterThreshold(_ pages: Int) async throws {

@@ -82,6 +82,8 @@ import Testing
         (#"{"attribution":true,"clickDate":"yesterday"}"#, "clickDate"),
         // Another source's payload (an iAd dictionary), not Apple's answer read as organic.
         (#"{"app_id":"1","Version3.1":{"iad-attribution":"true"}}"#, "attribution"),
+        // A proxy's own error, not Apple's organic {"error":"1"}.
+        (#"{"error":"Bad Gateway"}"#, "attribution"),
     ])
     func anUnreadableFieldIsAnErrorNamingIt(answer: String, field: String) {
         #expect { try normalize(answer) } throws: { ($0 as? GatewayError)?.field == field }

@@ -239,10 +239,21 @@ import Testing
         let first = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("first.log"))
         try await first.start()
 
-        let second = try run(["serve", "--config", config])
-        #expect(second.status == 1)
-        #expect(second.stderr.contains("storage.sqlite.path"), "\(second.stderr)")
-        #expect(second.stderr.contains("another gateway (pid \(first.process.processIdentifier))"), "\(second.stderr)")
+        // The same store by its own path, and through a link to the file (SQLite follows it).
+        let link = env.directory.appendingPathComponent("alias.sqlite").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: env.databasePath)
+        let linked = env.directory.appendingPathComponent("linked.yaml").path
+        try env.yaml(logLevel: "info").replacingOccurrences(of: env.databasePath, with: link)
+            .write(toFile: linked, atomically: true, encoding: .utf8)
+        for (name, path) in [("second", config), ("linked", linked)] {
+            // Bounded: a second server that did start is a failure, not a hang.
+            let second = try GatewayProcess(config: path, logURL: env.directory.appendingPathComponent("\(name).log"))
+            await #expect(throws: GatewayProcess.Failure.self, "\(name)") { try await second.start() }
+            let log = try String(contentsOf: second.logURL, encoding: .utf8)
+            #expect(second.process.terminationStatus == 1, "\(name)")
+            #expect(log.contains("storage.sqlite.path"), "\(name): \(log)")
+            #expect(log.contains("another gateway (pid \(first.process.processIdentifier))"), "\(name): \(log)")
+        }
         // The first server was not disturbed.
         let (status, _) = try await first.post("/v1/iad", body: IAdPayloads.attributed(user: "lock-user"))
         #expect(status == 202)

@@ -26,7 +26,7 @@ import Testing
         let received = env.directory.appendingPathComponent("received.jsonl").path
         func yaml(_ command: String) -> String {
             """
-            server: { host: 127.0.0.1, port: 0, log_level: info, shutdown_timeout_s: 1 }
+            server: { host: 127.0.0.1, port: 0, log_level: info, shutdown_delay_s: 1, shutdown_timeout_s: 1 }
             storage: { sqlite: { path: \(env.databasePath), durability: normal } }
             providers: { iad: { enabled: true } }
             sinks:
@@ -43,6 +43,7 @@ import Testing
             ((try? String(contentsOfFile: held, encoding: .utf8)) ?? "").contains(recordID)
         })
 
+        // One signal: the delay and then the timeout run out by themselves.
         #expect(try await hanging.stop(SIGTERM), "shutdown waited for the sink's own timeout")
         #expect(hanging.process.terminationStatus == 0)
         let log = try String(contentsOf: hanging.logURL, encoding: .utf8)

@@ -143,7 +143,9 @@ public final class SinkWorker: Service, Sendable {
                 dead += 1
             }
         }
-        try await store.resolve(sink: sinkName, resolutions, now: decidedAt)
+        // The sink has answered: that must be written even if shutdown came meanwhile.
+        let decided = resolutions
+        try await uncancelled { try await self.store.resolve(sink: self.sinkName, decided, now: decidedAt) }
 
         metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
         metrics.delivery(sink: sinkName, outcome: "declined", count: declined)

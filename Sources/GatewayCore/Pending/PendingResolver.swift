@@ -119,7 +119,9 @@ public final class PendingResolver: Service, Sendable {
             return done
         }
         do {
-            try await pipeline.settle(attempts, now: now())
+            // Apple has answered: kept even if shutdown came meanwhile.
+            let now = now()
+            try await uncancelled { try await self.pipeline.settle(attempts, now: now) }
         } catch {
             // The claims' lease brings the work back; nothing is lost.
             logger.error("cannot store a round of attempts", metadata: ["count": "\(attempts.count)", "error": "\(error)"])

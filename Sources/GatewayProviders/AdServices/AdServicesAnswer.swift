@@ -11,18 +11,25 @@ enum AdServicesAnswer {
     /// The ids of Apple's developer-mode test answer.
     static let testID: Int64 = 1_234_567_890
 
-    /// Every field Apple's answer has been seen with. An object with none of them (and not
-    /// the empty organic answer) is another source's payload given to the wrong provider.
+    /// Every field Apple's answer has been seen with, `error` aside. An object with none of
+    /// them (and not an organic answer) is another source's payload given to the wrong
+    /// provider, or a proxy's own JSON.
     static let fieldNames: Set<String> = [
         "attribution", "orgId", "campaignId", "adGroupId", "keywordId", "adId", "creativeSetId",
-        "countryOrRegion", "conversionType", "claimType", "supplyPlacement", "clickDate", "impressionDate", "error",
+        "countryOrRegion", "conversionType", "claimType", "supplyPlacement", "clickDate", "impressionDate",
     ]
 
     /// Refuses an object that cannot be one of Apple's answers, rather than reading it as
     /// organic: `import --provider adservices` on a file of iAd payloads would otherwise
-    /// store every line as an organic install.
+    /// store every line as an organic install. Apple's organic `{"error":"1"}` passes; a
+    /// proxy's `{"error":"Bad Gateway"}` does not.
     static func requireAnswerShape(_ answer: PayloadFields) throws {
-        guard answer.object.isEmpty || !fieldNames.isDisjoint(with: answer.object.keys) else {
+        let organicError: Bool =
+            switch answer.object["error"] {
+            case .string("1"), .integer(1): true
+            default: false
+            }
+        guard answer.object.isEmpty || organicError || !fieldNames.isDisjoint(with: answer.object.keys) else {
             throw GatewayError.invalid(
                 "attribution",
                 "not an answer from Apple's AdServices API: it has none of its fields (attribution, orgId, campaignId, …)")

@@ -29,8 +29,10 @@ extension GatewayHTTP {
         var configuration = ServiceGroupConfiguration(
             services: [makeApplication(gateway: gateway)], logger: logger)
         configuration.maximumGracefulShutdownDuration = .seconds(settings.shutdownTimeoutSeconds)
-        // Work that ignores cancellation (a blocked system call) must not keep the process.
-        configuration.maximumCancellationDuration = .seconds(5)
+        // No bound on cancellation: service-lifecycle ends an overrun with `fatalError`, a
+        // crash, and the one wait that ignores cancellation is a commit in progress
+        // (SQLite's busy wait is at most 10 s). The orchestrator's SIGKILL is the bound.
+        configuration.maximumCancellationDuration = nil
         let group = ServiceGroup(configuration: configuration)
 
         try await withThrowingTaskGroup(of: Void.self) { tasks in
@@ -47,6 +49,7 @@ extension GatewayHTTP {
                                 "signal": "\(signal)", "delay_s": "\(settings.shutdownDelaySeconds)",
                                 "timeout_s": "\(settings.shutdownTimeoutSeconds)",
                             ])
+                        // Cancelled only once the group has ended, when triggering does nothing.
                         delay = Task {
                             try? await Task.sleep(for: .seconds(settings.shutdownDelaySeconds))
                             await group.triggerGracefulShutdown()

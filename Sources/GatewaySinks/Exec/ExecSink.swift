@@ -133,7 +133,8 @@ final class ExecChild: @unchecked Sendable {
         let answer = FirstAnswer<T>()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                answer.await(continuation)
+                // Cancelled before it began: the pipe is not touched at all.
+                guard answer.await(continuation) else { return }
                 DispatchQueue.global().async { answer.give(work()) }
                 DispatchQueue.global().asyncAfter(deadline: .now() + remaining / .seconds(1)) { answer.give(nil) }
             }
@@ -193,7 +194,8 @@ final class FirstAnswer<T: Sendable>: Sendable {
     }
     private let state = Mutex(State.empty)
 
-    func await(_ continuation: CheckedContinuation<T?, Never>) {
+    /// Waits for the answer; false when it had already come, and `continuation` is resumed.
+    func await(_ continuation: CheckedContinuation<T?, Never>) -> Bool {
         let early: T?? = state.withLock { state in
             if case .answered(let value) = state {
                 state = .done
@@ -202,7 +204,9 @@ final class FirstAnswer<T: Sendable>: Sendable {
             state = .waiting(continuation)
             return nil
         }
-        if let early { continuation.resume(returning: early) }
+        guard let early else { return true }
+        continuation.resume(returning: early)
+        return false
     }
 
     func give(_ value: T?) {
