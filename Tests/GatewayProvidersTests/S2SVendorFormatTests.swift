@@ -114,8 +114,8 @@ import Testing
 
     enum Verdict { case delivered, declined, retry, reject }
 
-    func verdict(_ adapter: some VendorAdapter, _ status: Int, _ body: String = "") -> Verdict {
-        switch adapter.outcome(status: status, body: body, retryAfter: nil) {
+    func verdict(_ adapter: some VendorAdapter, _ status: Int, _ body: String = "", age: Duration = .zero) -> Verdict {
+        switch adapter.outcome(status: status, body: body, retryAfter: nil, age: age) {
         case .delivered: .delivered
         case .declined: .declined
         case .retry: .retry
@@ -310,6 +310,12 @@ import Testing
         #expect(verdict(adjust, 202) == .retry)
         #expect(verdict(adjust, 400, #"{"error":"Event request failed (Invalid app token)"}"#) == .reject)
         #expect(verdict(adjust, 500) == .retry)
+        // A device Adjust has not learned yet is waited for, for six hours; an unknown app
+        // token is mended only in config.
+        let notFound = #"{"error":"Event request failed (Device not found)"}"#
+        #expect(verdict(adjust, 404, notFound, age: .seconds(5 * 3600)) == .retry)
+        #expect(verdict(adjust, 404, notFound, age: .seconds(6 * 3600)) == .reject)
+        #expect(verdict(adjust, 404, #"{"error":"Event request failed (App token not found)"}"#) == .reject)
     }
 
     // MARK: consent

@@ -298,6 +298,25 @@ import Testing
         }
     }
 
+    @Test func anEventForADeviceAdjustHasNotLearnedYetGoesThroughOnceItHas() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        let racing = UUID().uuidString
+        // The backend's purchase reached the gateway before the app's Adjust SDK reached Adjust.
+        vendors.unknownToAdjust.withLock { $0 = [racing: 3] }
+        let body = Self.event("event", name: "level_up", user: "user-racing", idfv: racing)
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "adjust") }) { (client: TestClientProtocol, gateway: Gateway) async throws in
+            #expect(try await post(client, body).status == .accepted)
+            #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.adjust"] == nil })
+            let notFound = [String](repeating: "adjust: Device not found", count: 3)
+            #expect(vendors.refused == notFound, "asked again until Adjust knew the device")
+            let sent: [String?] = vendors.accepted("adjust").map { $0.parameters["idfv"] }
+            #expect(sent == [racing])
+            #expect(try await gateway.store.deadLetters(sink: "s2s.adjust", limit: 10).isEmpty)
+        }
+    }
+
     @Test func callbacksNeedTheVendorsSecretAndBecomeRecords() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

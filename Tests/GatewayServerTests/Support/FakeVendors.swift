@@ -29,6 +29,9 @@ final class FakeVendors: Sendable {
     let outage = Mutex(0)
     /// Devices (IDFV) that opted out: Adjust answers `451` for their events.
     let optedOut = Mutex<Set<String>>([])
+    /// Devices (IDFV) Adjust has not learned from its SDK yet: it answers `404` "Device
+    /// not found" to this many more of their events.
+    let unknownToAdjust = Mutex<[String: Int]>([:])
 
     var accepted: [Seen] { seen.withLock { $0 } }
     func accepted(_ vendor: String) -> [Seen] { accepted.filter { $0.vendor == vendor } }
@@ -113,6 +116,13 @@ final class FakeVendors: Sendable {
                 else { return self.adjust(refusing: "Event too old") }
                 if let idfv = form["idfv"], self.optedOut.withLock({ $0.contains(idfv) }) {
                     return self.adjust(refusing: "Device is opted out", status: .init(code: 451))
+                }
+                if let idfv = form["idfv"], self.unknownToAdjust.withLock({ unknown in
+                    guard let left = unknown[idfv], left > 0 else { return false }
+                    unknown[idfv] = left - 1
+                    return true
+                }) {
+                    return self.adjust(refusing: "Device not found", status: .notFound)
                 }
                 self.record(Seen(vendor: "adjust", path: path, parameters: form, headers: Self.headers(request), rawText: text))
                 return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "OK")))

@@ -4,13 +4,16 @@ import GatewayCore
 /// Adjust's S2S API: `POST /session` and `POST /event` with a form body, the S2S token as
 /// `Authorization: Bearer`, apps and events named by Adjust's tokens.
 ///
-/// `451` means the device opted out: final, so it is declined, never retried.
+/// `451` means the device opted out: final, so it is declined, never retried. A `404`
+/// for a device Adjust does not know yet is retried for 6 hours from the event's arrival.
 /// `202` means Adjust did not take the S2S token. Events older than 58 days are refused
 /// by Adjust, so they are dead-lettered without a call.
 public struct AdjustAdapter: VendorAdapter {
     public let vendor = Vendor.adjust
     public let kinds: [RecordKind] = [.session, .event, .purchase]
     static let maxAge: TimeInterval = 58 * 24 * 3600
+    /// How long an event waits for Adjust to learn its device (see `outcome`).
+    static let deviceWait: Duration = .seconds(6 * 3600)
     let settings: VendorSettings
 
     public init(settings: VendorSettings) {
@@ -79,12 +82,24 @@ public struct AdjustAdapter: VendorAdapter {
             method: .post, url: settings.base + path, headers: headers, body: Data(FormEncoding.encode(form).utf8))
     }
 
-    public func outcome(status: Int, body: String, retryAfter: Duration?) -> DeliveryOutcome {
+    public func outcome(status: Int, body: String, retryAfter: Duration?, age: Duration) -> DeliveryOutcome {
         switch status {
         case 200:
             return .delivered
         case 451:
             return .declined(reason: "Adjust answered 451: the device opted out")
+        // Adjust has not seen the device's install from its SDK yet (a backend's purchase
+        // often races it): the same event goes through once it has. Only for a while:
+        // a device Adjust never learns (an app without its SDK) would otherwise hold its
+        // lane, in device order, for the whole retry budget (days). An unknown app token
+        // is the other 404, mended only in config.
+        case 404 where body.localizedCaseInsensitiveContains("device not found"):
+            guard age < Self.deviceWait else {
+                return .reject(reason: "Adjust answered 404 for 6 hours: it does not know the device (\(body.prefix(80)))")
+            }
+            return .retry(
+                reason: "Adjust does not know the device yet (404 \(body.prefix(80)))",
+                after: retryAfter)
         case 202:
             return .retry(reason: "Adjust did not accept the S2S token (202)", after: retryAfter)
         case 401, 403, 408, 429, 500...599:

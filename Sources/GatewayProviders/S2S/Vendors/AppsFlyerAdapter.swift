@@ -74,7 +74,7 @@ public struct AppsFlyerAdapter: VendorAdapter {
             headers: [("authentication", key), ("Content-Type", "application/json")], body: data)
     }
 
-    public func outcome(status: Int, body: String, retryAfter: Duration?) -> DeliveryOutcome {
+    public func outcome(status: Int, body: String, retryAfter: Duration?, age: Duration) -> DeliveryOutcome {
         switch status {
         case 200..<300:
             return .delivered

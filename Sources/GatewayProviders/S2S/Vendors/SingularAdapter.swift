@@ -73,7 +73,7 @@ public struct SingularAdapter: VendorAdapter {
     /// Everything goes in the query; servers commonly refuse URLs past 8 KiB.
     static let maxURLBytes = 8192
 
-    public func outcome(status: Int, body: String, retryAfter: Duration?) -> DeliveryOutcome {
+    public func outcome(status: Int, body: String, retryAfter: Duration?, age: Duration) -> DeliveryOutcome {
         switch status {
         case 200: break
         case 408, 429, 500...599:

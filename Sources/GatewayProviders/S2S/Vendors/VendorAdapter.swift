@@ -37,8 +37,8 @@ public protocol VendorAdapter: Sendable {
     var kinds: [RecordKind] { get }
     /// The request for one stored event. `now` is for age limits.
     func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal) -> VendorRequest
-    /// What the vendor's answer means for the event.
-    func outcome(status: Int, body: String, retryAfter: Duration?) -> DeliveryOutcome
+    /// What the vendor's answer means for the event, which arrived `age` ago.
+    func outcome(status: Int, body: String, retryAfter: Duration?, age: Duration) -> DeliveryOutcome
 }
 
 /// `application/x-www-form-urlencoded` and query strings: every byte but RFC 3986's

@@ -109,7 +109,8 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         // The vendor has answered: a body cut short must not turn its answer into a
         // retry, which would send the event twice (no vendor dedupes S2S events).
         let body = (try? await response.body.collect(upTo: 64 * 1024)).map { String(buffer: $0) } ?? ""
-        return adapter.outcome(status: status, body: body, retryAfter: retryAfter)
+        let age = Duration.milliseconds(Int64(max(0, now().timeIntervalSince(record.receivedAt)) * 1000))
+        return adapter.outcome(status: status, body: body, retryAfter: retryAfter, age: age)
     }
 
     /// Never the error's full text: it can hold the URL (Singular's key is in the
