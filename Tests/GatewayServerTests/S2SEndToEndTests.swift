@@ -367,6 +367,15 @@ import Testing
             let organic = try JSONDecoder().decode(Answer.self, from: Data(adjust.body.readableBytesView))
             let organicRecord = try #require(try await gateway.store.record(id: organic.record_id))
             #expect(!organicRecord.attributed && organicRecord.network == "Organic" && organicRecord.campaignName == nil)
+            // A vendor that leaves out the app's id: the operator puts it in the callback URL.
+            let appless = install.replacingOccurrences(of: #""app_id":"id\#(Self.appID)","#, with: "")
+                .replacingOccurrences(of: "1698811503838-6471005", with: "1698811503838-6471006")
+            #expect(!appless.contains("app_id"))
+            let fromURL = try await client.execute(
+                uri: path + "?app_id=id987654321&secret=\(Self.callbackSecret)", method: .post, body: ByteBuffer(string: appless))
+            #expect(fromURL.status == .ok)
+            let urlAnswer = try JSONDecoder().decode(Answer.self, from: Data(fromURL.body.readableBytesView))
+            #expect(try await gateway.store.record(id: urlAnswer.record_id)?.appID == "987654321")
             // Without a configured secret a vendor has no callback route.
             #expect(try await post(client, install, uri: "/v1/s2s/singular/callbacks").status == .notFound)
         }
