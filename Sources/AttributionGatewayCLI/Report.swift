@@ -20,7 +20,8 @@ struct KeywordsReport: AsyncParsableCommand {
             answered) to their purchases (the ASA SDK's associate-user, /v1/events), by app and \
             user, and sums per campaign, ad group and keyword: installs, paying users, purchases \
             and revenue per currency. A purchase counts once per app and transaction, credited to \
-            the best-attributed user that claimed it. Reads the store, so it sees every record \
+            the best-attributed user that claimed it; a refunded one (/v1/events type refund) counts \
+            under refunds instead. Reads the store, so it sees every record \
             whatever the routes.
             """)
 
@@ -73,7 +74,7 @@ struct KeywordsReport: AsyncParsableCommand {
         print(Self.render(rows, format: format))
     }
 
-    static let header = ["network", "campaign", "ad group", "keyword", "match", "installs", "paying", "conv %", "purchases", "revenue"]
+    static let header = ["network", "campaign", "ad group", "keyword", "match", "installs", "paying", "conv %", "purchases", "revenue", "refunds"]
 
     static func cells(_ row: KeywordReport.Row) -> [String] {
         func named(_ name: String?, _ id: Int64?) -> String {
@@ -88,7 +89,7 @@ struct KeywordsReport: AsyncParsableCommand {
         return [
             row.network ?? "", named(row.campaign, row.campaignID), named(row.adGroup, row.adGroupID),
             named(row.keyword, row.keywordID), row.matchType ?? "", String(row.installs), String(row.payingUsers),
-            conversion, String(row.purchases), revenue,
+            conversion, String(row.purchases), revenue, String(row.refunds),
         ]
     }
 

@@ -37,6 +37,34 @@ import Testing
         return record
     }
 
+    @Test func aRefundedPurchaseLeavesPurchasesRevenueAndPayingUsersAndCountsUnderRefunds() {
+        var report = KeywordReport()
+        report.add(Self.install("u1", keyword: "calm"))
+        report.add(Self.install("u2", keyword: "calm"))
+        report.add(Self.purchase("u1", "t1", "9.99"))
+        report.add(Self.purchase("u2", "t2", "4.99"))
+        report.add(Self.purchase("u2", "t3", "4.99"))
+        // App Store Server Notifications' REFUND, posted by the backend without a user id.
+        var refund = AttributionRecord(provider: "s2s", kind: .refund, dedupeKey: "r:t1", receivedAt: Self.start)
+        refund.appID = "1"
+        refund.transactionRef = "t1"
+        refund.revenue = Decimal(string: "9.99")
+        refund.currency = "USD"
+        report.add(refund)
+        // A refund of another app's transaction of the same id gives nothing back here.
+        var elsewhere = refund
+        elsewhere.appID = "2"
+        elsewhere.transactionRef = "t2"
+        report.add(elsewhere)
+
+        let calm = report.rows.first { $0.keyword == "calm" }
+        #expect(calm?.installs == 2)
+        #expect(calm?.payingUsers == 1, "u1's only purchase was given back")
+        #expect(calm?.purchases == 2)
+        #expect(calm?.revenue == ["USD": Decimal(string: "9.98")!])
+        #expect(calm?.refunds == 1)
+    }
+
     @Test func anAttributedInstallWinsOverAnOrganicOneAndPurchasesCountOncePerTransaction() {
         var report = KeywordReport()
         // Organic first (AdServices said no), then a vendor credited the keyword.

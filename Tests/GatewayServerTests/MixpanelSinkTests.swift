@@ -284,16 +284,21 @@ import Testing
         try await run(eventName: "ASA Purchase") { fake, sink throws in
             // Amounts whose Foundation conversion to Double is off in the last digits.
             let amounts = ["19.99", "49.99", "123456.789"]
-            let batch = amounts.enumerated().map { index, amount in
+            var batch = amounts.enumerated().map { index, amount in
                 var purchase = record(user: "u\(index)")
                 purchase.revenue = Decimal(string: amount)
                 purchase.currency = "USD"
                 return purchase
             }
-            #expect(try await sink.deliver(batch) == [.delivered, .delivered, .delivered])
+            // A refund takes its amount back: Mixpanel's sum of revenue is what was kept.
+            var refund = batch[0]
+            refund.recordID = UUID().uuidString.lowercased()
+            refund.kind = .refund
+            batch.append(refund)
+            #expect(try await sink.deliver(batch) == [.delivered, .delivered, .delivered, .delivered])
             let events = try #require(fake.imports.first?.events)
             let sent = events.map { ($0["properties"] as? [String: Any])?["revenue"] as? Double }
-            #expect(sent == amounts.map { Double($0) })
+            #expect(sent == amounts.map { Double($0) } + [-19.99])
         }
     }
 

@@ -381,6 +381,27 @@ import Testing
         }
     }
 
+    @Test func aRefundIsStoredOnceAndNeverSentToTheVendor() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        let refund = Self.event("refund", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000123456789""#)
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "adjust") }) {
+            (client: TestClientProtocol, gateway: Gateway) async throws in
+            let unnamed = try await post(client, Self.event("refund", extra: #""revenue":9.99,"currency":"USD""#))
+            #expect(unnamed.status == .unprocessableContent)
+            #expect(String(buffer: unnamed.body).contains(#""field":"transaction_id""#))
+
+            #expect(try await post(client, refund).status == .accepted)
+            // App Store Server Notifications are resent: one refund per purchase.
+            let again = try await post(client, refund)
+            #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"))
+            #expect(try await env.eventually { try sinkRows(env).values.map(\.kind) == ["refund"] })
+            #expect(try await gateway.store.outboxStats()["s2s.adjust"] == nil)
+            #expect(vendors.accepted.isEmpty && vendors.refused.isEmpty)
+        }
+    }
+
     @Test func badEventsGetAnAnswerNamingTheField() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

@@ -1,6 +1,8 @@
 /// What happened, as far as the record can tell.
 public enum RecordKind: String, Sendable, Codable, CaseIterable {
     case install, reinstall, postback, session, event, purchase
+    /// A purchase given back (App Store refund): its `transaction_ref` names the purchase.
+    case refund
 }
 
 /// How far a provider got in turning the signal into an attribution.

@@ -23,7 +23,10 @@ import Foundation
 /// id, a backend's `/v1/events` under the app's), and keeps the amount of the earliest
 /// record that had one. Its time is the
 /// purchase's own (`purchase_date`) where a record gave it, else when it was first
-/// received. Feed records in any order, then read ``rows``.
+/// received. A refund of it (a record of kind `refund` with the same app and
+/// `transaction_ref`) takes it out of purchases, revenue and paying users, and counts it
+/// under `refunds` on the line it was credited to. Feed records in any order, then read
+/// ``rows``.
 public struct KeywordReport: Sendable {
     /// One line of the report.
     public struct Row: Sendable, Equatable, Codable {
@@ -40,9 +43,12 @@ public struct KeywordReport: Sendable {
         /// Users with at least one purchase credited to this line; a user who bought before
         /// an ad brought them back is paying on their earlier line too.
         public var payingUsers: Int
+        /// Purchases not refunded.
         public var purchases: Int
-        /// Revenue per currency code.
+        /// Revenue per currency code, refunded purchases left out.
         public var revenue: [String: Decimal]
+        /// Purchases credited to this line and then refunded.
+        public var refunds: Int = 0
 
         enum CodingKeys: String, CodingKey {
             case network, campaign, keyword
@@ -53,7 +59,7 @@ public struct KeywordReport: Sendable {
             case matchType = "keyword_match_type"
             case installs
             case payingUsers = "paying_users"
-            case purchases, revenue
+            case purchases, revenue, refunds
         }
     }
 
@@ -137,6 +143,8 @@ public struct KeywordReport: Sendable {
 
     private var users: [String: User] = [:]
     private var purchases: [String: Purchase] = [:]
+    /// The transactions (app and `transaction_ref`) given back.
+    private var refunded: Set<String> = []
     /// Devices (app and IDFV) and the user ids records gave with them: one person.
     private var links: Set<[String]> = []
     /// Purchases before this are left out; installs count from any time, so that a
@@ -153,6 +161,11 @@ public struct KeywordReport: Sendable {
     /// Takes one stored record; records of other kinds, or without a user, are ignored.
     public mutating func add(_ record: AttributionRecord) {
         let app = record.appID ?? ""
+        if record.kind == .refund {
+            // Whoever sent it: the transaction alone names what was given back.
+            if let transaction = record.transactionRef { refunded.insert(Self.transactionKey(app, transaction)) }
+            return
+        }
         // A user is their app's user id; a record with none is its device's (IDFV), which
         // a record with both ties to the user id; a purchase with neither is its own
         // buyer, so that its revenue shows as unattributed instead of nowhere.
@@ -190,7 +203,7 @@ public struct KeywordReport: Sendable {
             users[key] = entry
         case .purchase:
             guard !record.isTest else { return }
-            let transaction = app + "\u{1F}" + (record.transactionRef.map { "t:" + $0 } ?? "r:" + record.recordID)
+            let transaction = record.transactionRef.map { Self.transactionKey(app, $0) } ?? app + "\u{1F}r:" + record.recordID
             var purchase = purchases[transaction] ?? Purchase()
             purchase.claims.insert(key)
             purchase.firstReceived = min(purchase.firstReceived, record.receivedAt)
@@ -209,6 +222,10 @@ public struct KeywordReport: Sendable {
         default:
             return
         }
+    }
+
+    static func transactionKey(_ app: String, _ transaction: String) -> String {
+        app + "\u{1F}t:" + transaction
     }
 
     /// Everyone the records know, as people: a user id, the devices records gave with it,
@@ -290,7 +307,7 @@ public struct KeywordReport: Sendable {
             lines[line] = row
         }
         var paying: [Attribution: Set<String>] = [:]
-        for purchase in purchases.values {
+        for (transaction, purchase) in purchases {
             if let purchasesSince, purchase.time < purchasesSince { continue }
             if let purchasesUntil, purchase.time >= purchasesUntil { continue }
             guard let claimant = purchase.claims.first else { continue }
@@ -298,6 +315,11 @@ public struct KeywordReport: Sendable {
             guard people[owner]?.isTest != true else { continue }
             let line = (people[owner]?.credited(at: purchase.time)?.attribution ?? .unattributed).line
             var row = row(line)
+            if refunded.contains(transaction) {
+                row.refunds += 1
+                lines[line] = row
+                continue
+            }
             row.purchases += 1
             if let amount = purchase.revenue, let currency = purchase.currency {
                 row.revenue[currency, default: 0] += amount

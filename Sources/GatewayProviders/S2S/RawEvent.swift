@@ -5,14 +5,14 @@ import GatewayCore
     import Glibc
 #endif
 
-/// One session, event or purchase as a backend posts it to `POST /v1/events`, checked.
+/// One session, event, purchase or refund as a backend posts it to `POST /v1/events`, checked.
 ///
 /// The same reading serves intake and the vendor adapters, which read the stored event
 /// back from the record's `raw`: what a vendor receives is exactly what was validated,
 /// and the consent rule is applied both times.
 public struct RawEvent: Sendable {
     public enum EventType: String, Sendable, CaseIterable {
-        case session, event, purchase
+        case session, event, purchase, refund
     }
 
     public var type: EventType
@@ -67,7 +67,7 @@ public struct RawEvent: Sendable {
         }
         guard let typeName = try fields.string("type") else { throw GatewayError.missing(fields.fieldPath("type")) }
         guard let type = EventType(rawValue: typeName) else {
-            throw GatewayError.invalid(fields.fieldPath("type"), "expected session, event or purchase")
+            throw GatewayError.invalid(fields.fieldPath("type"), "expected session, event, purchase or refund")
         }
         self.type = type
         name = try fields.string("name")
@@ -101,6 +101,8 @@ public struct RawEvent: Sendable {
         if revenue != nil, currency == nil { throw GatewayError.missing(fields.fieldPath("currency")) }
         if type == .purchase, revenue == nil { throw GatewayError.missing(fields.fieldPath("revenue")) }
         transactionID = try fields.string("transaction_id")
+        // A refund is only worth its purchase's name: without it nothing can be given back.
+        if type == .refund, transactionID == nil { throw GatewayError.missing(fields.fieldPath("transaction_id")) }
         productID = try fields.string("product_id")
         adServicesToken = try Self.token(fields, "adservices_token")
         skanConversionValue = try fields.int("skan_conversion_value", in: 0...63)

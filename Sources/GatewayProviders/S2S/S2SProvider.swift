@@ -57,6 +57,7 @@ public struct S2SProvider: AttributionProvider {
             case .session: .session
             case .event: .event
             case .purchase: .purchase
+            case .refund: .refund
             }
         var record = AttributionRecord(
             provider: typeName, kind: kind, dedupeKey: dedupeKey(event, receivedAt: receivedAt, index: index), receivedAt: receivedAt)
@@ -72,7 +73,7 @@ public struct S2SProvider: AttributionProvider {
         return record
     }
 
-    /// A resent event is the same record: by its `event_id`, a purchase by its
+    /// A resent event is the same record: by its `event_id`, a purchase or a refund by its
     /// transaction, anything else by its content. An event with none of these and no
     /// `timestamp` cannot be told from a second one alike, so its arrival time and place
     /// in the request join its content: it is never deduped.
@@ -80,6 +81,10 @@ public struct S2SProvider: AttributionProvider {
         if let id = event.eventID { return DedupeKey.make(typeName, event.appID, "id", id) }
         if event.type == .purchase, let transaction = event.transactionID {
             return DedupeKey.make(typeName, event.appID, "purchase", transaction)
+        }
+        // One refund per purchase: App Store Server Notifications resend theirs.
+        if event.type == .refund, let transaction = event.transactionID {
+            return DedupeKey.make(typeName, event.appID, "refund", transaction)
         }
         var content = JSONValue.object(event.stored).jsonText
         if event.timestamp == nil { content += "@\(ISO8601.format(receivedAt))#\(index)" }

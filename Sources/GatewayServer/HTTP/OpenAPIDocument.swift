@@ -305,7 +305,7 @@ paths:
               required: [user_id, transaction_id]
               properties:
                 user_id: {type: integer}
-                transaction_id: {type: string}
+                transaction_id: {type: string, description: "required for type refund: the refunded purchase's"}
       responses:
         "200":
           description: Associated (idempotent)
@@ -508,7 +508,7 @@ components:
       required: [type, app_id]
       additionalProperties: false
       properties:
-        type: {enum: [session, event, purchase]}
+        type: {enum: [session, event, purchase, refund]}
         name: {type: string, description: "required for type event"}
         app_id: {type: [string, integer]}
         bundle_id: {type: string}
@@ -524,7 +524,7 @@ components:
         locale: {type: string}
         app_version: {type: string}
         timestamp: {type: [string, number], description: "ISO-8601 or Unix seconds"}
-        revenue: {type: [number, string], description: "required for type purchase"}
+        revenue: {type: [number, string], description: "required for type purchase; for a refund, the amount given back (positive)"}
         currency: {type: string, pattern: "^[A-Z]{3}$"}
         transaction_id: {type: string}
         product_id: {type: string}

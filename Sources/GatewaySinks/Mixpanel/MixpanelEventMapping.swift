@@ -24,7 +24,10 @@ struct MixpanelEventMapping: Sendable {
         // Tells an event whose attribution is not known yet (no asa_* properties) from an organic one.
         properties["gateway_resolution"] = .string(record.resolution.rawValue)
         properties["gateway_record_id"] = .string(record.recordID)
-        if let revenue = record.revenue { properties["revenue"] = .double(revenue.doubleThroughText) }
+        // A refund takes its amount back, so that Mixpanel's sum of `revenue` is what was kept.
+        if let revenue = record.revenue {
+            properties["revenue"] = .double((record.kind == .refund ? -revenue : revenue).doubleThroughText)
+        }
         if let currency = record.currency { properties["currency"] = .string(currency) }
         return .object(["event": .string(name), "properties": .object(properties)])
     }
@@ -45,7 +48,7 @@ struct MixpanelEventMapping: Sendable {
             switch record.kind {
             case .purchase: record.purchaseDate
             case .install, .reinstall: record.conversionDate
-            case .postback, .session, .event: nil
+            case .postback, .session, .event, .refund: nil
             }
         guard let happened, happened >= earliestTime, happened <= record.receivedAt else { return record.receivedAt }
         return happened

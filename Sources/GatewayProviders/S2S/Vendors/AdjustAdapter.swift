@@ -38,6 +38,9 @@ public struct AdjustAdapter: VendorAdapter {
         }
         let path: String
         switch event.type {
+        case .refund:
+            // Adjust takes no negative revenue; its refunds come from the App Store itself.
+            throw VendorRefusal("refunds are not sent to Adjust")
         case .session:
             path = "/session"
         case .event, .purchase:

@@ -45,6 +45,8 @@ public struct SingularAdapter: VendorAdapter {
 
         let path: String
         switch event.type {
+        case .refund:
+            throw VendorRefusal("refunds are not sent to Singular")
         case .session:
             path = "/api/v1/launch"
             add("attribution_token", event.adServicesToken)
