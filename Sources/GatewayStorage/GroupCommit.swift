@@ -28,6 +28,8 @@ final class GroupCommit: Sendable {
 
     private let pool: DatabasePool
     private let state = Mutex(State())
+    /// Every commit's outcome, for readiness.
+    let health = CommitHealth()
     private let committer = DispatchQueue(label: "attribution-gateway.group-commit")
 
     init(pool: DatabasePool) {
@@ -74,6 +76,7 @@ final class GroupCommit: Sendable {
                 try pool.write { db in
                     for job in jobs { try job.run(db) }
                 }
+                health.succeeded()
                 for job in jobs { job.finish(nil) }
             } catch where jobs.count > 1 {
                 // One job's failure rolled the shared transaction back; it must not fail
@@ -81,12 +84,15 @@ final class GroupCommit: Sendable {
                 for job in jobs {
                     do {
                         try pool.write { db in try job.run(db) }
+                        health.succeeded()
                         job.finish(nil)
                     } catch {
+                        health.failed(error)
                         job.finish(error)
                     }
                 }
             } catch {
+                health.failed(error)
                 jobs.first?.finish(error)
             }
         }

@@ -10,6 +10,8 @@ public final class SQLiteStore: AttributionStore {
     /// Applied to the file's shared writer when the store opens, whoever opened it first.
     public let durability: SQLiteDatabase.Durability
     let groupCommit: GroupCommit
+    /// Whether ingest commits are going through (see ``CommitHealth``).
+    public var commitHealth: CommitHealth { groupCommit.health }
     let inlineSinks = InlineSinks()
 
     public init(path: String, durability: SQLiteDatabase.Durability = .full) throws {

@@ -103,6 +103,37 @@ import Testing
         #expect(!lines.withLock { $0 }.joined().contains("secret-user-77"))
     }
 
+    /// A full disk leaves reads working: readiness follows the commits, so a load balancer
+    /// stops sending requests that can only be answered 503, and takes the instance back
+    /// once commits go through again.
+    @Test func readinessFailsWhileCommitsFailAndRecoversWithTheNextCommit() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration())
+        let database = try DatabaseQueue(path: env.databasePath)
+        try await database.write { db in
+            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON records BEGIN SELECT RAISE(FAIL, 'no room'); END")
+        }
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func post(_ user: String) async throws -> HTTPResponse.Status {
+                try await client.execute(
+                    uri: "/v1/iad", method: .post, body: ByteBuffer(string: IAdPayloads.attributed(user: user))
+                ).status
+            }
+            #expect(try await post("u1") == .serviceUnavailable)
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok, "one failure is not an outage")
+            #expect(try await post("u2") == .serviceUnavailable)
+            #expect(try await post("u3") == .serviceUnavailable)
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(ready.status == .serviceUnavailable)
+            #expect(String(buffer: ready.body).contains("the store cannot commit (3 failed in a row: SQLite error 19: no room)"))
+
+            try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse") }
+            #expect(try await post("u4") == .accepted)
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+        }
+    }
+
     @Test func anAttachedErrorIsLoggedByItsTypeNotItsText() throws {
         struct LeakyError: Error, CustomStringConvertible {
             var description: String { "GET /v1/s2s/adjust/callbacks?secret=hunter2-callback-secret failed" }

@@ -3,7 +3,7 @@ import GatewayCore
 import GRDB
 import Testing
 
-import GatewayStorage
+@testable import GatewayStorage
 
 /// Concurrent ingests share commits and still each get exactly their own results.
 @Suite struct GroupCommitTests {
@@ -45,5 +45,26 @@ import GatewayStorage
             }
         }
         #expect(try await store.outboxStats()["local"]?.depth == 200)
+    }
+}
+
+/// When readiness calls the store unwritable, and when it lets it try again.
+@Suite struct CommitHealthTests {
+    struct Full: Error {}
+
+    @Test func threeFailuresInARowWithinTheWindowAreAProblemAndASuccessEndsIt() {
+        let health = CommitHealth()
+        let start = Date(timeIntervalSince1970: 1_700_000_000)
+        health.failed(Full(), at: start)
+        health.failed(Full(), at: start)
+        #expect(health.problem(now: start) == nil)
+        health.failed(Full(), at: start)
+        #expect(health.problem(now: start)?.contains("3 failed in a row") == true)
+        // Out of its load balancer, the instance gets nothing to commit: let back in to try.
+        #expect(health.problem(now: start.addingTimeInterval(31)) == nil)
+        health.failed(Full(), at: start.addingTimeInterval(40))
+        #expect(health.problem(now: start.addingTimeInterval(40)) != nil, "the next failure counts on")
+        health.succeeded()
+        #expect(health.problem(now: start.addingTimeInterval(40)) == nil)
     }
 }

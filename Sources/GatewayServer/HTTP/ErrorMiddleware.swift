@@ -1,5 +1,5 @@
-import GRDB
 import GatewayCore
+import GatewayStorage
 import Hummingbird
 import Logging
 
@@ -27,14 +27,9 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
-    /// An underlying error as the log may show it: SQLite's code and message (which name
-    /// the statement, never its values), anything else by its type alone, since its text
-    /// could carry a token or a key.
+    /// An underlying error as the log may show it (see ``CommitHealth/describe(_:)``).
     static func describe(_ cause: any Error) -> String {
-        if let error = cause as? DatabaseError {
-            return "SQLite error \(error.resultCode.rawValue): \(error.message ?? "")"
-        }
-        return String(reflecting: type(of: cause))
+        CommitHealth.describe(cause)
     }
 
     /// What any error a route throws is answered as: the gateway's own as they are,

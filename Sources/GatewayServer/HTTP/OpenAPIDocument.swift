@@ -352,7 +352,7 @@ paths:
       operationId: readyz
       responses:
         "200":
-          description: Store reachable, every sink worker running, no outbox older than the bound
+          description: Not shutting down, store reachable and committing, every sink worker running, no outbox older than the bound
           content:
             application/json:
               schema:

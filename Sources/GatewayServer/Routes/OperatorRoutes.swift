@@ -3,8 +3,8 @@ import GatewayCore
 import Hummingbird
 
 extension GatewayHTTP {
-    /// `/healthz` (the process answers), `/readyz` (the store is reachable and every sink
-    /// worker runs), `/metrics` (Prometheus text) and `/openapi.yaml` (the contract).
+    /// `/healthz` (the process answers), `/readyz` (the store is reachable and committing,
+    /// and every sink worker runs), `/metrics` (Prometheus text) and `/openapi.yaml` (the contract).
     static func addOperatorRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         router.get("/healthz") { _, _ in
             JSONResponse.make(status: .ok, ["status": "ok"])
@@ -19,6 +19,8 @@ extension GatewayHTTP {
                 context.logger.warning("store unreachable", metadata: ["error": "\(error)"])
                 problems.append("store unreachable")
             }
+            // Reads can work while every write fails (a full disk, a damaged file).
+            if let problem = gateway.store.commitHealth.problem() { problems.append(problem) }
             for sink in gateway.health.stoppedSinks {
                 problems.append("sink worker '\(sink)' is not running")
             }

@@ -1,0 +1,52 @@
+import Foundation
+import GRDB
+import Synchronization
+
+/// Whether the store's commits are failing, for `/readyz`: a full disk or a damaged file
+/// leaves reads (and so a plain ping) working while nothing can be stored, and a load
+/// balancer would go on sending every request to an instance that answers each `503`.
+///
+/// Three failed commits in a row make the store unwritable until the next commit
+/// succeeds, or until `window` passes without a failure: an instance taken out of its
+/// load balancer gets no requests to commit, so it is let back in to try again.
+public final class CommitHealth: Sendable {
+    private struct State {
+        var failuresInARow = 0
+        var lastFailure = Date.distantPast
+        var cause = ""
+    }
+
+    private let state = Mutex(State())
+    let threshold = 3
+    let window: TimeInterval = 30
+
+    func succeeded() {
+        state.withLock { $0.failuresInARow = 0 }
+    }
+
+    func failed(_ error: any Error, at now: Date = Date()) {
+        state.withLock { state in
+            state.failuresInARow += 1
+            state.lastFailure = now
+            state.cause = Self.describe(error)
+        }
+    }
+
+    /// What `/readyz` reports, or nil while commits go through.
+    public func problem(now: Date = Date()) -> String? {
+        state.withLock { state in
+            guard state.failuresInARow >= threshold, now.timeIntervalSince(state.lastFailure) < window else { return nil }
+            return "the store cannot commit (\(state.failuresInARow) failed in a row: \(state.cause))"
+        }
+    }
+
+    /// An error as a log or an answer may show it: SQLite's code and message (which name
+    /// the statement, never its values), anything else by its type alone, since its text
+    /// could carry a token or a key.
+    public static func describe(_ error: any Error) -> String {
+        if let error = error as? DatabaseError {
+            return "SQLite error \(error.resultCode.rawValue): \(error.message ?? "")"
+        }
+        return String(reflecting: type(of: error))
+    }
+}
