@@ -1,4 +1,5 @@
 import GatewayCore
+import Synchronization
 import Testing
 
 /// Warnings about lasting faults get through once, not on every commit.
@@ -8,5 +9,16 @@ import Testing
         #expect(gate.allow())
         #expect(!gate.allow())
         #expect(!gate.allow())
+    }
+
+    @Test func saysHowManyItHeldBackWhenItLetsTheNextThrough() {
+        let clock = Mutex(ContinuousClock.now)
+        let gate = OncePerInterval(.seconds(1)) { clock.withLock { $0 } }
+        #expect(gate.pass() == 0)
+        #expect(gate.pass() == nil)
+        #expect(gate.pass() == nil)
+        clock.withLock { $0 += .seconds(2) }
+        #expect(gate.pass() == 2)
+        #expect(gate.pass() == nil)
     }
 }

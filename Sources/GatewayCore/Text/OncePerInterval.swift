@@ -5,18 +5,31 @@ import Synchronization
 /// commit.
 public final class OncePerInterval: Sendable {
     private let interval: Duration
-    private let last = Mutex<ContinuousClock.Instant?>(nil)
+    private let last = Mutex<(at: ContinuousClock.Instant?, held: Int)>((nil, 0))
 
-    public init(_ interval: Duration) {
+    private let now: @Sendable () -> ContinuousClock.Instant
+
+    public init(_ interval: Duration, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.interval = interval
+        self.now = now
     }
 
     /// True the first time, then again only once more than `interval` has passed since the last true.
     public func allow() -> Bool {
+        pass() != nil
+    }
+
+    /// Like ``allow()``, and when it lets the call through, how many it held back since
+    /// the last one it let through (for a log line to say how many it stands for).
+    public func pass() -> Int? {
         last.withLock { last in
-            guard last.map({ $0.duration(to: .now) > interval }) ?? true else { return false }
-            last = .now
-            return true
+            let now = now()
+            guard last.at.map({ $0.duration(to: now) > interval }) ?? true else {
+                last.held += 1
+                return nil
+            }
+            defer { last = (now, 0) }
+            return last.held
         }
     }
 }

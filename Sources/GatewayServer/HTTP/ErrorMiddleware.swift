@@ -7,6 +7,10 @@ import Logging
 /// with the request id and answered `500 internal_error` without details, which might
 /// carry secrets or internals.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// During an outage (a full disk) every request fails alike: one line a second says
+    /// so, with how many it stands for; the metrics count each.
+    let failureLines = OncePerInterval(.seconds(1))
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
@@ -15,9 +19,12 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             switch error {
             case let error as GatewayError where error.code.httpStatus >= 500:
-                var metadata: Logger.Metadata = ["error": "\(error)"]
-                if let cause = error.cause { metadata["cause"] = "\(Self.describe(cause))" }
-                context.logger.error("request failed", metadata: metadata)
+                if let held = failureLines.pass() {
+                    var metadata: Logger.Metadata = ["error": "\(error)"]
+                    if let cause = error.cause { metadata["cause"] = "\(Self.describe(cause))" }
+                    if held > 0 { metadata["similar_failures_not_logged"] = "\(held)" }
+                    context.logger.error("request failed", metadata: metadata)
+                }
             case is GatewayError, is HTTPError:
                 break
             default:
