@@ -88,6 +88,26 @@ public final class WALCheckpointer: Service, Sendable {
             }
         }
         try? await uncancelled { try await self.setWriterThreshold(Self.defaultPages) }
+        await truncateLog(checkpointer)
+    }
+
+    /// On the way out, every page of the log into the database file and the log cut to
+    /// nothing: a stopped gateway otherwise left a log of its high-water size (up to the
+    /// 16 MB backstop) beside the store, whose pages a copy of the file alone would miss.
+    private func truncateLog(_ checkpointer: DatabaseQueue) async {
+        do {
+            let busy = try await uncancelled {
+                try await checkpointer.writeWithoutTransaction { db in
+                    try Int.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)") ?? 0
+                }
+            }
+            // Busy: a reader (`report`, `replay` in another process) still needs the log.
+            if busy != 0 {
+                logger.info("write-ahead log left in place: another process is reading the store")
+            }
+        } catch {
+            logger.warning("write-ahead log not truncated at shutdown", metadata: ["error": "\(CommitHealth.describe(error))"])
+        }
     }
 
     private func setWriterThreshold(_ pages: Int) async throws {

@@ -56,5 +56,7 @@ import GatewayStorage
         try await running.value
         #expect(try await writerThreshold(store) == 1_000)
         #expect(try await store.outboxStats()["local"]?.depth == 700)
+        // Stopped, it leaves the store in its one file: the log is empty.
+        #expect(try databaseFileSize(path + "-wal") == 0)
     }
 }

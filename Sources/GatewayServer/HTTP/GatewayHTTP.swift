@@ -52,8 +52,10 @@ public enum GatewayHTTP {
                     ],
                     idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
-            services: gateway.workers.map { $0 as any Service } + gateway.resolvers.values.map { $0 as any Service }
-                + gateway.lateWriters.map { $0 as any Service } + [gateway.checkpointer],
+            // Stopped in reverse order: the server first, the checkpointer last, so that
+            // its final checkpoint comes after the workers' last writes.
+            services: [gateway.checkpointer as any Service] + gateway.workers.map { $0 as any Service }
+                + gateway.resolvers.values.map { $0 as any Service } + gateway.lateWriters.map { $0 as any Service },
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? settings.port
                 gateway.logger.info("gateway listening", metadata: ["address": "\(settings.host):\(port)"])
