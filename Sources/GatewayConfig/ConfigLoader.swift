@@ -49,7 +49,10 @@ public enum ConfigLoader {
         let providers = readProviders(reader.child("providers"), registry: registry)
         let enrichers = readEnrichers(reader.child("enrichers"), registry: registry)
         var sinks = readSinks(reader.child("sinks"), storage: storage, registry: registry)
-        var routes = readRoutes(reader, sinks: sinks.map(\.name), registry: registry)
+        // Routes are checked against every name under `sinks:`, also those with errors of
+        // their own: those are reported there, not again as missing.
+        var routes = readRoutes(
+            reader, sinks: sinks.map(\.name), declared: reader.child("sinks")?.keys ?? [], registry: registry)
         // Providers' own destinations (the s2s vendors) come after `routes:` and are not
         // part of "every sink" when `routes:` is absent. Their names contain a '.', which
         // names under `sinks:` cannot, so they never clash.
@@ -218,7 +221,7 @@ public enum ConfigLoader {
         return sinks
     }
 
-    static func readRoutes(_ reader: ConfigReader, sinks: [String], registry: PluginRegistry) -> [Route] {
+    static func readRoutes(_ reader: ConfigReader, sinks: [String], declared: [String], registry: PluginRegistry) -> [Route] {
         guard let list = reader.list("routes") else {
             // No routes at all: every record goes to every sink.
             return sinks.isEmpty ? [] : [Route(sinks: sinks)]
@@ -227,8 +230,8 @@ public enum ConfigLoader {
         for item in list {
             let names = item.stringList("sinks") ?? []
             if names.isEmpty { item.report("a route needs at least one sink in 'sinks'") }
-            for name in names where !sinks.contains(name) {
-                let known = sinks.isEmpty ? "no sinks are defined" : "defined: \(sinks.joined(separator: ", "))"
+            for name in names where !declared.contains(name) {
+                let known = declared.isEmpty ? "no sinks are defined" : "defined: \(declared.joined(separator: ", "))"
                 item.report("route names sink '\(name)', which is not under 'sinks:' (\(known))", key: "sinks")
             }
             var filter = RecordFilter()

@@ -183,6 +183,28 @@ import Testing
         #expect(first.message.contains("'warehouse'"))
     }
 
+    @Test func aRouteToADeclaredSinkWithErrorsOfItsOwnIsNotReportedAsMissing() throws {
+        let issues = problems(
+            """
+            sinks:
+              hook: { type: webhook, url: "http://127.0.0.1:9999/hook" }
+            routes:
+              - sinks: [hook]
+            """)
+        #expect(issues.map(\.path) == ["sinks.hook.secret"], "\(issues)")
+    }
+
+    @Test func aWebhooksSummaryShowsItsPortButNotItsQueryOrCredentials() throws {
+        let configuration = try parse(
+            """
+            sinks:
+              hook: { type: webhook, url: "https://user:pw@hooks.example.com:8443/in?token=t0k3n", secret: "0123456789abcdef0123456789abcdef" }
+            """)
+        let summary = try #require(configuration.sinks.first?.prepared.summary)
+        #expect(summary.hasPrefix("POST https://hooks.example.com:8443/in,"), "\(summary)")
+        #expect(!summary.contains("t0k3n") && !summary.contains("pw"))
+    }
+
     @Test func aRouteWithoutSinksIsAnError() throws {
         let issue = try problem(
             at: "routes[0]", in: problems("\(Self.oneSink)\nroutes:\n  - where: { attributed: true }"))
