@@ -30,3 +30,18 @@ func openExistingStore(_ configuration: GatewayConfiguration) throws -> SQLiteSt
     }
     return try Gateway.openStore(configuration)
 }
+
+/// Runs `body` on the store a gateway wrote (see ``openExistingStore(_:)``); SQLite's
+/// failures on the way (a damaged page) name the store and its key, and exit 1.
+func withExistingStore<T>(
+    _ configuration: GatewayConfiguration, _ body: (SQLiteStore) async throws -> T
+) async throws -> T {
+    let store = try openExistingStore(configuration)
+    do {
+        return try await body(store)
+    } catch {
+        guard let named = StoreOpenError.using(configuration.storage.sqlitePath, error) else { throw error }
+        printError(named.description)
+        throw ExitCode(1)
+    }
+}

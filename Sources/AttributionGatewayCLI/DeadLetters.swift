@@ -21,16 +21,17 @@ struct DeadLetters: AsyncParsableCommand {
         /// The store, once a `--sink` is known to name something: a sink of config.yaml, or
         /// one since taken out of it that still has dead letters. A misspelt name would
         /// otherwise answer "0 dead letters", exit 0, as if there were nothing to do.
-        func store() async throws -> SQLiteStore {
+        func withStore<T>(_ body: (SQLiteStore) async throws -> T) async throws -> T {
             let configuration = try loadConfiguration(config)
-            let store = try openExistingStore(configuration)
-            let names = configuration.sinks.map(\.name)
-            if let sink, !names.contains(sink), try await store.deadLetters(sink: sink, limit: 1).isEmpty {
-                printError(
-                    "no sink '\(sink)' in \(config) and no dead letters for one; sinks: \(names.joined(separator: ", "))")
-                throw ExitCode(1)
+            return try await withExistingStore(configuration) { store in
+                let names = configuration.sinks.map(\.name)
+                if let sink, !names.contains(sink), try await store.deadLetters(sink: sink, limit: 1).isEmpty {
+                    printError(
+                        "no sink '\(sink)' in \(config) and no dead letters for one; sinks: \(names.joined(separator: ", "))")
+                    throw ExitCode(1)
+                }
+                return try await body(store)
             }
-            return store
         }
     }
 
@@ -41,7 +42,7 @@ struct DeadLetters: AsyncParsableCommand {
         var limit = 100
 
         func run() async throws {
-            let letters = try await selection.store().deadLetters(sink: selection.sink, limit: limit)
+            let letters = try await selection.withStore { try await $0.deadLetters(sink: selection.sink, limit: limit) }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             for letter in letters where selection.ids.isEmpty || selection.ids.contains(letter.id) {
@@ -64,8 +65,9 @@ struct DeadLetters: AsyncParsableCommand {
 
         func run() async throws {
             try requireSelection(selection, all: all)
-            let moved = try await selection.store().retryDeadLetters(
-                ids: selection.ids.isEmpty ? nil : selection.ids, sink: selection.sink, now: Date())
+            let moved = try await selection.withStore {
+                try await $0.retryDeadLetters(ids: selection.ids.isEmpty ? nil : selection.ids, sink: selection.sink, now: Date())
+            }
             print("\(moved) dead letters queued for delivery again")
         }
     }
@@ -78,8 +80,9 @@ struct DeadLetters: AsyncParsableCommand {
 
         func run() async throws {
             try requireSelection(selection, all: all)
-            let dropped = try await selection.store().dropDeadLetters(
-                ids: selection.ids.isEmpty ? nil : selection.ids, sink: selection.sink)
+            let dropped = try await selection.withStore {
+                try await $0.dropDeadLetters(ids: selection.ids.isEmpty ? nil : selection.ids, sink: selection.sink)
+            }
             print("\(dropped) dead letters dropped")
         }
     }

@@ -33,20 +33,22 @@ struct Replay: AsyncParsableCommand {
             guard let date = ISO8601.parse(since) else { throw ValidationError("--since is not an ISO-8601 time") }
             filter.since = date
         }
-        let store = try openExistingStore(configuration)
-        let total = try await store.countRecords(matching: filter)
-        var progress = ProgressBar(total: total, label: "replaying")
-        var cursor: Int64 = 0
-        var seen = 0, queued = 0
-        while true {
-            let page = try await store.recordIDs(matching: filter, after: cursor, limit: 1000)
-            if page.ids.isEmpty { break }
-            queued += try await store.enqueue(recordIDs: page.ids, sink: sink, now: Date())
-            seen += page.ids.count
-            cursor = page.cursor
-            progress.advance(to: seen)
+        let (queued, seen) = try await withExistingStore(configuration) { store in
+            let total = try await store.countRecords(matching: filter)
+            var progress = ProgressBar(total: total, label: "replaying")
+            var cursor: Int64 = 0
+            var seen = 0, queued = 0
+            while true {
+                let page = try await store.recordIDs(matching: filter, after: cursor, limit: 1000)
+                if page.ids.isEmpty { break }
+                queued += try await store.enqueue(recordIDs: page.ids, sink: sink, now: Date())
+                seen += page.ids.count
+                cursor = page.cursor
+                progress.advance(to: seen)
+            }
+            progress.finish()
+            return (queued, seen)
         }
-        progress.finish()
         print("\(queued) of \(seen) records queued for \(sink)")
     }
 }

@@ -51,21 +51,22 @@ struct KeywordsReport: AsyncParsableCommand {
         let purchasesUntil = try time(until, "--until")
         // Installs from any time: a buyer of this month may have come through a keyword earlier.
         let filter = ReplayFilter()
-        let store = try openExistingStore(configuration)
         var report = KeywordReport(purchasesSince: purchasesSince, purchasesUntil: purchasesUntil)
-        // On stderr, so that the report on stdout stays clean for a pipe or a file.
-        var progress = ProgressBar(total: try await store.countRecords(matching: filter), label: "reading")
-        var cursor: Int64 = 0
-        var read = 0
-        while true {
-            let page = try await store.records(matching: filter, after: cursor, limit: 2000)
-            if page.records.isEmpty { break }
-            for record in page.records where appID == nil || record.appID == appID { report.add(record) }
-            cursor = page.cursor
-            read += page.records.count
-            progress.advance(to: read)
+        try await withExistingStore(configuration) { store in
+            // On stderr, so that the report on stdout stays clean for a pipe or a file.
+            var progress = ProgressBar(total: try await store.countRecords(matching: filter), label: "reading")
+            var cursor: Int64 = 0
+            var read = 0
+            while true {
+                let page = try await store.records(matching: filter, after: cursor, limit: 2000)
+                if page.records.isEmpty { break }
+                for record in page.records where appID == nil || record.appID == appID { report.add(record) }
+                cursor = page.cursor
+                read += page.records.count
+                progress.advance(to: read)
+            }
+            progress.finish()
         }
-        progress.finish()
         var rows = report.rows
         let missing = KeywordReport.missingNames(rows)
         if !missing.isEmpty {

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 
 /// Why a store file could not be opened, worded for the operator who set
 /// `storage.sqlite.path`: Foundation's and SQLite's own texts ("A file with the same name
@@ -29,6 +30,13 @@ public struct StoreOpenError: Error, CustomStringConvertible {
             return "the folder \(folder.path) is not writable by this user"
         }
         return nil
+    }
+
+    /// A failure to read or write a store that opened (a damaged page, a full disk), named
+    /// as an opening failure is; nil for an error that is not SQLite's.
+    public static func using(_ path: String, _ error: any Error) -> StoreOpenError? {
+        guard error is DatabaseError else { return nil }
+        return StoreOpenError(path: path, reason: CommitHealth.describe(error))
     }
 
     /// Runs `open`, turning its failure into one that names the path and the likely cause.

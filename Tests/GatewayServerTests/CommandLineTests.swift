@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 /// The `attribution-gateway` commands, run as a user runs them.
@@ -264,6 +265,25 @@ import Testing
         try await third.start()
         third.kill(SIGTERM)
         #expect(third.process.terminationStatus == 0)
+    }
+
+    @Test func aStoreThatFailsWhileBeingReadIsNamedWithItsKey() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        let lines = env.directory.appendingPathComponent("one.jsonl").path
+        try IAdPayloads.attributed(user: "u1").replacingOccurrences(of: "\n", with: "")
+            .write(toFile: lines, atomically: true, encoding: .utf8)
+        #expect(try run(["import", "--provider", "iad", "--config", config, lines]).status == 0)
+        // A store damaged after it opened: its records can no longer be read.
+        try await DatabaseQueue(path: env.databasePath).write { db in try db.execute(sql: "DROP TABLE records") }
+        for command in [["report", "keywords"], ["replay", "--sink", "local"]] {
+            let result = try run(command + ["--config", config])
+            #expect(result.status == 1, "\(command)")
+            #expect(
+                result.stderr.hasPrefix("cannot use the store at \(env.databasePath) (storage.sqlite.path): SQLite error"),
+                "\(command): \(result.stderr)")
+        }
     }
 
     @Test func aStorePathThatCannotHoldAStoreIsNamedWithItsKey() throws {
