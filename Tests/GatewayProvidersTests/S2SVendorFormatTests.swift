@@ -517,3 +517,24 @@ import Testing
         #expect(Set(keys).count == 2)
     }
 }
+
+/// `replay` may queue any record for a vendor: kinds it does not take are declined, not sent.
+@Suite struct VendorKindTests {
+    @Test func aRefundReplayedToAVendorIsDeclinedWithoutARequest() async throws {
+        let body = S2SVendorFormatTests.event(
+            "refund", ["transaction_id": S2SVendorFormatTests.q("t-1"), "revenue": "9.99", "currency": S2SVendorFormatTests.q("USD")])
+        let payload = IngestPayload(body: Data(body.utf8), receivedAt: Date(), path: "/v1/events")
+        let refund = try #require(try S2SProvider(options: .init()).normalize(payload).first)
+        #expect(refund.kind == .refund)
+        // Nothing listens on port 9: a request would be a retry, not a decline.
+        var settings = S2SVendorFormatTests.settings(.appsflyer, key: "AFKEY")
+        settings.endpoint = "http://127.0.0.1:9"
+        let sink = VendorSink(adapter: AppsFlyerAdapter(settings: settings), settings: settings, logger: .init(label: "test"))
+        let outcomes = try await sink.deliver([refund])
+        guard case .declined(let reason)? = outcomes.first else {
+            Issue.record("expected a decline, got \(outcomes)")
+            return
+        }
+        #expect(reason.contains("takes no refund records"))
+    }
+}

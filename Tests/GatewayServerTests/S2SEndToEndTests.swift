@@ -393,8 +393,11 @@ import Testing
             #expect(String(buffer: unnamed.body).contains(#""field":"transaction_id""#))
 
             #expect(try await post(client, refund).status == .accepted)
-            // App Store Server Notifications are resent: one refund per purchase.
-            let again = try await post(client, refund)
+            // App Store Server Notifications are resent, a resend may differ in its time and
+            // event id: one refund per purchase all the same.
+            let resent = Self.event(
+                "refund", extra: #""event_id":"notification-2","revenue":9.99,"currency":"USD","transaction_id":"2000000123456789""#)
+            let again = try await post(client, resent)
             #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"))
             #expect(try await env.eventually { try sinkRows(env).values.map(\.kind) == ["refund"] })
             #expect(try await gateway.store.outboxStats()["s2s.adjust"] == nil)

@@ -78,13 +78,14 @@ public struct S2SProvider: AttributionProvider {
     /// `timestamp` cannot be told from a second one alike, so its arrival time and place
     /// in the request join its content: it is never deduped.
     static func dedupeKey(_ event: RawEvent, receivedAt: Date, index: Int) -> String {
+        // One refund per purchase, whatever else a resend changes (App Store Server
+        // Notifications resend theirs): before `event_id`, which would let a second through.
+        if event.type == .refund, let transaction = event.transactionID {
+            return DedupeKey.make(typeName, event.appID, "refund", transaction)
+        }
         if let id = event.eventID { return DedupeKey.make(typeName, event.appID, "id", id) }
         if event.type == .purchase, let transaction = event.transactionID {
             return DedupeKey.make(typeName, event.appID, "purchase", transaction)
-        }
-        // One refund per purchase: App Store Server Notifications resend theirs.
-        if event.type == .refund, let transaction = event.transactionID {
-            return DedupeKey.make(typeName, event.appID, "refund", transaction)
         }
         var content = JSONValue.object(event.stored).jsonText
         if event.timestamp == nil { content += "@\(ISO8601.format(receivedAt))#\(index)" }

@@ -305,7 +305,7 @@ paths:
               required: [user_id, transaction_id]
               properties:
                 user_id: {type: integer}
-                transaction_id: {type: string, description: "required for type refund: the refunded purchase's"}
+                transaction_id: {type: string}
       responses:
         "200":
           description: Associated (idempotent)
@@ -526,7 +526,7 @@ components:
         timestamp: {type: [string, number], description: "ISO-8601 or Unix seconds"}
         revenue: {type: [number, string], description: "required for type purchase; for a refund, the amount given back (positive)"}
         currency: {type: string, pattern: "^[A-Z]{3}$"}
-        transaction_id: {type: string}
+        transaction_id: {type: string, description: "required for type refund: the refunded purchase's"}
         product_id: {type: string}
         adservices_token: {type: string}
         skan_conversion_value: {type: integer, minimum: 0, maximum: 63}

@@ -38,6 +38,13 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         var events: [Int: RawEvent] = [:]
         var outcomes = [DeliveryOutcome](repeating: .retry(reason: "not sent"), count: records.count)
         for (index, record) in records.enumerated() {
+            // Routes send a vendor only its kinds, but `replay` may queue any record: a kind
+            // it does not take (a refund; sessions for AppsFlyer) is declined, never sent.
+            guard adapter.kinds.contains(record.kind) else {
+                outcomes[index] = .declined(
+                    reason: "\(adapter.vendor.displayName) takes no \(record.kind.rawValue) records")
+                continue
+            }
             do {
                 let event = try RawEvent(stored: record.raw)
                 events[index] = event
