@@ -6,9 +6,11 @@ import Synchronization
 /// leaves reads (and so a plain ping) working while nothing can be stored, and a load
 /// balancer would go on sending every request to an instance that answers each `503`.
 ///
-/// Three failed commits in a row make the store unwritable until the next commit
-/// succeeds, or until `window` passes without a failure: an instance taken out of its
-/// load balancer gets no requests to commit, so it is let back in to try again.
+/// Three failed commits in a row make the store unwritable until the next commit that
+/// writes succeeds, or until `window` passes without a failure: an instance taken out of
+/// its load balancer gets no requests to commit, so it is let back in to try again. Only
+/// the store's own faults count (a full disk, an I/O error, a damaged file, a lock held
+/// too long); a refused row (a constraint, an operator's trigger) is about that record.
 public final class CommitHealth: Sendable {
     private struct State {
         var failuresInARow = 0
@@ -25,6 +27,7 @@ public final class CommitHealth: Sendable {
     }
 
     func failed(_ error: any Error, at now: Date = Date()) {
+        guard Self.isStorageFault(error) else { return }
         state.withLock { state in
             state.failuresInARow += 1
             state.lastFailure = now
@@ -38,6 +41,14 @@ public final class CommitHealth: Sendable {
             guard state.failuresInARow >= threshold, now.timeIntervalSince(state.lastFailure) < window else { return nil }
             return "the store cannot commit (\(state.failuresInARow) failed in a row: \(state.cause))"
         }
+    }
+
+    static func isStorageFault(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        return [
+            ResultCode.SQLITE_FULL, .SQLITE_IOERR, .SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_READONLY,
+            .SQLITE_CANTOPEN, .SQLITE_BUSY, .SQLITE_NOMEM,
+        ].contains(error.resultCode)
     }
 
     /// An error as a log or an answer may show it: SQLite's code and message (which name

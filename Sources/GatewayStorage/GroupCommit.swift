@@ -73,18 +73,26 @@ final class GroupCommit: Sendable {
             }
             if jobs.isEmpty { return }
             do {
-                try pool.write { db in
+                let changed = try pool.write { db -> Bool in
+                    let before = db.totalChangesCount
                     for job in jobs { try job.run(db) }
+                    return db.totalChangesCount > before
                 }
-                health.succeeded()
+                // Only a commit that wrote shows the store writable: one of duplicates
+                // alone writes nothing, and goes through on a full disk too.
+                if changed { health.succeeded() }
                 for job in jobs { job.finish(nil) }
             } catch where jobs.count > 1 {
                 // One job's failure rolled the shared transaction back; it must not fail
                 // the others: each runs again on its own.
                 for job in jobs {
                     do {
-                        try pool.write { db in try job.run(db) }
-                        health.succeeded()
+                        let changed = try pool.write { db -> Bool in
+                            let before = db.totalChangesCount
+                            try job.run(db)
+                            return db.totalChangesCount > before
+                        }
+                        if changed { health.succeeded() }
                         job.finish(nil)
                     } catch {
                         health.failed(error)

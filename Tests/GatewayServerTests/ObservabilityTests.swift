@@ -110,26 +110,36 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let gateway = try await Gateway.build(configuration: try env.configuration())
-        let database = try DatabaseQueue(path: env.databasePath)
-        try await database.write { db in
-            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON records BEGIN SELECT RAISE(FAIL, 'no room'); END")
-        }
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             func post(_ user: String) async throws -> HTTPResponse.Status {
                 try await client.execute(
                     uri: "/v1/iad", method: .post, body: ByteBuffer(string: IAdPayloads.attributed(user: user))
                 ).status
             }
-            #expect(try await post("u1") == .serviceUnavailable)
-            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok, "one failure is not an outage")
-            #expect(try await post("u2") == .serviceUnavailable)
-            #expect(try await post("u3") == .serviceUnavailable)
+            #expect(try await post("before") == .accepted)
+            // As a full disk: SQLite may not grow the file by another page (SQLITE_FULL).
+            try await gateway.store.pool.writeWithoutTransaction { db in
+                let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+                try db.execute(sql: "PRAGMA max_page_count = \(pages)")
+            }
+            var failedInARow = 0
+            for user in 0..<200 where failedInARow < 3 {
+                failedInARow = try await post("full-\(user)") == .serviceUnavailable ? failedInARow + 1 : 0
+            }
+            #expect(failedInARow == 3)
             let ready = try await client.execute(uri: "/readyz", method: .get)
             #expect(ready.status == .serviceUnavailable)
-            #expect(String(buffer: ready.body).contains("the store cannot commit (3 failed in a row: SQLite error 19: no room)"))
+            #expect(String(buffer: ready.body).contains("the store cannot commit (3 failed in a row: SQLite error 13"))
+            // A resent payload commits nothing new, and proves nothing about the disk.
+            let resent = try await client.execute(
+                uri: "/v1/iad", method: .post, body: ByteBuffer(string: IAdPayloads.attributed(user: "before")))
+            #expect(resent.status == .ok)
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .serviceUnavailable)
 
-            try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse") }
-            #expect(try await post("u4") == .accepted)
+            try await gateway.store.pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA max_page_count = 1073741823")
+            }
+            #expect(try await post("after") == .accepted)
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
         }
     }

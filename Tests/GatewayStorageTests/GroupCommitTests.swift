@@ -50,19 +50,27 @@ import Testing
 
 /// When readiness calls the store unwritable, and when it lets it try again.
 @Suite struct CommitHealthTests {
-    struct Full: Error {}
+    static func full() -> DatabaseError { DatabaseError(resultCode: .SQLITE_FULL, message: "database or disk is full") }
+
+    @Test func aRefusedRowIsNotAStoreFault() {
+        let health = CommitHealth()
+        for _ in 0..<5 {
+            health.failed(DatabaseError(resultCode: .SQLITE_CONSTRAINT, message: "refused by a trigger"))
+        }
+        #expect(health.problem() == nil)
+    }
 
     @Test func threeFailuresInARowWithinTheWindowAreAProblemAndASuccessEndsIt() {
         let health = CommitHealth()
         let start = Date(timeIntervalSince1970: 1_700_000_000)
-        health.failed(Full(), at: start)
-        health.failed(Full(), at: start)
+        health.failed(Self.full(), at: start)
+        health.failed(Self.full(), at: start)
         #expect(health.problem(now: start) == nil)
-        health.failed(Full(), at: start)
+        health.failed(Self.full(), at: start)
         #expect(health.problem(now: start)?.contains("3 failed in a row") == true)
         // Out of its load balancer, the instance gets nothing to commit: let back in to try.
         #expect(health.problem(now: start.addingTimeInterval(31)) == nil)
-        health.failed(Full(), at: start.addingTimeInterval(40))
+        health.failed(Self.full(), at: start.addingTimeInterval(40))
         #expect(health.problem(now: start.addingTimeInterval(40)) != nil, "the next failure counts on")
         health.succeeded()
         #expect(health.problem(now: start.addingTimeInterval(40)) == nil)
