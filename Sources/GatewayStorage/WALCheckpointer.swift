@@ -103,7 +103,7 @@ public final class WALCheckpointer: Service, Sendable {
             }
             // Busy: a reader (`report`, `replay` in another process) still needs the log.
             if busy != 0 {
-                logger.info("write-ahead log left in place: another process is reading the store")
+                logger.info("write-ahead log left in place: a reader (another process) or a late write still uses it")
             }
         } catch {
             logger.warning("write-ahead log not truncated at shutdown", metadata: ["error": "\(CommitHealth.describe(error))"])

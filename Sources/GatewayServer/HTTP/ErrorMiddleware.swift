@@ -2,14 +2,15 @@ import GatewayCore
 import GatewayStorage
 import Hummingbird
 import Logging
+import Synchronization
 
 /// Turns every error into the gateway's JSON error shape. Unexpected errors are logged
 /// with the request id and answered `500 internal_error` without details, which might
 /// carry secrets or internals.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
-    /// During an outage (a full disk) every request fails alike: one line a second says
-    /// so, with how many it stands for; the metrics count each.
-    let failureLines = OncePerInterval(.seconds(1))
+    /// During an outage (a full disk) every request fails alike: one line a second per
+    /// error code says so, with how many of that code it held back since its last line.
+    let failureLines = FailureLines()
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -19,7 +20,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             switch error {
             case let error as GatewayError where error.code.httpStatus >= 500:
-                if let held = failureLines.pass() {
+                if let held = failureLines.pass(error.code.name) {
                     var metadata: Logger.Metadata = ["error": "\(error)"]
                     if let cause = error.cause { metadata["cause"] = "\(Self.describe(cause))" }
                     if held > 0 { metadata["similar_failures_not_logged"] = "\(held)" }
@@ -63,5 +64,20 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 GatewayError.Code("http_\(error.status.code)", httpStatus: error.status.code),
                 error.body ?? error.status.reasonPhrase)
         }
+    }
+}
+
+/// One ``OncePerInterval`` per error code, so that one failure does not hide another kind.
+final class FailureLines: Sendable {
+    private let gates = Mutex<[String: OncePerInterval]>([:])
+
+    func pass(_ code: String) -> Int? {
+        let gate = gates.withLock { gates in
+            if let gate = gates[code] { return gate }
+            let gate = OncePerInterval(.seconds(1))
+            gates[code] = gate
+            return gate
+        }
+        return gate.pass()
     }
 }
