@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import GatewayServer
 import GatewayStorage
 import Logging
@@ -29,6 +30,11 @@ struct Serve: AsyncParsableCommand {
         let lock = try ServeLock(storePath: configuration.storage.sqlitePath)
         defer { withExtendedLifetime(lock) {} }
         let gateway = try await Gateway.build(configuration: configuration, logger: logger)
+        // The lock makes this the store's only server: any claim left is a dead one's.
+        let released = try await gateway.store.releaseClaims(now: Date())
+        if released > 0 {
+            logger.info("tokens a stopped gateway was resolving are due again", metadata: ["count": "\(released)"])
+        }
         try await GatewayHTTP.run(gateway: gateway)
     }
 }

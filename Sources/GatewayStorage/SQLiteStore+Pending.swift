@@ -61,10 +61,22 @@ extension SQLiteStore {
             }
             for item in work {
                 try db.executeCached(
-                    "UPDATE pending SET next_attempt_at = ? WHERE record_id = ?",
-                    [leaseEnd.timeIntervalSince1970, item.recordID])
+                    "UPDATE pending SET next_attempt_at = ?, claimed_until = ? WHERE record_id = ?",
+                    [leaseEnd.timeIntervalSince1970, leaseEnd.timeIntervalSince1970, item.recordID])
             }
             return work
+        }
+    }
+
+    /// Hands back, due now, the work that claims still hide: for a server starting on a
+    /// store no other process serves (``ServeLock``), every claim is a dead process's, and
+    /// its work would otherwise wait out the lease. Returns how many.
+    public func releaseClaims(now: Date) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE pending SET next_attempt_at = ?, claimed_until = NULL WHERE claimed_until IS NOT NULL",
+                arguments: [now.timeIntervalSince1970])
+            return db.changesCount
         }
     }
 
@@ -99,7 +111,7 @@ extension SQLiteStore {
                         try db.executeCached("DELETE FROM pending WHERE record_id = ?", [recordID])
                     case .retry(let recordID, let state, let attempts, let at, let error):
                         try db.executeCached(
-                            "UPDATE pending SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE record_id = ?",
+                            "UPDATE pending SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ?, claimed_until = NULL WHERE record_id = ?",
                             [state, attempts, at.timeIntervalSince1970, error, recordID])
                     }
                 }

@@ -102,6 +102,12 @@ enum SQLiteStoreSchema {
             // the old row's place among rows queued at the same moment; NULL: its own id.
             try db.execute(sql: "ALTER TABLE outbox ADD COLUMN position INTEGER")
         }
+        migrator.registerMigration("store-v7-pending-claims") { db in
+            // Until when a claim hides the work (NULL: not claimed), so that a server
+            // starting after a crash can hand back what the dead one held at once, rather
+            // than after the lease, without undoing a retry's own schedule.
+            try db.execute(sql: "ALTER TABLE pending ADD COLUMN claimed_until REAL")
+        }
         return migrator
     }
 }

@@ -42,6 +42,32 @@ import GatewayStorage
         }
     }
 
+    /// After a crash the one server of the store hands back what the dead one had claimed,
+    /// due at once rather than after the lease; a retry's own schedule stays as it was.
+    @Test func releasingClaimsMakesClaimedWorkDueAndLeavesScheduledRetriesAlone() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pending-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        for token in ["claimed", "retrying"] {
+            _ = try await store.addPending(
+                PendingWork(provider: "adservices", dedupeKey: "adservices:\(token)", appID: "1", receivedAt: now, state: Data()),
+                now: now)
+        }
+        let claimed = try await store.claimPending(provider: "adservices", now: now, lease: .seconds(120), limit: 10)
+        #expect(claimed.count == 2)
+        // One was answered "not found yet" and is due in an hour; the other's process died.
+        let retrying = try #require(claimed.first { $0.dedupeKey == "adservices:retrying" })
+        _ = try await store.settlePending([
+            .retry(recordID: retrying.recordID, state: Data(), attempts: 1, at: now.addingTimeInterval(3600), error: "404")
+        ])
+        #expect(try await store.claimPending(provider: "adservices", now: now, lease: .seconds(120), limit: 10).isEmpty)
+
+        #expect(try await store.releaseClaims(now: now) == 1)
+        let again = try await store.claimPending(provider: "adservices", now: now, lease: .seconds(120), limit: 10)
+        #expect(again.map(\.dedupeKey) == ["adservices:claimed"])
+    }
+
     /// A key for one app cannot reach another app's work through a token both send.
     @Test func aTokenSentForTwoAppsIsEachAppsOwnWork() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pending-\(UUID().uuidString).sqlite").path
