@@ -5,9 +5,16 @@ was answered 2xx must be in the SQLite sink's table (keyed by record_id: a re-de
 after a kill overwrites its row), every stored record must have been delivered, no answer
 may be other than 2xx (requests cut off by a kill got none and may or may not be
 stored), and each restarted gateway must have taken load. Started by scripts/crash-test.
+
+The routes: iAd, /v1/events (one event and arrays) and AdServices tokens, which a fake
+Apple on loopback answers (a fifth of them "not found yet" at first): a token is
+acknowledged before Apple answers, so the kills also land between the acknowledgement
+and the record, and the record must still arrive once.
 """
 import argparse
+import base64
 import http.client
+import http.server
 import json
 import os
 import random
@@ -22,10 +29,50 @@ import time
 from gateway_harness import free_port, wait_healthy
 
 
+APPLE_ANSWER = (b'{"attribution":true,"orgId":40669820,"campaignId":542370539,"conversionType":"Download",'
+                b'"adGroupId":542317095,"countryOrRegion":"US","keywordId":87675432,"adId":542317136,'
+                b'"clickDate":"2024-10-08T17:17Z"}')
+
+
+def fake_apple():
+    """Apple's AdServices endpoint on loopback: each token's first call is answered 404
+    (not found yet) for one token in five, then the attributed answer. Returns its port."""
+    seen = set()
+    lock = threading.Lock()
+
+    class Apple(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            token = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            with lock:
+                first = token not in seen
+                seen.add(token)
+            if self.headers.get("Content-Type") != "text/plain":
+                status, body = 400, b""
+            elif first and token[-1] % 5 == 0:
+                status, body = 404, b""
+            else:
+                status, body = 200, APPLE_ANSWER
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Apple)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server.server_address[1]
+
+
 def payload(rng, worker, sequence):
-    """An iAd dictionary, or a raw event (one object or an array of three)."""
+    """An iAd dictionary, a raw event (one object or an array of three), or an
+    AdServices token."""
     user = f"crash-{worker}-{sequence}"
-    kind = rng.randrange(3)
+    kind = rng.randrange(4)
+    if kind == 3:
+        token = base64.b64encode(rng.randbytes(96)).decode()
+        return "/v1/adservices", {"token": token, "app_id": "1234567890", "app_user_id": user}
     if kind == 0:
         return "/v1/iad", {"app_id": "1234567890", "app_user_id": user,
                            "Version3.1": {"iad-attribution": "true", "iad-campaign-id": "542370539",
@@ -79,12 +126,16 @@ def main():
     work = tempfile.mkdtemp()
     database = os.path.join(work, "gateway.sqlite")
     port = free_port()
+    apple_port = fake_apple()
     config = os.path.join(work, "config.yaml")
     with open(config, "w") as f:
         f.write(f"""
 server: {{ host: 127.0.0.1, port: {port}, log_level: error }}
 storage: {{ sqlite: {{ path: {database}, durability: full }} }}
-providers: {{ iad: {{}}, s2s: {{}} }}
+providers:
+  iad: {{}}
+  s2s: {{}}
+  adservices: {{ endpoint: "http://127.0.0.1:{apple_port}/api/v1/", answer_wait_ms: 0, not_found_interval_ms: 200 }}
 sinks:
   local: {{ type: sqlite, batch_size: 50, backoff_initial_ms: 50, backoff_max_ms: 500 }}
 """)
@@ -128,7 +179,9 @@ sinks:
         with sqlite3.connect(database) as db:
             try:
                 delivered = {row[0] for row in db.execute("SELECT record_id FROM attribution_records")}
-                pending = db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]
+                # Rows waiting for a sink, and tokens still waiting for Apple.
+                pending = (db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]
+                           + db.execute("SELECT COUNT(*) FROM pending").fetchone()[0])
             except sqlite3.OperationalError:
                 delivered, pending = set(), 1
         if acknowledged <= delivered and pending == 0:
@@ -141,9 +194,11 @@ sinks:
         rows = db.execute("SELECT COUNT(*), COUNT(DISTINCT record_id) FROM attribution_records").fetchone()
         stored = db.execute("SELECT COUNT(*) FROM records").fetchone()[0]
         dead = db.execute("SELECT COUNT(*) FROM dead_letters").fetchone()[0]
+        tokens = db.execute("SELECT COUNT(*) FROM records WHERE provider = 'adservices'").fetchone()[0]
+        waiting = db.execute("SELECT COUNT(*) FROM pending").fetchone()[0]
     missing = acknowledged - delivered
-    print(f"acknowledged {len(acknowledged)}; stored {stored}; sink rows {rows[0]} ({rows[1]} distinct); "
-          f"dead letters {dead}; missing {len(missing)}")
+    print(f"acknowledged {len(acknowledged)}; stored {stored} ({tokens} from AdServices tokens, {waiting} still "
+          f"waiting for Apple); sink rows {rows[0]} ({rows[1]} distinct); dead letters {dead}; missing {len(missing)}")
     failures = []
     # Each restarted gateway must have taken load before the next kill.
     if any(later <= earlier for earlier, later in zip(counts, counts[1:])) or not counts or counts[0] == 0:
@@ -156,6 +211,10 @@ sinks:
         failures.append(f"{stored - rows[0]} stored records never reached the sink")
     if dead:
         failures.append(f"{dead} dead letters")
+    if tokens == 0:
+        failures.append("no AdServices token became a record")
+    if waiting:
+        failures.append(f"{waiting} tokens never resolved")
     for failure in failures:
         print("FAIL", failure)
     sys.exit(1 if failures else 0)
