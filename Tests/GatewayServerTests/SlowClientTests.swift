@@ -13,7 +13,8 @@ import Testing
 #endif
 
 /// Slow clients cannot hold the server: a body dripping in past `body_timeout_ms` gets
-/// `408`, and a connection that goes quiet is closed after `idle_timeout_ms`. A raw
+/// `408`, and a connection that goes quiet is closed after `idle_timeout_ms`; a request
+/// that is not HTTP gets a JSON error too. A raw
 /// socket plays the client, since an HTTP client library sends whole requests. The waits
 /// are upper bounds, never speed claims.
 @Suite struct SlowClientTests {
@@ -87,6 +88,22 @@ import Testing
         let gateway = try await Gateway.build(configuration: config, logger: logger ?? Logger(label: "gateway"))
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             try await body(try #require(client.port))
+        }
+    }
+
+    @Test(arguments: [
+        "FOOBAR /v1/iad HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nBroken header line\r\n\r\n",
+    ])
+    func aRequestTheParserCannotReadGetsAJSONErrorAndTheConnectionCloses(request: String) async throws {
+        try await withGateway(idleMs: 5000, bodyMs: 5000) { port in
+            let connection = try RawConnection(port: port)
+            connection.send(request)
+            let answer = await connection.readAll()
+            #expect(answer.closed)
+            #expect(answer.text.hasPrefix("HTTP/1.1 400"), "\(answer.text.prefix(200))")
+            #expect(answer.text.contains("application/json"))
+            #expect(answer.text.contains(#""code":"malformed_http""#), "\(answer.text)")
         }
     }
 

@@ -48,7 +48,8 @@ public enum GatewayHTTP {
             server: .http1(
                 configuration: .init(
                     additionalChannelHandlers: [
-                        RequestReadDeadline(timeout: .milliseconds(Int64(settings.bodyTimeoutMs) + 1000))
+                        MalformedHTTPAnswer(),
+                        RequestReadDeadline(timeout: .milliseconds(Int64(settings.bodyTimeoutMs) + 1000)),
                     ],
                     idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),

@@ -1,0 +1,61 @@
+import GatewayCore
+import Hummingbird
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+
+/// Answers a request the HTTP parser cannot read (`curl -X FOOBAR`, a broken header) with
+/// the gateway's JSON error, `400 malformed_http`, and closes the connection. Hummingbird's
+/// own answer to it is a `400` with an empty body, the one answer of the server that was
+/// not a JSON error.
+///
+/// Only between requests: while one is still arriving (a body cut off, which the body
+/// reader and the read deadline answer) or still being answered (writing would cut into
+/// that answer), the error goes on to Hummingbird as before.
+final class MalformedHTTPAnswer: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// Request heads read whose answer has not ended.
+    private var unanswered = 0
+    /// A request's head is read and its end is not.
+    private var reading = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            unanswered += 1
+            reading = true
+        case .end:
+            reading = false
+        case .body:
+            break
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
+        context.write(data, promise: promise)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard error is HTTPParserError, unanswered == 0, !reading else {
+            context.fireErrorCaught(error)
+            return
+        }
+        let answer = GatewayError(.malformedHTTP, "the request is not HTTP/1.1 this server can read (\(error))")
+        let body = ByteBuffer(bytes: ErrorBody(answer).json.compactUTF8)
+        let head = HTTPResponse(
+            status: .badRequest,
+            headerFields: [
+                .contentType: JSONResponse.contentType, .contentLength: "\(body.readableBytes)", .connection: "close",
+                RequestIDMiddleware<GatewayRequestContext>.header: RequestID().description,
+            ])
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+}
