@@ -36,9 +36,11 @@ enum AdServicesAnswer {
         }
     }
 
-    /// Fills `record` from Apple's answer. Throws ``GatewayError`` for a field that is
-    /// present but unreadable; the caller decides what a malformed answer means.
+    /// Fills `record` from Apple's answer. Throws ``GatewayError`` for an object that is
+    /// not one of Apple's answers, or a field that is present but unreadable; the caller
+    /// decides what a malformed answer means.
     static func apply(_ answer: PayloadFields, to record: inout AttributionRecord) throws {
+        try requireAnswerShape(answer)
         let attributed = try answer.bool("attribution") ?? false
         record.attributed = attributed
         record.resolution = .resolved

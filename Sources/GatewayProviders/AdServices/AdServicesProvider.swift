@@ -145,7 +145,6 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         var record = record(work, state, resolution: .resolved, apple: ["status": .integer(200)])
         do {
             let fields = try PayloadFields.parseObject(body)
-            try AdServicesAnswer.requireAnswerShape(fields)
             try AdServicesAnswer.apply(fields, to: &record)
             record.raw = raw(work, state, apple: ["status": .integer(200), "body": .object(fields.object)])
             return .finished([record])
@@ -226,7 +225,6 @@ public struct AdServicesProvider: DeferredAttributionProvider {
     /// adservices < apple-answer.json` does; the app's fields are absent.
     public func normalize(_ payload: IngestPayload) throws -> [AttributionRecord] {
         let fields = try PayloadFields.parseObject(payload.body)
-        try AdServicesAnswer.requireAnswerShape(fields)
         let digest = SHA256Text.hex(payload.body)
         var record = AttributionRecord(
             provider: name, kind: .install, dedupeKey: "adservices:answer:\(digest)", receivedAt: payload.receivedAt)
