@@ -73,26 +73,14 @@ final class GroupCommit: Sendable {
             }
             if jobs.isEmpty { return }
             do {
-                let changed = try pool.write { db -> Bool in
-                    let before = db.totalChangesCount
-                    for job in jobs { try job.run(db) }
-                    return db.totalChangesCount > before
-                }
-                // Only a commit that wrote shows the store writable: one of duplicates
-                // alone writes nothing, and goes through on a full disk too.
-                if changed { health.succeeded() }
+                try commit(jobs)
                 for job in jobs { job.finish(nil) }
             } catch where jobs.count > 1 {
                 // One job's failure rolled the shared transaction back; it must not fail
                 // the others: each runs again on its own.
                 for job in jobs {
                     do {
-                        let changed = try pool.write { db -> Bool in
-                            let before = db.totalChangesCount
-                            try job.run(db)
-                            return db.totalChangesCount > before
-                        }
-                        if changed { health.succeeded() }
+                        try commit([job])
                         job.finish(nil)
                     } catch {
                         health.failed(error)
@@ -104,5 +92,16 @@ final class GroupCommit: Sendable {
                 jobs.first?.finish(error)
             }
         }
+    }
+
+    /// Runs `jobs` in one transaction. Only a commit that wrote shows the store writable:
+    /// one of duplicates alone writes nothing, and goes through on a full disk too.
+    private func commit(_ jobs: [Job]) throws {
+        let changed = try pool.write { db -> Bool in
+            let before = db.totalChangesCount
+            for job in jobs { try job.run(db) }
+            return db.totalChangesCount > before
+        }
+        if changed { health.succeeded() }
     }
 }
