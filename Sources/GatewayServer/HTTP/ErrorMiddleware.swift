@@ -22,7 +22,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             case let error as GatewayError where error.code.httpStatus >= 500:
                 if let held = failureLines.pass(error.code.name) {
                     var metadata: Logger.Metadata = ["error": "\(error)"]
-                    if let cause = error.cause { metadata["cause"] = "\(Self.describe(cause))" }
+                    if let cause = error.cause { metadata["cause"] = "\(CommitHealth.describe(cause))" }
                     if held > 0 { metadata["similar_failures_not_logged"] = "\(held)" }
                     context.logger.error("request failed", metadata: metadata)
                 }
@@ -35,10 +35,6 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
-    /// An underlying error as the log may show it (see ``CommitHealth/describe(_:)``).
-    static func describe(_ cause: any Error) -> String {
-        CommitHealth.describe(cause)
-    }
 
     /// What any error a route throws is answered as: the gateway's own as they are,
     /// Hummingbird's mapped to the gateway's codes, anything else `500` with no details.
