@@ -14,12 +14,9 @@ public final class ServeLock: Sendable {
     /// Takes the lock, or throws naming the process that holds it.
     public init(storePath: String) throws {
         let folder = URL(fileURLWithPath: storePath).standardizedFileURL.deletingLastPathComponent()
-        path = try StoreOpenError.naming(storePath) {
+        (path, descriptor) = try StoreOpenError.naming(storePath) {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            return Self.lockPath(storePath)
-        }
-        let path = path
-        descriptor = try StoreOpenError.naming(storePath) {
+            let path = Self.lockPath(storePath)
             let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else {
                 throw StoreOpenError(path: storePath, reason: "cannot create \(path): \(String(cString: strerror(errno)))")
@@ -38,7 +35,7 @@ public final class ServeLock: Sendable {
             let pid = Array("\(getpid())\n".utf8)
             _ = ftruncate(descriptor, 0)
             _ = pid.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
-            return descriptor
+            return (path, descriptor)
         }
     }
 
