@@ -39,7 +39,8 @@ public struct AdjustAdapter: VendorAdapter {
         let path: String
         switch event.type {
         case .refund:
-            // Adjust takes no negative revenue; its refunds come from the App Store itself.
+            // Not reached through VendorSink, which declines kinds Adjust does not take;
+            // Adjust refuses negative revenue, so a refund has no form here.
             throw VendorRefusal("refunds are not sent to Adjust")
         case .session:
             path = "/session"
