@@ -124,8 +124,6 @@ def check(route, status, content_type, body):
     if status >= 500:
         return f"{status} from {route}: {body[:200]!r}"
     if status >= 400:
-        if route.startswith("/v1/skadnetwork/conversion-value") and status == 400:
-            return None  # the client snippet's own {"status":"error","reason"} shape
         if not content_type.startswith("application/json"):
             return f"{status} from {route} is not JSON ({content_type})"
         try:

@@ -225,7 +225,12 @@ import Testing
             #expect(try await ask(closed) == (200, #"{"status":"ok"}"#))
             let (status, error) = try await ask(base + "&n=purchase&conversion_value=99")
             #expect(status == 400 && error.contains(#""status":"error""#) && error.contains("conversion_value"))
-            #expect(try await ask(base + "&conversion_value=1").1.contains("n (the event name"))
+            #expect(error.contains(#""error":{"code":"invalid_field","#) && error.contains(#""field":"conversion_value""#))
+            let missing = try await ask(base + "&conversion_value=1").1
+            #expect(missing.contains("n (the event name") && missing.contains(#""code":"missing_field""#))
+            #expect(missing.contains(#""field":"n""#))
+            let notANumber = try await ask(base + "&n=purchase&total_revenue_by_currency=%7B%22USD%22%3A%22x%22%7D").1
+            #expect(notANumber.contains(#""field":"total_revenue_by_currency.USD""#))
             #expect(try await ask(base + "&n=purchase&total_revenue_by_currency=lots").1.contains("total_revenue_by_currency"))
 
             let posted = try await client.execute(

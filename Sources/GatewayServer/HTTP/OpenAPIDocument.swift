@@ -216,7 +216,7 @@ paths:
             application/json:
               schema: {$ref: "#/components/schemas/ConversionValueAnswer"}
         "400":
-          description: Bad input (the client snippet's own error shape)
+          description: Bad input (the client snippet's status and reason, and the gateway's error object)
           content:
             application/json:
               schema: {$ref: "#/components/schemas/ConversionValueAnswer"}
@@ -553,5 +553,13 @@ components:
         conversion_value: {type: integer, minimum: 0, maximum: 63}
         status: {enum: [ok, error]}
         reason: {type: string}
+        error:
+          type: object
+          description: on a refusal, the same error object every other route answers with
+          required: [code, message, field]
+          properties:
+            code: {enum: [missing_field, invalid_field]}
+            message: {type: string}
+            field: {type: string}
 """#
 }

@@ -8,17 +8,29 @@ import Hummingbird
 /// It takes the query names of the widely copied client snippet of Singular's SKAN S2S
 /// guide, so an app using it switches by changing one URL. Values never go down, and
 /// nothing changes once the update window (24 h after the last SKAdNetwork call) closed.
+/// A refusal carries the snippet's `status`/`reason` and the gateway's `error` object, so
+/// both the snippet and a client reading every route's errors one way understand it.
 struct ConversionValueAnswer: Encodable {
     let conversion_value: Int?
     let status: String
     let reason: String?
+    let error: ErrorBody?
 
-    static func value(_ value: Int?) -> ConversionValueAnswer {
-        ConversionValueAnswer(conversion_value: value, status: "ok", reason: nil)
+    /// The gateway's `{"code", "message", "field"}`, as every other route's errors carry.
+    struct ErrorBody: Encodable, Equatable {
+        let code: String
+        let message: String
+        let field: String
     }
 
-    static func error(_ reason: String) -> ConversionValueAnswer {
-        ConversionValueAnswer(conversion_value: nil, status: "error", reason: reason)
+    static func value(_ value: Int?) -> ConversionValueAnswer {
+        ConversionValueAnswer(conversion_value: value, status: "ok", reason: nil, error: nil)
+    }
+
+    static func refusal(_ code: GatewayError.Code, field: String, _ reason: String) -> ConversionValueAnswer {
+        ConversionValueAnswer(
+            conversion_value: nil, status: "error", reason: reason,
+            error: ErrorBody(code: code.name, message: reason, field: field))
     }
 }
 
@@ -44,28 +56,37 @@ extension GatewayHTTP {
         var current = 0
         if let value = text("conversion_value") {
             guard let number = Int(value), (0...63).contains(number) else {
-                return .error("conversion_value must be an integer from 0 to 63")
+                return .refusal(.invalidField, field: "conversion_value", "conversion_value must be an integer from 0 to 63")
             }
             current = number
         }
-        guard let event = text("n") else { return .error("n (the event name, or __SESSION__) is required") }
+        guard let event = text("n") else {
+            return .refusal(.missingField, field: "n", "n (the event name, or __SESSION__) is required")
+        }
         var revenue: [String: Decimal] = [:]
         if let json = text("total_revenue_by_currency") {
             guard case .object(let object)? = try? JSONValue.parse(Data(json.utf8)) else {
-                return .error("total_revenue_by_currency must be a JSON object such as {\"USD\": 4.99}")
+                return .refusal(
+                    .invalidField, field: "total_revenue_by_currency",
+                    "total_revenue_by_currency must be a JSON object such as {\"USD\": 4.99}")
             }
             for (currency, amount) in object {
                 switch amount {
                 case .integer(let n): revenue[currency] = Decimal(n)
                 case .double(let d): revenue[currency] = Decimal(string: String(d)) ?? Decimal(d)
-                default: return .error("total_revenue_by_currency.\(currency) must be a number")
+                default:
+                    return .refusal(
+                        .invalidField, field: "total_revenue_by_currency.\(currency)",
+                        "total_revenue_by_currency.\(currency) must be a number")
                 }
             }
         }
         var calls: [String: Double] = [:]
         for name in ["first_call_to_skadnetwork_timestamp", "last_call_to_skadnetwork_timestamp"] {
             guard let value = text(name) else { continue }
-            guard let seconds = Double(value), seconds > 0 else { return .error("\(name) must be UNIX seconds") }
+            guard let seconds = Double(value), seconds > 0 else {
+                return .refusal(.invalidField, field: name, "\(name) must be UNIX seconds")
+            }
             calls[name] = seconds
         }
         // SKAN's timer: each update allows another within 24 hours, then the window closes.
