@@ -19,8 +19,10 @@ import Testing
 /// are upper bounds, never speed claims.
 @Suite struct SlowClientTests {
     /// A blocking TCP connection to the gateway, with a read timeout as a bound. Its reads
-    /// run on a Dispatch thread: blocking one of Swift's few cooperative threads (two on
-    /// these machines) could starve the gateway's own handlers, which run on them too.
+    /// run on a thread of their own: blocking one of Swift's few cooperative threads (two
+    /// on these machines) could starve the gateway's own handlers, which run on them too,
+    /// and so could blocking Dispatch's threads, which on Linux the cooperative pool
+    /// shares (three reads at once held every gateway's handlers for a second).
     final class RawConnection: @unchecked Sendable {
         let fd: Int32
 
@@ -55,7 +57,7 @@ import Testing
         /// `closed` tells which.
         func readAll() async -> (text: String, closed: Bool) {
             await withCheckedContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(returning: self.readBlocking()) }
+                Thread.detachNewThread { continuation.resume(returning: self.readBlocking()) }
             }
         }
 
