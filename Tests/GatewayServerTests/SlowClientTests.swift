@@ -98,7 +98,15 @@ import Testing
         "GET /healthz HTTP/1.1\r\nHost: x\r\nBroken header line\r\n\r\n",
     ])
     func aRequestTheParserCannotReadGetsAJSONErrorAndTheConnectionCloses(request: String) async throws {
-        try await withGateway(idleMs: 5000, bodyMs: 5000) { port in
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        try await withGateway(idleMs: 5000, bodyMs: 5000, logger: Logger(label: "gateway", factory: { _ in handler })) { port in
+            let scrape = { () async throws -> String in
+                let connection = try RawConnection(port: port)
+                connection.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                return await connection.readAll().text
+            }
+            #expect(try await scrape().contains("gateway_malformed_requests_total 0"))
             let connection = try RawConnection(port: port)
             connection.send(request)
             let answer = await connection.readAll()
@@ -106,6 +114,12 @@ import Testing
             #expect(answer.text.hasPrefix("HTTP/1.1 400"), "\(answer.text.prefix(200))")
             #expect(answer.text.contains("application/json"))
             #expect(answer.text.contains(#""code":"malformed_http""#), "\(answer.text)")
+            // No route saw it, yet the metrics and the access log do, under the id it was answered with.
+            #expect(try await scrape().contains("gateway_malformed_requests_total 1"))
+            let refused = accessLogLines(lines.withLock { $0 }).filter { $0["code"] as? String == "malformed_http" }
+            #expect(refused.map { $0["status"] as? String } == ["400"], "\(lines.withLock { $0 })")
+            let id = try #require(refused.first?["request_id"] as? String)
+            #expect(answer.text.lowercased().contains("x-request-id: \(id)".lowercased()))
         }
     }
 

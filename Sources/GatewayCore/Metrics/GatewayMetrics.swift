@@ -37,11 +37,18 @@ public struct GatewayMetrics: Sendable {
             counter("gateway_records_rejected_total", [("provider", provider), ("code", "invalid_signature")])
                 .increment(by: 0)
         }
+        counter("gateway_malformed_requests_total", []).increment(by: 0)
         for sink in sinks {
             for outcome in ["delivered", "declined", "retry", "dead_letter"] {
                 counter("gateway_deliveries_total", [("sink", sink), ("outcome", outcome)]).increment(by: 0)
             }
         }
+    }
+
+    /// A request the HTTP parser could not read, answered `400 malformed_http` before any
+    /// route (so no provider's rejection counter sees it).
+    public func malformedRequest() {
+        counter("gateway_malformed_requests_total", []).increment()
     }
 
     public func received(provider: String, count: Int = 1) {

@@ -48,7 +48,8 @@ public enum GatewayHTTP {
             server: .http1(
                 configuration: .init(
                     additionalChannelHandlers: [
-                        MalformedHTTPAnswer(),
+                        MalformedHTTPAnswer(
+                            metrics: gateway.metrics, accessLog: settings.accessLog ? gateway.logger : nil),
                         RequestReadDeadline(timeout: .milliseconds(Int64(settings.bodyTimeoutMs) + 1000)),
                     ],
                     idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),

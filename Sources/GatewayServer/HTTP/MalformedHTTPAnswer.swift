@@ -1,5 +1,6 @@
 import GatewayCore
 import Hummingbird
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
@@ -12,11 +13,23 @@ import NIOHTTPTypes
 /// Only between requests: while one is still arriving (a body cut off, which the body
 /// reader and the read deadline answer) or still being answered (writing would cut into
 /// that answer), the error goes on to Hummingbird as before.
+///
+/// No route sees such a request, so it is counted here (`gateway_malformed_requests_total`)
+/// and, with the access log on, logged here in the access log's shape.
 final class MalformedHTTPAnswer: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
+
+    let metrics: GatewayMetrics
+    /// The access log, when `server.access_log` is on.
+    let accessLog: Logger?
+
+    init(metrics: GatewayMetrics, accessLog: Logger?) {
+        self.metrics = metrics
+        self.accessLog = accessLog
+    }
 
     /// Request heads read whose answer has not ended.
     private var unanswered = 0
@@ -47,12 +60,18 @@ final class MalformedHTTPAnswer: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         let answer = GatewayError(.malformedHTTP, "the request is not HTTP/1.1 this server can read (\(error))")
+        let requestID = RequestID().description
+        metrics.malformedRequest()
+        // The parser stopped before a method and path it could trust, so the line has neither.
+        accessLog?.info(
+            "request",
+            metadata: ["request_id": "\(requestID)", "status": "400", "code": "\(answer.code.name)"])
         let body = ByteBuffer(bytes: ErrorBody(answer).json.compactUTF8)
         let head = HTTPResponse(
             status: .badRequest,
             headerFields: [
                 .contentType: JSONResponse.contentType, .contentLength: "\(body.readableBytes)", .connection: "close",
-                RequestIDMiddleware<GatewayRequestContext>.header: RequestID().description,
+                RequestIDMiddleware<GatewayRequestContext>.header: requestID,
             ])
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(body)), promise: nil)
