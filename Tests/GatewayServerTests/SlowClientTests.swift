@@ -20,9 +20,11 @@ import Testing
 @Suite struct SlowClientTests {
     /// A blocking TCP connection to the gateway, with a read timeout as a bound. Its reads
     /// run on a thread of their own: blocking one of Swift's few cooperative threads (two
-    /// on these machines) could starve the gateway's own handlers, which run on them too,
-    /// and so could blocking Dispatch's threads, which on Linux the cooperative pool
-    /// shares (three reads at once held every gateway's handlers for a second).
+    /// on these machines) could starve the gateway's own handlers, which run on them too.
+    /// Not on Dispatch's: with the reads there, the suite's gateways started their
+    /// handlers up to a second late (4 runs in 6), which turned the 408 test's access
+    /// line into a 400; on threads of their own, never in 6. A program blocking Dispatch's
+    /// workers with `usleep` did not delay tasks, so why is not pinned down.
     final class RawConnection: @unchecked Sendable {
         let fd: Int32
 
