@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 
 /// The `attribution-gateway` commands, run as a user runs them.
@@ -309,4 +310,83 @@ import Testing
             }
         }
     }
+
+    @Test func aBackupTakenUnderLoadHoldsEveryAcknowledgedRecordAndRestores() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        let gateway = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("serve.log"))
+        try await gateway.start()
+        func post(_ user: String) async throws -> String? {
+            let (status, answer) = try await gateway.post("/v1/iad", body: IAdPayloads.attributed(user: user))
+            return status == 202 ? answer["record_id"] as? String : nil
+        }
+        // Enough records for the copy to take several steps (256 pages each).
+        var before: [String] = []
+        for index in 0..<400 { before.append(try #require(try await post("before-\(index)"))) }
+
+        // Ingest goes on while the copy is taken (StoreBackupTests commits between its steps).
+        let copy = env.directory.appendingPathComponent("backups/copy.sqlite").path
+        try FileManager.default.createDirectory(
+            atPath: (copy as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        let finished = Flag()
+        let backup = Task.detached {
+            defer { finished.set() }
+            return try self.run(["backup", "--config", config, "--to", copy])
+        }
+        var during = 0
+        while !finished.isSet {
+            _ = try await post("during-\(during)")
+            during += 1
+        }
+        let result = try await backup.value
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(during > 0)
+
+        // One self-contained file, whole, holding every record acknowledged before it began.
+        #expect(!FileManager.default.fileExists(atPath: copy + "-wal"))
+        #expect(!FileManager.default.fileExists(atPath: copy + ".partial"))
+        let queue = try DatabaseQueue(path: copy)
+        let (check, mode, pages, ids) = try await queue.read { db in
+            (
+                try String.fetchAll(db, sql: "PRAGMA integrity_check"), try String.fetchOne(db, sql: "PRAGMA journal_mode"),
+                try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
+                Set(try String.fetchAll(db, sql: "SELECT record_id FROM records"))
+            )
+        }
+        #expect(check == ["ok"])
+        #expect(mode == "delete")
+        #expect(pages > 256, "one step only: the test would not see a restart")
+        #expect(Set(before).isSubset(of: ids))
+        #expect(ids.count <= before.count + during)
+        #expect(result.stdout.contains("backed up \(ids.count) records"), "\(result.stdout)")
+
+        // Never over a file: not an earlier backup, not the store itself.
+        for target in [copy, env.databasePath] {
+            let refused = try run(["backup", "--config", config, "--to", target])
+            #expect(refused.status == 1, "\(target)")
+            #expect(refused.stderr.contains("backup not taken: \(target) exists"), "\(refused.stderr)")
+        }
+        #expect(try await queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM records") } == ids.count)
+        try queue.close()
+
+        // Restored, it is the store: a record from before the backup is known as a duplicate.
+        #expect(try await gateway.stop(SIGTERM))
+        let restored = env.directory.appendingPathComponent("restored.yaml").path
+        try env.yaml(logLevel: "info").replacingOccurrences(of: env.databasePath, with: copy)
+            .write(toFile: restored, atomically: true, encoding: .utf8)
+        let second = try GatewayProcess(config: restored, logURL: env.directory.appendingPathComponent("restored.log"))
+        try await second.start()
+        let (status, answer) = try await second.post("/v1/iad", body: IAdPayloads.attributed(user: "before-7"))
+        #expect(status == 200 && answer["status"] as? String == "duplicate", "\(status) \(answer)")
+        #expect(answer["record_id"] as? String == before[7])
+        second.kill(SIGTERM)
+    }
+}
+
+/// Set once, read from any task.
+final class Flag: Sendable {
+    private let state = Mutex(false)
+    var isSet: Bool { state.withLock { $0 } }
+    func set() { state.withLock { $0 = true } }
 }
