@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GatewayConfig
 import GatewayServer
 import GatewayStorage
 import Logging
@@ -10,7 +11,8 @@ struct Serve: AsyncParsableCommand {
         discussion: """
             Stops gracefully on SIGTERM or SIGINT: /readyz fails for server.shutdown_delay_s, then in-flight \
             requests and sink batches finish, for at most server.shutdown_timeout_s; a second signal stops at once. \
-            Undelivered records stay in the outbox.
+            Undelivered records stay in the outbox. SIGHUP re-reads auth.api_keys from the file (key rotation \
+            without a restart); other settings apply at the next start.
             """)
 
     @Option(name: .shortAndLong, help: "The configuration file.")
@@ -35,6 +37,10 @@ struct Serve: AsyncParsableCommand {
         if released > 0 {
             logger.info("tokens a stopped gateway was resolving are due again", metadata: ["count": "\(released)"])
         }
-        try await GatewayHTTP.run(gateway: gateway)
+        // SIGHUP: the keys of the file as it now stands, checked as a whole like at the start.
+        let path = config
+        try await GatewayHTTP.run(gateway: gateway) {
+            try ConfigLoader.load(path: path, registry: .builtIn).auth.apiKeys
+        }
     }
 }

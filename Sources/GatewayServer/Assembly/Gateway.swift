@@ -26,6 +26,8 @@ public final class Gateway: Sendable {
     public let logger: Logger
     /// Set by the first shutdown signal (see ``GatewayHTTP/run(gateway:signals:)``).
     public let shutdown = ShutdownState()
+    /// `auth.api_keys` as they stand: the configuration's at the start, then each reload's.
+    let keyring: APIKeyring
 
     init(
         configuration: GatewayConfiguration, store: SQLiteStore, providers: [any AttributionProvider],
@@ -46,6 +48,7 @@ public final class Gateway: Sendable {
         self.metricsRegistry = metricsRegistry
         self.metrics = metrics
         self.logger = logger
+        keyring = APIKeyring(keys: configuration.auth.apiKeys)
     }
 
     /// The store that `storage.sqlite` names, with its durability: for the server and for

@@ -1,3 +1,4 @@
+import GatewayConfig
 import GatewayCore
 import Logging
 import ServiceLifecycle
@@ -23,7 +24,13 @@ extension GatewayHTTP {
     /// what is still running is cancelled. A second signal cancels at once. Cancelling
     /// loses nothing: a request not yet answered was not acknowledged, and a batch cut
     /// short stays in the outbox, to be offered again by the next start.
-    public static func run(gateway: Gateway, signals: [UnixSignal] = [.sigterm, .sigint]) async throws {
+    ///
+    /// With `reloadKeys`, each `SIGHUP` replaces `auth.api_keys` with what it returns (see
+    /// ``reloadKeysOnHangup(gateway:load:)``).
+    public static func run(
+        gateway: Gateway, signals: [UnixSignal] = [.sigterm, .sigint],
+        reloadKeys: (@Sendable () throws -> [AuthSettings.Key])? = nil
+    ) async throws {
         let settings = gateway.configuration.server
         let logger = gateway.logger
         var configuration = ServiceGroupConfiguration(
@@ -64,7 +71,11 @@ extension GatewayHTTP {
                     }
                 }
             }
-            // Whichever ends first (the group, or the second signal) ends the other.
+            if let reloadKeys {
+                // Never ends by itself: the group or the second signal ends it.
+                tasks.addTask { await reloadKeysOnHangup(gateway: gateway, load: reloadKeys) }
+            }
+            // Whichever ends first (the group, or the second signal) ends the others.
             try await tasks.next()
             tasks.cancelAll()
             try await tasks.waitForAll()

@@ -1,11 +1,26 @@
 import GatewayConfig
 import GatewayCore
 import HTTPTypes
+import Synchronization
 
 /// The API keys of `auth.api_keys`, held as SHA-256 digests. A key writes records only
 /// for its own app; answers to a bad key say nothing about which keys exist.
-struct APIKeyring: Sendable {
-    let keys: [AuthSettings.Key]
+///
+/// One per gateway, shared by every route, so that `SIGHUP` can replace the keys while it
+/// serves (rotation without a restart).
+final class APIKeyring: Sendable {
+    private let current: Mutex<[AuthSettings.Key]>
+
+    init(keys: [AuthSettings.Key]) {
+        current = Mutex(keys)
+    }
+
+    var keys: [AuthSettings.Key] { current.withLock { $0 } }
+
+    /// Takes effect for the requests that look after it returns.
+    func replace(with keys: [AuthSettings.Key]) {
+        current.withLock { $0 = keys }
+    }
 
     var isEnabled: Bool { !keys.isEmpty }
 
@@ -27,6 +42,7 @@ struct APIKeyring: Sendable {
     /// The apps of the keys whose digest is `digest`; nil when there is none.
     func apps(digest: [UInt8]) -> Set<String>? {
         var apps: Set<String> = []
+        let keys = keys
         // Every key is compared, in constant time, whatever matched before.
         for key in keys where Self.constantTimeEqual(key.sha256, digest) {
             apps.insert(key.appID)

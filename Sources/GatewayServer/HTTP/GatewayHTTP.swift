@@ -18,7 +18,7 @@ public enum GatewayHTTP {
                 middleware: RateLimitMiddleware(
                     perKey: limits.perKey.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
                     perIP: limits.perIP.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
-                    keyring: APIKeyring(keys: gateway.configuration.auth.apiKeys)))
+                    keyring: gateway.keyring))
         }
         addIngestRoutes(to: router, gateway: gateway)
         addASASDKRoutes(to: router, gateway: gateway)

@@ -162,7 +162,7 @@ extension GatewayHTTP {
         else { return }
         let backend = ASASDKBackend(
             appID: appID, resolver: resolver, pipeline: gateway.pipeline,
-            keyring: APIKeyring(keys: gateway.configuration.auth.apiKeys),
+            keyring: gateway.keyring,
             bodies: BodyReader(gateway.configuration.server))
         // Counted as the AdServices provider's: its tokens and records are that provider's.
         let counted = { handler in countingRejections(of: provider.name, metrics: gateway.metrics, handler) }

@@ -39,7 +39,7 @@ extension GatewayHTTP {
         guard let provider = gateway.provider(named: SKAdNetworkProvider.typeName) as? SKAdNetworkProvider,
             let model = provider.options.conversionModel
         else { return }
-        let keyring = APIKeyring(keys: gateway.configuration.auth.apiKeys)
+        let keyring = gateway.keyring
         router.get("/v1/skadnetwork/conversion-value") { request, _ -> Response in
             if keyring.isEnabled, keyring.apps(presentedIn: request.headers) == nil {
                 throw APIKeyring.unauthorized

@@ -76,7 +76,7 @@ extension GatewayHTTP {
     /// `200` when every record was already stored (a duplicate changes nothing).
     static func addIngestRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         let bodies = BodyReader(gateway.configuration.server)
-        let keyring = APIKeyring(keys: gateway.configuration.auth.apiKeys)
+        let keyring = gateway.keyring
         for provider in gateway.providers {
             for route in provider.routes {
                 let handler = countingRejections(of: provider.name, metrics: gateway.metrics) { request, context in

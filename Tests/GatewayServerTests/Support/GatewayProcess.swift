@@ -62,6 +62,11 @@ final class GatewayProcess {
         throw Failure("the gateway did not start")
     }
 
+    /// Sends `signal` without waiting for anything.
+    func signal(_ signal: Int32) {
+        Foundation.kill(process.processIdentifier, signal)
+    }
+
     func kill(_ signal: Int32) {
         Foundation.kill(process.processIdentifier, signal)
         process.waitUntilExit()
@@ -91,11 +96,12 @@ final class GatewayProcess {
     }
 
     /// POSTs a body; returns the status and the JSON answer.
-    func post(_ path: String, body: String) async throws -> (Int, [String: Any]) {
+    func post(_ path: String, body: String, headers: [String: String] = [:]) async throws -> (Int, [String: Any]) {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = "POST"
         request.httpBody = Data(body.utf8)
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         let (data, response) = try await URLSession.shared.data(for: request)
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]

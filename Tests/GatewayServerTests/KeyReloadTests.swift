@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+
+/// `SIGHUP` replaces `auth.api_keys` while the gateway serves: keys rotate without a restart.
+@Suite struct KeyReloadTests {
+    static let oldKey = "old-key-for-1234567890"
+    static let newKey = "new-key-for-1234567890"
+
+    @Test func aHangupRotatesTheKeysAndAFileThatNoLongerChecksOutChangesNothing() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = env.directory.appendingPathComponent("keys.yaml").path
+        func write(keys: [String], broken: Bool = false) throws {
+            var yaml = env.yaml(logLevel: "info") + "\nauth:\n  api_keys:\n"
+            yaml += keys.map { "    - { app_id: \"1234567890\", key: \"\($0)\" }\n" }.joined()
+            if broken { yaml = yaml.replacingOccurrences(of: "port: 0", with: "port: abc") }
+            try yaml.write(toFile: config, atomically: true, encoding: .utf8)
+        }
+        try write(keys: [Self.oldKey])
+        let logURL = env.directory.appendingPathComponent("serve.log")
+        let gateway = try GatewayProcess(config: config, logURL: logURL)
+        try await gateway.start()
+        var users = 0
+        func status(_ key: String) async throws -> Int {
+            users += 1
+            return try await gateway.post(
+                "/v1/iad", body: IAdPayloads.attributed(user: "reload-\(users)"),
+                headers: ["Authorization": "Bearer \(key)"]
+            ).0
+        }
+        func log() -> String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
+        /// Polls until `key` is answered `expected`; a bound, not a speed claim.
+        func eventually(_ key: String, _ expected: Int) async throws -> Bool {
+            try await env.eventually(seconds: 30) { try await status(key) == expected }
+        }
+
+        #expect(try await status(Self.oldKey) == 202)
+        #expect(try await status(Self.newKey) == 401)
+
+        // Rotation: the new key is added, then the clients move, then the old one goes.
+        try write(keys: [Self.oldKey, Self.newKey])
+        gateway.signal(SIGHUP)
+        #expect(try await eventually(Self.newKey, 202))
+        #expect(try await status(Self.oldKey) == 202)
+
+        // A file with a mistake in it: refused as a whole, the keys in use stay.
+        try write(keys: [Self.newKey], broken: true)
+        gateway.signal(SIGHUP)
+        #expect(try await env.eventually(seconds: 30) { log().contains("configuration reload refused") })
+        #expect(log().contains("server.port"))
+        #expect(try await status(Self.oldKey) == 202)
+
+        try write(keys: [Self.newKey])
+        gateway.signal(SIGHUP)
+        #expect(try await eventually(Self.oldKey, 401))
+        #expect(try await status(Self.newKey) == 202)
+
+        // The log counts keys; it never holds one.
+        #expect(log().contains("auth.api_keys reloaded"))
+        #expect(!log().contains(Self.oldKey) && !log().contains(Self.newKey))
+        #expect(try await gateway.stop(SIGTERM))
+        #expect(gateway.process.terminationStatus == 0)
+    }
+}
