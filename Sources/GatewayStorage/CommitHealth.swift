@@ -11,11 +11,16 @@ import Synchronization
 /// its load balancer gets no requests to commit, so it is let back in to try again. Only
 /// the store's own faults count (a full disk, an I/O error, a damaged file, a lock held
 /// too long); a refused row (a constraint, an operator's trigger) is about that record.
+///
+/// A damaged file (SQLite's CORRUPT, NOTADB) is not let back in by time: it does not mend
+/// itself, and letting it in every `window` only failed three more requests each time.
+/// A commit that writes still clears it (a request sent to the instance directly).
 public final class CommitHealth: Sendable {
     private struct State {
         var failuresInARow = 0
         var lastFailure = Date.distantPast
         var cause = ""
+        var damaged = false
     }
 
     private let state = Mutex(State())
@@ -32,13 +37,19 @@ public final class CommitHealth: Sendable {
             state.failuresInARow += 1
             state.lastFailure = now
             state.cause = Self.describe(error)
+            state.damaged = Self.isDamage(error)
         }
     }
 
     /// What `/readyz` reports, or nil while commits go through.
     public func problem(now: Date = Date()) -> String? {
         state.withLock { state in
-            guard state.failuresInARow >= threshold, now.timeIntervalSince(state.lastFailure) < window else { return nil }
+            guard state.failuresInARow >= threshold else { return nil }
+            if state.damaged {
+                return "the store is damaged (\(state.failuresInARow) commits failed in a row: \(state.cause));"
+                    + " restore it from a backup"
+            }
+            guard now.timeIntervalSince(state.lastFailure) < window else { return nil }
             return "the store cannot commit (\(state.failuresInARow) failed in a row: \(state.cause))"
         }
     }
@@ -49,6 +60,11 @@ public final class CommitHealth: Sendable {
             ResultCode.SQLITE_FULL, .SQLITE_IOERR, .SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_READONLY,
             .SQLITE_CANTOPEN, .SQLITE_BUSY, .SQLITE_NOMEM,
         ].contains(error.resultCode)
+    }
+
+    static func isDamage(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        return [ResultCode.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode)
     }
 
     /// An error as a log or an answer may show it: SQLite's code and message (which name

@@ -75,4 +75,22 @@ import Testing
         health.succeeded()
         #expect(health.problem(now: start.addingTimeInterval(40)) == nil)
     }
+
+    @Test func aDamagedFileIsNotLetBackInByTimeOnlyByACommit() {
+        let health = CommitHealth()
+        let start = Date(timeIntervalSince1970: 1_700_000_000)
+        for _ in 0..<3 {
+            health.failed(DatabaseError(resultCode: .SQLITE_CORRUPT, message: "database disk image is malformed"), at: start)
+        }
+        let problem = health.problem(now: start.addingTimeInterval(3600))
+        #expect(problem?.contains("damaged") == true && problem?.contains("restore it from a backup") == true)
+        // A full disk after it is a full disk again: time lets that one back in.
+        for _ in 0..<3 { health.failed(Self.full(), at: start) }
+        #expect(health.problem(now: start.addingTimeInterval(31)) == nil)
+        for _ in 0..<3 {
+            health.failed(DatabaseError(resultCode: .SQLITE_NOTADB, message: "file is not a database"), at: start)
+        }
+        health.succeeded()
+        #expect(health.problem(now: start.addingTimeInterval(3600)) == nil)
+    }
 }
