@@ -7,9 +7,11 @@ struct Backup: AsyncParsableCommand {
         abstract: "Copy the store to a file, consistently, while the gateway runs.",
         discussion: """
             Copies one committed moment of storage.sqlite.path (records, outboxes, dead letters, \
-            pending tokens, the keyword cache, the SQLite sink's table) with SQLite's online backup; \
-            ingest goes on meanwhile. The copy is checked and synced before it appears under its \
-            name, and it is one file. An existing file is never replaced. To restore: stop the \
+            pending tokens, the keyword cache, and the SQLite sink's table when it shares the file) \
+            with SQLite's online backup; ingest goes on meanwhile, and the store's write-ahead log \
+            grows until the copy ends. The copy is checked and synced before it appears under its \
+            name, readable by its owner only, and it is one file. An existing file is never \
+            replaced. To restore: stop the \
             gateway, put the copy at storage.sqlite.path (removing any PATH-wal and PATH-shm left \
             there), start it.
             """)
@@ -40,7 +42,7 @@ struct Backup: AsyncParsableCommand {
         let seconds = (ContinuousClock.now - started) / .seconds(1)
         let megabytes = Double(summary.bytes) / 1_048_576
         print(
-            "backed up \(summary.records) records (\(String(format: "%.1f", megabytes)) MB) to \(to)"
+            "backed up \(summary.records) records (\(String(format: "%.1f", megabytes)) MB) to \(summary.path)"
                 + " in \(String(format: "%.1f", seconds)) s")
     }
 }

@@ -8,9 +8,10 @@ import GRDB
 /// inside one read transaction, copies one committed moment and does not hold the
 /// writer (WAL), so ingest goes on meanwhile.
 ///
-/// The copy is written to `TARGET.partial`, switched to a rollback journal (so it is one
-/// self-contained file), checked with `quick_check`, synced and only then renamed to
-/// `TARGET`: the target is either absent or a whole store.
+/// The copy is written to `TARGET.partial-XXXXXXXX` (this run's own, mode 0600), switched
+/// to a rollback journal (so it is one self-contained file), checked with `quick_check`,
+/// synced and only then linked to `TARGET`, which is never replaced: the target is either
+/// absent or a whole store.
 public enum StoreBackup {
     /// What a finished backup holds.
     public struct Summary: Sendable {
@@ -18,6 +19,8 @@ public enum StoreBackup {
         /// perhaps some after.
         public let records: Int
         public let bytes: Int
+        /// Where the copy is, its folder resolved.
+        public var path = ""
     }
 
     /// Why a backup was not taken; the target is left as it was.
@@ -31,32 +34,83 @@ public enum StoreBackup {
     public static func copy(
         _ store: SQLiteStore, to target: String, pagesPerStep: Int32 = 256, progress: (Int, Int) -> Void = { _, _ in }
     ) throws -> Summary {
-        let targetURL = URL(fileURLWithPath: target).standardizedFileURL
-        guard !FileManager.default.fileExists(atPath: targetURL.path) else {
-            // Never over an older backup, nor over the store or its log.
-            throw Refusal(description: "\(target) exists; a backup never replaces a file")
-        }
-        let folder = targetURL.deletingLastPathComponent()
-        var isFolder: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder), isFolder.boolValue else {
-            throw Refusal(description: "\(folder.path) is not a folder")
-        }
-        let partial = targetURL.path + ".partial"
-        // A partial copy is a previous backup's that did not finish; it is only ours to remove.
-        removeFiles(of: partial)
+        let destination = try resolve(target, store: store)
+        // This run's own name, made 0600 and exclusively: another backup to the same file
+        // writes its own, and the copy (tokens, user ids, raw payloads) is the owner's only.
+        let partial = destination + ".partial-" + UUID().uuidString.prefix(8)
+        let created = open(partial, O_CREAT | O_EXCL | O_WRONLY, 0o600)
+        guard created >= 0 else { throw Refusal(description: "cannot create \(partial): \(errorText(errno))") }
+        close(created)
         do {
             let summary = try write(store, to: partial, pagesPerStep: pagesPerStep, progress: progress)
             try sync(path: partial)
-            try FileManager.default.moveItem(atPath: partial, toPath: targetURL.path)
-            try sync(path: folder.path)
-            return summary
+            // link() never replaces: a backup that finished first under this name keeps it.
+            guard link(partial, destination) == 0 else {
+                let code = errno
+                throw Refusal(
+                    description: code == EEXIST
+                        ? "\(destination) appeared while the copy was made; it was left as it is"
+                        : "cannot name the copy \(destination): \(errorText(code))")
+            }
+            unlink(partial)
+            // The copy is whole and named; a folder that cannot be synced only puts its
+            // name at risk in a power cut, which is no reason to call the backup not taken.
+            try? sync(path: (destination as NSString).deletingLastPathComponent)
+            return Summary(records: summary.records, bytes: summary.bytes, path: destination)
         } catch {
             removeFiles(of: partial)
             if error is Refusal { throw error }
             // SQLite's error does not say which side failed (a full disk under the target,
             // a damaged page in the store), so the message names both.
-            throw Refusal(description: "copying \(store.path) to \(target) failed: \(error)")
+            throw Refusal(description: "copying \(store.path) to \(destination) failed: \(describe(error))")
         }
+    }
+
+    /// The file `target` names, its folder resolved as the kernel does (links, `..`), so
+    /// that the copy lands where the summary says; refused when it would replace anything.
+    static func resolve(_ target: String, store: SQLiteStore) throws -> String {
+        guard !target.hasSuffix("/"), !target.isEmpty else {
+            throw Refusal(description: "\(target) names a folder; give the backup's file name")
+        }
+        let given = URL(fileURLWithPath: target)
+        let folderPath = given.deletingLastPathComponent().path
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: folderPath, isDirectory: &isFolder), isFolder.boolValue,
+            let folder = realPath(folderPath)
+        else {
+            throw Refusal(description: "\(folderPath) is not a folder")
+        }
+        let destination = (folder == "/" ? "" : folder) + "/" + given.lastPathComponent
+        // lstat: a link, even one pointing nowhere, is a file the backup would replace.
+        var status = stat()
+        guard lstat(destination, &status) != 0 else {
+            throw Refusal(description: "\(target) exists; a backup never replaces a file")
+        }
+        // The store's own side files need not exist to be its: a `-journal` made here
+        // would lock the live store, and the next start would delete it as a hot journal.
+        let storeFile = realPath(store.path) ?? store.path
+        for suffix in ["-journal", "-wal", "-shm", "-serve.lock"] where destination == storeFile + suffix {
+            throw Refusal(description: "\(target) is the store's own \(suffix) file; choose another name")
+        }
+        return destination
+    }
+
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    private static func errorText(_ code: Int32) -> String {
+        String(cString: strerror(code))
+    }
+
+    /// SQLite's code with its meaning: after a failed backup step the connection's
+    /// message is often only "not an error".
+    private static func describe(_ error: any Error) -> String {
+        guard let error = error as? DatabaseError else { return "\(error)" }
+        let message = error.message.flatMap { $0 == "not an error" ? nil : $0 }
+        return "SQLite error \(error.resultCode)" + (message.map { ": \($0)" } ?? "")
     }
 
     private static func write(
@@ -84,9 +138,10 @@ public enum StoreBackup {
         }
     }
 
-    /// The database file at `path` and the files SQLite may have left beside it.
+    /// The database file at `path` and the files SQLite may have left beside it; files
+    /// only (unlink), never a folder.
     private static func removeFiles(of path: String) {
-        for suffix in ["", "-journal", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        for suffix in ["", "-journal", "-wal", "-shm"] { unlink(path + suffix) }
     }
 
     private static func sync(path: String) throws {

@@ -43,21 +43,84 @@ import Testing
         #expect(summary.bytes == total * 4096)
     }
 
-    @Test func aTargetThatExistsOrAFolderThatDoesNotIsRefusedAndLeftAlone() async throws {
+    @Test func aTargetThatWouldReplaceAnythingIsRefusedAndLeftAlone() async throws {
         let f = try DeliveryTests.Fixture()
         defer { try? FileManager.default.removeItem(atPath: f.path) }
         try await f.ingest(3)
+        let folder = (f.path as NSString).deletingLastPathComponent
         let existing = f.path + ".old"
         try Data("an older backup".utf8).write(to: URL(fileURLWithPath: existing))
-        defer { try? FileManager.default.removeItem(atPath: existing) }
-        for (target, reason) in [(existing, "exists"), ("/nonexistent-\(UUID())/copy.sqlite", "is not a folder")] {
-            #expect {
-                try StoreBackup.copy(f.store, to: target)
-            } throws: { error in
-                "\(error)".contains(reason)
+        let dangling = f.path + ".link"
+        try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: folder + "/nowhere-\(UUID())")
+        defer { for path in [existing, dangling] { try? FileManager.default.removeItem(atPath: path) } }
+        let cases = [
+            (existing, "exists"), (dangling, "exists"), ("/nonexistent-\(UUID())/copy.sqlite", "is not a folder"),
+            (folder + "/", "names a folder"),
+            // Not there in WAL mode, yet the store's: made here, it would lock the live store.
+            (f.path + "-journal", "the store's own -journal file"),
+        ]
+        for (target, reason) in cases {
+            #expect(throws: StoreBackup.Refusal.self, "\(target)") {
+                do {
+                    try StoreBackup.copy(f.store, to: target)
+                } catch {
+                    #expect("\(error)".contains(reason), "\(error)")
+                    throw error
+                }
             }
         }
         #expect(try String(contentsOfFile: existing, encoding: .utf8) == "an older backup")
-        #expect(!FileManager.default.fileExists(atPath: existing + ".partial"))
+        #expect(!FileManager.default.fileExists(atPath: f.path + "-journal"))
+    }
+
+    @Test func aFileThatAppearsUnderTheNameMeanwhileIsKeptAndTheCopyIsNot() async throws {
+        let f = try DeliveryTests.Fixture()
+        defer { try? FileManager.default.removeItem(atPath: f.path) }
+        try await f.ingest(20)
+        let target = f.path + ".backup"
+        // Another run's leftovers under the old fixed name: not this run's to touch.
+        let stale = target + ".partial"
+        try FileManager.default.createDirectory(atPath: stale + "/sub", withIntermediateDirectories: true)
+        defer { for path in [target, stale] { try? FileManager.default.removeItem(atPath: path) } }
+        var appeared = false
+        #expect(throws: StoreBackup.Refusal.self) {
+            do {
+                try StoreBackup.copy(f.store, to: target, pagesPerStep: 1) { _, _ in
+                    // Another backup finishing first under the same name.
+                    if !appeared {
+                        appeared = true
+                        try? Data("the other backup".utf8).write(to: URL(fileURLWithPath: target))
+                    }
+                }
+            } catch {
+                #expect("\(error)".contains("appeared while the copy was made"), "\(error)")
+                throw error
+            }
+        }
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "the other backup")
+        #expect(FileManager.default.fileExists(atPath: stale + "/sub"))
+        let folder = (target as NSString).deletingLastPathComponent
+        let name = (target as NSString).lastPathComponent
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasPrefix(name + ".partial-") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+    }
+
+    @Test func theCopyIsItsOwnersAloneAndLandsWhereTheFolderResolves() async throws {
+        let f = try DeliveryTests.Fixture()
+        defer { try? FileManager.default.removeItem(atPath: f.path) }
+        try await f.ingest(3)
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("backup-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: base + "/deep/inner", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: base + "/lnk", withDestinationPath: base + "/deep/inner")
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        // `..` after a link goes up from where the link points, as the kernel resolves it.
+        let summary = try StoreBackup.copy(f.store, to: base + "/lnk/../copy.sqlite")
+        let landed = try #require(realpath(base + "/deep/copy.sqlite", nil).map { path in
+            defer { free(path) }
+            return String(cString: path)
+        })
+        #expect(summary.path == landed)
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: landed)[.posixPermissions] as? Int)
+        #expect(mode & 0o077 == 0, "mode \(String(mode, radix: 8))")
     }
 }
