@@ -331,9 +331,14 @@ import Testing
         try FileManager.default.createDirectory(
             atPath: (copy as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let finished = Flag()
-        let backup = Task.detached {
-            defer { finished.set() }
-            return try self.run(["backup", "--config", config, "--to", copy])
+        // On a thread of its own: waiting for the child would block a cooperative thread.
+        let backup = Task {
+            try await withCheckedThrowingContinuation { continuation in
+                Thread.detachNewThread {
+                    defer { finished.set() }
+                    continuation.resume(with: Result { try self.run(["backup", "--config", config, "--to", copy]) })
+                }
+            }
         }
         var during = 0
         while !finished.isSet {
