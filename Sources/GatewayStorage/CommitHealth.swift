@@ -12,15 +12,18 @@ import Synchronization
 /// the store's own faults count (a full disk, an I/O error, a damaged file, a lock held
 /// too long); a refused row (a constraint, an operator's trigger) is about that record.
 ///
-/// A damaged file (SQLite's CORRUPT, NOTADB) is not let back in by time: it does not mend
-/// itself, and letting it in every `window` only failed three more requests each time.
-/// A commit that writes still clears it (a request sent to the instance directly).
+/// A damaged file (SQLite's CORRUPT, NOTADB, three times since the last commit that
+/// wrote) is not let back in by time: it does not mend itself, and letting it in every
+/// `window` only failed three more requests each time. One such code among other faults
+/// is not enough, and once damaged it stays so whatever fails next. A commit that writes
+/// still clears it (a request sent to the instance directly).
 public final class CommitHealth: Sendable {
     private struct State {
         var failuresInARow = 0
         var lastFailure = Date.distantPast
         var cause = ""
-        var damaged = false
+        /// Failures that said the file is damaged, since the last commit that wrote.
+        var damage = 0
     }
 
     private let state = Mutex(State())
@@ -28,7 +31,10 @@ public final class CommitHealth: Sendable {
     let window: TimeInterval = 30
 
     func succeeded() {
-        state.withLock { $0.failuresInARow = 0 }
+        state.withLock { state in
+            state.failuresInARow = 0
+            state.damage = 0
+        }
     }
 
     func failed(_ error: any Error, at now: Date = Date()) {
@@ -37,7 +43,7 @@ public final class CommitHealth: Sendable {
             state.failuresInARow += 1
             state.lastFailure = now
             state.cause = Self.describe(error)
-            state.damaged = Self.isDamage(error)
+            if Self.isDamage(error) { state.damage += 1 }
         }
     }
 
@@ -45,7 +51,7 @@ public final class CommitHealth: Sendable {
     public func problem(now: Date = Date()) -> String? {
         state.withLock { state in
             guard state.failuresInARow >= threshold else { return nil }
-            if state.damaged {
+            if state.damage >= threshold {
                 return "the store is damaged (\(state.failuresInARow) commits failed in a row: \(state.cause));"
                     + " restore it from a backup"
             }

@@ -79,18 +79,24 @@ import Testing
     @Test func aDamagedFileIsNotLetBackInByTimeOnlyByACommit() {
         let health = CommitHealth()
         let start = Date(timeIntervalSince1970: 1_700_000_000)
-        for _ in 0..<3 {
-            health.failed(DatabaseError(resultCode: .SQLITE_CORRUPT, message: "database disk image is malformed"), at: start)
-        }
+        let corrupt = DatabaseError(resultCode: .SQLITE_CORRUPT, message: "database disk image is malformed")
+        for _ in 0..<3 { health.failed(corrupt, at: start) }
         let problem = health.problem(now: start.addingTimeInterval(3600))
         #expect(problem?.contains("damaged") == true && problem?.contains("restore it from a backup") == true)
-        // A full disk after it is a full disk again: time lets that one back in.
-        for _ in 0..<3 { health.failed(Self.full(), at: start) }
-        #expect(health.problem(now: start.addingTimeInterval(31)) == nil)
-        for _ in 0..<3 {
-            health.failed(DatabaseError(resultCode: .SQLITE_NOTADB, message: "file is not a database"), at: start)
-        }
+        // Damaged it stays, whatever fails next, until a commit writes.
+        health.failed(Self.full(), at: start)
+        #expect(health.problem(now: start.addingTimeInterval(3600))?.contains("damaged") == true)
         health.succeeded()
         #expect(health.problem(now: start.addingTimeInterval(3600)) == nil)
+    }
+
+    @Test func oneDamageCodeAmongOtherFaultsIsLetBackInByTime() {
+        let health = CommitHealth()
+        let start = Date(timeIntervalSince1970: 1_700_000_000)
+        health.failed(Self.full(), at: start)
+        health.failed(Self.full(), at: start)
+        health.failed(DatabaseError(resultCode: .SQLITE_NOTADB, message: "file is not a database"), at: start)
+        #expect(health.problem(now: start)?.contains("cannot commit") == true)
+        #expect(health.problem(now: start.addingTimeInterval(31)) == nil)
     }
 }
