@@ -24,30 +24,35 @@ final class APIKeyring: Sendable {
 
     var isEnabled: Bool { !keys.isEmpty }
 
-    /// The apps the key a request presents may write for; nil when it names no key.
-    func apps(presentedIn headers: HTTPFields) -> Set<String>? {
-        presentedKey(headers).map(\.apps)
+    /// The apps the key a request presents may write for, from one reading of the keys (a
+    /// reload in between cannot split the answer): nil when there are no keys, so the
+    /// routes are open; `401` when there are and the request names none of them.
+    func admit(_ headers: HTTPFields) throws -> Set<String>? {
+        let keys = keys
+        guard !keys.isEmpty else { return nil }
+        guard let (_, apps) = Self.presentedKey(headers, in: keys) else { throw Self.unauthorized }
+        return apps
     }
 
-    /// The first configured key a request presents, as its digest and apps: a Supabase
-    /// client sends its user's session as `Authorization: Bearer JWT` and the project's
-    /// key as `apikey`, so the bearer token naming no key is no reason to stop.
+    /// The first configured key a request presents, as its digest and apps.
     func presentedKey(_ headers: HTTPFields) -> (digest: [UInt8], apps: Set<String>)? {
-        for digest in Self.presentedDigests(headers) {
-            if let apps = apps(digest: digest) { return (digest, apps) }
+        Self.presentedKey(headers, in: keys)
+    }
+
+    /// A Supabase client sends its user's session as `Authorization: Bearer JWT` and the
+    /// project's key as `apikey`, so the bearer token naming no key is no reason to stop.
+    static func presentedKey(_ headers: HTTPFields, in keys: [AuthSettings.Key]) -> (
+        digest: [UInt8], apps: Set<String>
+    )? {
+        for digest in presentedDigests(headers) {
+            var apps: Set<String> = []
+            // Every key is compared, in constant time, whatever matched before.
+            for key in keys where constantTimeEqual(key.sha256, digest) {
+                apps.insert(key.appID)
+            }
+            if !apps.isEmpty { return (digest, apps) }
         }
         return nil
-    }
-
-    /// The apps of the keys whose digest is `digest`; nil when there is none.
-    func apps(digest: [UInt8]) -> Set<String>? {
-        var apps: Set<String> = []
-        let keys = keys
-        // Every key is compared, in constant time, whatever matched before.
-        for key in keys where Self.constantTimeEqual(key.sha256, digest) {
-            apps.insert(key.appID)
-        }
-        return apps.isEmpty ? nil : apps
     }
 
     /// The SHA-256 of each key a request presents, as keys are held: from `Authorization:

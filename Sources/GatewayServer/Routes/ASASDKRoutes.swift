@@ -87,11 +87,8 @@ struct ASASDKBackend: Sendable {
     // MARK: helpers
 
     func read(_ request: Request, emptyMeansObject: Bool = false) async throws -> PayloadFields {
-        if keyring.isEnabled {
-            guard let apps = keyring.apps(presentedIn: request.headers) else {
-                throw APIKeyring.unauthorized
-            }
-            guard apps.contains(appID) else { throw APIKeyring.forbidden }
+        if let apps = try keyring.admit(request.headers), !apps.contains(appID) {
+            throw APIKeyring.forbidden
         }
         let body = try await bodies.collect(request)
         if emptyMeansObject && body.isEmpty { return PayloadFields([:]) }

@@ -41,9 +41,7 @@ extension GatewayHTTP {
         else { return }
         let keyring = gateway.keyring
         router.get("/v1/skadnetwork/conversion-value") { request, _ -> Response in
-            if keyring.isEnabled, keyring.apps(presentedIn: request.headers) == nil {
-                throw APIKeyring.unauthorized
-            }
+            _ = try keyring.admit(request.headers)
             let answer = conversionValue(request.uri.queryParameters, model: model, now: Date())
             return JSONResponse.make(status: answer.status == "ok" ? .ok : .badRequest, answer)
         }

@@ -80,13 +80,7 @@ extension GatewayHTTP {
         for provider in gateway.providers {
             for route in provider.routes {
                 let handler = countingRejections(of: provider.name, metrics: gateway.metrics) { request, context in
-                    var allowedApps: Set<String>?
-                    if route.requiresAPIKey && keyring.isEnabled {
-                        guard let apps = keyring.apps(presentedIn: request.headers) else {
-                            throw APIKeyring.unauthorized
-                        }
-                        allowedApps = apps
-                    }
+                    let allowedApps = route.requiresAPIKey ? try keyring.admit(request.headers) : nil
                     if let secret = route.sharedSecretSHA256, !SharedSecret.matches(request, sha256: secret) {
                         throw SharedSecret.unauthorized
                     }
