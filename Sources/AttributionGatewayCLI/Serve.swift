@@ -19,6 +19,9 @@ struct Serve: AsyncParsableCommand {
     var config = "config.yaml"
 
     func run() async throws {
+        // Until the reload handler is in place (after the store opens), a SIGHUP from a
+        // deploy script would end the process, its default action; ignored, it is lost.
+        signal(SIGHUP, SIG_IGN)
         let configuration = try loadConfiguration(config)
         let level = Logger.Level(rawValue: configuration.server.logLevel) ?? .info
         let json = configuration.server.logFormat == "json"

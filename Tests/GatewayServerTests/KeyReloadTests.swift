@@ -43,12 +43,23 @@ import Testing
         #expect(try await eventually(Self.newKey, 202))
         #expect(try await status(Self.oldKey) == 202)
 
-        // A file with a mistake in it: refused as a whole, the keys in use stay.
+        // A file with a mistake in it: refused as a whole, the keys in use stay. The log
+        // says where, not what: this typo (no colon) makes the key part of the message.
         try write(keys: [Self.newKey], broken: true)
+        try String(contentsOfFile: config, encoding: .utf8)
+            .replacingOccurrences(of: "key: \"\(Self.newKey)\"", with: "key \"\(Self.newKey)\"")
+            .write(toFile: config, atomically: true, encoding: .utf8)
         gateway.signal(SIGHUP)
         #expect(try await env.eventually(seconds: 30) { log().contains("configuration reload refused") })
-        #expect(log().contains("server.port"))
+        #expect(log().contains("keys.yaml:1:") && log().contains("check-config"))
         #expect(try await status(Self.oldKey) == 202)
+
+        // An empty file (an editor saving in place) would turn authentication off: refused.
+        try "".write(toFile: config, atomically: true, encoding: .utf8)
+        gateway.signal(SIGHUP)
+        #expect(try await env.eventually(seconds: 30) { log().contains("turning authentication off takes a restart") })
+        #expect(try await status(Self.oldKey) == 202)
+        #expect(try await status("no-such-key-0123456789") == 401)
 
         try write(keys: [Self.newKey])
         gateway.signal(SIGHUP)

@@ -1,4 +1,5 @@
 import GatewayConfig
+import GatewayCore
 import Logging
 import UnixSignals
 
@@ -15,18 +16,37 @@ extension GatewayHTTP {
         }
     }
 
+    /// Where each issue is, not what it says: a typo such as `key "…"` (no colon) makes
+    /// the key itself part of the message, and the log is no place for it.
+    /// `check-config` prints the messages to whoever runs it.
+    static func issuePositions(_ error: any Error) -> String {
+        guard let error = error as? ConfigError else { return String(reflecting: type(of: error)) }
+        let positions = error.issues.map { $0.line > 0 ? "\($0.file):\($0.line):\($0.column)" : $0.file }
+        return "\(positions.joined(separator: ", ")) (attribution-gateway check-config FILE says what is wrong)"
+    }
+
     static func reloadKeys(gateway: Gateway, load: () throws -> [AuthSettings.Key]) {
         let logger = gateway.logger
         let keys: [AuthSettings.Key]
         do {
             keys = try load()
         } catch {
-            // The issues name paths and lines, as `check-config` prints them.
             logger.error(
-                "configuration reload refused; the API keys in use are unchanged", metadata: ["issues": "\(error)"])
+                "configuration reload refused; the API keys in use are unchanged",
+                metadata: ["issues": "\(issuePositions(error))"])
             return
         }
         let before = gateway.keyring.keys
+        // An empty or half-written file (an editor saving in place) has no keys: read as
+        // "no authentication", one HUP would open every route. Turning it off takes a restart.
+        if keys.isEmpty && !before.isEmpty {
+            logger.error(
+                """
+                configuration reload refused: it has no auth.api_keys, and turning authentication off takes a \
+                restart; the API keys in use are unchanged
+                """)
+            return
+        }
         gateway.keyring.replace(with: keys)
         // Counts and app ids only: neither keys nor their digests go to the log.
         func held(_ keys: [AuthSettings.Key]) -> Set<[UInt8]> { Set(keys.map { Array($0.appID.utf8) + [0] + $0.sha256 }) }
