@@ -57,11 +57,8 @@ extension GatewayHTTP {
                 "removed": "\(held(before).subtracting(held(keys)).count)",
                 "apps": "\(Set(keys.map(\.appID)).sorted().joined(separator: ","))",
             ])
-        if before.isEmpty != keys.isEmpty {
-            logger.warning(
-                keys.isEmpty
-                    ? "auth.api_keys is now empty: the app-facing routes accept any caller"
-                    : "auth.api_keys is no longer empty: the app-facing routes now need a key")
+        if before.isEmpty && !keys.isEmpty {
+            logger.warning("auth.api_keys is no longer empty: the app-facing routes now need a key")
         }
     }
 }
