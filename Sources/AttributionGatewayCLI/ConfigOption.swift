@@ -5,14 +5,26 @@ import GatewayCore
 import GatewayServer
 import GatewayStorage
 
-/// Loads config.yaml or exits with its issues, one per line, on stderr.
-func loadConfiguration(_ path: String) throws -> GatewayConfiguration {
+/// Loads config.yaml or exits with its issues, one per line, on stderr. With
+/// `forLog` (`serve`, whose stderr is a log), an issue under `auth` or naming a key that is
+/// no plain name is shown by position only: a typo such as `key "…"` (no colon) makes the
+/// key itself part of the message. `check-config` shows everything.
+func loadConfiguration(_ path: String, forLog: Bool = false) throws -> GatewayConfiguration {
     do {
         return try ConfigLoader.load(path: path, registry: .builtIn)
     } catch {
-        printError(error.description)
+        printError(forLog ? error.issues.map(describeForLog).joined(separator: "\n") : error.description)
         throw ExitCode(1)
     }
+}
+
+private func describeForLog(_ issue: ConfigIssue) -> String {
+    let plain = issue.path.unicodeScalars.allSatisfy { CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz0123456789_.[]").contains($0) }
+    guard issue.path.hasPrefix("auth") || !plain else { return issue.description }
+    let position = issue.line > 0 ? "\(issue.file):\(issue.line):\(issue.column)" : issue.file
+    let section = issue.path.prefix { $0 != "." && $0 != "[" }
+    return "\(position): \(section): a problem here, not shown in the log as it may quote a key;"
+        + " `attribution-gateway check-config \(issue.file)` shows it"
 }
 
 func printError(_ text: String) {

@@ -22,7 +22,7 @@ struct Serve: AsyncParsableCommand {
         // Until the reload handler is in place (after the store opens), a SIGHUP from a
         // deploy script would end the process, its default action; ignored, it is lost.
         signal(SIGHUP, SIG_IGN)
-        let configuration = try loadConfiguration(config)
+        let configuration = try loadConfiguration(config, forLog: true)
         let level = Logger.Level(rawValue: configuration.server.logLevel) ?? .info
         let json = configuration.server.logFormat == "json"
         LoggingSystem.bootstrap { label in

@@ -311,6 +311,26 @@ import Testing
         }
     }
 
+    @Test func serveNamesWhereAnAuthIssueIsWithoutQuotingTheKey() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let secret = "LiteralKey-0123456789-abcdef"
+        let config = env.directory.appendingPathComponent("typo.yaml").path
+        // A missing colon makes the key part of the key's name, and so of the message.
+        try (env.yaml().replacingOccurrences(of: "port: 0", with: "port: abc")
+            + "\nauth: { api_keys: [ { app_id: \"1234567890\", key \"\(secret)\" } ] }\n")
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let served = try run(["serve", "--config", config])
+        #expect(served.status == 1)
+        #expect(!served.stderr.contains(secret), "\(served.stderr)")
+        #expect(served.stderr.contains("auth: a problem here") && served.stderr.contains("check-config"))
+        // Other issues are shown whole.
+        #expect(served.stderr.contains("server.port: expected an integer, found 'abc'"), "\(served.stderr)")
+        // check-config, run by the operator, shows everything.
+        let checked = try run(["check-config", config])
+        #expect(checked.status == 1 && checked.stderr.contains(secret))
+    }
+
     @Test func aBackupTakenUnderLoadHoldsEveryAcknowledgedRecordAndRestores() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
