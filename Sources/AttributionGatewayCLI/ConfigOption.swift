@@ -18,8 +18,12 @@ func loadConfiguration(_ path: String, forLog: Bool = false) throws -> GatewayCo
     }
 }
 
+/// What config paths are made of (snake_case keys, sink names, indexes): a path with
+/// anything else in it holds a key name that came from a typo, perhaps a secret's.
+private let plainPath = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz0123456789_-.[]")
+
 private func describeForLog(_ issue: ConfigIssue) -> String {
-    let plain = issue.path.unicodeScalars.allSatisfy { CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz0123456789_.[]").contains($0) }
+    let plain = issue.path.unicodeScalars.allSatisfy(plainPath.contains)
     guard issue.path.hasPrefix("auth") || !plain else { return issue.description }
     let position = issue.line > 0 ? "\(issue.file):\(issue.line):\(issue.column)" : issue.file
     let section = issue.path.prefix { $0 != "." && $0 != "[" }
