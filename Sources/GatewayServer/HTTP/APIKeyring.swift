@@ -22,8 +22,6 @@ final class APIKeyring: Sendable {
         current.withLock { $0 = keys }
     }
 
-    var isEnabled: Bool { !keys.isEmpty }
-
     /// The apps the key a request presents may write for, from one reading of the keys (a
     /// reload in between cannot split the answer): nil when there are no keys, so the
     /// routes are open; `401` when there are and the request names none of them.

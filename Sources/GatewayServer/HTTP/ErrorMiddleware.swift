@@ -35,7 +35,6 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
-
     /// What any error a route throws is answered as: the gateway's own as they are,
     /// Hummingbird's mapped to the gateway's codes, anything else `500` with no details.
     static func answer(to error: any Error, for request: Request) -> GatewayError {
