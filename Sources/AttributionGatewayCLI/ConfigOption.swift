@@ -25,9 +25,8 @@ private let plainPath = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz01
 private func describeForLog(_ issue: ConfigIssue) -> String {
     let plain = issue.path.unicodeScalars.allSatisfy(plainPath.contains)
     guard issue.path.hasPrefix("auth") || !plain else { return issue.description }
-    let position = issue.line > 0 ? "\(issue.file):\(issue.line):\(issue.column)" : issue.file
     let section = issue.path.prefix { $0 != "." && $0 != "[" }
-    return "\(position): \(section): a problem here, not shown in the log as it may quote a key;"
+    return "\(issue.position): \(section): a problem here, not shown in the log as it may quote a key;"
         + " `attribution-gateway check-config \(issue.file)` shows it"
 }
 

@@ -57,9 +57,11 @@ public struct ConfigIssue: Sendable, Equatable, CustomStringConvertible {
         self.message = message
     }
 
+    /// `FILE:LINE:COLUMN`, or the file alone for an issue of the whole file.
+    public var position: String { line > 0 ? "\(file):\(line):\(column)" : file }
+
     public var description: String {
-        let position = line > 0 ? "\(file):\(line):\(column)" : file
-        return path.isEmpty ? "\(position): \(message)" : "\(position): \(path): \(message)"
+        path.isEmpty ? "\(position): \(message)" : "\(position): \(path): \(message)"
     }
 }
 

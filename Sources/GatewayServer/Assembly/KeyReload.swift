@@ -21,8 +21,7 @@ extension GatewayHTTP {
     /// `check-config` prints the messages to whoever runs it.
     static func issuePositions(_ error: any Error) -> String {
         guard let error = error as? ConfigError else { return String(reflecting: type(of: error)) }
-        let positions = error.issues.map { $0.line > 0 ? "\($0.file):\($0.line):\($0.column)" : $0.file }
-        return "\(positions.joined(separator: ", ")) (attribution-gateway check-config FILE says what is wrong)"
+        return "\(error.issues.map(\.position).joined(separator: ", ")) (attribution-gateway check-config FILE says what is wrong)"
     }
 
     static func reloadKeys(gateway: Gateway, load: () throws -> [AuthSettings.Key]) {
