@@ -66,15 +66,8 @@ final class MalformedHTTPAnswer: ChannelDuplexHandler, RemovableChannelHandler {
         accessLog?.info(
             "request",
             metadata: ["request_id": "\(requestID)", "status": "400", "code": "\(answer.code.name)"])
-        let body = ByteBuffer(bytes: ErrorBody(answer).json.compactUTF8)
-        let head = HTTPResponse(
-            status: .badRequest,
-            headerFields: [
-                .contentType: JSONResponse.contentType, .contentLength: "\(body.readableBytes)", .connection: "close",
-                RequestIDMiddleware<GatewayRequestContext>.header: requestID,
-            ])
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(body)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+        ChannelErrorAnswer.write(answer, requestID: requestID, to: context).whenComplete { _ in
+            context.close(promise: nil)
+        }
     }
 }

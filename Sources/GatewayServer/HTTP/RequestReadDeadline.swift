@@ -93,17 +93,7 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     /// connection by leaving the answer stuck in the socket (it is then dropped).
     private func expire(_ context: ChannelHandlerContext) {
         if unanswered == 1, !answering {
-            let body = ByteBuffer(bytes: ErrorBody(BodyReader.tooSlow).json.compactUTF8)
-            let head = HTTPResponse(
-                status: .requestTimeout,
-                headerFields: [
-                    .contentType: JSONResponse.contentType, .contentLength: "\(body.readableBytes)",
-                    .connection: "close",
-                    RequestIDMiddleware<GatewayRequestContext>.header: requestID ?? RequestID().description,
-                ])
-            context.write(wrapOutboundOut(.head(head)), promise: nil)
-            context.write(wrapOutboundOut(.body(body)), promise: nil)
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            _ = ChannelErrorAnswer.write(BodyReader.tooSlow, requestID: requestID ?? RequestID().description, to: context)
         }
         context.close(promise: nil)
     }
