@@ -24,7 +24,7 @@ struct Backup: AsyncParsableCommand {
     func run() async throws {
         let configuration = try loadConfiguration(config)
         let started = ContinuousClock.now
-        let summary = try await withExistingStore(configuration) { store in
+        let summary = try await withExistingStore(configuration, upgrade: .never) { store in
             var progress: ProgressBar?
             do {
                 let summary = try StoreBackup.copy(store, to: to) { copied, total in

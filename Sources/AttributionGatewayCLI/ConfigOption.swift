@@ -37,21 +37,24 @@ func printError(_ text: String) {
 /// The store of a command that reads what a gateway stored (`report`, `dlq`, `replay`):
 /// a missing file is an error, not an empty store made on the spot, since a config
 /// pointing at the wrong place would otherwise read as "nothing recorded yet".
-func openExistingStore(_ configuration: GatewayConfiguration) throws -> SQLiteStore {
+func openExistingStore(
+    _ configuration: GatewayConfiguration, upgrade: SQLiteStore.SchemaUpgrade = .unlessServed
+) throws -> SQLiteStore {
     let path = configuration.storage.sqlitePath
     guard FileManager.default.fileExists(atPath: path) else {
         printError("no store at \(path) (storage.sqlite.path): check the config, or start the gateway once to create it")
         throw ExitCode(1)
     }
-    return try Gateway.openStore(configuration)
+    return try Gateway.openStore(configuration, upgrade: upgrade)
 }
 
 /// Runs `body` on the store a gateway wrote (see ``openExistingStore(_:)``); SQLite's
 /// failures on the way (a damaged page) name the store and its key, and exit 1.
 func withExistingStore<T>(
-    _ configuration: GatewayConfiguration, _ body: (SQLiteStore) async throws -> T
+    _ configuration: GatewayConfiguration, upgrade: SQLiteStore.SchemaUpgrade = .unlessServed,
+    _ body: (SQLiteStore) async throws -> T
 ) async throws -> T {
-    let store = try openExistingStore(configuration)
+    let store = try openExistingStore(configuration, upgrade: upgrade)
     do {
         return try await body(store)
     } catch {

@@ -14,15 +14,63 @@ public final class SQLiteStore: AttributionStore {
     public var commitHealth: CommitHealth { groupCommit.health }
     let inlineSinks = InlineSinks()
 
-    public init(path: String, durability: SQLiteDatabase.Durability = .full) throws {
+    /// When opening a store may upgrade its tables to this binary's.
+    public enum SchemaUpgrade: Sendable {
+        /// The caller holds the store's ``ServeLock`` (`serve`).
+        case whileServing
+        /// Only when no server holds the store: a newer binary's command (`report`,
+        /// `import`) must not change the tables under an older server still running.
+        case unlessServed
+        /// Never, and a newer binary's tables are read as they are (`backup`, a copy of
+        /// whatever the file holds).
+        case never
+    }
+
+    /// Opens the store, upgrading its tables as `upgrade` allows. A store that a newer
+    /// binary upgraded is refused unless `upgrade` is `.never`: this one would run on tables
+    /// whose meaning it does not know.
+    public init(
+        path: String, durability: SQLiteDatabase.Durability = .full, upgrade: SchemaUpgrade = .unlessServed
+    ) throws {
         self.path = path
         self.durability = durability
         pool = try StoreOpenError.naming(path) {
             let pool = try SQLiteDatabase.pool(path: path, durability: durability)
-            try SQLiteStoreSchema.migrator.migrate(pool)
+            try Self.bringUpToDate(pool, path: path, upgrade: upgrade)
             return pool
         }
         groupCommit = GroupCommit(pool: pool)
+    }
+
+    private static func bringUpToDate(_ pool: DatabasePool, path: String, upgrade: SchemaUpgrade) throws {
+        guard upgrade != .never else { return }
+        switch try pool.read(SQLiteStoreSchema.standing) {
+        case .current:
+            return
+        case .ahead(let unknown):
+            throw StoreOpenError(
+                path: path,
+                reason: "a newer attribution-gateway upgraded it (\(unknown.joined(separator: ", ")), "
+                    + "which this version does not know); run that version or a later one. "
+                    + "A backup taken before the upgrade is the way back to this version")
+        case .behind(let missing):
+            var lock: ServeLock?
+            if upgrade == .unlessServed {
+                switch try ServeLock.ifFree(storePath: path) {
+                case .success(let free):
+                    lock = free
+                case .failure(let held):
+                    throw StoreOpenError(
+                        path: path,
+                        reason: "it needs this version's upgrade (\(missing.joined(separator: ", "))), and a "
+                            + "gateway\(held.pid.map { " (pid \($0))" } ?? "") of an older version is serving it; "
+                            + "upgrading under it could change what it reads. Restart that gateway with this "
+                            + "version first, or use the version it runs")
+                }
+            }
+            // Held until the tables are upgraded, so that no server starts on them meanwhile.
+            try withExtendedLifetime(lock) { try SQLiteStoreSchema.migrator.migrate(pool) }
+        }
     }
 
     /// Concurrent calls share commits (see ``GroupCommit``); each returns once its own

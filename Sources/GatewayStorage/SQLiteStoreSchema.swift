@@ -110,4 +110,23 @@ enum SQLiteStoreSchema {
         }
         return migrator
     }
+
+    /// How a store's tables stand against this binary's migrations.
+    enum Standing: Equatable {
+        case current
+        /// Migrations this binary has that the store has not had yet.
+        case behind(missing: [String])
+        /// Migrations a newer binary applied that this one does not know.
+        case ahead(unknown: [String])
+    }
+
+    static func standing(_ db: Database) throws -> Standing {
+        let migrator = self.migrator
+        let applied = try migrator.appliedIdentifiers(db)
+        let known = migrator.migrations
+        let unknown = applied.subtracting(known).sorted()
+        if !unknown.isEmpty { return .ahead(unknown: unknown) }
+        let missing = known.filter { !applied.contains($0) }
+        return missing.isEmpty ? .current : .behind(missing: missing)
+    }
 }

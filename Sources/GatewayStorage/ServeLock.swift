@@ -13,8 +13,37 @@ public final class ServeLock: Sendable {
 
     /// Takes the lock, or throws naming the process that holds it.
     public init(storePath: String) throws {
-        let folder = URL(fileURLWithPath: storePath).standardizedFileURL.deletingLastPathComponent()
-        (path, descriptor) = try StoreOpenError.naming(storePath) {
+        switch try Self.flockOnce(storePath: storePath) {
+        case .success(let taken):
+            (path, descriptor) = taken
+        case .failure(let held):
+            throw StoreOpenError(
+                path: storePath,
+                reason: "another gateway\(held.pid.map { " (pid \($0))" } ?? "") is serving it; "
+                    + "two servers on one store would deliver every record twice. "
+                    + "Stop it, or give this one its own storage.sqlite.path")
+        }
+    }
+
+    private init(path: String, descriptor: Int32) {
+        self.path = path
+        self.descriptor = descriptor
+    }
+
+    /// The lock held by someone else: the pid a server wrote, when it could be read.
+    struct Held: Error {
+        let pid: String?
+    }
+
+    /// The lock if no server holds it, without waiting: for a command that must know no
+    /// server is using the store while it upgrades the store's tables.
+    static func ifFree(storePath: String) throws -> Result<ServeLock, Held> {
+        try flockOnce(storePath: storePath).map { ServeLock(path: $0.path, descriptor: $0.descriptor) }
+    }
+
+    private static func flockOnce(storePath: String) throws -> Result<(path: String, descriptor: Int32), Held> {
+        try StoreOpenError.naming(storePath) {
+            let folder = URL(fileURLWithPath: storePath).standardizedFileURL.deletingLastPathComponent()
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             let path = Self.lockPath(storePath)
             let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
@@ -23,19 +52,15 @@ public final class ServeLock: Sendable {
             }
             guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
                 let holder = (try? String(contentsOfFile: path, encoding: .utf8))?
-                    .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
                 close(descriptor)
-                throw StoreOpenError(
-                    path: storePath,
-                    reason: "another gateway\(holder.isEmpty ? "" : " (pid \(holder))") is serving it; "
-                        + "two servers on one store would deliver every record twice. "
-                        + "Stop it, or give this one its own storage.sqlite.path")
+                return .failure(Held(pid: holder?.isEmpty == false ? holder : nil))
             }
             // Only for the message a second server shows; the lock, not this, is the claim.
             let pid = Array("\(getpid())\n".utf8)
             _ = ftruncate(descriptor, 0)
             _ = pid.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
-            return (path, descriptor)
+            return .success((path, descriptor))
         }
     }
 

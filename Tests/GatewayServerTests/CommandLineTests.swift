@@ -268,14 +268,20 @@ import Testing
         #expect(third.process.terminationStatus == 0)
     }
 
-    @Test func aStoreThatFailsWhileBeingReadIsNamedWithItsKey() async throws {
-        let env = try TestEnvironment()
-        defer { env.remove() }
-        let config = try env.writeConfig()
+    /// A store holding one iAd record, put there by `import` from the JSON Lines file returned.
+    func importOneRecord(_ env: TestEnvironment, _ config: String) throws -> String {
         let lines = env.directory.appendingPathComponent("one.jsonl").path
         try IAdPayloads.attributed(user: "u1").replacingOccurrences(of: "\n", with: "")
             .write(toFile: lines, atomically: true, encoding: .utf8)
         #expect(try run(["import", "--provider", "iad", "--config", config, lines]).status == 0)
+        return lines
+    }
+
+    @Test func aStoreThatFailsWhileBeingReadIsNamedWithItsKey() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        _ = try importOneRecord(env, config)
         // A store damaged after it opened: its records can no longer be read.
         try await DatabaseQueue(path: env.databasePath).write { db in try db.execute(sql: "DROP TABLE records") }
         for command in [["report", "keywords"], ["replay", "--sink", "local"]] {
@@ -285,6 +291,63 @@ import Testing
                 result.stderr.hasPrefix("cannot use the store at \(env.databasePath) (storage.sqlite.path): SQLite error"),
                 "\(command): \(result.stderr)")
         }
+    }
+
+    @Test func aStoreFromANewerVersionStopsEveryCommandButBackup() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        let lines = try importOneRecord(env, config)
+        // What a later release's migration leaves, as this release's would.
+        try await DatabaseQueue(path: env.databasePath).write { db in
+            try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('store-v99-later')")
+        }
+        let commands = [["serve"], ["import", "--provider", "iad", lines], ["report", "keywords"], ["dlq", "list"],
+            ["replay", "--sink", "local"]]
+        for command in commands {
+            let result = try run(command + ["--config", config])
+            #expect(result.status == 1, "\(command)")
+            #expect(
+                result.stderr.contains(
+                    "cannot use the store at \(env.databasePath) (storage.sqlite.path): a newer attribution-gateway "
+                        + "upgraded it (store-v99-later, which this version does not know)"),
+                "\(command): \(result.stderr)")
+        }
+        let copy = env.directory.appendingPathComponent("copy.sqlite").path
+        let backup = try run(["backup", "--config", config, "--to", copy])
+        #expect(backup.status == 0, "\(backup.stderr)")
+        #expect(backup.stdout.hasPrefix("backed up 1 records"), "\(backup.stdout)")
+    }
+
+    @Test func aCommandOfANewerVersionDoesNotUpgradeTheStoreUnderARunningServer() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        let server = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("serve.log"))
+        try await server.start()
+        let (status, _) = try await server.post("/v1/iad", body: IAdPayloads.attributed(user: "older-server"))
+        #expect(status == 202)
+        // The running server as an older release: its tables lack this release's last upgrade.
+        let last = try await DatabaseQueue(path: env.databasePath).write { db in
+            let last = try String.fetchOne(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid DESC LIMIT 1")!
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = ?", arguments: [last])
+            return last
+        }
+        let report = try run(["report", "keywords", "--config", config])
+        #expect(report.status == 1)
+        #expect(
+            report.stderr.contains(
+                "it needs this version's upgrade (\(last)), and a gateway (pid \(server.process.processIdentifier)) of an "
+                    + "older version is serving it"), "\(report.stderr)")
+        let applied = try await DatabaseQueue(path: env.databasePath).read { db in
+            try String.fetchSet(db, sql: "SELECT identifier FROM grdb_migrations")
+        }
+        #expect(!applied.contains(last))
+        // The server goes on (SchemaUpgradeTests: with no server, the command upgrades the store).
+        let (after, _) = try await server.post("/v1/iad", body: IAdPayloads.attributed(user: "older-server-2"))
+        #expect(after == 202)
+        server.kill(SIGTERM)
+        #expect(server.process.terminationStatus == 0)
     }
 
     @Test func aStorePathThatCannotHoldAStoreIsNamedWithItsKey() throws {

@@ -53,17 +53,20 @@ public final class Gateway: Sendable {
 
     /// The store that `storage.sqlite` names, with its durability: for the server and for
     /// the commands that read or write the store without one.
-    public static func openStore(_ configuration: GatewayConfiguration) throws -> SQLiteStore {
+    public static func openStore(
+        _ configuration: GatewayConfiguration, upgrade: SQLiteStore.SchemaUpgrade = .unlessServed
+    ) throws -> SQLiteStore {
         let durability = SQLiteDatabase.Durability(rawValue: configuration.storage.durability) ?? .full
-        return try SQLiteStore(path: configuration.storage.sqlitePath, durability: durability)
+        return try SQLiteStore(path: configuration.storage.sqlitePath, durability: durability, upgrade: upgrade)
     }
 
     /// Opens the store and builds every provider and sink. Fails before anything listens
     /// when a sink cannot be built (an unreadable file, a bad key).
     public static func build(
-        configuration: GatewayConfiguration, logger: Logger = Logger(label: "gateway")
+        configuration: GatewayConfiguration, logger: Logger = Logger(label: "gateway"),
+        upgrade: SQLiteStore.SchemaUpgrade = .unlessServed
     ) async throws -> Gateway {
-        let store = try openStore(configuration)
+        let store = try openStore(configuration, upgrade: upgrade)
         let providers = try configuration.providers.map { try $0.build() }
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
