@@ -125,6 +125,24 @@ import Testing
         }
     }
 
+    @Test func unreadableBytesPipelinedBehindRequestsAreAnsweredWithAJSONErrorAfterThem() async throws {
+        try await withGateway(idleMs: 5000, bodyMs: 5000) { port in
+            let connection = try RawConnection(port: port)
+            // One write: the parser reads the junk while the first answers are still being made.
+            connection.send(
+                "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: x\r\nBroken header line\r\n\r\n")
+            let answer = await connection.readAll()
+            #expect(answer.closed)
+            let heads = answer.text.matches(of: #/HTTP\/1\.1 (\d{3}) /#).map { String($0.1) }
+            #expect(heads == ["200", "200", "400"], "\(answer.text)")
+            // Not Hummingbird's empty 400, which it sends after the answers in flight.
+            let last = try #require(answer.text.components(separatedBy: "HTTP/1.1 400 ").last)
+            #expect(last.contains(#""code":"malformed_http""#), "\(answer.text)")
+            #expect(last.contains("application/json"))
+        }
+    }
+
     @Test func aBodyDrippingPastTheDeadlineIsAnswered408() async throws {
         // An idle timeout far above the drip interval, so a busy machine cannot turn
         // this into the idle case.

@@ -10,9 +10,10 @@ import NIOHTTPTypes
 /// own answer to it is a `400` with an empty body, the one answer of the server that was
 /// not a JSON error.
 ///
-/// Only between requests: while one is still arriving (a body cut off, which the body
-/// reader and the read deadline answer) or still being answered (writing would cut into
-/// that answer), the error goes on to Hummingbird as before.
+/// Not while a request is still arriving (a body cut off, which the body reader and the
+/// read deadline answer): that error goes on to Hummingbird as before. Bytes it cannot read
+/// behind requests still being answered (pipelined) are answered once their answers end,
+/// since writing sooner would cut into them.
 ///
 /// No route sees such a request, so it is counted here (`gateway_malformed_requests_total`)
 /// and, with the access log on, logged here in the access log's shape.
@@ -49,16 +50,37 @@ final class MalformedHTTPAnswer: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
     }
 
+    /// A parse error behind requests still being answered, answered once they are.
+    private var waiting: HTTPParserError?
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
+        guard case .end = unwrapOutboundIn(data) else {
+            context.write(data, promise: promise)
+            return
+        }
+        unanswered = max(0, unanswered - 1)
         context.write(data, promise: promise)
+        if unanswered == 0, let error = waiting {
+            waiting = nil
+            answer(error, context: context)
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard error is HTTPParserError, unanswered == 0, !reading else {
+        guard let error = error as? HTTPParserError, !reading else {
             context.fireErrorCaught(error)
             return
         }
+        // Hummingbird would answer it after the answers in flight with an empty 400; held
+        // here instead, it never reaches Hummingbird, whose next read ends with the close.
+        if unanswered > 0 {
+            waiting = error
+            return
+        }
+        answer(error, context: context)
+    }
+
+    private func answer(_ error: HTTPParserError, context: ChannelHandlerContext) {
         let answer = GatewayError(.malformedHTTP, "the request is not HTTP/1.1 this server can read (\(error))")
         let requestID = RequestID().description
         metrics.malformedRequest()
