@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import GatewayCore
 import Synchronization
@@ -61,7 +62,7 @@ struct PreparedRecord: Sendable {
 /// What one commit did for inline sinks: rows written, and records that went to a
 /// sink's outbox instead (their workers must be woken).
 struct InlineOutcome: Sendable {
-    var delivered: [(sink: String, record: AttributionRecord)] = []
+    var delivered: [(sink: String, record: AttributionRecord, queuedAt: Date)] = []
     /// Per sink, how many records went to its outbox instead: their row failed, its
     /// arguments could not be made, or the write was retried with outbox rows only.
     var queued: [String: Int] = [:]
@@ -74,8 +75,9 @@ struct InlineOutcome: Sendable {
 
 /// Told after each commit what the inline sinks did: for metrics, logs and wake-ups.
 public protocol InlineDeliveryObserver: Sendable {
-    /// `records` were written to `sink`'s rows with their records.
-    func delivered(sink: String, records: [AttributionRecord])
+    /// `records` were written to `sink`'s rows with their records, in the commit that
+    /// queued them.
+    func delivered(sink: String, records: [(record: AttributionRecord, queuedAt: Date)])
     /// `count` records of `sink` could not be written with their records and went to its
     /// outbox instead (its worker must be woken).
     func fellBack(sink: String, count: Int)
@@ -101,7 +103,7 @@ final class InlineSinks: Sendable {
             return
         }
         for (sink, group) in Dictionary(grouping: outcome.delivered, by: \.sink) {
-            observer.delivered(sink: sink, records: group.map(\.record))
+            observer.delivered(sink: sink, records: group.map { ($0.record, $0.queuedAt) })
         }
         for (sink, count) in outcome.queued { observer.fellBack(sink: sink, count: count) }
     }

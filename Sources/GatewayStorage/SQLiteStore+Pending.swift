@@ -105,7 +105,7 @@ extension SQLiteStore {
                 for (settlement, prepared) in encoded {
                     switch settlement {
                     case .finished(let recordID, let records):
-                        let (stored, inlined) = try Self.insert(records, prepared: prepared, inline: inline, db)
+                        let (stored, inlined) = try Self.insert(records, prepared: prepared, inline: inline, queuedAt: self.now(), db)
                         results[recordID] = stored
                         outcome.add(inlined)
                         try db.executeCached("DELETE FROM pending WHERE record_id = ?", [recordID])

@@ -13,6 +13,8 @@ public final class SQLiteStore: AttributionStore {
     /// Whether ingest commits are going through (see ``CommitHealth``).
     public var commitHealth: CommitHealth { groupCommit.health }
     let inlineSinks = InlineSinks()
+    /// When sinks' rows are queued (see ``insert(_:prepared:inline:queuedAt:_:)``).
+    let now: @Sendable () -> Date
 
     /// When opening a store may upgrade its tables to this binary's.
     public enum SchemaUpgrade: Sendable {
@@ -30,10 +32,12 @@ public final class SQLiteStore: AttributionStore {
     /// binary upgraded is refused unless `upgrade` is `.never`: this one would run on tables
     /// whose meaning it does not know.
     public init(
-        path: String, durability: SQLiteDatabase.Durability = .full, upgrade: SchemaUpgrade = .unlessServed
+        path: String, durability: SQLiteDatabase.Durability = .full, upgrade: SchemaUpgrade = .unlessServed,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         self.path = path
         self.durability = durability
+        self.now = now
         pool = try StoreOpenError.naming(path) {
             let pool = try SQLiteDatabase.pool(path: path, durability: durability)
             try Self.bringUpToDate(pool, path: path, upgrade: upgrade)
@@ -79,7 +83,7 @@ public final class SQLiteStore: AttributionStore {
         let (results, outcome) = try await Self.outboxIfInlineFails(inlineSinks.writes) { inline in
             let prepared = self.prepare(batch, inline: inline)
             return try await self.groupCommit.submit { db in
-                try Self.insert(batch, prepared: prepared, inline: inline, db)
+                try Self.insert(batch, prepared: prepared, inline: inline, queuedAt: self.now(), db)
             }
         }
         inlineSinks.report(outcome)
@@ -110,20 +114,26 @@ public final class SQLiteStore: AttributionStore {
     /// ``InlineDelivery``) or an outbox row, inside the caller's transaction. Returns the
     /// results and what happened to inline sinks.
     static func insert(
-        _ batch: [RoutedRecord], prepared: [PreparedRecord], inline: InlineWrites, _ db: Database
+        _ batch: [RoutedRecord], prepared: [PreparedRecord], inline: InlineWrites, queuedAt: Date, _ db: Database
     ) throws -> ([IngestResult], InlineOutcome) {
         var results: [IngestResult] = []
         var outcome = InlineOutcome()
+        // The sinks' rows count from their commit, not from the record's received_at, which
+        // may be long past (an import of history): an outbox row's age must say how long its
+        // sink has had it.
+        let now = queuedAt.timeIntervalSince1970
         for (item, prepared) in zip(batch, prepared) {
             let body = prepared.body
             let record = item.record
-            let now = record.receivedAt.timeIntervalSince1970
             try db.executeCached(
                 """
                 INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(dedupe_key) DO NOTHING
                 """,
-                [record.recordID, record.dedupeKey, record.provider, record.appID, now, body])
+                [
+                    record.recordID, record.dedupeKey, record.provider, record.appID,
+                    record.receivedAt.timeIntervalSince1970, body,
+                ])
             if db.changesCount == 0 {
                 let original = try String.fetchOne(
                     db.cachedStatement(sql: "SELECT record_id FROM records WHERE dedupe_key = ?"),
@@ -136,7 +146,7 @@ public final class SQLiteStore: AttributionStore {
                     if inline.writesRows, let arguments = prepared.inline[sink] {
                         do {
                             try db.executeCached(delivery.sql, arguments)
-                            outcome.delivered.append((sink, record))
+                            outcome.delivered.append((sink, record, queuedAt))
                             continue
                         } catch {
                             // A full disk or an I/O error can make SQLite roll the whole
@@ -206,7 +216,7 @@ public final class SQLiteStore: AttributionStore {
             for row in try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT o.id, o.attempts, r.body FROM outbox o JOIN records r ON r.record_id = o.record_id
+                        SELECT o.id, o.attempts, o.created_at, r.body FROM outbox o JOIN records r ON r.record_id = o.record_id
                         WHERE o.sink = ? AND o.next_attempt_at <= ? \(laneOrdered ? "AND NOT \(Self.behindItsLane)" : "")
                         ORDER BY o.next_attempt_at, o.id LIMIT ?
                         """),
@@ -217,7 +227,7 @@ public final class SQLiteStore: AttributionStore {
                     entries.append(
                         OutboxEntry(
                             id: row["id"], record: try AttributionRecord(jsonData: Data(body.utf8)),
-                            attempts: row["attempts"]))
+                            attempts: row["attempts"], queuedAt: Date(timeIntervalSince1970: row["created_at"])))
                 } catch {
                     entries.append(
                         .unreadable(

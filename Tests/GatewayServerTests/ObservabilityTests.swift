@@ -175,18 +175,30 @@ import Testing
         let gateway = try await Gateway.build(configuration: configuration)
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             #expect(try await env.eventually { gateway.health.stoppedSinks.isEmpty })
-            // A record waiting since a minute ago is within the bound…
-            var recent = AttributionRecord(
-                provider: "iad", kind: .install, dedupeKey: "iad:1:recent", receivedAt: Date().addingTimeInterval(-60))
-            recent.appID = "1"
-            _ = try await gateway.pipeline.ingest([recent])
+            // A record from last year, just imported, has waited for its sink no time at all…
+            var imported = AttributionRecord(
+                provider: "iad", kind: .install, dedupeKey: "iad:1:imported", receivedAt: Date().addingTimeInterval(-365 * 86400))
+            imported.appID = "1"
+            _ = try await gateway.pipeline.ingest([imported])
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
-            // …one waiting for an hour is not: the sink has stopped delivering.
-            var stale = recent
+            // …nor one queued a minute ago…
+            var stale = imported
             stale.recordID = AttributionRecord.newRecordID()
             stale.dedupeKey = "iad:1:stale"
-            stale.receivedAt = Date().addingTimeInterval(-3600)
+            stale.receivedAt = Date()
             _ = try await gateway.pipeline.ingest([stale])
+            let staleID = stale.recordID
+            let queuedAgo = { (seconds: Double) in
+                try await gateway.store.pool.write { db in
+                    try db.execute(
+                        sql: "UPDATE outbox SET created_at = ? WHERE record_id = ?",
+                        arguments: [Date().timeIntervalSince1970 - seconds, staleID])
+                }
+            }
+            try await queuedAgo(60)
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+            // …but one waiting for an hour is: the sink has stopped delivering.
+            try await queuedAgo(3600)
             let ready = try await client.execute(uri: "/readyz", method: .get)
             if paused {
                 #expect(ready.status == .ok)
@@ -197,19 +209,56 @@ import Testing
         }
     }
 
+    @Test func anImportedRecordOfLastYearCountsItsDeliveryLatencyFromItsCommit() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        // `inline` writes its rows with the records; `ordered` (in device order) is a worker's.
+        let yaml = """
+            server: { host: 127.0.0.1, port: 0, log_level: warning }
+            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+            providers: { iad: {} }
+            sinks:
+              inline: { type: sqlite }
+              ordered: { type: sqlite, path: \(env.directory.appendingPathComponent("ordered.sqlite").path), in_device_order: true }
+            """
+        let configuration = try ConfigLoader.parse(yaml: yaml, file: "latency.yaml", environment: [:], registry: .builtIn)
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            var imported = AttributionRecord(
+                provider: "iad", kind: .install, dedupeKey: "iad:1:last-year",
+                receivedAt: Date().addingTimeInterval(-365 * 86400))
+            imported.appID = "1"
+            imported.appUserID = "u1"
+            _ = try await gateway.pipeline.ingest([imported])
+            for sink in ["inline", "ordered"] {
+                let delivered = #"gateway_delivery_latency_seconds_count{sink="\#(sink)"} 1"#
+                var metrics = ""
+                #expect(
+                    try await env.eventually {
+                        metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                        return metrics.contains(delivered)
+                    }, "\(sink)")
+                // Under 30 s, not a year: the sink had it for no longer than that.
+                #expect(
+                    metrics.contains(#"gateway_delivery_latency_seconds_bucket{sink="\#(sink)",le="30.0"} 1"#),
+                    "\(metrics.split(separator: "\n").filter { $0.contains("latency") && $0.contains(sink) })")
+            }
+        }
+    }
+
     @Test func rowsOfASinkNoLongerConfiguredShowInMetricsButDoNotFailReadiness() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         var configuration = try env.configuration(paused: true)
         configuration.server.readyMaxOutboxAge = 600
-        // A record an hour old, queued for a sink since taken out of config.yaml.
+        // A record queued an hour ago for a sink since taken out of config.yaml.
         let before = try await Gateway.build(configuration: configuration)
         var record = AttributionRecord(
             provider: "iad", kind: .install, dedupeKey: "iad:1:old", receivedAt: Date().addingTimeInterval(-3600))
         record.appID = "1"
         _ = try await before.pipeline.ingest([record])
         try await before.store.pool.write { db in
-            try db.execute(sql: "UPDATE outbox SET sink = 'retired' WHERE sink = 'local'")
+            try db.execute(sql: "UPDATE outbox SET sink = 'retired', created_at = created_at - 3600 WHERE sink = 'local'")
         }
 
         let gateway = try await Gateway.build(configuration: configuration)

@@ -25,7 +25,8 @@ import Testing
 
         init(sinkLimit: Int = 100) throws {
             path = FileManager.default.temporaryDirectory.appendingPathComponent("delivery-\(UUID()).sqlite").path
-            store = try SQLiteStore(path: path, durability: .normal)
+            let clock = clock
+            store = try SQLiteStore(path: path, durability: .normal, now: { clock.now })
             sink = MemorySink(maxBatchSize: sinkLimit)
         }
 

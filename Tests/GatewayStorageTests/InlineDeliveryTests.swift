@@ -187,7 +187,7 @@ final class InlineCounts: InlineDeliveryObserver {
     let deliveredCounts = Mutex<[String: Int]>([:])
     let fellBackCounts = Mutex<[String: Int]>([:])
 
-    func delivered(sink: String, records: [AttributionRecord]) {
+    func delivered(sink: String, records: [(record: AttributionRecord, queuedAt: Date)]) {
         deliveredCounts.withLock { $0[sink, default: 0] += records.count }
     }
 

@@ -123,7 +123,8 @@ public final class SinkWorker: Service, Sendable {
             case .delivered:
                 resolutions.append(.delivered(id: entry.id))
                 delivered += 1
-                metrics.deliveryLatency(sink: sinkName, seconds: decidedAt.timeIntervalSince(entry.record.receivedAt))
+                metrics.deliveryLatency(
+                    sink: sinkName, seconds: decidedAt.timeIntervalSince(entry.queuedAt ?? entry.record.receivedAt))
             case .declined:
                 resolutions.append(.delivered(id: entry.id))
                 declined += 1

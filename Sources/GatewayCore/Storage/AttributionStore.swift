@@ -167,11 +167,15 @@ public struct OutboxEntry: Sendable {
     /// Why the stored record could not be read; the worker dead-letters such an entry
     /// (counted and logged like any) instead of offering `record`, a placeholder.
     public var unreadable: String?
+    /// When the row was queued for the sink (its record's commit, a replay, a retry of a
+    /// dead letter): what the delivery latency counts from.
+    public var queuedAt: Date?
 
-    public init(id: Int64, record: AttributionRecord, attempts: Int) {
+    public init(id: Int64, record: AttributionRecord, attempts: Int, queuedAt: Date? = nil) {
         self.id = id
         self.record = record
         self.attempts = attempts
+        self.queuedAt = queuedAt
     }
 
     public static func unreadable(id: Int64, attempts: Int, reason: String) -> OutboxEntry {

@@ -17,11 +17,11 @@ final class InlineDeliveryReporter: InlineDeliveryObserver {
         self.wake = wake
     }
 
-    func delivered(sink: String, records: [AttributionRecord]) {
+    func delivered(sink: String, records: [(record: AttributionRecord, queuedAt: Date)]) {
         metrics.delivery(sink: sink, outcome: "delivered", count: records.count)
         let now = Date()
-        for record in records {
-            metrics.deliveryLatency(sink: sink, seconds: now.timeIntervalSince(record.receivedAt))
+        for (_, queuedAt) in records {
+            metrics.deliveryLatency(sink: sink, seconds: now.timeIntervalSince(queuedAt))
         }
     }
 
