@@ -9,8 +9,10 @@ struct Import: AsyncParsableCommand {
         abstract: "Ingest a file of historical payloads (one JSON object per line) through the normal pipeline.",
         discussion: """
             Records are stored, deduplicated and routed exactly as if they had been posted; the running \
-            gateway (or the next `serve`) delivers them. Lines that cannot be read are listed with their \
-            number and the exit status is 1.
+            gateway (or the next `serve`) delivers them. A line is a payload as posted, arriving now, or \
+            {"received_at": "2025-03-01T12:00:00Z", "payload": {…}} for one that arrived then: the \
+            record keeps that time. Lines that cannot be read are listed with their number and the exit \
+            status is 1.
             """)
 
     @Option(help: "The provider that reads each line (e.g. iad).")
@@ -47,7 +49,7 @@ struct Import: AsyncParsableCommand {
             progress.advance(to: index + 1)
             guard !line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }) else { continue }
             do {
-                batch += try provider.normalize(IngestPayload(body: Data(line), receivedAt: Date()))
+                batch += try provider.normalize(try HistoricalLine(Data(line), now: Date()).payload)
             } catch let error as GatewayError {
                 failures.append("line \(index + 1): \(error)")
             }

@@ -7,7 +7,10 @@ import GatewayServer
 struct Normalize: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Normalise one payload from stdin and print the record(s) as JSON; no server, no storage.",
-        discussion: "Exits 1 with the JSON error on stderr when the payload cannot be read.")
+        discussion: """
+            Reads what a line of `import` may hold, {"received_at": …, "payload": …} included. Exits 1 \
+            with the JSON error on stderr when the payload cannot be read.
+            """)
 
     @Option(help: "The provider that reads the payload (e.g. iad).")
     var provider: String
@@ -16,7 +19,7 @@ struct Normalize: ParsableCommand {
         let provider = try makeProvider(named: provider)
         let body = FileHandle.standardInput.readDataToEndOfFile()
         do {
-            let records = try provider.normalize(IngestPayload(body: body, receivedAt: Date()))
+            let records = try provider.normalize(try HistoricalLine(body, now: Date()).payload)
             let encoder = AttributionRecord.makeEncoder()
             encoder.outputFormatting.insert(.prettyPrinted)
             let output = records.count == 1 ? try encoder.encode(records[0]) : try encoder.encode(records)

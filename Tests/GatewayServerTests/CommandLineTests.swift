@@ -190,6 +190,69 @@ import Testing
         #expect(table.stdout.split(separator: "\n").first?.hasPrefix("network") == true)
     }
 
+    @Test func importedHistoryKeepsItsTimeSoPurchasesCountAfterTheirInstall() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = env.directory.appendingPathComponent("history.yaml").path
+        try """
+        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+        providers: { adservices: {}, s2s: {} }
+        sinks: { local: { type: sqlite } }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        // Apple's answer has no install time, and the purchase no timestamp: only the time
+        // each first arrived places the purchase after the install.
+        let install = #"{"received_at":"2025-03-01T12:00:00Z","payload":{"app_id":"1234567890","app_user_id":"h1","attribution":true,"orgId":40669820,"campaignId":542370539,"adGroupId":542317095,"keywordId":87675432,"conversionType":"Download"}}"#
+        let purchase = #"{"received_at":"2025-03-02T09:00:00Z","payload":{"type":"purchase","app_id":"1234567890","app_user_id":"h1","revenue":4.99,"currency":"USD","transaction_id":"ht1"}}"#
+        let installFile = env.directory.appendingPathComponent("installs.jsonl").path
+        let purchaseFile = env.directory.appendingPathComponent("purchases.jsonl").path
+        try install.write(toFile: installFile, atomically: true, encoding: .utf8)
+        try purchase.write(toFile: purchaseFile, atomically: true, encoding: .utf8)
+        let started = Date().timeIntervalSince1970
+        let imported = try run(["import", "--provider", "adservices", "--config", config, installFile])
+        #expect(imported.status == 0, "\(imported.stdout) \(imported.stderr)")
+        #expect(try run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
+
+        let result = try run(["report", "keywords", "--config", config, "--format", "json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        struct Row: Decodable {
+            let network: String?
+            let installs: Int, paying_users: Int, purchases: Int
+        }
+        let rows = try JSONDecoder().decode([Row].self, from: Data(result.stdout.utf8))
+        let asa = try #require(rows.first { $0.network == "Apple Search Ads" }, "\(result.stdout)")
+        #expect(asa.installs == 1 && asa.paying_users == 1 && asa.purchases == 1, "\(result.stdout)")
+        #expect(!rows.contains { $0.network == "unattributed" }, "\(result.stdout)")
+
+        let store = try DatabaseQueue(path: env.databasePath)
+        let (times, queued) = try store.read { db in
+            (
+                try Double.fetchAll(db, sql: "SELECT received_at FROM records ORDER BY received_at"),
+                try Double.fetchAll(db, sql: "SELECT created_at FROM outbox")
+            )
+        }
+        #expect(times == [1_740_830_400, 1_740_906_000])
+        // Queued for the sink now: a year-old outbox row would fail /readyz's age bound.
+        #expect(queued.allSatisfy { $0 >= started.rounded(.down) }, "\(queued)")
+        // The event's dedupe key holds its time, so importing the file again adds nothing.
+        let again = try run(["import", "--provider", "s2s", "--config", config, purchaseFile])
+        #expect(again.stdout.hasPrefix("0 stored, 1 duplicates"), "\(again.stdout)")
+
+        let bad = [
+            #"{"received_at":"yesterday","payload":{}}"#, #"{"received_at":"1970-01-01T00:00:00Z","payload":{}}"#,
+            #"{"received_at":"2999-01-01T00:00:00Z","payload":{}}"#, #"{"received_at":"2025-03-01T12:00:00Z","payload":"x"}"#,
+        ]
+        let badFile = env.directory.appendingPathComponent("bad.jsonl").path
+        try bad.joined(separator: "\n").write(toFile: badFile, atomically: true, encoding: .utf8)
+        let refused = try run(["import", "--provider", "s2s", "--config", config, badFile])
+        #expect(refused.status == 1)
+        for (line, reason) in [
+            (1, "received_at: expected the time"), (2, "received_at: 1970-01-01T00:00:00Z is before the App Store"),
+            (3, "received_at: 2999-01-01T00:00:00Z is in the future"), (4, "payload: expected the payload as posted"),
+        ] {
+            #expect(refused.stdout.contains("line \(line): invalid_field: \(reason)"), "\(refused.stdout)")
+        }
+    }
+
     @Test func reportKeywordsNamesKeywordsTheCacheLearnedAfterTheirRecords() throws {
         let env = try TestEnvironment()
         defer { env.remove() }

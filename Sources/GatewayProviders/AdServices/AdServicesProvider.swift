@@ -222,12 +222,17 @@ public struct AdServicesProvider: DeferredAttributionProvider {
     // MARK: offline
 
     /// Normalises an answer from Apple, as `attribution-gateway normalize --provider
-    /// adservices < apple-answer.json` does; the app's fields are absent.
+    /// adservices < apple-answer.json` does. The app's fields (`app_id`, `app_user_id`,
+    /// `idfv`, `idfa`, `att_status`) are read when the answer carries them beside Apple's,
+    /// as answers kept per user and imported as history do: without them no purchase joins it.
     public func normalize(_ payload: IngestPayload) throws -> [AttributionRecord] {
         let fields = try PayloadFields.parseObject(payload.body)
         let digest = SHA256Text.hex(payload.body)
         var record = AttributionRecord(
             provider: name, kind: .install, dedupeKey: "adservices:answer:\(digest)", receivedAt: payload.receivedAt)
+        record.appID = try fields.string("app_id")
+        record.appUserID = try fields.string("app_user_id")
+        try DeviceFields(fields).apply(to: &record)
         try AdServicesAnswer.apply(fields, to: &record)
         record.raw = .object(["apple": .object(["status": .integer(200), "body": .object(fields.object)])])
         return [record]
