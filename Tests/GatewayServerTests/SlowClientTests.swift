@@ -140,6 +140,18 @@ import Testing
             let last = try #require(answer.text.components(separatedBy: "HTTP/1.1 400 ").last)
             #expect(last.contains(#""code":"malformed_http""#), "\(answer.text)")
             #expect(last.contains("application/json"))
+
+            // Behind a request that asked to close, a request is not read, nor answered, nor
+            // counted as malformed.
+            let closing = try RawConnection(port: port)
+            closing.send(
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            let closed = await closing.readAll()
+            #expect(closed.closed)
+            #expect(closed.text.matches(of: #/HTTP\/1\.1 (\d{3}) /#).map { String($0.1) } == ["200"], "\(closed.text)")
+            let metrics = try RawConnection(port: port)
+            metrics.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            #expect(await metrics.readAll().text.contains("gateway_malformed_requests_total 1"))
         }
     }
 

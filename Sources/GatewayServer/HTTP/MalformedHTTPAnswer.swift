@@ -67,7 +67,9 @@ final class MalformedHTTPAnswer: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard let error = error as? HTTPParserError, !reading else {
+        // Bytes behind a request that asked to close are no request: its answer ends the
+        // connection, and they go unanswered, as HTTP/1.1 says.
+        guard let error = error as? HTTPParserError, error != .closedConnection, !reading else {
             context.fireErrorCaught(error)
             return
         }
