@@ -14,6 +14,22 @@ import Testing
         return try #require(records.first)
     }
 
+    @Test func anAnswerImportedWithTheAppsFieldsKeepsThemApartWithoutTheTokenOrAnIDFAWithoutConsent() throws {
+        let record = try normalize(
+            #"{"attribution":true,"campaignId":542370539,"app_id":"1","app_user_id":"u9","idfv":"6D92078A-8246-4BA4-AE5B-76104861E7DD","att_status":2,"idfa":"6D92078A-8246-4BA4-AE5B-76104861E7DC","token":"SECRETTOKENabc"}"#
+        )
+        #expect(record.appID == "1" && record.appUserID == "u9" && record.idfv == "6D92078A-8246-4BA4-AE5B-76104861E7DD")
+        #expect(record.idfa == nil && record.attStatus == 2 && record.campaignID == 542_370_539)
+        let raw = try #require(record.raw)
+        #expect(raw["apple"]?["body"] == .object(["attribution": .bool(true), "campaignId": .integer(542_370_539)]))
+        #expect(raw["request"]?["app_user_id"] == .string("u9"))
+        #expect(raw["request"]?["token_sha256"] == .string(SHA256Text.hex("SECRETTOKENabc")))
+        let text = AttributionRecord.jsonText(.json(raw))
+        #expect(!text.contains("SECRETTOKEN") && !text.contains("E7DC"), "\(text)")
+        // Apple's answer alone, as `normalize` reads it, has no request.
+        #expect(try normalize(#"{"attribution":false}"#).raw?["request"] == nil)
+    }
+
     @Test func everyFieldOfAnAttributedAnswer() throws {
         let record = try normalize(
             """

@@ -88,6 +88,9 @@ import Testing
         #expect(try normalize(body(2, "6D92078A-8246-4BA4-AE5B-76104861E7DC")).idfa == nil)
         #expect(try normalize(body(3, "00000000-0000-0000-0000-000000000000")).idfa == nil)
         #expect(try normalize(body(3, "6D92078A-8246-4BA4-AE5B-76104861E7DC")).idfa != nil)
+        // Nor does `raw`, the payload kept for audit, hold an IDFA the record may not.
+        #expect(try normalize(body(2, "6D92078A-8246-4BA4-AE5B-76104861E7DC")).raw?["idfa"] == nil)
+        #expect(try normalize(body(3, "6D92078A-8246-4BA4-AE5B-76104861E7DC")).raw?["idfa"] != nil)
     }
 
     @Test(

@@ -221,6 +221,9 @@ public struct AdServicesProvider: DeferredAttributionProvider {
 
     // MARK: offline
 
+    /// What an imported answer may carry beside Apple's fields: what the app had sent.
+    static let appFields = ["app_id", "app_user_id", "idfv", "idfa", "att_status", "token"]
+
     /// Normalises an answer from Apple, as `attribution-gateway normalize --provider
     /// adservices < apple-answer.json` does. The app's fields (`app_id`, `app_user_id`,
     /// `idfv`, `idfa`, `att_status`) are read when the answer carries them beside Apple's,
@@ -232,9 +235,23 @@ public struct AdServicesProvider: DeferredAttributionProvider {
             provider: name, kind: .install, dedupeKey: "adservices:answer:\(digest)", receivedAt: payload.receivedAt)
         record.appID = try fields.string("app_id")
         record.appUserID = try fields.string("app_user_id")
-        try DeviceFields(fields).apply(to: &record)
+        let device = try DeviceFields(fields)
+        device.apply(to: &record)
         try AdServicesAnswer.apply(fields, to: &record)
-        record.raw = .object(["apple": .object(["status": .integer(200), "body": .object(fields.object)])])
+        // The app's fields apart from Apple's answer, as a live record keeps them: the IDFA
+        // only with consent, a token only as its hash.
+        var apple = fields.object
+        var request: [String: JSONValue] = [:]
+        for key in Self.appFields {
+            if let value = apple.removeValue(forKey: key) { request[key] = value }
+        }
+        request = device.scrubbed(request)
+        if case .string(let token)? = request.removeValue(forKey: "token") {
+            request["token_sha256"] = .string(SHA256Text.hex(token))
+        }
+        var raw: [String: JSONValue] = ["apple": .object(["status": .integer(200), "body": .object(apple)])]
+        if !request.isEmpty { raw["request"] = .object(request) }
+        record.raw = .object(raw)
         return [record]
     }
 }

@@ -37,7 +37,7 @@ public struct IAdProvider: AttributionProvider {
         record.appID = appID
         record.appUserID = appUserID
         device.apply(to: &record)
-        record.raw = .object(fields.object)
+        record.raw = .object(device.scrubbed(fields.object))
 
         // An organic answer carries no campaign, whatever else the dictionary holds.
         if attributed {

@@ -111,9 +111,7 @@ public struct RawEvent: Sendable {
         vendorIDs = try Self.vendorIDs(fields)
         properties = try Self.properties(fields)
 
-        var stored = fields.object
-        if device.idfa == nil { stored["idfa"] = nil }
-        self.stored = stored
+        stored = device.scrubbed(fields.object)
     }
 
     /// Reads a stored event back (from a record's `raw`).

@@ -21,6 +21,15 @@ struct DeviceFields {
         }
     }
 
+    /// `object` (a payload kept as `raw`) without the IDFA this did not keep: `raw` must not
+    /// hold what the record may not.
+    func scrubbed(_ object: [String: JSONValue]) -> [String: JSONValue] {
+        guard idfa == nil else { return object }
+        var object = object
+        object["idfa"] = nil
+        return object
+    }
+
     func apply(to record: inout AttributionRecord) {
         record.idfv = idfv
         record.idfa = idfa
