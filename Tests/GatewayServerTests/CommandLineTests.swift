@@ -190,7 +190,7 @@ import Testing
         #expect(table.stdout.split(separator: "\n").first?.hasPrefix("network") == true)
     }
 
-    @Test func importedHistoryKeepsItsTimeSoPurchasesCountAfterTheirInstall() throws {
+    @Test func importedHistoryKeepsItsTimeSoAPurchaseGoesToTheInstallBeforeIt() throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = env.directory.appendingPathComponent("history.yaml").path
@@ -199,13 +199,19 @@ import Testing
         providers: { adservices: {}, s2s: {} }
         sinks: { local: { type: sqlite } }
         """.write(toFile: config, atomically: true, encoding: .utf8)
-        // Apple's answer has no install time, and the purchase no timestamp: only the time
-        // each first arrived places the purchase after the install.
-        let install = #"{"received_at":"2025-03-01T12:00:00Z","payload":{"app_id":"1234567890","app_user_id":"h1","attribution":true,"orgId":40669820,"campaignId":542370539,"adGroupId":542317095,"keywordId":87675432,"conversionType":"Download"}}"#
+        // Apple's answers have no install time, and the purchase no timestamp: only the time
+        // each first arrived says which install came before the purchase. The June
+        // redownload through another keyword is first in the file: stamped with the time
+        // of the import, both installs would come after the purchase, and the report would
+        // credit the one stored first.
+        func install(_ time: String, keyword: Int) -> String {
+            #"{"received_at":"\#(time)","payload":{"app_id":"1234567890","app_user_id":"h1","attribution":true,"orgId":40669820,"campaignId":542370539,"adGroupId":542317095,"keywordId":\#(keyword),"conversionType":"Download"}}"#
+        }
         let purchase = #"{"received_at":"2025-03-02T09:00:00Z","payload":{"type":"purchase","app_id":"1234567890","app_user_id":"h1","revenue":4.99,"currency":"USD","transaction_id":"ht1"}}"#
         let installFile = env.directory.appendingPathComponent("installs.jsonl").path
         let purchaseFile = env.directory.appendingPathComponent("purchases.jsonl").path
-        try install.write(toFile: installFile, atomically: true, encoding: .utf8)
+        try [install("2025-06-01T08:00:00Z", keyword: 222), install("2025-03-01T12:00:00Z", keyword: 111)]
+            .joined(separator: "\n").write(toFile: installFile, atomically: true, encoding: .utf8)
         try purchase.write(toFile: purchaseFile, atomically: true, encoding: .utf8)
         let started = Date().timeIntervalSince1970
         let imported = try run(["import", "--provider", "adservices", "--config", config, installFile])
@@ -215,13 +221,14 @@ import Testing
         let result = try run(["report", "keywords", "--config", config, "--format", "json"])
         #expect(result.status == 0, "\(result.stderr)")
         struct Row: Decodable {
-            let network: String?
+            let keyword_id: Int64?
             let installs: Int, paying_users: Int, purchases: Int
         }
         let rows = try JSONDecoder().decode([Row].self, from: Data(result.stdout.utf8))
-        let asa = try #require(rows.first { $0.network == "Apple Search Ads" }, "\(result.stdout)")
-        #expect(asa.installs == 1 && asa.paying_users == 1 && asa.purchases == 1, "\(result.stdout)")
-        #expect(!rows.contains { $0.network == "unattributed" }, "\(result.stdout)")
+        // The user's line is their first install's, and the purchase is credited there.
+        let march = try #require(rows.first { $0.keyword_id == 111 }, "\(result.stdout)")
+        #expect(march.installs == 1 && march.paying_users == 1 && march.purchases == 1, "\(result.stdout)")
+        #expect(!rows.contains { $0.keyword_id == 222 }, "\(result.stdout)")
 
         let store = try DatabaseQueue(path: env.databasePath)
         let (times, queued) = try store.read { db in
@@ -230,7 +237,7 @@ import Testing
                 try Double.fetchAll(db, sql: "SELECT created_at FROM outbox")
             )
         }
-        #expect(times == [1_740_830_400, 1_740_906_000])
+        #expect(times == [1_740_830_400, 1_740_906_000, 1_748_764_800])
         // Queued for the sink now: a year-old outbox row would fail /readyz's age bound.
         #expect(queued.allSatisfy { $0 >= started.rounded(.down) }, "\(queued)")
         // The event's dedupe key holds its time, so importing the file again adds nothing.
@@ -240,6 +247,8 @@ import Testing
         let bad = [
             #"{"received_at":"yesterday","payload":{}}"#, #"{"received_at":"1970-01-01T00:00:00Z","payload":{}}"#,
             #"{"received_at":"2999-01-01T00:00:00Z","payload":{}}"#, #"{"received_at":"2025-03-01T12:00:00Z","payload":"x"}"#,
+            // Envelopes with a typo, not read as payloads.
+            #"{"recieved_at":"2025-03-01T12:00:00Z","payload":{}}"#, #"{"received_at":"2025-03-01T12:00:00Z","payload":{},"note":1}"#,
         ]
         let badFile = env.directory.appendingPathComponent("bad.jsonl").path
         try bad.joined(separator: "\n").write(toFile: badFile, atomically: true, encoding: .utf8)
@@ -248,9 +257,14 @@ import Testing
         for (line, reason) in [
             (1, "received_at: expected the time"), (2, "received_at: 1970-01-01T00:00:00Z is before the App Store"),
             (3, "received_at: 2999-01-01T00:00:00Z is in the future"), (4, "payload: expected the payload as posted"),
+            (6, "note: an import envelope has only received_at and payload; found 'note'"),
         ] {
             #expect(refused.stdout.contains("line \(line): invalid_field: \(reason)"), "\(refused.stdout)")
         }
+        #expect(
+            refused.stdout.contains(
+                "line 5: missing_field: received_at: an import envelope has received_at beside payload; found 'recieved_at'"),
+            "\(refused.stdout)")
     }
 
     @Test func reportKeywordsNamesKeywordsTheCacheLearnedAfterTheirRecords() throws {

@@ -19,11 +19,22 @@ public struct HistoricalLine: Sendable {
     public init(_ line: Data, now: Date) throws {
         // Parsed twice only when it may be an envelope.
         guard line.range(of: Data(#""payload""#.utf8)) != nil,
-            let object = (try? JSONValue.parse(line))?.objectValue,
-            Set(object.keys) == ["received_at", "payload"]
+            let object = (try? JSONValue.parse(line))?.objectValue, object["payload"] != nil,
+            object["received_at"] != nil || object.count == 2
         else {
             payload = IngestPayload(body: line, receivedAt: now)
             return
+        }
+        // An envelope with a typo would otherwise reach the provider as its payload, whose
+        // answer ("missing app_id") would not say what is wrong.
+        let others = object.keys.filter { $0 != "payload" && $0 != "received_at" }.sorted()
+        guard others.isEmpty else {
+            let found = others.map { "'\($0)'" }.joined(separator: ", ")
+            guard object["received_at"] != nil else {
+                throw GatewayError(
+                    .missingField, "an import envelope has received_at beside payload; found \(found)", field: "received_at")
+            }
+            throw GatewayError.invalid(others[0], "an import envelope has only received_at and payload; found \(found)")
         }
         guard case .string(let text) = object["received_at"], let receivedAt = ISO8601.parse(text) else {
             throw GatewayError.invalid(
