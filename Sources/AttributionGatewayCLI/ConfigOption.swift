@@ -45,7 +45,7 @@ func openExistingStore(
         printError("no store at \(path) (storage.sqlite.path): check the config, or start the gateway once to create it")
         throw ExitCode(1)
     }
-    return try Gateway.openStore(configuration, upgrade: upgrade)
+    return try Gateway.openStore(configuration, upgrade: upgrade, onWait: printError)
 }
 
 /// Runs `body` on the store a gateway wrote (see ``openExistingStore(_:)``); SQLite's

@@ -31,7 +31,7 @@ struct Import: AsyncParsableCommand {
             printError("cannot read \(file)")
             throw ExitCode(2)
         }
-        let gateway = try await Gateway.build(configuration: configuration)
+        let gateway = try await Gateway.build(configuration: configuration, onWait: printError)
         let lines = data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
         var progress = ProgressBar(total: lines.count, label: "importing")
         var stored = 0, duplicates = 0

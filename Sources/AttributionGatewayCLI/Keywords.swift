@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayEnrichers
+import GatewayServer
 
 struct Keywords: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -29,6 +30,8 @@ struct Keywords: AsyncParsableCommand {
                 printError("cannot read \(file)")
                 throw ExitCode(2)
             }
+            // The names go into the store's file: one a newer release upgraded is refused here too.
+            _ = try Gateway.openStore(configuration, onWait: printError)
             var progress: ProgressBar?
             let report = try await KeywordReportImport(storagePath: configuration.storage.sqlitePath).run(text) { done, total in
                 if progress == nil { progress = ProgressBar(total: total, label: "importing") }

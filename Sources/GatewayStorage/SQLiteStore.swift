@@ -18,63 +18,80 @@ public final class SQLiteStore: AttributionStore {
 
     /// When opening a store may upgrade its tables to this binary's.
     public enum SchemaUpgrade: Sendable {
-        /// The caller holds the store's ``ServeLock`` (`serve`).
-        case whileServing
+        /// `serve`, which holds the store's lock (and says it is upgrading meanwhile).
+        case whileServing(ServeLock)
         /// Only when no server holds the store: a newer binary's command (`report`,
-        /// `import`) must not change the tables under an older server still running.
+        /// `import`) must not change the tables under an older server still running. It
+        /// waits for another command, or a server, that is upgrading them right now.
         case unlessServed
         /// Never, and a newer binary's tables are read as they are (`backup`, a copy of
         /// whatever the file holds).
         case never
     }
 
-    /// Opens the store, upgrading its tables as `upgrade` allows. A store that a newer
-    /// binary upgraded is refused unless `upgrade` is `.never`: this one would run on tables
-    /// whose meaning it does not know.
+    /// Opens the store, upgrading its tables as `upgrade` allows (`onWait` is told when it
+    /// waits for another process's upgrade). A store that a newer binary upgraded is
+    /// refused unless `upgrade` is `.never`: this one would run on tables whose meaning it
+    /// does not know.
     public init(
         path: String, durability: SQLiteDatabase.Durability = .full, upgrade: SchemaUpgrade = .unlessServed,
-        now: @escaping @Sendable () -> Date = { Date() }
+        onWait: (String) -> Void = { _ in }, now: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         self.path = path
         self.durability = durability
         self.now = now
         pool = try StoreOpenError.naming(path) {
             let pool = try SQLiteDatabase.pool(path: path, durability: durability)
-            try Self.bringUpToDate(pool, path: path, upgrade: upgrade)
+            try Self.bringUpToDate(pool, path: path, upgrade: upgrade, onWait: onWait)
             return pool
         }
         groupCommit = GroupCommit(pool: pool)
     }
 
-    private static func bringUpToDate(_ pool: DatabasePool, path: String, upgrade: SchemaUpgrade) throws {
-        guard upgrade != .never else { return }
-        switch try pool.read(SQLiteStoreSchema.standing) {
-        case .current:
+    private static func bringUpToDate(
+        _ pool: DatabasePool, path: String, upgrade: SchemaUpgrade, onWait: (String) -> Void
+    ) throws {
+        if case .never = upgrade { return }
+        guard case .behind = try standing(pool, path: path) else { return }
+        switch upgrade {
+        case .never:
             return
-        case .ahead(let unknown):
+        case .whileServing(let lock):
+            lock.announce(.upgrading)
+            defer { lock.announce(.serving) }
+            try SQLiteStoreSchema.migrator.migrate(pool)
+        case .unlessServed:
+            switch try ServeLock.take(storePath: path, as: .upgrading, onWait: onWait) {
+            case .success(let lock):
+                // Held until the tables are upgraded, so that no server starts on them
+                // meanwhile; another process may have upgraded them while this waited.
+                try withExtendedLifetime(lock) {
+                    if case .behind = try standing(pool, path: path) { try SQLiteStoreSchema.migrator.migrate(pool) }
+                }
+            case .failure(let server):
+                // A server holds it, perhaps one that has just upgraded the tables itself.
+                guard case .behind(let missing) = try standing(pool, path: path) else { return }
+                throw StoreOpenError(
+                    path: path,
+                    reason: "it needs this version's upgrade (\(missing.joined(separator: ", "))), and a "
+                        + "gateway\(server.pid.map { " (pid \($0))" } ?? "") of an older version is serving it; "
+                        + "upgrading under it could change what it reads. Restart that gateway with this "
+                        + "version first, or use the version it runs")
+            }
+        }
+    }
+
+    /// How the tables stand; a newer binary's are refused.
+    private static func standing(_ pool: DatabasePool, path: String) throws -> SQLiteStoreSchema.Standing {
+        let standing = try pool.read(SQLiteStoreSchema.standing)
+        if case .ahead(let unknown) = standing {
             throw StoreOpenError(
                 path: path,
                 reason: "a newer attribution-gateway upgraded it (\(unknown.joined(separator: ", ")), "
                     + "which this version does not know); run that version or a later one. "
                     + "A backup taken before the upgrade is the way back to this version")
-        case .behind(let missing):
-            var lock: ServeLock?
-            if upgrade == .unlessServed {
-                switch try ServeLock.ifFree(storePath: path) {
-                case .success(let free):
-                    lock = free
-                case .failure(let held):
-                    throw StoreOpenError(
-                        path: path,
-                        reason: "it needs this version's upgrade (\(missing.joined(separator: ", "))), and a "
-                            + "gateway\(held.pid.map { " (pid \($0))" } ?? "") of an older version is serving it; "
-                            + "upgrading under it could change what it reads. Restart that gateway with this "
-                            + "version first, or use the version it runs")
-                }
-            }
-            // Held until the tables are upgraded, so that no server starts on them meanwhile.
-            try withExtendedLifetime(lock) { try SQLiteStoreSchema.migrator.migrate(pool) }
         }
+        return standing
     }
 
     /// Concurrent calls share commits (see ``GroupCommit``); each returns once its own

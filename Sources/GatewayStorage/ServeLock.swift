@@ -5,21 +5,35 @@ import Foundation
 /// each offer every record to every sink; the second refuses to start instead. The kernel
 /// drops the lock when the process ends, however it ends (a `SIGKILL` included), so a
 /// crash never leaves a stale claim behind.
+///
+/// The file says who holds it and why (`PID` then `serving` or `upgrading`), so that a
+/// server starting while a command upgrades the store's tables waits for it rather than
+/// refusing, and a command can tell an older server from one upgrading right now.
 public final class ServeLock: Sendable {
+    /// Why the lock is held.
+    public enum Role: String, Sendable {
+        /// `serve` runs on the store.
+        case serving
+        /// A command (or `serve`, before it serves) is upgrading the store's tables.
+        case upgrading
+    }
+
     /// The lock file's path: the store file's own (links resolved), with `-serve.lock`
     /// added (beside `-wal`, `-shm`).
     public let path: String
     private let descriptor: Int32
 
-    /// Takes the lock, or throws naming the process that holds it.
-    public init(storePath: String) throws {
-        switch try Self.flockOnce(storePath: storePath) {
+    /// Takes the lock for `serve`, waiting while a command upgrades the store (`onWait` is
+    /// told once), or throws naming the server that holds it.
+    public init(storePath: String, onWait: (String) -> Void = { _ in }) throws {
+        switch try Self.acquire(storePath: storePath, onWait: onWait) {
         case .success(let taken):
             (path, descriptor) = taken
-        case .failure(let held):
+            announce(.serving)
+        case .failure(let holder):
             throw StoreOpenError(
                 path: storePath,
-                reason: "another gateway\(held.pid.map { " (pid \($0))" } ?? "") is serving it; "
+                reason: "another gateway\(holder.pid.map { " (pid \($0))" } ?? "") is serving it; "
                     + "two servers on one store would deliver every record twice. "
                     + "Stop it, or give this one its own storage.sqlite.path")
         }
@@ -30,18 +44,27 @@ public final class ServeLock: Sendable {
         self.descriptor = descriptor
     }
 
-    /// The lock held by someone else: the pid a server wrote, when it could be read.
-    struct Held: Error {
+    /// Whoever holds the lock, as its file says.
+    struct Holder: Error {
         let pid: String?
+        /// Nil when the file is empty: just taken, not yet written.
+        let role: Role?
     }
 
-    /// The lock if no server holds it, without waiting: for a command that must know no
-    /// server is using the store while it upgrades the store's tables.
-    static func ifFree(storePath: String) throws -> Result<ServeLock, Held> {
-        try flockOnce(storePath: storePath).map { ServeLock(path: $0.path, descriptor: $0.descriptor) }
+    /// The lock as `role`, or the server that holds it. While the holder is upgrading (or
+    /// has not said yet) this waits for it, telling `onWait` once: upgrades end, and their
+    /// process's end frees the lock whatever happens.
+    static func take(storePath: String, as role: Role, onWait: (String) -> Void) throws -> Result<ServeLock, Holder> {
+        try acquire(storePath: storePath, onWait: onWait).map { taken in
+            let lock = ServeLock(path: taken.path, descriptor: taken.descriptor)
+            lock.announce(role)
+            return lock
+        }
     }
 
-    private static func flockOnce(storePath: String) throws -> Result<(path: String, descriptor: Int32), Held> {
+    private static func acquire(
+        storePath: String, onWait: (String) -> Void
+    ) throws -> Result<(path: String, descriptor: Int32), Holder> {
         try StoreOpenError.naming(storePath) {
             let folder = URL(fileURLWithPath: storePath).standardizedFileURL.deletingLastPathComponent()
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -50,21 +73,50 @@ public final class ServeLock: Sendable {
             guard descriptor >= 0 else {
                 throw StoreOpenError(path: storePath, reason: "cannot create \(path): \(String(cString: strerror(errno)))")
             }
-            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-                let holder = (try? String(contentsOfFile: path, encoding: .utf8))?
-                    .trimmingCharacters(in: .whitespacesAndNewlines)
-                close(descriptor)
-                return .failure(Held(pid: holder?.isEmpty == false ? holder : nil))
+            var told = false
+            var unsaid = 0
+            while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+                var holder = Self.holder(path)
+                // Silent for two seconds: a holder that could not write (a full disk), taken
+                // as a server rather than waited for without end.
+                if holder.role == nil {
+                    unsaid += 1
+                    if unsaid > 20 { holder = Holder(pid: nil, role: .serving) }
+                }
+                guard holder.role != .serving else {
+                    close(descriptor)
+                    return .failure(holder)
+                }
+                if !told, holder.role == .upgrading {
+                    onWait("pid \(holder.pid ?? "?") is upgrading the store's tables; waiting for it to finish")
+                    told = true
+                }
+                usleep(100_000)
             }
-            // Only for the message a second server shows; the lock, not this, is the claim.
-            let pid = Array("\(getpid())\n".utf8)
-            _ = ftruncate(descriptor, 0)
-            _ = pid.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
             return .success((path, descriptor))
         }
     }
 
-    deinit { close(descriptor) }
+    /// Says why the lock is held now (a server upgrading before it serves).
+    func announce(_ role: Role) {
+        let text = Array("\(getpid())\n\(role.rawValue)\n".utf8)
+        _ = ftruncate(descriptor, 0)
+        _ = text.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+    }
+
+    private static func holder(_ path: String) -> Holder {
+        let lines = ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "")
+            .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let pid = lines.first, !pid.isEmpty else { return Holder(pid: nil, role: nil) }
+        // A server of a version before roles wrote its pid alone.
+        return Holder(pid: pid, role: lines.count > 1 ? Role(rawValue: lines[1]) ?? .serving : .serving)
+    }
+
+    deinit {
+        // Empty, the file says nothing stale about who holds it next.
+        _ = ftruncate(descriptor, 0)
+        close(descriptor)
+    }
 
     /// Beside the file SQLite will open, whatever path leads there: a store reached
     /// through a symbolic link (to the file or to its folder) must find the same lock as

@@ -1,6 +1,7 @@
 import Foundation
 @testable import GatewayStorage
 import GRDB
+import Synchronization
 import Testing
 
 /// Opening a store upgrades its tables only where no older server can be running on them,
@@ -41,7 +42,7 @@ import Testing
         // A backup reads the file as it is, and the server itself upgrades it.
         _ = try SQLiteStore(path: path, upgrade: .never)
         #expect(try !applied(path).contains(last))
-        _ = try SQLiteStore(path: path, upgrade: .whileServing)
+        _ = try SQLiteStore(path: path, upgrade: .whileServing(server))
         #expect(try applied(path).contains(last))
         withExtendedLifetime(server) {}
     }
@@ -62,16 +63,75 @@ import Testing
         try await DatabaseQueue(path: path).write { db in
             try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('store-v99-from-the-future')")
         }
-        for upgrade in [SQLiteStore.SchemaUpgrade.unlessServed, .whileServing] {
+        let server = try ServeLock(storePath: path)
+        for upgrade in [SQLiteStore.SchemaUpgrade.unlessServed, .whileServing(server)] {
             #expect {
                 _ = try SQLiteStore(path: path, upgrade: upgrade)
             } throws: { error in
                 "\(error)".contains("a newer attribution-gateway upgraded it (store-v99-from-the-future")
             }
         }
+        withExtendedLifetime(server) {}
         let copy = try StoreBackup.copy(try SQLiteStore(path: path, upgrade: .never), to: path + ".copy")
         #expect(copy.records == 0)
         #expect(try applied(path + ".copy").contains("store-v99-from-the-future"))
+    }
+
+    /// Runs `body` on a thread of its own: it blocks (waiting for a lock), which a thread
+    /// of Swift's small cooperative pool must not.
+    func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    /// Whether `condition` came true within a bound far above any wait here: a failure, not a hang.
+    func eventually(_ condition: () -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !condition() {
+            if ContinuousClock.now > deadline { return false }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return true
+    }
+
+    @Test func aServerStartingWhileACommandUpgradesTheTablesWaitsForIt() async throws {
+        let path = try olderStore()
+        defer { remove(path) }
+        guard case .success(let upgrader) = try ServeLock.take(storePath: path, as: .upgrading, onWait: { _ in }) else {
+            Issue.record("the lock was free")
+            return
+        }
+        let lines = try String(contentsOfFile: upgrader.path, encoding: .utf8).split(separator: "\n")
+        #expect(lines == ["\(getpid())", "upgrading"])
+        let told = Mutex<[String]>([])
+        let server = Task { try await onThread { try ServeLock(storePath: path) { message in told.withLock { $0.append(message) } } } }
+        // It waits, and says so once, for as long as the upgrade holds the lock.
+        try #require(try await eventually { !told.withLock { $0.isEmpty } })
+        #expect(told.withLock { $0 } == ["pid \(getpid()) is upgrading the store's tables; waiting for it to finish"])
+        withExtendedLifetime(upgrader) {}
+        _ = consume upgrader
+        let lock = try await server.value
+        #expect(try String(contentsOfFile: lock.path, encoding: .utf8) == "\(getpid())\nserving\n")
+        #expect(told.withLock { $0.count } == 1)
+    }
+
+    @Test func aCommandWaitsForAServerUpgradingTheTablesThenReadsThem() async throws {
+        let path = try olderStore()
+        defer { remove(path) }
+        let server = try ServeLock(storePath: path)
+        server.announce(.upgrading)
+        let waiting = Mutex(false)
+        let command = Task {
+            try await onThread { _ = try SQLiteStore(path: path, upgrade: .unlessServed) { _ in waiting.withLock { $0 = true } } }
+        }
+        try #require(try await eventually { waiting.withLock { $0 } }, "\(command)")
+        // The server finishes its upgrade and serves: the command reads the upgraded tables,
+        // without taking a server of this version for an older one.
+        _ = try SQLiteStore(path: path, upgrade: .whileServing(server))
+        try await command.value
+        #expect(try applied(path) == Set(SQLiteStoreSchema.migrator.migrations))
+        withExtendedLifetime(server) {}
     }
 
     @Test func aCurrentStoreOpensWhileAServerHoldsIt() throws {

@@ -53,20 +53,23 @@ public final class Gateway: Sendable {
 
     /// The store that `storage.sqlite` names, with its durability: for the server and for
     /// the commands that read or write the store without one.
+    /// `onWait` is told when the store waits for another process upgrading its tables.
     public static func openStore(
-        _ configuration: GatewayConfiguration, upgrade: SQLiteStore.SchemaUpgrade = .unlessServed
+        _ configuration: GatewayConfiguration, upgrade: SQLiteStore.SchemaUpgrade = .unlessServed,
+        onWait: (String) -> Void = { _ in }
     ) throws -> SQLiteStore {
         let durability = SQLiteDatabase.Durability(rawValue: configuration.storage.durability) ?? .full
-        return try SQLiteStore(path: configuration.storage.sqlitePath, durability: durability, upgrade: upgrade)
+        return try SQLiteStore(
+            path: configuration.storage.sqlitePath, durability: durability, upgrade: upgrade, onWait: onWait)
     }
 
     /// Opens the store and builds every provider and sink. Fails before anything listens
     /// when a sink cannot be built (an unreadable file, a bad key).
     public static func build(
         configuration: GatewayConfiguration, logger: Logger = Logger(label: "gateway"),
-        upgrade: SQLiteStore.SchemaUpgrade = .unlessServed
+        upgrade: SQLiteStore.SchemaUpgrade = .unlessServed, onWait: (String) -> Void = { _ in }
     ) async throws -> Gateway {
-        let store = try openStore(configuration, upgrade: upgrade)
+        let store = try openStore(configuration, upgrade: upgrade, onWait: onWait)
         let providers = try configuration.providers.map { try $0.build() }
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
