@@ -52,14 +52,16 @@ public final class SQLiteStore: AttributionStore {
         _ pool: DatabasePool, path: String, upgrade: SchemaUpgrade, onWait: (String) -> Void
     ) throws {
         if case .never = upgrade { return }
+        if case .whileServing(let lock) = upgrade {
+            // The lock says `upgrading` from the moment it is taken until the tables are ready.
+            defer { lock.announce(.serving) }
+            if case .behind = try standing(pool, path: path) { try SQLiteStoreSchema.migrator.migrate(pool) }
+            return
+        }
         guard case .behind = try standing(pool, path: path) else { return }
         switch upgrade {
-        case .never:
+        case .never, .whileServing:
             return
-        case .whileServing(let lock):
-            lock.announce(.upgrading)
-            defer { lock.announce(.serving) }
-            try SQLiteStoreSchema.migrator.migrate(pool)
         case .unlessServed:
             switch try ServeLock.take(storePath: path, as: .upgrading, onWait: onWait) {
             case .success(let lock):

@@ -24,12 +24,15 @@ public final class ServeLock: Sendable {
     private let descriptor: Int32
 
     /// Takes the lock for `serve`, waiting while a command upgrades the store (`onWait` is
-    /// told once), or throws naming the server that holds it.
+    /// told once), or throws naming the server that holds it. It says `upgrading` until the
+    /// store is open (``SQLiteStore/SchemaUpgrade/whileServing(_:)`` then says `serving`):
+    /// a command that came meanwhile must wait for the tables, not take this server for an
+    /// older one.
     public init(storePath: String, onWait: (String) -> Void = { _ in }) throws {
         switch try Self.acquire(storePath: storePath, onWait: onWait) {
         case .success(let taken):
             (path, descriptor) = taken
-            announce(.serving)
+            announce(.upgrading)
         case .failure(let holder):
             throw StoreOpenError(
                 path: storePath,
@@ -71,7 +74,7 @@ public final class ServeLock: Sendable {
             let path = Self.lockPath(storePath)
             let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else {
-                throw StoreOpenError(path: storePath, reason: "cannot create \(path): \(String(cString: strerror(errno)))")
+                throw StoreOpenError(path: storePath, reason: "cannot open \(path): \(String(cString: strerror(errno)))")
             }
             var told = false
             var unsaid = 0
@@ -122,10 +125,14 @@ public final class ServeLock: Sendable {
     /// through a symbolic link (to the file or to its folder) must find the same lock as
     /// one named directly, or two servers would drain one outbox.
     static func lockPath(_ storePath: String) -> String {
-        let url = URL(fileURLWithPath: storePath).standardizedFileURL
-        let file = FileManager.default.fileExists(atPath: url.path)
-            ? url.resolvingSymlinksInPath()
-            : url.deletingLastPathComponent().resolvingSymlinksInPath().appendingPathComponent(url.lastPathComponent)
-        return file.path + "-serve.lock"
+        var url = URL(fileURLWithPath: storePath).standardizedFileURL
+        // The file's own links, a dangling one too: SQLite creates the file it points to,
+        // which a second server would then reach by its own name.
+        for _ in 0..<40 {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: url.path) else { break }
+            url = URL(fileURLWithPath: target, relativeTo: url.deletingLastPathComponent()).standardizedFileURL
+        }
+        let folder = url.deletingLastPathComponent().resolvingSymlinksInPath()
+        return folder.appendingPathComponent(url.lastPathComponent).path + "-serve.lock"
     }
 }

@@ -28,7 +28,9 @@ import Testing
         let path = try olderStore()
         defer { remove(path) }
         let last = SQLiteStoreSchema.migrator.migrations.last!
+        // An older release's server, serving: it took the lock and says so.
         let server = try ServeLock(storePath: path)
+        server.announce(.serving)
 
         #expect {
             _ = try SQLiteStore(path: path, upgrade: .unlessServed)
@@ -112,15 +114,18 @@ import Testing
         withExtendedLifetime(upgrader) {}
         _ = consume upgrader
         let lock = try await server.value
-        #expect(try String(contentsOfFile: lock.path, encoding: .utf8) == "\(getpid())\nserving\n")
         #expect(told.withLock { $0.count } == 1)
+        // `upgrading` until it has the store open with its tables ready, then `serving`.
+        #expect(try String(contentsOfFile: lock.path, encoding: .utf8) == "\(getpid())\nupgrading\n")
+        _ = try SQLiteStore(path: path, upgrade: .whileServing(lock))
+        #expect(try String(contentsOfFile: lock.path, encoding: .utf8) == "\(getpid())\nserving\n")
     }
 
     @Test func aCommandWaitsForAServerUpgradingTheTablesThenReadsThem() async throws {
         let path = try olderStore()
         defer { remove(path) }
+        // A server of this release that has just taken the lock, and has not opened the store yet.
         let server = try ServeLock(storePath: path)
-        server.announce(.upgrading)
         let waiting = Mutex(false)
         let command = Task {
             try await onThread { _ = try SQLiteStore(path: path, upgrade: .unlessServed) { _ in waiting.withLock { $0 = true } } }
@@ -132,6 +137,20 @@ import Testing
         try await command.value
         #expect(try applied(path) == Set(SQLiteStoreSchema.migrator.migrations))
         withExtendedLifetime(server) {}
+    }
+
+    @Test func aStoreReachedThroughADanglingLinkHasTheLockOfTheFileItWillBe() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("link-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("real"), withIntermediateDirectories: true)
+        let target = folder.appendingPathComponent("real/store.sqlite").path
+        let link = folder.appendingPathComponent("link.sqlite").path
+        // Relative, as `ln -s real/store.sqlite link.sqlite` makes it; the file is not there yet.
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "real/store.sqlite")
+        let first = try ServeLock(storePath: link)
+        first.announce(.serving)
+        #expect(throws: StoreOpenError.self) { _ = try ServeLock(storePath: target) }
+        withExtendedLifetime(first) {}
     }
 
     @Test func aCurrentStoreOpensWhileAServerHoldsIt() throws {
