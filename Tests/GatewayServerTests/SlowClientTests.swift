@@ -141,14 +141,21 @@ import Testing
             #expect(last.contains(#""code":"malformed_http""#), "\(answer.text)")
             #expect(last.contains("application/json"))
 
-            // Behind a request that asked to close, a request is not read, nor answered, nor
-            // counted as malformed.
-            let closing = try RawConnection(port: port)
-            closing.send(
-                "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            let closed = await closing.readAll()
-            #expect(closed.closed)
-            #expect(closed.text.matches(of: #/HTTP\/1\.1 (\d{3}) /#).map { String($0.1) } == ["200"], "\(closed.text)")
+            // Behind a request that asked to close, however it asked, a request is not read,
+            // nor answered, nor counted as malformed, and the connection ends.
+            for closingRequest in [
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n",
+                "GET /healthz HTTP/1.0\r\nHost: x\r\n\r\n",
+            ] {
+                let closing = try RawConnection(port: port)
+                closing.send(closingRequest + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                let closed = await closing.readAll()
+                #expect(closed.closed, "\(closingRequest)")
+                #expect(
+                    closed.text.matches(of: #/HTTP\/1\.[01] (\d{3}) /#).map { String($0.1) } == ["200"],
+                    "\(closingRequest): \(closed.text)")
+            }
             let metrics = try RawConnection(port: port)
             metrics.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             #expect(await metrics.readAll().text.contains("gateway_malformed_requests_total 1"))

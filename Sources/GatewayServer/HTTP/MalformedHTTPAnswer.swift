@@ -59,17 +59,24 @@ final class MalformedHTTPAnswer: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         unanswered = max(0, unanswered - 1)
-        context.write(data, promise: promise)
-        if unanswered == 0, let error = waiting {
-            waiting = nil
-            answer(error, context: context)
+        guard unanswered == 0, let error = waiting else {
+            context.write(data, promise: promise)
+            return
         }
+        waiting = nil
+        if error == .closedConnection {
+            // The last answer is out once this end is written; then the connection ends.
+            let written = promise ?? context.eventLoop.makePromise()
+            written.futureResult.whenComplete { _ in context.close(promise: nil) }
+            context.write(data, promise: written)
+            return
+        }
+        context.write(data, promise: promise)
+        answer(error, context: context)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Bytes behind a request that asked to close are no request: its answer ends the
-        // connection, and they go unanswered, as HTTP/1.1 says.
-        guard let error = error as? HTTPParserError, error != .closedConnection, !reading else {
+        guard let error = error as? HTTPParserError, !reading else {
             context.fireErrorCaught(error)
             return
         }
@@ -77,6 +84,13 @@ final class MalformedHTTPAnswer: ChannelDuplexHandler, RemovableChannelHandler {
         // here instead, it never reaches Hummingbird, whose next read ends with the close.
         if unanswered > 0 {
             waiting = error
+            return
+        }
+        // Bytes behind a request that asked to close (`Connection: close` in any spelling,
+        // HTTP/1.0 without keep-alive) are no request: they go unanswered, as HTTP/1.1 says,
+        // and the connection ends after that request's answer.
+        guard error != .closedConnection else {
+            context.close(promise: nil)
             return
         }
         answer(error, context: context)
