@@ -249,6 +249,7 @@ import Testing
             #"{"received_at":"2999-01-01T00:00:00Z","payload":{}}"#, #"{"received_at":"2025-03-01T12:00:00Z","payload":"x"}"#,
             // Envelopes with a typo, not read as payloads.
             #"{"recieved_at":"2025-03-01T12:00:00Z","payload":{}}"#, #"{"received_at":"2025-03-01T12:00:00Z","payload":{},"note":1}"#,
+            #"{"Received-At":"2025-03-01T12:00:00Z","payload":{},"source":"x"}"#,
         ]
         let badFile = env.directory.appendingPathComponent("bad.jsonl").path
         try bad.joined(separator: "\n").write(toFile: badFile, atomically: true, encoding: .utf8)
@@ -265,6 +266,13 @@ import Testing
             refused.stdout.contains(
                 "line 5: missing_field: received_at: an import envelope has received_at beside payload; found 'recieved_at'"),
             "\(refused.stdout)")
+        #expect(
+            refused.stdout.contains(
+                "line 7: missing_field: received_at: an import envelope has received_at beside payload; found 'Received-At', 'source'"),
+            "\(refused.stdout)")
+        // A payload of its own with a key named payload is a payload, not an envelope.
+        let plain = try run(["normalize", "--provider", "s2s"], stdin: #"{"type":"event","name":"x","app_id":"1","app_user_id":"u","payload":{}}"#)
+        #expect(!plain.stderr.contains("envelope"), "\(plain.stderr)")
     }
 
     @Test func reportKeywordsNamesKeywordsTheCacheLearnedAfterTheirRecords() throws {

@@ -20,7 +20,7 @@ public struct HistoricalLine: Sendable {
         // Parsed twice only when it may be an envelope.
         guard line.range(of: Data(#""payload""#.utf8)) != nil,
             let object = (try? JSONValue.parse(line))?.objectValue, object["payload"] != nil,
-            object["received_at"] != nil || object.count == 2
+            object.keys.contains(where: Self.namesReceivedAt)
         else {
             payload = IngestPayload(body: line, receivedAt: now)
             return
@@ -52,5 +52,21 @@ public struct HistoricalLine: Sendable {
             throw GatewayError.invalid("payload", "expected the payload as posted: a JSON object or array")
         }
         payload = IngestPayload(body: Data(object["payload"]!.compactUTF8), receivedAt: receivedAt)
+    }
+
+    /// `received_at`, or a typo of it (two edits at most: `recieved_at`, `received-at`),
+    /// which beside `payload` marks an envelope to refuse rather than a payload to read.
+    static func namesReceivedAt(_ key: String) -> Bool {
+        let target = Array("received_at"), word = Array(key.lowercased())
+        guard abs(word.count - target.count) <= 2 else { return false }
+        var previous = Array(0...target.count)
+        for (i, letter) in word.enumerated() {
+            var row = [i + 1]
+            for (j, expected) in target.enumerated() {
+                row.append(min(previous[j + 1] + 1, row[j] + 1, previous[j] + (letter == expected ? 0 : 1)))
+            }
+            previous = row
+        }
+        return previous[target.count] <= 2
     }
 }

@@ -239,13 +239,13 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         device.apply(to: &record)
         try AdServicesAnswer.apply(fields, to: &record)
         // The app's fields apart from Apple's answer, as a live record keeps them: the IDFA
-        // only with consent, a token only as its hash.
+        // not at all (the record has it, with consent), a token only as its hash.
         var apple = fields.object
         var request: [String: JSONValue] = [:]
         for key in Self.appFields {
             if let value = apple.removeValue(forKey: key) { request[key] = value }
         }
-        request = device.scrubbed(request)
+        request["idfa"] = nil
         if case .string(let token)? = request.removeValue(forKey: "token") {
             request["token_sha256"] = .string(SHA256Text.hex(token))
         }
