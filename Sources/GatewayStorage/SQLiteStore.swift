@@ -51,25 +51,20 @@ public final class SQLiteStore: AttributionStore {
     private static func bringUpToDate(
         _ pool: DatabasePool, path: String, upgrade: SchemaUpgrade, onWait: (String) -> Void
     ) throws {
-        if case .never = upgrade { return }
-        if case .whileServing(let lock) = upgrade {
+        switch upgrade {
+        case .never:
+            return
+        case .whileServing(let lock):
             // The lock says `upgrading` from the moment it is taken until the tables are ready.
             defer { lock.announce(.serving) }
-            if case .behind = try standing(pool, path: path) { try SQLiteStoreSchema.migrator.migrate(pool) }
-            return
-        }
-        guard case .behind = try standing(pool, path: path) else { return }
-        switch upgrade {
-        case .never, .whileServing:
-            return
+            try migrateIfBehind(pool, path: path)
         case .unlessServed:
+            guard case .behind = try standing(pool, path: path) else { return }
             switch try ServeLock.take(storePath: path, as: .upgrading, onWait: onWait) {
             case .success(let lock):
                 // Held until the tables are upgraded, so that no server starts on them
                 // meanwhile; another process may have upgraded them while this waited.
-                try withExtendedLifetime(lock) {
-                    if case .behind = try standing(pool, path: path) { try SQLiteStoreSchema.migrator.migrate(pool) }
-                }
+                try withExtendedLifetime(lock) { try migrateIfBehind(pool, path: path) }
             case .failure(let server):
                 // A server holds it, perhaps one that has just upgraded the tables itself.
                 guard case .behind(let missing) = try standing(pool, path: path) else { return }
@@ -81,6 +76,10 @@ public final class SQLiteStore: AttributionStore {
                         + "version first, or use the version it runs")
             }
         }
+    }
+
+    private static func migrateIfBehind(_ pool: DatabasePool, path: String) throws {
+        if case .behind = try standing(pool, path: path) { try SQLiteStoreSchema.migrator.migrate(pool) }
     }
 
     /// How the tables stand; a newer binary's are refused.
