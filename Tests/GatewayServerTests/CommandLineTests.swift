@@ -143,15 +143,21 @@ import Testing
         #expect(again.stdout.contains("0 stored, 3 duplicates, 1 lines rejected"))
     }
 
+    /// A config with the environment's store, `providers` and the SQLite sink, written beside it.
+    func storeConfig(_ env: TestEnvironment, providers: String) throws -> String {
+        let config = env.directory.appendingPathComponent("store.yaml").path
+        try """
+        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+        providers: { \(providers) }
+        sinks: { local: { type: sqlite } }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        return config
+    }
+
     @Test func reportKeywordsJoinsInstallsToPurchasesPerKeyword() throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let config = env.directory.appendingPathComponent("report.yaml").path
-        try """
-        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
-        providers: { iad: {}, s2s: {} }
-        sinks: { local: { type: sqlite } }
-        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let config = try storeConfig(env, providers: "iad: {}, s2s: {}")
         // Two users came through the keyword, one organically; two purchases by the first
         // (one reported twice), one by the organic user.
         let installs = ["buyer", "browser"].map { IAdPayloads.attributed(user: $0).replacingOccurrences(of: "\n", with: "") }
@@ -193,12 +199,7 @@ import Testing
     @Test func importedHistoryKeepsItsTimeSoAPurchaseGoesToTheInstallBeforeIt() throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let config = env.directory.appendingPathComponent("history.yaml").path
-        try """
-        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
-        providers: { adservices: {}, s2s: {} }
-        sinks: { local: { type: sqlite } }
-        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let config = try storeConfig(env, providers: "adservices: {}, s2s: {}")
         // Apple's answers have no install time, and the purchase no timestamp: only the time
         // each first arrived says which install came before the purchase. The June
         // redownload through another keyword is first in the file: stamped with the time
@@ -278,12 +279,7 @@ import Testing
     @Test func reportKeywordsNamesKeywordsTheCacheLearnedAfterTheirRecords() throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let config = env.directory.appendingPathComponent("report.yaml").path
-        try """
-        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
-        providers: { iad: {} }
-        sinks: { local: { type: sqlite } }
-        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let config = try storeConfig(env, providers: "iad: {}")
         // Stored with ids only, as when Apple Ads was down or no credentials were set.
         let install = #"{"app_id":"1234567890","app_user_id":"u1","Version3.1":{"iad-attribution":"true","iad-campaign-id":"542370539","iad-adgroup-id":"542317095","iad-keyword-id":"87675499","iad-conversion-type":"Download"}}"#
         let installs = env.directory.appendingPathComponent("installs.jsonl").path
