@@ -107,6 +107,7 @@ let package = Package(
                 "GatewayCore", "GatewayConfig", "GatewayStorage", "GatewayProviders", "GatewaySinks", "GatewayEnrichers",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

@@ -162,6 +162,37 @@ import Testing
         }
     }
 
+    @Test(arguments: [
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: TE, close\r\nTE: trailers\r\n\r\n",
+        "GET /healthz HTTP/1.0\r\nHost: x\r\n\r\n",
+        "POST /v1/iad HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+    ])
+    func aRequestThatAsksToCloseIsAnsweredAndTheConnectionEnds(request: String) async throws {
+        // An idle timeout far past the read's 10 s bound: only the request can end it.
+        try await withGateway(idleMs: 120_000, bodyMs: 5000) { port in
+            let connection = try RawConnection(port: port)
+            connection.send(request)
+            let answer = await connection.readAll()
+            #expect(answer.closed, "\(request): still open after \(answer.text)")
+            #expect(answer.text.hasPrefix("HTTP/1.1 "), "\(answer.text)")
+            #expect(answer.text.lowercased().contains("connection: close\r\n"), "\(answer.text)")
+        }
+    }
+
+    @Test func anHTTP10RequestWithKeepAliveKeepsItsConnection() async throws {
+        try await withGateway(idleMs: 120_000, bodyMs: 5000) { port in
+            let connection = try RawConnection(port: port)
+            connection.send(
+                "GET /healthz HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            let answer = await connection.readAll()
+            #expect(answer.closed)
+            #expect(answer.text.matches(of: #/HTTP\/1\.1 200 /#).count == 2, "\(answer.text)")
+        }
+    }
+
     @Test func aBodyDrippingPastTheDeadlineIsAnswered408() async throws {
         // An idle timeout far above the drip interval, so a busy machine cannot turn
         // this into the idle case.

@@ -48,6 +48,7 @@ public enum GatewayHTTP {
             server: .http1(
                 configuration: .init(
                     additionalChannelHandlers: [
+                        RequestedClose.install(),
                         MalformedHTTPAnswer(
                             metrics: gateway.metrics, accessLog: settings.accessLog ? gateway.logger : nil),
                         RequestReadDeadline(timeout: .milliseconds(Int64(settings.bodyTimeoutMs) + 1000)),

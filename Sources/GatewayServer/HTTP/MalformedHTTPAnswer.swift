@@ -64,13 +64,6 @@ final class MalformedHTTPAnswer: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         waiting = nil
-        if error == .closedConnection {
-            // The last answer is out once this end is written; then the connection ends.
-            let written = promise ?? context.eventLoop.makePromise()
-            written.futureResult.whenComplete { _ in context.close(promise: nil) }
-            context.write(data, promise: written)
-            return
-        }
         context.write(data, promise: promise)
         answer(error, context: context)
     }
@@ -80,17 +73,13 @@ final class MalformedHTTPAnswer: ChannelDuplexHandler, RemovableChannelHandler {
             context.fireErrorCaught(error)
             return
         }
+        // Bytes behind a request that asked to close are no request: they go unanswered, as
+        // HTTP/1.1 says, and ``RequestedClose`` ends the connection after that request's answer.
+        guard error != .closedConnection else { return }
         // Hummingbird would answer it after the answers in flight with an empty 400; held
         // here instead, it never reaches Hummingbird, whose next read ends with the close.
         if unanswered > 0 {
             waiting = error
-            return
-        }
-        // Bytes behind a request that asked to close (`Connection: close` in any spelling,
-        // HTTP/1.0 without keep-alive) are no request: they go unanswered, as HTTP/1.1 says,
-        // and the connection ends after that request's answer.
-        guard error != .closedConnection else {
-            context.close(promise: nil)
             return
         }
         answer(error, context: context)
