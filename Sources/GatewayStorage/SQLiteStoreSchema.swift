@@ -108,8 +108,31 @@ enum SQLiteStoreSchema {
             // than after the lease, without undoing a retry's own schedule.
             try db.execute(sql: "ALTER TABLE pending ADD COLUMN claimed_until REAL")
         }
+        migrator.registerMigration("data:raw-without-unconsented-ids") { db in
+            try db.execute(sql: SQLiteStoreSchema.rawWithoutUnconsentedIDs)
+        }
         return migrator
     }
+
+    /// Migrations named so change rows only, never tables: a release that does not know one
+    /// still reads the store (``standing(_:)`` does not count it as a newer release's).
+    static let dataOnlyPrefix = "data:"
+
+    /// Records stored before 24 Nov 2026 kept in `raw` what the record itself may not: an
+    /// iAd payload's IDFA sent without ATT consent, and an imported AdServices answer's IDFA
+    /// and token (the app's fields kept inside Apple's body). Released versions since keep
+    /// neither; this removes them from the rows stored before.
+    static let rawWithoutUnconsentedIDs = """
+        UPDATE records SET body = json_remove(body, '$.raw.idfa')
+        WHERE provider = 'iad' AND json_valid(body) AND json_extract(body, '$.idfa') IS NULL
+            AND json_type(body, '$.raw.idfa') IS NOT NULL;
+        UPDATE records SET body = json_remove(body, '$.raw.apple.body.token')
+        WHERE dedupe_key LIKE 'adservices:answer:%' AND json_valid(body)
+            AND json_type(body, '$.raw.apple.body.token') IS NOT NULL;
+        UPDATE records SET body = json_remove(body, '$.raw.apple.body.idfa')
+        WHERE dedupe_key LIKE 'adservices:answer:%' AND json_valid(body) AND json_extract(body, '$.idfa') IS NULL
+            AND json_type(body, '$.raw.apple.body.idfa') IS NOT NULL;
+        """
 
     /// How a store's tables stand against this binary's migrations.
     enum Standing: Equatable {
@@ -124,7 +147,7 @@ enum SQLiteStoreSchema {
         let migrator = self.migrator
         let applied = try migrator.appliedIdentifiers(db)
         let known = migrator.migrations
-        let unknown = applied.subtracting(known).sorted()
+        let unknown = applied.subtracting(known).filter { !$0.hasPrefix(dataOnlyPrefix) }.sorted()
         if !unknown.isEmpty { return .ahead(unknown: unknown) }
         let missing = known.filter { !applied.contains($0) }
         return missing.isEmpty ? .current : .behind(missing: missing)

@@ -79,6 +79,18 @@ import Testing
         #expect(try applied(path + ".copy").contains("store-v99-from-the-future"))
     }
 
+    @Test func aNewerVersionsDataOnlyUpgradeDoesNotKeepThisOneFromTheStore() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID()).sqlite").path
+        defer { remove(path) }
+        _ = try SQLiteStore(path: path)
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('data:rows-fixed-later')")
+        }
+        let server = try ServeLock(storePath: path)
+        _ = try SQLiteStore(path: path, upgrade: .whileServing(server))
+        withExtendedLifetime(server) {}
+    }
+
     /// Runs `body` on a thread of its own: it blocks (waiting for a lock), which a thread
     /// of Swift's small cooperative pool must not.
     func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {

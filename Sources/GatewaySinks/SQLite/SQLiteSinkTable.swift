@@ -60,6 +60,36 @@ enum SQLiteSinkTable {
         for column in indexed {
             try db.execute(sql: "CREATE INDEX IF NOT EXISTS \(indexName(column)) ON \(name)(\(column))")
         }
+        try applyDataSteps(db)
+    }
+
+    /// Changes to rows written by older versions, each run once per table; done ones are
+    /// named in `attribution_records_steps`. Older versions ignore that table, as they do
+    /// columns they do not know.
+    static let dataSteps: [(name: String, sql: String)] = [
+        // Rows written before 24 Nov 2026 may hold in `raw` an IDFA sent without consent
+        // (iAd) and an imported AdServices answer's IDFA and token.
+        ("raw-without-unconsented-ids", """
+            UPDATE \(name) SET raw = json_remove(raw, '$.idfa')
+            WHERE provider = 'iad' AND idfa IS NULL AND json_valid(raw) AND json_type(raw, '$.idfa') IS NOT NULL;
+            UPDATE \(name) SET raw = json_remove(raw, '$.apple.body.token')
+            WHERE dedupe_key LIKE 'adservices:answer:%' AND json_valid(raw)
+                AND json_type(raw, '$.apple.body.token') IS NOT NULL;
+            UPDATE \(name) SET raw = json_remove(raw, '$.apple.body.idfa')
+            WHERE dedupe_key LIKE 'adservices:answer:%' AND idfa IS NULL AND json_valid(raw)
+                AND json_type(raw, '$.apple.body.idfa') IS NOT NULL;
+            """),
+    ]
+
+    private static func applyDataSteps(_ db: Database) throws {
+        try db.execute(sql: "CREATE TABLE IF NOT EXISTS \(name)_steps (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        let done = Set(try String.fetchAll(db, sql: "SELECT name FROM \(name)_steps"))
+        for step in dataSteps where !done.contains(step.name) {
+            try db.execute(sql: step.sql)
+            try db.execute(
+                sql: "INSERT INTO \(name)_steps (name, applied_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+                arguments: [step.name])
+        }
     }
 
     /// `INSERT … ON CONFLICT(record_id) DO UPDATE`: a re-delivery or an update of the
