@@ -8,9 +8,11 @@ struct Replay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Queue stored records for one sink again, e.g. to backfill a sink added later.",
         discussion: """
-            Records already waiting for the sink are not queued twice; sinks write idempotently by \
-            record_id, so replaying what a sink already has does not duplicate it. The running \
-            gateway (or the next `serve`) delivers them.
+            Only records the config's routes send to the sink are queued (a vendor with \
+            require_consent gets no event without consent, a route's where: holds), and none \
+            already waiting for it. The SQLite sink, webhooks keyed by record_id and Mixpanel \
+            ($insert_id) take a record again without a second copy; vendors count every event they \
+            are sent, so replay to them only what they lack. The running gateway (or the next `serve`) delivers them.
             """)
 
     @Option(name: .shortAndLong, help: "The configuration file.")
@@ -33,22 +35,29 @@ struct Replay: AsyncParsableCommand {
             guard let date = ISO8601.parse(since) else { throw ValidationError("--since is not an ISO-8601 time") }
             filter.since = date
         }
-        let (queued, seen) = try await withExistingStore(configuration) { store in
+        let router = RecordRouter(routes: configuration.routes)
+        let (queued, routed, seen) = try await withExistingStore(configuration) { store in
             let total = try await store.countRecords(matching: filter)
             var progress = ProgressBar(total: total, label: "replaying")
             var cursor: Int64 = 0
-            var seen = 0, queued = 0
+            var seen = 0, routed = 0, queued = 0
             while true {
-                let page = try await store.recordIDs(matching: filter, after: cursor, limit: 1000)
-                if page.ids.isEmpty { break }
-                queued += try await store.enqueue(recordIDs: page.ids, sink: sink, now: Date())
-                seen += page.ids.count
+                let page = try await store.readableRecords(matching: filter, after: cursor, limit: 1000)
+                if page.records.isEmpty { break }
+                // A body that cannot be read is queued: the worker dead-letters it, in sight.
+                let ids = page.records.filter { $0.record.map { router.sinks(for: $0).contains(sink) } ?? true }
+                    .map(\.recordID)
+                queued += try await store.enqueue(recordIDs: ids, sink: sink, now: Date())
+                routed += ids.count
+                seen += page.records.count
                 cursor = page.cursor
                 progress.advance(to: seen)
             }
             progress.finish()
-            return (queued, seen)
+            return (queued, routed, seen)
         }
-        print("\(queued) of \(seen) records queued for \(sink)")
+        print(
+            "\(queued) of \(seen) records queued for \(sink)"
+                + (routed < seen ? " (\(seen - routed) not routed to it)" : ""))
     }
 }

@@ -373,12 +373,6 @@ public final class SQLiteStore: AttributionStore {
 
     static let replayCondition = "(?1 IS NULL OR received_at >= ?1) AND (?2 IS NULL OR provider = ?2)"
 
-    public func recordIDs(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
-        -> (ids: [String], cursor: Int64)
-    {
-        try await page(of: "record_id", matching: filter, after: cursor, limit: limit) { $0["record_id"] }
-    }
-
     /// Stored records in storage order, a page at a time (reports, exports).
     public func records(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
         -> (records: [AttributionRecord], cursor: Int64)
@@ -386,6 +380,17 @@ public final class SQLiteStore: AttributionStore {
         try await page(of: "body", matching: filter, after: cursor, limit: limit) { row in
             let body: String = row["body"]
             return try AttributionRecord(jsonData: Data(body.utf8))
+        }
+    }
+
+    /// Stored records in storage order, a page at a time, each with its id, and `nil` for a
+    /// body that cannot be read (which a caller may still queue: the worker dead-letters it).
+    public func readableRecords(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
+        -> (records: [(recordID: String, record: AttributionRecord?)], cursor: Int64)
+    {
+        try await page(of: "record_id, body", matching: filter, after: cursor, limit: limit) { row in
+            let body: String? = row["body"]
+            return (recordID: row["record_id"], record: body.flatMap { try? AttributionRecord(jsonData: Data($0.utf8)) })
         }
     }
 

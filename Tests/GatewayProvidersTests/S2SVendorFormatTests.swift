@@ -537,4 +537,19 @@ import Testing
         }
         #expect(reason.contains("takes no refund records"))
     }
+
+    @Test func anEventWithoutConsentQueuedForAVendorThatNeedsItIsDeclinedWithoutARequest() async throws {
+        let body = S2SVendorFormatTests.event("event", ["name": S2SVendorFormatTests.q("level_up"), "att_status": "2"])
+        let payload = IngestPayload(body: Data(body.utf8), receivedAt: Date(), path: "/v1/events")
+        let event = try #require(try S2SProvider(options: .init()).normalize(payload).first)
+        var settings = S2SVendorFormatTests.settings(.appsflyer, key: "AFKEY")
+        settings.endpoint = "http://127.0.0.1:9"
+        settings.requireConsent = true
+        let sink = VendorSink(adapter: AppsFlyerAdapter(settings: settings), settings: settings, logger: .init(label: "test"))
+        guard case .declined(let reason)? = try await sink.deliver([event]).first else {
+            Issue.record("expected a decline")
+            return
+        }
+        #expect(reason.contains("consented events only"))
+    }
 }

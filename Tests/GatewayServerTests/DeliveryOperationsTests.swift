@@ -8,9 +8,10 @@ import Testing
 @Suite struct DeliveryOperationsTests {
     let cli = CommandLineTests()
 
-    /// Two sinks: `local` gets every record; `late` is routed nothing, as a sink added later.
-    func writeConfig(_ env: TestEnvironment) throws -> String {
-        let path = env.directory.appendingPathComponent("ops.yaml").path
+    /// Two sinks: `local` gets every record; `late` is routed nothing, as a sink not yet in
+    /// use, or, with `lateRoute`, the records of one app, as once it is added.
+    func writeConfig(_ env: TestEnvironment, lateRoute: String? = nil) throws -> String {
+        let path = env.directory.appendingPathComponent("ops-\(lateRoute == nil ? "before" : "after").yaml").path
         try """
         storage: { sqlite: { path: \(env.databasePath), durability: normal } }
         providers: { iad: { enabled: true } }
@@ -19,40 +20,83 @@ import Testing
           late: { type: sqlite, path: \(env.directory.appendingPathComponent("late.sqlite").path) }
         routes:
           - sinks: [local]
+        \(lateRoute.map { "  - { sinks: [late], where: { app_id: \"\($0)\" } }" } ?? "")
         """.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
 
-    func importUsers(_ users: [String], env: TestEnvironment, config: String) throws {
+    func importUsers(_ users: [String], appID: String = "1234567890", env: TestEnvironment, config: String) throws {
         let file = env.directory.appendingPathComponent("\(UUID()).jsonl").path
-        try users.map { IAdPayloads.attributed(user: $0).replacingOccurrences(of: "\n", with: "") }
+        try users.map { IAdPayloads.attributed(user: $0, appID: appID).replacingOccurrences(of: "\n", with: "") }
             .joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
         let result = try cli.run(["import", "--provider", "iad", "--config", config, file])
         #expect(result.status == 0, "\(result.stderr)")
     }
 
-    @Test func replayQueuesStoredRecordsForOneSinkOnce() async throws {
+    @Test func replayQueuesTheStoredRecordsRoutedToOneSinkOnce() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let config = try writeConfig(env)
-        try importUsers(["r1", "r2", "r3"], env: env, config: config)
+        let before = try writeConfig(env)
+        try importUsers(["r1", "r2"], env: env, config: before)
+        try importUsers(["r3"], appID: "222", env: env, config: before)
 
-        let first = try cli.run(["replay", "--config", config, "--sink", "late"])
+        // Routed nothing, it is queued nothing: replay sends only what the routes would.
+        let unrouted = try cli.run(["replay", "--config", before, "--sink", "late"])
+        #expect(unrouted.status == 0, "\(unrouted.stderr)")
+        #expect(unrouted.stdout.contains("0 of 3 records queued for late (3 not routed to it)"), "\(unrouted.stdout)")
+
+        let after = try writeConfig(env, lateRoute: "222")
+        let first = try cli.run(["replay", "--config", after, "--sink", "late"])
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(first.stdout.contains("3 of 3 records queued for late"))
+        #expect(first.stdout.contains("1 of 3 records queued for late (2 not routed to it)"), "\(first.stdout)")
         // Already waiting: not queued twice.
-        let again = try cli.run(["replay", "--config", config, "--sink", "late", "--provider", "iad"])
+        let again = try cli.run(["replay", "--config", after, "--sink", "late", "--provider", "iad"])
         #expect(again.stdout.contains("0 of 3 records queued for late"))
-        let future = try cli.run(["replay", "--config", config, "--sink", "late", "--since", "2999-01-01T00:00Z"])
+        let future = try cli.run(["replay", "--config", after, "--sink", "late", "--since", "2999-01-01T00:00Z"])
         #expect(future.stdout.contains("0 of 0 records queued"))
 
         let stats = try await SQLiteStore(path: env.databasePath).outboxStats()
-        #expect(stats["late"]?.depth == 3)
+        #expect(stats["late"]?.depth == 1)
         #expect(stats["local"]?.depth == 3)
+        let config = after
 
         let unknown = try cli.run(["replay", "--config", config, "--sink", "nowhere"])
         #expect(unknown.status != 0)
         #expect(unknown.stderr.contains("no sink 'nowhere'"))
+    }
+
+    @Test func replayToAVendorThatNeedsConsentQueuesOnlyConsentedEvents() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let path = env.directory.appendingPathComponent("vendor.yaml").path
+        // The vendor's endpoint is never reached: nothing runs but the commands.
+        try """
+        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+        providers:
+          s2s:
+            vendor: [appsflyer]
+            vendors: { appsflyer: { api_key: "AF-KEY", endpoint: "http://127.0.0.1:9", require_consent: true } }
+        sinks: { local: { type: sqlite, paused: true } }
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        let events = env.directory.appendingPathComponent("events.jsonl").path
+        try (1...3).map { status in
+            #"{"type":"event","name":"level_up","app_id":"1111111111","app_user_id":"u","event_id":"e\#(status)","att_status":\#(status)}"#
+        }.joined(separator: "\n").write(toFile: events, atomically: true, encoding: .utf8)
+        let imported = try cli.run(["import", "--provider", "s2s", "--config", path, events])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let store = try SQLiteStore(path: env.databasePath)
+        // The routes queued the consented event alone; a replay must not add the others.
+        #expect(try await store.outboxStats()["s2s.appsflyer"]?.depth == 1)
+        try await store.resolve(
+            sink: "s2s.appsflyer",
+            try await store.dueEntries(sink: "s2s.appsflyer", now: Date(), limit: 10).map { .delivered(id: $0.id) },
+            now: Date())
+
+        let replay = try cli.run(["replay", "--config", path, "--sink", "s2s.appsflyer"])
+        #expect(replay.status == 0, "\(replay.stderr)")
+        #expect(replay.stdout.contains("1 of 3 records queued for s2s.appsflyer (2 not routed to it)"), "\(replay.stdout)")
+        let queued = try await store.dueEntries(sink: "s2s.appsflyer", now: Date(), limit: 10)
+        #expect(queued.map(\.record.attStatus) == [3])
     }
 
     @Test func deadLettersCanBeListedRetriedAndDropped() async throws {

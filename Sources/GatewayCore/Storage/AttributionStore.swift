@@ -42,10 +42,11 @@ public protocol AttributionStore: Sendable {
     /// Deletes dead letters for good. Returns how many.
     func dropDeadLetters(ids: [Int64]?, sink: String?) async throws -> Int
 
-    /// Stored records matching `filter`, in storage order after `cursor`, for replays.
-    /// Returns their ids and the cursor to continue from.
-    func recordIDs(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
-        -> (ids: [String], cursor: Int64)
+    /// Stored records matching `filter`, in storage order after `cursor`, for replays: each
+    /// with its id, the record `nil` where its body cannot be read. Returns the cursor to
+    /// continue from.
+    func readableRecords(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
+        -> (records: [(recordID: String, record: AttributionRecord?)], cursor: Int64)
 
     /// Counts the stored records matching `filter`.
     func countRecords(matching filter: ReplayFilter) async throws -> Int

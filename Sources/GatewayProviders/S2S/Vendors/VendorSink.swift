@@ -45,6 +45,12 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
                     reason: "\(adapter.vendor.displayName) takes no \(record.kind.rawValue) records")
                 continue
             }
+            // Its route holds back events without consent; this holds back those queued
+            // before `require_consent` was set.
+            guard !settings.requireConsent || record.attStatus == 3 else {
+                outcomes[index] = .declined(reason: "\(adapter.vendor.displayName) takes consented events only")
+                continue
+            }
             do {
                 let event = try RawEvent(stored: record.raw)
                 events[index] = event
