@@ -383,12 +383,17 @@ import Testing
     }
 
     @Test func aPurchaseIsDedupedByItsTransaction() throws {
-        let purchase = { (transaction: String, ip: String) in
-            Self.event("purchase", ["revenue": "9.99", "currency": Self.q("USD"), "transaction_id": Self.q(transaction), "ip": Self.q(ip)])
+        let purchase = { (transaction: String, ip: String, eventID: String?) in
+            var fields = ["revenue": "9.99", "currency": Self.q("USD"), "transaction_id": Self.q(transaction), "ip": Self.q(ip)]
+            fields["event_id"] = eventID.map(Self.q)
+            return Self.event("purchase", fields)
         }
-        let key = try record(purchase("2000000001", "203.0.113.7")).dedupeKey
-        #expect(try record(purchase("2000000001", "198.51.100.2")).dedupeKey == key)
-        #expect(try record(purchase("2000000002", "203.0.113.7")).dedupeKey != key)
+        let key = try record(purchase("2000000001", "203.0.113.7", "evt-1")).dedupeKey
+        #expect(try record(purchase("2000000001", "198.51.100.2", "evt-1")).dedupeKey == key)
+        // A backend's retry under a new event id, or none, is still that one purchase.
+        #expect(try record(purchase("2000000001", "203.0.113.7", "evt-1-retry")).dedupeKey == key)
+        #expect(try record(purchase("2000000001", "203.0.113.7", nil)).dedupeKey == key)
+        #expect(try record(purchase("2000000002", "203.0.113.7", "evt-1")).dedupeKey != key)
     }
 
     @Test func sessionsWithoutATimestampAreDistinctByArrival() throws {

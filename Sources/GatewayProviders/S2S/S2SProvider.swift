@@ -73,20 +73,22 @@ public struct S2SProvider: AttributionProvider {
         return record
     }
 
-    /// A resent event is the same record: by its `event_id`, a purchase or a refund by its
-    /// transaction, anything else by its content. An event with none of these and no
+    /// A resent event is the same record: a purchase or a refund by its transaction, others
+    /// by their `event_id`, anything else by its content. An event with none of these and no
     /// `timestamp` cannot be told from a second one alike, so its arrival time and place
     /// in the request join its content: it is never deduped.
     static func dedupeKey(_ event: RawEvent, receivedAt: Date, index: Int) -> String {
-        // One refund per purchase, whatever else a resend changes (App Store Server
-        // Notifications resend theirs): before `event_id`, which would let a second through.
+        // A transaction is one purchase, and has one refund, whatever else a resend changes
+        // (a backend's retry with a new `event_id`, or none; App Store Server Notifications
+        // resend theirs): before `event_id`, which would let a second through to the vendors,
+        // who would book its revenue twice.
         if event.type == .refund, let transaction = event.transactionID {
             return DedupeKey.make(typeName, event.appID, "refund", transaction)
         }
-        if let id = event.eventID { return DedupeKey.make(typeName, event.appID, "id", id) }
         if event.type == .purchase, let transaction = event.transactionID {
             return DedupeKey.make(typeName, event.appID, "purchase", transaction)
         }
+        if let id = event.eventID { return DedupeKey.make(typeName, event.appID, "id", id) }
         var content = JSONValue.object(event.stored).jsonText
         if event.timestamp == nil { content += "@\(ISO8601.format(receivedAt))#\(index)" }
         return DedupeKey.make(typeName, event.appID, "content", SHA256Text.hex(content))
