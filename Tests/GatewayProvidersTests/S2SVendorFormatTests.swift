@@ -465,6 +465,15 @@ import Testing
         #expect(install.idfv == Self.idfv)
     }
 
+    @Test func aReattributionConvertsWhenItHappensNotAtTheFirstInstall() throws {
+        let reattribution = Self.adjustInstall.merging([
+            "activity_kind": "reattribution", "campaign_name": "Winback", "reattributed_at": "1772323200",
+        ]) { $1 }
+        let record = try callback(.adjust, query: reattribution)
+        #expect(record.kind == .reinstall)
+        #expect(record.conversionDate == Date(timeIntervalSince1970: 1_772_323_200))
+    }
+
     @Test func adjustClickIsNotAnAttributionResult() {
         let click = Self.adjustInstall.merging(["activity_kind": "click"]) { $1 }
         #expect(throws: GatewayError.self) { try callback(.adjust, query: click) }

@@ -109,7 +109,9 @@ enum VendorCallback {
                 record.clickDate = touched
             }
         }
-        record.conversionDate = installedAt
+        // A reattribution's conversion is its own: the report places the purchases made
+        // after the first install and before the reattribution on the first install's line.
+        record.conversionDate = occurred
         record.countryOrRegion = try text(map.country)?.uppercased()
         record.raw = .object(["vendor": .string(vendor.rawValue), "callback": .object(stored)])
         return record
