@@ -184,6 +184,29 @@ import Testing
         }
     }
 
+    @Test func anArrayIsAnsweredWithResultsWhateverItsLengthAndAnObjectAlone() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, _ in
+            let answer = { (body: String) async throws -> [String: Any] in
+                let response = try await post(client, body)
+                return try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
+            }
+            let one = Self.event("event", name: "level_up", extra: #""event_id":"one""#)
+            // A client batching what it has sends one event as often as many.
+            for body in ["[\(one)]", " \n[\(one)]"] {
+                let results = try #require(try await answer(body)["results"] as? [[String: Any]], "\(body)")
+                #expect(results.count == 1)
+                #expect(results.first?["record_id"] is String)
+            }
+            let two = Self.event("event", name: "level_up", extra: #""event_id":"two""#)
+            let alone = try await answer(two)
+            #expect(alone["results"] == nil)
+            #expect(alone["status"] as? String == "accepted")
+        }
+    }
+
     @Test func anIDFAReachesStorageSinksAndVendorsOnlyWithConsent() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

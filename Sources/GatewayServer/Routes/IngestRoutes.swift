@@ -64,11 +64,21 @@ struct BatchAnswer: Encodable {
 
     var json: JSONValue { .object(["results": .array(results.map(\.json))]) }
 
-    /// One payload's answer: a single record's answer alone, several in `results`.
-    static func response(status: HTTPResponse.Status, _ answers: [IngestAnswer]) -> Response {
-        guard answers.count == 1 else { return JSONResponse.make(status: status, BatchAnswer(results: answers).json) }
+    /// One payload's answer: an object's record's answer alone; an array's answers (one
+    /// per element, even for one element, so that a client's batches of any size read
+    /// alike), or several records', in `results`.
+    static func response(status: HTTPResponse.Status, _ answers: [IngestAnswer], body: Data) -> Response {
+        guard answers.count == 1, !isArray(body) else {
+            return JSONResponse.make(status: status, BatchAnswer(results: answers).json)
+        }
         return JSONResponse.make(status: status, answers[0].json)
     }
+
+    static func isArray(_ body: Data) -> Bool {
+        body.first { !jsonWhitespace.contains($0) } == UInt8(ascii: "[")
+    }
+
+    private static let jsonWhitespace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
 }
 
 extension GatewayHTTP {
@@ -108,7 +118,7 @@ extension GatewayHTTP {
                     }
                     let status: HTTPResponse.Status =
                         outcomes.allSatisfy(\.isDuplicate) ? .ok : .init(code: route.acceptedStatus)
-                    return BatchAnswer.response(status: status, outcomes.map(IngestAnswer.init))
+                    return BatchAnswer.response(status: status, outcomes.map(IngestAnswer.init), body: body)
                 }
                 switch route.method {
                 case .post: router.post(RouterPath(route.path), use: handler)
@@ -136,7 +146,7 @@ extension GatewayHTTP {
                         withExtendedLifetime((gateway.pipeline.router.sinks(for: record), record.encoded())) {}
                         return IngestAnswer(unstored: record)
                     }
-                    return BatchAnswer.response(status: .accepted, answers)
+                    return BatchAnswer.response(status: .accepted, answers, body: payload.body)
                 }
             }
         }
