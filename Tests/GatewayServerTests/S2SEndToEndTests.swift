@@ -390,6 +390,17 @@ import Testing
             let organic = try JSONDecoder().decode(Answer.self, from: Data(adjust.body.readableBytesView))
             let organicRecord = try #require(try await gateway.store.record(id: organic.record_id))
             #expect(!organicRecord.attributed && organicRecord.network == "Organic" && organicRecord.campaignName == nil)
+            // Values in the URL read as a form's do: `+` is a space, `%2B` a plus.
+            let spaced = "activity_kind=install&network_name=Apple+Search+Ads&campaign_name=Winter%20Sale+US%2B&is_organic=0"
+                + "&installed_at=1698811508&adid=0123456789abcdef0123456789abcdef&app_id=\(Self.appID)"
+            let named = try await client.execute(
+                uri: "/v1/s2s/adjust/callbacks?\(spaced)&secret=\(Self.callbackSecret)", method: .get)
+            #expect(named.status == .ok)
+            let namedRecord = try #require(
+                try await gateway.store.record(
+                    id: try JSONDecoder().decode(Answer.self, from: Data(named.body.readableBytesView)).record_id))
+            #expect(namedRecord.network == "Apple Search Ads")
+            #expect(namedRecord.campaignName == "Winter Sale US+")
             // A vendor that leaves out the app's id: the operator puts it in the callback URL.
             let appless = install.replacingOccurrences(of: #""app_id":"id\#(Self.appID)","#, with: "")
                 .replacingOccurrences(of: "1698811503838-6471005", with: "1698811503838-6471006")

@@ -95,10 +95,10 @@ extension GatewayHTTP {
                         throw SharedSecret.unauthorized
                     }
                     let body = try await bodies.collect(request)
-                    var query: [String: String] = [:]
-                    for (key, value) in request.uri.queryParameters where key != "secret" {
-                        query[String(key)] = String(value)
-                    }
+                    // Decoded as forms are (`+` a space), as vendors' callback URLs are
+                    // filled in and as their form bodies are read.
+                    var query = FormEncoding.decode(request.uri.query ?? "")
+                    query["secret"] = nil
                     let payload = IngestPayload(
                         body: body, receivedAt: Date(), path: route.path, query: query,
                         contentType: request.headers[.contentType])
