@@ -68,6 +68,26 @@ extension SQLiteStore {
         }
     }
 
+    /// Work waiting for its answer, in record id order after `cursor` (a record id; nil
+    /// from the start), without claiming it: for reports.
+    public func waitingWork(after cursor: String?, limit: Int) async throws -> [PendingWork] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT record_id, provider, dedupe_key, app_id, received_at, state, attempts FROM pending
+                    WHERE ?1 IS NULL OR record_id > ?1 ORDER BY record_id LIMIT ?2
+                    """,
+                arguments: [cursor, limit]
+            ).map { row in
+                PendingWork(
+                    recordID: row["record_id"], provider: row["provider"], dedupeKey: row["dedupe_key"],
+                    appID: row["app_id"], receivedAt: Date(timeIntervalSince1970: row["received_at"]),
+                    state: row["state"], attempts: row["attempts"])
+            }
+        }
+    }
+
     /// Hands back, due now, the work that claims still hide: for a server starting on a
     /// store no other process serves (``ServeLock``), every claim is a dead process's, and
     /// its work would otherwise wait out the lease. Returns how many.

@@ -196,6 +196,42 @@ import Testing
         #expect(table.stdout.split(separator: "\n").first?.hasPrefix("network") == true)
     }
 
+    @Test func aUserWhoseTokenAppleHasNotAnsweredYetIsUnknownNotUnattributed() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try storeConfig(env, providers: "adservices: {}, s2s: {}")
+        func purchase(_ user: String, _ transaction: String) -> String {
+            #"{"type":"purchase","app_id":"1234567890","app_user_id":"\#(user)","revenue":4.99,"currency":"USD","transaction_id":"\#(transaction)","timestamp":1700000000}"#
+        }
+        let purchaseFile = env.directory.appendingPathComponent("purchases.jsonl").path
+        try [purchase("waiting", "w1"), purchase("nobody", "n1")].joined(separator: "\n")
+            .write(toFile: purchaseFile, atomically: true, encoding: .utf8)
+        #expect(try run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
+        // The token of user `waiting`, as the AdServices route keeps it while Apple has not
+        // answered (Apple down, or its 404 retries): a row of `pending`, no record yet.
+        let state = #"{"appID":"1234567890","appUserID":"waiting","errors":3,"malformed":0,"notFound":0,"token":"TOKEN"}"#
+        try DatabaseQueue(path: env.databasePath).write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO pending (record_id, provider, dedupe_key, app_id, received_at, state, attempts, next_attempt_at)
+                    VALUES ('01a00000-0000-7000-8000-000000000001', 'adservices', 'adservices:abc', '1234567890', 1699990000, ?, 3, 1699999999)
+                    """,
+                arguments: [Data(state.utf8)])
+        }
+        let result = try run(["report", "keywords", "--config", config, "--format", "json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        struct Row: Decodable { let network: String?, installs: Int, paying_users: Int, purchases: Int }
+        let rows = try JSONDecoder().decode([Row].self, from: Data(result.stdout.utf8))
+        let unknown = try #require(rows.first { $0.network == "unknown" }, "\(result.stdout)")
+        #expect(unknown.installs == 1 && unknown.paying_users == 1 && unknown.purchases == 1)
+        // The user with no install at all is the one unattributed.
+        let unattributed = try #require(rows.first { $0.network == "unattributed" }, "\(result.stdout)")
+        #expect(unattributed.paying_users == 1 && unattributed.purchases == 1)
+        // --app-id holds for waiting tokens too.
+        let other = try run(["report", "keywords", "--config", config, "--format", "json", "--app-id", "42"])
+        #expect(try JSONDecoder().decode([Row].self, from: Data(other.stdout.utf8)).isEmpty, "\(other.stdout)")
+    }
+
     @Test func importedHistoryKeepsItsTimeSoAPurchaseGoesToTheInstallBeforeIt() throws {
         let env = try TestEnvironment()
         defer { env.remove() }

@@ -16,6 +16,9 @@ public protocol DeferredAttributionProvider: AttributionProvider {
     func accept(_ payload: IngestPayload) throws -> PendingWork
     /// One attempt at finishing `work`. Never throws: every failure is a step.
     func resolve(_ work: PendingWork) async -> ResolutionStep
+    /// What `work`'s record says until its answer comes (`resolution: pending`, the app's
+    /// fields), for reports that count it meanwhile; nil when its state cannot be read.
+    func waitingRecord(_ work: PendingWork) -> AttributionRecord?
 }
 
 /// An accepted payload waiting for its outside answer.

@@ -190,6 +190,10 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         return .milliseconds(Int64(seconds * 1000))
     }
 
+    public func waitingRecord(_ work: PendingWork) -> AttributionRecord? {
+        State(stored: work.state).map { record(work, $0, resolution: .pending, apple: [:]) }
+    }
+
     /// The record for `work`, with the app's fields and no answer yet.
     func record(_ work: PendingWork, _ state: State?, resolution: Resolution, apple: [String: JSONValue])
         -> AttributionRecord
