@@ -474,6 +474,21 @@ import Testing
         #expect(record.conversionDate == Date(timeIntervalSince1970: 1_772_323_200))
     }
 
+    @Test func placeholdersAVendorHadNoValueForAreAbsentNotRefused() throws {
+        // Adjust sends a placeholder it has nothing for as an empty value.
+        let empty = Self.adjustInstall.merging(["click_time": "", "country": "", "adgroup_name": ""]) { $1 }
+        let install = try callback(.adjust, query: empty)
+        #expect(install.attributed && install.campaignName == "Brand")
+        #expect(install.clickDate == nil && install.adGroupName == nil && install.countryOrRegion == nil)
+        let organic = Self.adjustInstall.merging(["is_organic": "", "network_name": "Organic", "campaign_name": ""]) { $1 }
+        #expect(try !callback(.adjust, query: organic).attributed)
+        // AppsFlyer sends null.
+        let nulls = Self.appsFlyerInstall().replacingOccurrences(
+            of: #""attributed_touch_time":"2023-11-01 03:59:01.000""#, with: #""attributed_touch_time":null"#)
+        #expect(nulls.contains(#""attributed_touch_time":null"#))
+        #expect(try callback(.appsflyer, body: nulls).clickDate == nil)
+    }
+
     @Test func adjustClickIsNotAnAttributionResult() {
         let click = Self.adjustInstall.merging(["activity_kind": "click"]) { $1 }
         #expect(throws: GatewayError.self) { try callback(.adjust, query: click) }

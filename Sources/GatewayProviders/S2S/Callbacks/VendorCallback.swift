@@ -124,18 +124,22 @@ enum VendorCallback {
         return lower.contains("idfa") || lower.contains("advertising_id") || lower.contains("adid") && lower.contains("gps")
     }
 
-    /// The query and the body's values, as one object.
+    /// The query and the body's values, as one object. An empty value is no value: Adjust
+    /// fills a placeholder it has nothing for with an empty string, AppsFlyer sends `null`,
+    /// and an organic install's `click_time=` must not refuse the install.
     static func values(_ payload: IngestPayload) throws -> [String: JSONValue] {
-        var object = payload.query.mapValues(JSONValue.string)
+        var object = payload.query.filter { !$0.value.isEmpty }.mapValues(JSONValue.string)
         let body = payload.body
         guard !body.isEmpty else { return object }
         let type = payload.contentType?.lowercased() ?? ""
         if type.hasPrefix("application/x-www-form-urlencoded") {
-            for (key, value) in FormEncoding.decode(String(decoding: body, as: UTF8.self)) { object[key] = .string(value) }
+            for (key, value) in FormEncoding.decode(String(decoding: body, as: UTF8.self)) where !value.isEmpty {
+                object[key] = .string(value)
+            }
             return object
         }
         let fields = try PayloadFields.parseObject(body)
-        object.merge(fields.object) { _, body in body }
+        object.merge(fields.object.filter { $0.value != .null && $0.value != .string("") }) { _, body in body }
         return object
     }
 }
