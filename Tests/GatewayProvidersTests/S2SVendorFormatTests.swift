@@ -370,7 +370,9 @@ import Testing
     @Test func aBatchHoldsAtMostAThousandEvents() throws {
         let events = { (count: Int) in "[" + Array(repeating: Self.event("session"), count: count).joined(separator: ",") + "]" }
         #expect(try records(events(1000)).count == 1000)
-        #expect(intakeError(events(1001)) != nil)
+        let tooMany = intakeError(events(1001))
+        #expect(tooMany?.field == "" && tooMany?.message.contains("holds 1001; at most 1000") == true, "\(String(describing: tooMany))")
+        #expect(intakeError("[]")?.field == "")
     }
 
     @Test func aResentEventKeepsItsDedupeKey() throws {

@@ -53,8 +53,12 @@ public struct PayloadFields: Sendable {
         case .object(let object):
             return [PayloadFields(object)]
         case .array(let array):
-            guard !array.isEmpty else { throw GatewayError(.invalidField, "the array holds no \(noun)") }
-            guard array.count <= maxCount else { throw GatewayError(.invalidField, "at most \(maxCount) per request") }
+            // The array itself is at fault: the field is the whole body, "" as a JSON
+            // Pointer names it (and as the SKAN route's arrays are answered).
+            guard !array.isEmpty else { throw GatewayError.invalid("", "the array holds no \(noun)") }
+            guard array.count <= maxCount else {
+                throw GatewayError.invalid("", "the array holds \(array.count); at most \(maxCount) per request")
+            }
             return try array.enumerated().map { index, item in
                 guard case .object(let object) = item else {
                     throw GatewayError.invalid("[\(index)]", "expected an object, found \(item.typeName)")
