@@ -93,6 +93,9 @@ import Testing
             #expect(try await create([.authorization: "Bearer \(Self.appKey)"]) == 200)
             // A Supabase client's session token as the bearer, the key as apikey.
             #expect(try await create([.authorization: "Bearer eyJhbGciOiJIUzI1NiJ9.session", apikey: Self.appKey]) == 200)
+            // Either header may hold this app's key, whatever key the other holds.
+            #expect(try await create([.authorization: "Bearer key-for-another-app-999", apikey: Self.appKey]) == 200)
+            #expect(try await create([.authorization: "Bearer \(Self.appKey)", apikey: "key-for-another-app-999"]) == 200)
         }
     }
 

@@ -28,7 +28,13 @@ final class APIKeyring: Sendable {
     func admit(_ headers: HTTPFields) throws -> Set<String>? {
         let keys = keys
         guard !keys.isEmpty else { return nil }
-        guard let (_, apps) = Self.presentedKey(headers, in: keys) else { throw Self.unauthorized }
+        // Both headers may hold a key (the SDK's `apikey` beside a backend's bearer): the
+        // request may write for the apps of each, as a client holding both keys could anyway.
+        var apps: Set<String> = []
+        for digest in Self.presentedDigests(headers) {
+            for key in keys where Self.constantTimeEqual(key.sha256, digest) { apps.insert(key.appID) }
+        }
+        guard !apps.isEmpty else { throw Self.unauthorized }
         return apps
     }
 
