@@ -306,6 +306,24 @@ import Testing
         #expect(due.allSatisfy { $0.attempts == 1 })
     }
 
+    @Test func aRetryAfterPastAnyClockWaitsADayAndStopsNothing() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(1)
+        // As a receiver answered it: before, the schedule's milliseconds overflowed and the
+        // process stopped, again at every start, since the record was offered again.
+        let huge = try #require(RetryAfter.parse("10000000000000000"))
+        #expect(huge == RetryAfter.longest)
+        #expect(RetryAfter.parse("99999999999999999999999") == RetryAfter.longest)
+        #expect(RetryAfter.parse("Fri, 31 Dec 9999 23:59:59 GMT") == RetryAfter.longest)
+        #expect(RetryAfter.parse(" 7 ") == .seconds(7))
+        #expect(RetryAfter.parse("-1") == nil && RetryAfter.parse("soon") == nil)
+        f.sink.addRule { _ in .retry(reason: "503", after: huge) }
+        #expect(try await f.worker(maxAttempts: 5).drainOnce() == 1)
+        let dueAt = try await f.store.pool.read { db in try Double.fetchOne(db, sql: "SELECT next_attempt_at FROM outbox") }
+        #expect(dueAt == f.clock.now.timeIntervalSince1970 + 86_400)
+    }
+
     @Test func afterMaxAttemptsARecordMovesToTheDeadLetters() async throws {
         let f = try Fixture()
         defer { f.remove() }
