@@ -121,6 +121,74 @@ import Testing
             }
     }
 
+    /// A receiver that answers `200` with `Content-Length: 10`, then sends no body until
+    /// `released` (the test's end, so that the server can stop).
+    final class Release: Sendable {
+        private let done = Mutex(false)
+        func now() { done.withLock { $0 = true } }
+        var happened: Bool { done.withLock { $0 } }
+    }
+
+    static func stallingRouter(released: Release) -> Router<BasicRequestContext> {
+        let router = Router()
+        let stall = { @Sendable (_: Request, _: BasicRequestContext) async throws -> Response in
+            Response(
+                status: .ok, headers: [.contentLength: "10", .contentType: "application/json"],
+                body: ResponseBody { _ in
+                    while !released.happened { try await Task.sleep(for: .milliseconds(50)) }
+                })
+        }
+        router.post("/hook", use: stall)
+        router.post("/engage", use: stall)
+        return router
+    }
+
+    /// Whether `work` finished within a bound far past any timeout here: a failure, not a hang.
+    static func finishes<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T? {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await work() }
+            group.addTask {
+                try await Task.sleep(for: .seconds(30))
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+    }
+
+    @Test func anAnswerWhoseBodyStallsIsGivenUpWithinTheTimeout() async throws {
+        let released = Release()
+        defer { released.now() }
+        try await Application(
+            router: Self.stallingRouter(released: released), configuration: .init(address: .hostname("127.0.0.1", port: 0))
+        )
+            .test(.live) { client in
+                defer { released.now() }
+                let port = try #require(client.port)
+                // The webhook's answer is its status: the 200 stands, the stalled body is dropped.
+                let webhook = sink(port: port, timeout: .milliseconds(300))
+                let delivered = try await Self.finishes { try await webhook.deliver(self.records(1)) }
+                #expect(delivered == [.delivered], "\(String(describing: delivered))")
+                // Mixpanel's verdict is in its body: without it, the worker retries.
+                let mixpanel = MixpanelSink(
+                    options: .init(token: "mp-token", endpoint: "http://127.0.0.1:\(port)", timeout: .milliseconds(300)))
+                let profile = { () -> AttributionRecord in
+                    var record = self.records(1)[0]
+                    record.appID = "1234567890"
+                    return record
+                }()
+                let failure = try await Self.finishes { () async -> String? in
+                    do {
+                        _ = try await mixpanel.deliver([profile])
+                        return nil
+                    } catch {
+                        return "\(error)"
+                    }
+                }
+                #expect(failure??.contains("the answer's body did not arrive in time") == true, "\(String(describing: failure))")
+            }
+    }
+
     @Test func aRedirectIsRetriedAndNeverFollowedToAnotherHost() async throws {
         let trap = RedirectTrap(statuses: [302, 307, 308])
         try await trap.run(paths: ["/hook"]) { destination, elsewhere throws in

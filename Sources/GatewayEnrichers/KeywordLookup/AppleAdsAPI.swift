@@ -56,8 +56,9 @@ struct AppleAdsHTTP: Sendable {
             request.headers.add(name: "Authorization", value: "Bearer \(token)")
             request.headers.add(name: "Accept", value: "application/json")
             if let context { request.headers.add(name: "X-AP-Context", value: context) }
-            let response = try await client.execute(request, timeout: .seconds(30))
-            let body = try await response.body.collect(upTo: 4 << 20)
+            let exchange = try await client.exchange(request, timeout: .seconds(30), bodyLimit: 4 << 20)
+            let response = exchange.response
+            let body = try exchange.body.get()
             await gate.note(
                 remaining: response.headers.first(name: "RateLimit-Remaining").flatMap(Int.init),
                 reset: response.headers.first(name: "RateLimit-Reset").flatMap(Int.init))

@@ -53,8 +53,9 @@ actor AppleAdsTokenSource {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.body = .bytes(ByteBuffer(string: form))
-        let response = try await client.execute(request, timeout: .seconds(30))
-        let body = try await response.body.collect(upTo: 1 << 20)
+        let exchange = try await client.exchange(request, timeout: .seconds(30), bodyLimit: 1 << 20)
+        let response = exchange.response
+        let body = try exchange.body.get()
         // Never the body in errors: an answer might echo what was sent.
         guard response.status.code == 200 else { throw Failure(description: "token endpoint answered \(response.status.code)") }
         guard let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],

@@ -30,8 +30,9 @@ struct AdServicesClient: Sendable {
         request.headers.add(name: "Accept", value: "application/json")
         request.body = .bytes(ByteBuffer(string: token))
         do {
-            let response = try await client.execute(request, timeout: .milliseconds(Int64(timeout / .milliseconds(1))))
-            let body = try await response.body.collect(upTo: Self.maxAnswerBytes)
+            let exchange = try await client.exchange(request, timeout: timeout, bodyLimit: Self.maxAnswerBytes)
+            let response = exchange.response
+            let body = try exchange.body.get()
             switch response.status.code {
             case 200: return .answer(Data(body.readableBytesView))
             case 400: return .badToken

@@ -49,13 +49,14 @@ struct MixpanelImport: Sendable {
         let retryAfter: Duration?
         let location: String?
         do {
-            let response = try await client.execute(request, timeout: .milliseconds(timeout.milliseconds))
+            let exchange = try await client.exchange(request, timeout: timeout, bodyLimit: 4 << 20)
+            let response = exchange.response
             status = Int(response.status.code)
             retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0) }
             location = response.headers.first(name: "Location")
-            text = String(buffer: try await response.body.collect(upTo: 4 << 20))
+            text = String(buffer: try exchange.body.get())
         } catch {
-            throw MixpanelSink.Unavailable(description: "Mixpanel unreachable: \(WebhookSink.describe(error))")
+            throw MixpanelSink.Unavailable(description: "Mixpanel unreachable: \(OutboundFailure.describe(error))")
         }
 
         func all(_ outcome: DeliveryOutcome) {

@@ -163,14 +163,15 @@ public final class MixpanelSink: AttributionSink {
         let retryAfter: Duration?
         let location: String?
         do {
-            let response = try await client.execute(
-                request, timeout: .milliseconds(options.timeout.milliseconds))
+            let exchange = try await client.exchange(request, timeout: options.timeout, bodyLimit: 1 << 20)
+            let response = exchange.response
             status = Int(response.status.code)
             retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0) }
             location = response.headers.first(name: "Location")
-            text = String(buffer: try await response.body.collect(upTo: 1 << 20))
+            // Mixpanel's verdict is in the body (verbose): without it, a retry.
+            text = String(buffer: try exchange.body.get())
         } catch {
-            throw Unavailable(description: "Mixpanel unreachable: \(WebhookSink.describe(error))")
+            throw Unavailable(description: "Mixpanel unreachable: \(OutboundFailure.describe(error))")
         }
 
         switch status {

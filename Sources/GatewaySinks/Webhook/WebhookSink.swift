@@ -92,15 +92,15 @@ public final class WebhookSink: AttributionSink {
         let retryAfter: Duration?
         let location: String?
         do {
-            let response = try await client.execute(request, timeout: .milliseconds(options.timeout.milliseconds))
+            // The answer is its status; its body is read (bounded) only so that the
+            // connection can be reused, and one cut short changes nothing.
+            let response = try await client.exchange(request, timeout: options.timeout, bodyLimit: 64 * 1024).response
             status = Int(response.status.code)
             retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
             location = response.headers.first(name: "Location")
-            // Drain (and bound) the answer so the connection can be reused.
-            _ = try? await response.body.collect(upTo: 64 * 1024)
         } catch {
             breaker.recordFailure(now: now())
-            throw Unavailable(description: "webhook unreachable: \(Self.describe(error))")
+            throw Unavailable(description: "webhook unreachable: \(OutboundFailure.describe(error))")
         }
 
         switch status {
@@ -124,12 +124,6 @@ public final class WebhookSink: AttributionSink {
     static func idempotencyKey(_ records: [AttributionRecord]) -> String {
         let digest = SHA256.hash(data: Data(records.map(\.recordID).joined(separator: ",").utf8))
         return Hex.lowercase(digest.prefix(16))
-    }
-
-    /// Never the error's full text, which can hold a header value.
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError { return error.shortDescription }
-        return String(describing: type(of: error))
     }
 }
 

@@ -111,25 +111,18 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         if let body = prepared.body { request.body = .bytes(ByteBuffer(bytes: body)) }
         let status: Int
         let retryAfter: Duration?
-        let response: HTTPClientResponse
+        let exchange: BoundedExchange
         do {
-            response = try await client.execute(request, timeout: .milliseconds(Int64(settings.timeout / .milliseconds(1))))
-            status = Int(response.status.code)
-            retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
+            exchange = try await client.exchange(request, timeout: settings.timeout, bodyLimit: 64 * 1024)
+            status = Int(exchange.response.status.code)
+            retryAfter = exchange.response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
         } catch {
-            return .retry(reason: "\(adapter.vendor.displayName) unreachable: \(Self.describe(error))")
+            return .retry(reason: "\(adapter.vendor.displayName) unreachable: \(OutboundFailure.describe(error))")
         }
         // The vendor has answered: a body cut short must not turn its answer into a
         // retry, which would send the event twice (no vendor dedupes S2S events).
-        let body = (try? await response.body.collect(upTo: 64 * 1024)).map { String(buffer: $0) } ?? ""
+        let body = (try? exchange.body.get()).map { String(buffer: $0) } ?? ""
         let age = Duration.milliseconds(Int64(max(0, now().timeIntervalSince(record.receivedAt)) * 1000))
         return adapter.outcome(status: status, body: body, retryAfter: retryAfter, age: age)
-    }
-
-    /// Never the error's full text: it can hold the URL (Singular's key is in the
-    /// query) or a header value (a key with a stray newline).
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError { return error.shortDescription }
-        return String(describing: type(of: error))
     }
 }
