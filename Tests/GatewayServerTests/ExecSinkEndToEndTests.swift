@@ -1,6 +1,8 @@
 import Foundation
 import GatewayConfig
+import GatewayCore
 import GatewayServer
+import GatewayStorage
 import Hummingbird
 import HummingbirdTesting
 import Testing
@@ -49,5 +51,51 @@ import Testing
             let letters = try await gateway.store.deadLetters(sink: "python", limit: 10)
             #expect(letters.map(\.error) == ["bad user"])
         }
+    }
+
+    /// The gateway's open pipes.
+    static func pipes(of pid: Int32) -> Int {
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+        return fds.filter { fd in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"))?.hasPrefix("pipe:") == true
+        }.count
+    }
+
+    /// A plugin that dies after every record (one crashing on bad input is retried up to
+    /// `max_attempts` times) is started again each time; each start left two pipes open in
+    /// the gateway, until a thousand restarts ended the process.
+    @Test func aPluginRestartedAgainAndAgainLeavesNoPipesOpen() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let once = """
+            import json, sys
+            line = sys.stdin.readline()
+            print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
+            """
+        let config = env.directory.appendingPathComponent("exec.yaml").path
+        try """
+            server: { host: 127.0.0.1, port: 0, log_level: info }
+            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+            providers: { iad: { enabled: true } }
+            sinks:
+              once: { type: exec, command: [python3, -c, \(JSONValue.string(once).jsonText)], max_batch_size: 1 }
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let server = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("serve.log"))
+        try await server.start()
+        defer { server.kill(SIGKILL) }
+        let pid = server.process.processIdentifier
+        func deliver(_ users: [String]) async throws {
+            for user in users {
+                #expect(try await server.post("/v1/iad", body: IAdPayloads.attributed(user: user)).0 == 202)
+            }
+            #expect(try await env.eventually(seconds: 60) {
+                try await SQLiteStore(path: env.databasePath, upgrade: .never).outboxStats().isEmpty
+            })
+        }
+        try await deliver(["first"])
+        let before = Self.pipes(of: pid)
+        try await deliver((1...30).map { "restart-\($0)" })
+        let after = Self.pipes(of: pid)
+        #expect(after <= before + 2, "pipes: \(before) after one plugin, \(after) after 31")
     }
 }

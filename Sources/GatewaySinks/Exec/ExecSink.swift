@@ -33,7 +33,7 @@ public final class ExecSink: AttributionSink {
     }
 
     deinit {
-        child.withLock { $0?.stop() }
+        child.withLock { $0?.retire() }
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -43,6 +43,8 @@ public final class ExecSink: AttributionSink {
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         let process = try child.withLock { child in
             if let running = child, running.isRunning { return running }
+            // A plugin that died is let go of, its pipes with it, before the next starts.
+            child?.retire()
             child = try ExecChild(command: options.command)
             return child!
         }
@@ -75,7 +77,7 @@ public final class ExecSink: AttributionSink {
             // A plugin that dies, hangs or talks nonsense is restarted for the next batch;
             // what it acknowledged before that stands, the rest is retried.
             child.withLock { child in
-                child?.stop()
+                child?.retire()
                 child = nil
             }
             guard !outcomes.isEmpty else { throw error }
@@ -91,6 +93,10 @@ final class ExecChild: @unchecked Sendable {
     private let stdout = Pipe()
     private let lock = NSLock()
     private var buffer = Data()
+    /// A read of stdout is blocked on a Dispatch thread (its handle must stay open until it returns).
+    private var reading = false
+    /// The sink let go of this plugin: its stdout is closed once no read holds it.
+    private var retired = false
 
     init(command: [String]) throws {
         // Writing to a plugin that just died must be an error to handle, not a signal that
@@ -151,7 +157,12 @@ final class ExecChild: @unchecked Sendable {
             // Whichever comes first, the read or the deadline (a child of the plugin may
             // hold its stdout open).
             let handle = stdout.fileHandleForReading
-            let chunk = await Self.first(by: deadline) { handle.availableData }
+            lock.withLock { reading = true }
+            let chunk = await Self.first(by: deadline) { [self] in
+                let chunk = handle.availableData
+                if lock.withLock({ reading = false; return retired }) { closeStdout() }
+                return chunk
+            }
             guard let chunk else {
                 stop()  // unblocks the pending read
                 throw ExecSink.Failure(description: "exec sink: plugin timed out")
@@ -180,6 +191,20 @@ final class ExecChild: @unchecked Sendable {
         // blocked on one of Dispatch's threads until it exits.
         if process.processIdentifier > 0 { kill(-process.processIdentifier, SIGKILL) }
         try? stdin.fileHandleForWriting.close()
+    }
+
+    /// Stops the plugin for good and closes the gateway's ends of its pipes: a plugin
+    /// restarted after each death (one that crashes on a record is retried up to
+    /// `max_attempts` times) left its stdout open each time, until the gateway ran out of
+    /// descriptors and stopped. A read still blocked on stdout (a child of the plugin can
+    /// hold it open) closes it when it returns: closing it under the read would fail it.
+    func retire() {
+        stop()
+        if lock.withLock({ retired = true; return !reading }) { closeStdout() }
+    }
+
+    private func closeStdout() {
+        try? stdout.fileHandleForReading.close()
     }
 }
 
