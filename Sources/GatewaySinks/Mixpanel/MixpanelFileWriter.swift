@@ -15,7 +15,8 @@ struct MixpanelFileWriter: Sendable {
         let path = (directory as NSString).appendingPathComponent("\(kind)-\(day).ndjson")
         if !FileManager.default.fileExists(atPath: path) {
             // A file that cannot be made shows as the open below throwing, with its reason.
-            _ = FileManager.default.createFile(atPath: path, contents: nil)
+            // Every line holds the project token: readable by the gateway's user alone.
+            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -26,9 +27,17 @@ struct MixpanelFileWriter: Sendable {
         }
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         defer { try? handle.close() }
-        try handle.seekToEnd()
-        try handle.write(contentsOf: data)
-        // Delivered means on disk, as for every other sink.
-        try handle.synchronize()
+        let end = try handle.seekToEnd()
+        do {
+            try handle.write(contentsOf: data)
+            // Delivered means on disk, as for every other sink.
+            try handle.synchronize()
+        } catch {
+            // A write that failed part way (a full disk) left part of a line, which the
+            // retry's lines would follow on the same line: a loader reading line by line
+            // would lose both. The file goes back to where it ended.
+            try? handle.truncate(atOffset: end)
+            throw error
+        }
     }
 }

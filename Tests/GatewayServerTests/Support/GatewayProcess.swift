@@ -16,13 +16,26 @@ final class GatewayProcess {
             .deletingLastPathComponent().appendingPathComponent("attribution-gateway")
     }
 
-    init(config: String, logURL: URL) throws {
+    /// `fileSizeLimit`: the most bytes any file the gateway writes may reach (`ulimit -f`),
+    /// past which a write fails as on a full disk.
+    init(config: String, logURL: URL, fileSizeLimit: Int? = nil) throws {
         self.logURL = logURL
         if !FileManager.default.fileExists(atPath: logURL.path) {
             _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
         }
-        process.executableURL = Self.executableURL
-        process.arguments = ["serve", "--config", config]
+        if let fileSizeLimit {
+            // Set in bytes by Python (a shell's `ulimit -f` counts blocks of 512 or 1024
+            // bytes, by shell). The signal a write past the limit sends would end the
+            // gateway: ignored, as an exec keeps it, the write fails with EFBIG instead.
+            let limit = "import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+                + "resource.setrlimit(resource.RLIMIT_FSIZE, (\(fileSizeLimit), \(fileSizeLimit))); "
+                + "os.execv(sys.argv[1], sys.argv[1:])"
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", "-c", limit, Self.executableURL.path, "serve", "--config", config]
+        } else {
+            process.executableURL = Self.executableURL
+            process.arguments = ["serve", "--config", config]
+        }
         let log = try FileHandle(forWritingTo: logURL)
         log.seekToEndOfFile()
         process.standardOutput = log
