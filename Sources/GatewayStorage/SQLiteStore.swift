@@ -427,7 +427,16 @@ public final class SQLiteStore: AttributionStore {
                 SELECT ?, j.value, 0, ?, ?, \(Self.laneOfBody) FROM json_each(?) j JOIN records r ON r.record_id = j.value
                 """,
                 [sink, now.timeIntervalSince1970, now.timeIntervalSince1970, Self.jsonArray(recordIDs)])
-            return db.changesCount
+            let queued = db.changesCount
+            // A dead letter of a record queued again is being retried, as `dlq retry` does:
+            // left, a later `dlq retry --all` would send the record once more.
+            try db.executeCached(
+                """
+                DELETE FROM dead_letters WHERE sink = ? AND record_id IN (SELECT value FROM json_each(?))
+                AND EXISTS (SELECT 1 FROM outbox o WHERE o.sink = dead_letters.sink AND o.record_id = dead_letters.record_id)
+                """,
+                [sink, Self.jsonArray(recordIDs)])
+            return queued
         }
     }
 

@@ -140,6 +140,20 @@ import Testing
             #expect(typo.stderr.contains("no sink 'locl'"), "\(verb): \(typo.stderr)")
         }
 
+        // A replay that queues a dead-lettered record again retries it: its dead letter goes,
+        // and no later `dlq retry` can send it once more.
+        let dead = try #require(try await store.deadLetters(sink: "local", limit: 10).first)
+        let replayed = try cli.run(["replay", "--config", config, "--sink", "local"])
+        #expect(replayed.stdout.contains("1 of 2 records queued for local"), "\(replayed.stdout)")
+        #expect(try await store.deadLetters(sink: nil, limit: 10).isEmpty)
+        let queued = try await store.dueEntries(sink: "local", now: Date(), limit: 10)
+        #expect(Set(queued.map(\.record.recordID)).contains(dead.recordID))
+        // It fails again: one dead letter, as before the replay.
+        try await store.resolve(
+            sink: "local", queued.filter { $0.record.recordID == dead.recordID }
+                .map { .deadLetter(id: $0.id, attempts: 10, error: "answered 400 again") }, now: Date())
+        #expect(try await store.deadLetters(sink: "local", limit: 10).map(\.recordID) == [dead.recordID])
+
         let dropped = try cli.run(["dlq", "drop", "--config", config, "--sink", "local"])
         #expect(dropped.stdout.contains("1 dead letters dropped"))
         #expect(try await store.deadLetters(sink: nil, limit: 10).isEmpty)
