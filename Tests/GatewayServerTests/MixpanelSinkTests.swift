@@ -388,3 +388,16 @@ import Testing
         #expect(events.map { ($0["properties"] as? [String: Any])?["distinct_id"] as? String } == ["u1", "u2", "u3"])
     }
 }
+
+/// What `check-config` and the start log say of a destination shows no credentials.
+@Suite struct SinkSummaryTests {
+    @Test func aDestinationsCredentialsAndQueryNeverShow() {
+        let url = "https://proxy-user:proxy-pass-123@proxy.example.com:8443/mp?token=secret-token-456"
+        let mixpanel = MixpanelSinkPlugin.summary(MixpanelSink.Options(token: "mp-token", endpoint: url))
+        let webhook = WebhookSinkPlugin.summary(WebhookSink.Options(url: url, secret: "whsec-0123456789abcdef"))
+        for summary in [mixpanel, webhook] {
+            #expect(summary.contains("https://proxy.example.com:8443/mp"), "\(summary)")
+            #expect(!summary.contains("proxy-pass-123") && !summary.contains("secret-token-456"), "\(summary)")
+        }
+    }
+}

@@ -263,6 +263,6 @@ public enum MixpanelSinkPlugin: SinkPlugin {
             return "profiles\(events) as NDJSON files in \(directory), properties prefixed '\(options.propertyPrefix)'"
         }
         let via = options.eventName == nil ? "/engage" : "/engage and /import"
-        return "profiles\(events) via \(options.endpoint)\(via), properties prefixed '\(options.propertyPrefix)'"
+        return "profiles\(events) via \(ShownURL.of(options.endpoint))\(via), properties prefixed '\(options.propertyPrefix)'"
     }
 }

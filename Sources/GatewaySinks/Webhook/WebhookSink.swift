@@ -169,10 +169,6 @@ public enum WebhookSinkPlugin: SinkPlugin {
     }
 
     public static func summary(_ options: Options) -> String {
-        // The URL may carry a token in its query or credentials: show scheme, host, port
-        // (a wrong port is a likely mistake) and path only.
-        let url = URL(string: options.url)
-        let port = url?.port.map { ":\($0)" } ?? ""
-        return "POST \(url?.scheme ?? "")://\(url?.host ?? "")\(port)\(url?.path ?? ""), signed, batches of up to \(options.maxBatchSize)"
+        "POST \(ShownURL.of(options.url)), signed, batches of up to \(options.maxBatchSize)"
     }
 }
