@@ -324,6 +324,38 @@ import Testing
         #expect(dueAt == f.clock.now.timeIntervalSince1970 + 86_400)
     }
 
+    /// Answers for the first record, then waits until shutdown cuts it short, and answers
+    /// `retry` for the rest, as the exec sink does with what its plugin acknowledged.
+    final class PartlyAnswering: AttributionSink, Sendable {
+        let maxBatchSize = 10
+        let started = Mutex(false)
+
+        func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+            started.withLock { $0 = true }
+            while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }
+            return [.delivered] + records.dropFirst().map { _ in .retry(reason: "cut short") }
+        }
+    }
+
+    @Test func aBatchShutdownCutsShortAfterPartialAnswersKeepsThemAndCountsNoAttempt() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(3)
+        let sink = PartlyAnswering()
+        let worker = f.worker(sink: sink)
+        let drain = Task { try await worker.drainOnce() }
+        for _ in 0..<1000 where !sink.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        drain.cancel()
+        _ = try await drain.value
+        let rows = try await f.store.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT record_id, attempts, next_attempt_at FROM outbox ORDER BY id")
+        }
+        // The first is delivered; the others wait as they were, due now, no attempt counted.
+        #expect(rows.map { $0["record_id"] as String } == records.dropFirst().map(\.recordID))
+        #expect(rows.allSatisfy { ($0["attempts"] as Int) == 0 })
+        #expect(rows.allSatisfy { ($0["next_attempt_at"] as Double) <= f.clock.now.timeIntervalSince1970 })
+    }
+
     @Test func afterMaxAttemptsARecordMovesToTheDeadLetters() async throws {
         let f = try Fixture()
         defer { f.remove() }

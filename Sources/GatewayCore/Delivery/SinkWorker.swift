@@ -115,6 +115,10 @@ public final class SinkWorker: Service, Sendable {
             outcomes = Array(repeating: .retry(reason: "\(error)"), count: entries.count)
         }
 
+        // Shutdown came while the sink answered for part of the batch (the exec sink keeps
+        // what its plugin acknowledged): those answers stand, and the rest stays in the
+        // outbox as it was, no attempt counted, as a batch cut short does.
+        let cutShort = Task.isCancelled
         let decidedAt = now()
         var resolutions: [OutboxResolution] = []
         var delivered = 0, declined = 0, retried = 0, dead = 0
@@ -128,6 +132,8 @@ public final class SinkWorker: Service, Sendable {
             case .declined:
                 resolutions.append(.delivered(id: entry.id))
                 declined += 1
+            case .retry where cutShort:
+                continue
             case .retry(let reason, let after):
                 let attempts = entry.attempts + 1
                 if attempts >= settings.maxAttempts {
