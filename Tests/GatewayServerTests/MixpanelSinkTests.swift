@@ -312,6 +312,23 @@ import Testing
         }
     }
 
+    @Test func aProfileWaitingForARetryIsNotDeadLetteredWithItsRefusedEvent() async throws {
+        try await run(eventName: "ASA Install") { fake, sink throws in
+            // /engage is down while /import refuses the event: the profile must still go.
+            fake.statusOverride.withLock { $0 = [503] }
+            let record = record(user: "u2", keyword: "reject-me")
+            #expect(
+                try await sink.deliver([record]) == [
+                    .retry(
+                        reason: "Mixpanel answered 503; Mixpanel /import: properties.asa_keyword: value rejected",
+                        after: .seconds(3))
+                ])
+            // Back: the profile goes, the event is refused again, and the record is dead-lettered for it.
+            #expect(try await sink.deliver([record]) == [.reject(reason: "Mixpanel /import: properties.asa_keyword: value rejected")])
+            #expect(fake.requests.count == 1)
+        }
+    }
+
     @Test func importThrottlingWaitsAtLeastTwoSeconds() async throws {
         try await run(eventName: "ASA Install") { fake, sink throws in
             fake.importStatus.withLock { $0 = [503] }

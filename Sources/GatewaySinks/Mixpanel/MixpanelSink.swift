@@ -101,10 +101,15 @@ public final class MixpanelSink: AttributionSink {
     }
 
     /// A record is delivered when its profile update and its event both are; resending
-    /// either is harmless (`$set`, `$set_once`, `$insert_id`).
+    /// either is harmless (`$set`, `$set_once`, `$insert_id`). One part refused while the
+    /// other waits for a retry is retried, so that the waiting part still goes once
+    /// Mixpanel is back (dead-lettered at once, it waited for an operator's `dlq retry`);
+    /// the refused part is refused again then, and the record dead-lettered with its reason.
     static func combine(_ profile: DeliveryOutcome, _ event: DeliveryOutcome) -> DeliveryOutcome {
         switch (profile, event) {
         case (.reject(let a), .reject(let b)): .reject(reason: a == b ? a : "\(a); \(b)")
+        case (.retry(let waiting, let after), .reject(let refused)), (.reject(let refused), .retry(let waiting, let after)):
+            .retry(reason: "\(waiting); \(refused)", after: after)
         case (.reject, _): profile
         case (_, .reject): event
         case (.retry, _): profile
