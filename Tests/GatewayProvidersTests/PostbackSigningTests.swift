@@ -84,6 +84,22 @@ import Testing
         #expect(!result.signedFields.contains("coarse-conversion-value"))
     }
 
+    @Test func aSourceDomainARelayAddsToANonwinningPostbackIsNotSigned() throws {
+        let fields: [String: JSONValue] = [
+            "version": .string("4.0"), "ad-network-id": .string("KBD757YWX3.skadnetwork"),
+            "source-identifier": .string("52"), "app-id": .integer(525_463_029),
+            "transaction-id": .string("6aafb7a5-0170-41b5-bbe4-fe71dedf1e40"), "redownload": .bool(false),
+            "fidelity-type": .integer(1), "did-win": .bool(false), "postback-sequence-index": .integer(0),
+        ]
+        let order = ["version", "ad-network-id", "source-identifier", "app-id", "transaction-id", "redownload",
+                     "fidelity-type", "did-win", "postback-sequence-index"]
+        var relayed = try signed(fields, order: order)
+        relayed["source-domain"] = .string("relay.example")
+        let result = verdict(relayed)
+        #expect(result.outcome == .verified, "\(result.line)")
+        #expect(!result.signedFields.contains("source-domain"))
+    }
+
     func v3() throws -> [String: JSONValue] {
         var fields = Self.base
         fields["version"] = .string("3.0")
@@ -284,6 +300,32 @@ import Testing
             keys.insert(record.dedupeKey)
         }
         #expect(keys.count == 1, "\(keys)")
+    }
+
+    /// A postback this gateway cannot verify (a key or a version it does not know) may be
+    /// Apple's genuine one: a forgery with the same transaction sent first must not make
+    /// it a duplicate. A device's retry of the same body still is one.
+    @Test func aForgedPostbackItCannotVerifyDoesNotSwallowTheGenuineOne() throws {
+        let provider = SKAdNetworkProvider(options: { var o = SKAdNetworkProvider.Options(); o.keys = keys; return o }())
+        func key(_ postback: [String: JSONValue]) throws -> String {
+            let record = try #require(try provider.normalize(IngestPayload(
+                body: try JSONEncoder().encode(JSONValue.object(postback)), receivedAt: Date(),
+                path: "/.well-known/skadnetwork/report-attribution")).first)
+            return record.dedupeKey
+        }
+        var genuine = try v3()
+        genuine["version"] = .string("5.0")
+        var forged = genuine
+        forged["redownload"] = .bool(true)
+        forged["attribution-signature"] = .string("MEUCIQDforgedforgedforgedforgedforgedforgedforgedAAAA")
+        #expect(try key(forged) != key(genuine))
+        #expect(try key(genuine) == key(genuine))
+        // The same for invalid ones: two forgeries of one transaction are two records.
+        forged["version"] = .string("3.0")
+        var other = forged
+        other["app-id"] = .integer(1)
+        #expect(try key(forged) != key(other))
+        #expect(try key(forged) == key(forged))
     }
 
     @Test func invalidPostbacksAreRefusedOrQuarantinedAsConfigured() throws {

@@ -36,6 +36,37 @@ import Testing
         #expect(verdict.outcome == (vector.expectedValid ? .verified : .invalid), "\(verdict.line)")
     }
 
+    func vector(_ id: String) throws -> [String: JSONValue] {
+        try #require(Self.vectors.first { $0.id == id }).postback
+    }
+
+    /// The signed message joins values with U+2063: a value holding one moves a field
+    /// boundary without changing a byte, so that Apple's genuine signature would vouch
+    /// for values it never signed. Each forgery here is built from a real postback.
+    @Test func aValueHoldingTheSeparatorCannotMoveAFieldBoundary() throws {
+        let separator = "\u{2063}"
+        // A 4.0 postback with its redownload folded into the transaction id and its
+        // source domain moved into redownload: the same message, another postback.
+        var folded = try vector("skan40-apple-doc-fine")
+        folded["transaction-id"] = .string("6aafb7a5-0170-41b5-bbe4-fe71dedf1e30" + separator + "false")
+        folded["redownload"] = .string("example.com")
+        folded["source-domain"] = nil
+        // A 2.0 postback read as 1.0 (no version), the version and the rest folded into
+        // the four fields 1.0 signs.
+        var older = try vector("skan20-apple-doc")
+        older["version"] = nil
+        older["ad-network-id"] = .string("2.0" + separator + "com.example")
+        older["transaction-id"] = .string("6aafb7a5-0170-41b5-bbe4-fe71dedf1e28" + separator + "true" + separator + "1234567891")
+        for forgery in [folded, older] {
+            let verdict = SKANSignature.verify(forgery, keys: .apple)
+            #expect(verdict.outcome == .invalid, "\(verdict.line)")
+            #expect(verdict.reason?.contains("U+2063") == true, "\(verdict.line)")
+        }
+        // The genuine ones still verify.
+        #expect(SKANSignature.verify(try vector("skan40-apple-doc-fine"), keys: .apple).outcome == .verified)
+        #expect(SKANSignature.verify(try vector("skan20-apple-doc"), keys: .apple).outcome == .verified)
+    }
+
     /// Apple's example in "Identifying the parameters in a postback" (AdAttributionKit).
     static let appleAAKExample: [String: JSONValue] = [
         "jws-string": .string(

@@ -10,6 +10,7 @@ import GatewayCore
 /// unsigned keys, and real 1.0 postbacks carry a `version` that is not signed.
 enum SKANSignature {
     static let separator = "\u{2063}"
+    static let separatorScalar: Unicode.Scalar = "\u{2063}"
 
     /// The signed fields of `postback`, in order, or nil for an unknown version.
     static func signedFields(version: String, _ postback: [String: JSONValue]) -> [String]? {
@@ -25,7 +26,10 @@ enum SKANSignature {
         case "2.2": return base + signedSourceApp + ["fidelity-type"]
         case "3.0": return base + signedSourceApp + ["fidelity-type", "did-win"]
         case "4.0":
-            let source = signedSourceApp.isEmpty && postback["source-domain"] != nil ? ["source-domain"] : signedSourceApp
+            // A web ad's domain takes the source app's place, and like it only in a winning
+            // postback: one a relay adds to a nonwinning postback is unsigned.
+            let signedDomain = didWin != false && postback["source-domain"] != nil ? ["source-domain"] : []
+            let source = signedSourceApp.isEmpty ? signedDomain : signedSourceApp
             return ["version", "ad-network-id", "source-identifier", "app-id", "transaction-id", "redownload"]
                 + source + ["fidelity-type", "did-win", "postback-sequence-index"]
         default: return nil
@@ -47,6 +51,15 @@ enum SKANSignature {
         for field in fields {
             guard let value = text(postback[field]) else {
                 return PostbackVerdict(.invalid, version: version, reason: "missing field \(field)", signedFields: fields)
+            }
+            // The message joins the values with this character: one inside a value would
+            // move a field boundary without changing a byte, so that a genuine signature
+            // verified values Apple never signed (another version's fields, a transaction
+            // id with the next field folded in). Apple's values never hold it.
+            guard !value.unicodeScalars.contains(separatorScalar) else {
+                return PostbackVerdict(
+                    .invalid, version: version, reason: "field \(field) holds U+2063, the separator of signed fields",
+                    signedFields: fields)
             }
             values.append(value)
         }

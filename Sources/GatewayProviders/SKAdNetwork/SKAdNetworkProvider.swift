@@ -116,7 +116,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
         let dedupeKey = transactionID.map { DedupeKey.make("skan", $0, sequenceKey) }
             ?? Self.unkeyed("skan", object)
         var record = AttributionRecord(
-            provider: name, kind: .postback, dedupeKey: Self.dedupeKey(dedupeKey, verdict), receivedAt: receivedAt,
+            provider: name, kind: .postback, dedupeKey: Self.dedupeKey(dedupeKey, verdict, object), receivedAt: receivedAt,
             attributed: didWin ?? true)
         record.skanVersion = verdict.version
         record.adNetworkID = try text("ad-network-id")
@@ -164,7 +164,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
         var record = AttributionRecord(
             provider: name, kind: .postback,
             dedupeKey: Self.dedupeKey(
-                postbackID.map { DedupeKey.make("aak", $0) } ?? Self.unkeyed("aak", object), decoded.verdict),
+                postbackID.map { DedupeKey.make("aak", $0) } ?? Self.unkeyed("aak", object), decoded.verdict, object),
             receivedAt: receivedAt, attributed: didWin ?? true)
         record.skanVersion = "aak"
         record.adNetworkID = try claim("ad-network-identifier")
@@ -189,11 +189,14 @@ public struct SKAdNetworkProvider: AttributionProvider {
 
     // MARK: shared
 
-    /// A postback that did not verify gets a key of its own kind, so that a forged copy
-    /// sent first (these routes take no API key) cannot make Apple's genuine one a
-    /// duplicate; copies of the same unverified postback still find each other.
-    static func dedupeKey(_ key: String, _ verdict: PostbackVerdict) -> String {
-        verdict.outcome == .verified ? key : key + ":" + verdict.outcome.rawValue
+    /// A postback that did not verify gets a key of its own kind and content, so that a
+    /// forged copy sent first (these routes take no API key) cannot make Apple's genuine
+    /// one a duplicate, whether it verifies or, signed with a key or in a version this
+    /// gateway does not know, cannot be verified either; copies of the same unverified
+    /// postback (a device's retries) still find each other.
+    static func dedupeKey(_ key: String, _ verdict: PostbackVerdict, _ object: [String: JSONValue]) -> String {
+        guard verdict.outcome != .verified else { return key }
+        return key + ":" + verdict.outcome.rawValue + ":" + String(unkeyed("body", object).suffix(16))
     }
 
     /// `text`, refused past the length every other provider's fields are held to: these
