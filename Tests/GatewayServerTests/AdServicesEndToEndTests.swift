@@ -228,9 +228,16 @@ import Testing
         apple.script(slow, [.init(status: 200, body: #"{"attribution":false}"#, delay: .seconds(4)), .attributed()])
         apple.script(garbled, [html, .attributed()])
         apple.script(hopeless, [html, html, html, html])
+        // Read part way (`attribution: true`, then an id that is no number), and too big to read.
+        let halfRead = Self.token("half-read")
+        let huge = Self.token("huge")
+        let half = FakeAppleAdServices.Reply(status: 200, body: #"{"attribution":true,"orgId":"abc"}"#)
+        let big = FakeAppleAdServices.Reply(status: 200, body: "<html>" + String(repeating: "x", count: 100_000) + "</html>")
+        apple.script(halfRead, [half, half, half, half])
+        apple.script(huge, [big, big, big, big])
         try await withGateway(apple, env: env, options: ["answer_wait_ms": "0"]) { client, gateway in
             var ids: [String: String] = [:]
-            for (index, token) in [flaky, slow, garbled, hopeless, proxied].enumerated() {
+            for (index, token) in [flaky, slow, garbled, hopeless, proxied, halfRead, huge].enumerated() {
                 let (status, answer) = try await post(client, Self.body(token, user: "u\(index)"))
                 #expect(status == .accepted && !answer.resolved)
                 ids[token] = answer.record_id
@@ -250,6 +257,12 @@ import Testing
             let raw = String(decoding: try JSONEncoder().encode(kept.raw), as: UTF8.self)
             #expect(raw.contains("captive portal"))
             #expect(apple.calls(hopeless) == 3)
+            // Neither counts as attributed, whatever was read before the answer failed.
+            for token in [halfRead, huge] {
+                let record = try await eventuallyStored(gateway, try #require(ids[token]), env: env)
+                #expect(record.resolution == .invalid && !record.attributed && record.orgID == nil, "\(token)")
+                #expect(apple.calls(token) == 3, "\(token)")
+            }
         }
     }
 

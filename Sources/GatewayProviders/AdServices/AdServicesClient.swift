@@ -32,9 +32,16 @@ struct AdServicesClient: Sendable {
         do {
             let exchange = try await client.exchange(request, timeout: timeout, bodyLimit: Self.maxAnswerBytes)
             let response = exchange.response
-            let body = try exchange.body.get()
             switch response.status.code {
-            case 200: return .answer(Data(body.readableBytesView))
+            case 200:
+                switch exchange.body {
+                case .success(let body): return .answer(Data(body.readableBytesView))
+                // Not Apple's answer (a portal's page, a proxy's dump): an unreadable one,
+                // kept as such after its retries, not retried as an outage for a day.
+                case .failure(is NIOTooManyBytesError):
+                    return .answer(Data("(an answer of more than \(Self.maxAnswerBytes) bytes, not kept)".utf8))
+                case .failure(let error): throw error
+                }
             case 400: return .badToken
             case 404: return .notFound
             default:

@@ -153,9 +153,11 @@ public struct AdServicesProvider: DeferredAttributionProvider {
             // times, then keep what came as an invalid record rather than retry for a day.
             let text = String(decoding: body.prefix(2048), as: UTF8.self)
             guard state.malformed < 2 else {
-                record.resolution = .invalid
-                record.raw = raw(work, state, apple: ["status": .integer(200), "unreadable_body": .string(text)])
-                return .finished([record])
+                // Made afresh: the answer may have been applied part way (`attribution: true`
+                // read before an unreadable id), and an answer not read attributes nothing.
+                return .finished([
+                    self.record(work, state, resolution: .invalid, apple: ["status": .integer(200), "unreadable_body": .string(text)])
+                ])
             }
             state.malformed += 1
             return retry(after: backoff(state.malformed + state.errors, floor: nil), "Apple's 200 answer is unreadable: \(error)", state)
