@@ -88,6 +88,12 @@ import Testing
             let stolen = try await call(client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "\#(transaction)"}"#)
             #expect(stolen.status == 409)
             #expect((stolen.json["error"] as? [String: Any])?["field"] as? String == "transaction_id")
+            // However it is spelt.
+            for spelling in [" \(transaction)", "0\(transaction)", "\(transaction)\n"] {
+                let body = #"{"user_id": \#(userID), "transaction_id": \#(JSONValue.string(spelling).jsonText)}"#
+                #expect(try await call(client, "associate-user", body).status == 409, "\(spelling)")
+            }
+            #expect(try await env.eventually { try purchases(gateway).count == 1 })
         }
     }
 
@@ -106,6 +112,9 @@ import Testing
         ("resolve-asa-attribution", #"{"user_id": 1, "asa_attribution_token": 5}"#, 422, "asa_attribution_token"),
         ("associate-user", #"{"user_id": 1}"#, 422, "transaction_id"),
         ("associate-user", #"{"user_id": 1, "transaction_id": true}"#, 422, "transaction_id"),
+        ("associate-user", #"{"user_id": 1, "transaction_id": " "}"#, 422, "transaction_id"),
+        ("associate-user", #"{"user_id": 1, "transaction_id": "\u2063"}"#, 422, "transaction_id"),
+        ("associate-user", #"{"user_id": 1, "transaction_id": "GPA.1234"}"#, 422, "transaction_id"),
         ("associate-user", #"{"user_id": 999, "transaction_id": "1"}"#, 404, "user_id"),
         ("create-user", #"{"asa_attribution_token": "not a token!"}"#, 422, "asa_attribution_token"),
     ])

@@ -61,10 +61,23 @@ struct ASASDKBackend: Sendable {
         return JSONResponse.make(status: .ok, try await resolve(user, token: token))
     }
 
+    /// A StoreKit transaction id (`Transaction.originalID`, a UInt64) in one spelling:
+    /// `" 1000000001"` or `"01000000001"` held apart from `"1000000001"` let a second user
+    /// claim the same purchase past the 409, and a blank or invisible one claimed nothing.
+    static func transactionID(_ text: String) throws -> String {
+        let trimmed = text.trimmingWhitespace()
+        guard !trimmed.isEmpty, trimmed.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            let number = UInt64(trimmed)
+        else {
+            throw GatewayError.invalid("transaction_id", "expected a StoreKit transaction id: digits, as Transaction.originalID")
+        }
+        return String(number)
+    }
+
     func associateUser(_ request: Request) async throws -> Response {
         let fields = try await read(request)
         let user = try await user(fields)
-        let transactionID = try fields.requiredString("transaction_id")
+        let transactionID = try Self.transactionID(try fields.requiredString("transaction_id"))
         let now = Date()
         let association = try await stored {
             try await store.associateTransaction(userID: user.id, transactionID: transactionID, now: now)
