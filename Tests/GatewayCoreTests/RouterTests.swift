@@ -25,6 +25,24 @@ import Testing
             .sinks(for: record(isTest: true)) == ["qa"])
     }
 
+    @Test func aQuarantineRouteTakesWhatDidNotVerifyEvenWhenItClaimsToBeATest() {
+        var forged = record(kind: .postback, isTest: true)
+        forged.signature = "invalid"
+        // "Test" is read from unsigned fields (source-app-id and conversion-value 0): a
+        // forgery marked so must still reach the audit sink.
+        #expect({ var f = RecordFilter(); f.quarantined = true; return f }().matches(forged))
+        #expect(!RecordFilter().matches(forged))
+        #expect(!RecordFilter(isTest: true).matches(forged))
+        // A quarantine route that says `is_test` still means it.
+        #expect(!{ var f = RecordFilter(isTest: false); f.quarantined = true; return f }().matches(forged))
+        #expect({ var f = RecordFilter(isTest: true); f.quarantined = true; return f }().matches(forged))
+        // A verified test postback stays on test routes only.
+        var test = record(kind: .postback, isTest: true)
+        test.signature = "verified"
+        #expect(!{ var f = RecordFilter(); f.quarantined = true; return f }().matches(test))
+        #expect(RecordFilter(isTest: true).matches(test))
+    }
+
     @Test func eachConditionAlone() {
         #expect(RecordFilter(providers: ["iad"]).matches(record()))
         #expect(!RecordFilter(providers: ["iad"]).matches(record(provider: "adservices")))

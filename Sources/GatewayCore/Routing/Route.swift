@@ -43,7 +43,14 @@ public struct RecordFilter: Sendable, Equatable {
         // does not ask for them. Quarantined: any postback whose signature did not
         // verify, `unverifiable` (an unknown version, key or algorithm) as much as
         // `invalid`, since anyone can claim an unknown version on Apple's open routes.
-        if record.isTest != (isTest ?? false) { return false }
+        // A quarantine route takes what did not verify whatever it claims to be: "test"
+        // is read from unsigned fields, so a forgery marked so would otherwise reach no
+        // audit sink that did not also ask for tests.
+        if let isTest {
+            if record.isTest != isTest { return false }
+        } else if record.isTest && quarantined != true {
+            return false
+        }
         if (record.signature.map { $0 != "verified" } ?? false) != (quarantined ?? false) { return false }
         return true
     }
