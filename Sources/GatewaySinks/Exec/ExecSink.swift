@@ -157,8 +157,14 @@ final class ExecChild: @unchecked Sendable {
             // Whichever comes first, the read or the deadline (a child of the plugin may
             // hold its stdout open).
             let handle = stdout.fileHandleForReading
-            lock.withLock { reading = true }
             let chunk = await Self.first(by: deadline) { [self] in
+                // Marked under the lock, or not read at all once retired (its handle closed):
+                // a read `first` never started cannot leave the mark behind.
+                guard lock.withLock({ () -> Bool in
+                    if retired { return false }
+                    reading = true
+                    return true
+                }) else { return Data() }
                 let chunk = handle.availableData
                 if lock.withLock({ reading = false; return retired }) { closeStdout() }
                 return chunk
@@ -182,14 +188,18 @@ final class ExecChild: @unchecked Sendable {
     }
 
     func stop() {
+        // Only a plugin still running is signalled, its process group with it (Foundation
+        // starts the plugin as a group's leader: a child of the plugin holding stdout open
+        // would otherwise outlive it, and keep a read blocked on one of Dispatch's threads
+        // until it exits). Once it has exited and been reaped, its id may be another
+        // process's, or another group's: retiring a plugin that died hours ago killed
+        // whatever group held that id by then.
         if process.isRunning {
+            let id = process.processIdentifier
             process.terminate()
-            kill(process.processIdentifier, SIGKILL)
+            kill(id, SIGKILL)
+            if id > 0 { kill(-id, SIGKILL) }
         }
-        // Its process group too (Foundation starts the plugin as a group's leader): a child
-        // of the plugin holding stdout open would otherwise outlive it, and keep a read
-        // blocked on one of Dispatch's threads until it exits.
-        if process.processIdentifier > 0 { kill(-process.processIdentifier, SIGKILL) }
         try? stdin.fileHandleForWriting.close()
     }
 
