@@ -1,3 +1,4 @@
+import GatewayCore
 import GRDB
 
 /// The store's tables, as versioned migrations. Never edit a shipped migration: add one.
@@ -111,12 +112,37 @@ enum SQLiteStoreSchema {
         migrator.registerMigration("data:raw-without-unconsented-ids") { db in
             try db.execute(sql: SQLiteStoreSchema.rawWithoutUnconsentedIDs)
         }
+        migrator.registerMigration("data:s2s-purchases-keyed-by-transaction") { db in
+            try SQLiteStoreSchema.keyPurchasesByTransaction(db)
+        }
         return migrator
     }
 
     /// Migrations named so change rows only, never tables: a release that does not know one
     /// still reads the store (``standing(_:)`` does not count it as a newer release's).
     static let dataOnlyPrefix = "data:"
+
+    /// Since 25 Nov 2026 the S2S provider keys a purchase by its transaction before its
+    /// `event_id` (a resend under another `event_id` was a second purchase). A purchase
+    /// stored before, under `s2s:APP:id:EVENT`, gets the key it would get now, so that its
+    /// resend after the upgrade is still a duplicate and not forwarded to the vendors again.
+    /// (The key's rule is the provider's: this is its history.) Where two records of one
+    /// transaction exist (the old rule made them), the first keeps the new key.
+    static func keyPurchasesByTransaction(_ db: Database) throws {
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT seq, json_extract(body, '$.app_id') AS app, json_extract(body, '$.transaction_ref') AS tx
+                FROM records WHERE provider = 's2s' AND dedupe_key LIKE 's2s:%:id:%' AND json_valid(body)
+                    AND json_extract(body, '$.kind') = 'purchase' ORDER BY seq
+                """)
+        for row in rows {
+            guard let app = row["app"] as String?, let transaction = row["tx"] as String? else { continue }
+            try db.execute(
+                sql: "UPDATE OR IGNORE records SET dedupe_key = ? WHERE seq = ?",
+                arguments: [DedupeKey.make("s2s", app, "purchase", transaction), row["seq"] as Int64])
+        }
+    }
 
     /// Records stored before 24 Nov 2026 kept in `raw` what the record itself may not: an
     /// iAd payload's IDFA sent without ATT consent, and an imported AdServices answer's IDFA

@@ -391,6 +391,8 @@ import Testing
             return Self.event("purchase", fields)
         }
         let key = try record(purchase("2000000001", "203.0.113.7", "evt-1")).dedupeKey
+        // The key the store's upgrade gives purchases stored under their event id.
+        #expect(key == "s2s:123456789:purchase:2000000001")
         #expect(try record(purchase("2000000001", "198.51.100.2", "evt-1")).dedupeKey == key)
         // A backend's retry under a new event id, or none, is still that one purchase.
         #expect(try record(purchase("2000000001", "203.0.113.7", "evt-1-retry")).dedupeKey == key)

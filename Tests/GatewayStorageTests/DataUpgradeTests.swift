@@ -4,10 +4,12 @@ import Foundation
 import GRDB
 import Testing
 
-/// Rows stored before 24 Nov 2026 kept in `raw` an IDFA sent without ATT consent (iAd) and
-/// an imported AdServices answer's IDFA and token. Upgrading the store, and starting the
-/// SQLite sink on its table, removes them and nothing else.
-@Suite struct UnconsentedIDCleanupTests {
+/// The `data:` upgrades: rows stored by older releases brought to what this one would
+/// store. Rows stored before 24 Nov 2026 kept in `raw` an IDFA sent without ATT consent
+/// (iAd) and an imported AdServices answer's IDFA and token: upgrading the store, and
+/// starting the SQLite sink on its table, removes them and nothing else. S2S purchases
+/// stored before 25 Nov under their event id are keyed by their transaction.
+@Suite struct DataUpgradeTests {
     func temporaryPath() -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("cleanup-\(UUID()).sqlite").path
     }
@@ -102,5 +104,39 @@ import Testing
             try String.fetchAll(db, sql: "SELECT name FROM attribution_records_steps")
         }
         #expect(steps == ["raw-without-unconsented-ids"])
+    }
+
+    @Test func upgradingAStoreKeysItsS2SPurchasesByTransactionAsResendsNowAre() async throws {
+        let path = temporaryPath()
+        defer { remove(path) }
+        try SQLiteStoreSchema.migrator.migrate(try DatabaseQueue(path: path), upTo: "data:raw-without-unconsented-ids")
+        let purchase = { (id: String, event: String, transaction: String) in
+            #"{"record_id":"\#(id)","provider":"s2s","kind":"purchase","app_id":"1234567890","transaction_ref":"\#(transaction)","event_name":"purchase"}"#
+        }
+        let rows: [(id: String, key: String, body: String)] = [
+            ("p1", "s2s:1234567890:id:evt-1", purchase("p1", "evt-1", "2000000999")),
+            // The old rule's second record of one transaction keeps its key.
+            ("p2", "s2s:1234567890:id:evt-2", purchase("p2", "evt-2", "2000000999")),
+            ("p3", "s2s:1234567890:id:evt-3", purchase("p3", "evt-3", "tx:with%colon")),
+            // Not purchases: left alone.
+            ("e1", "s2s:1234567890:id:evt-4", #"{"record_id":"e1","provider":"s2s","kind":"event","app_id":"1234567890"}"#),
+        ]
+        try await DatabaseQueue(path: path).write { db in
+            for row in rows {
+                try db.execute(
+                    sql: "INSERT INTO records (record_id, dedupe_key, provider, received_at, body) VALUES (?, ?, 's2s', 0, ?)",
+                    arguments: [row.id, row.key, row.body])
+            }
+        }
+        _ = try SQLiteStore(path: path, upgrade: .unlessServed)
+        let keys = try await DatabaseQueue(path: path).read { db in
+            try Dictionary(uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT record_id, dedupe_key FROM records").map {
+                ($0["record_id"] as String, $0["dedupe_key"] as String)
+            })
+        }
+        #expect(keys == [
+            "p1": "s2s:1234567890:purchase:2000000999", "p2": "s2s:1234567890:id:evt-2",
+            "p3": "s2s:1234567890:purchase:tx%3Awith%25colon", "e1": "s2s:1234567890:id:evt-4",
+        ])
     }
 }
