@@ -493,6 +493,20 @@ import Testing
         #expect(try callback(.appsflyer, body: nulls).clickDate == nil)
     }
 
+    @Test func callbackTimesWithTheirOffsetsHoweverTheQueryCarriedThem() throws {
+        let noon = try #require(ISO8601.parse("2026-11-23T11:00:00Z"))
+        for text in [
+            "2026-11-23T12:00:00+01:00", "2026-11-23T12:00:00 01:00", "2026-11-23 12:00:00 +0100",
+            "2026-11-23 12:00:00+0100", "2026-11-23 06:00:00-05:00", "2026-11-23 11:00:00", "2026-11-23 11:00:00.000Z",
+        ] {
+            #expect(CallbackTime.parse(.string(text)) == noon, "\(text)")
+        }
+        #expect(CallbackTime.parse(.string("2026-11-23 12:00")) == nil)
+        // Through the route: `+01:00` unencoded in Adjust's URL reads as " 01:00".
+        let query = Self.adjustInstall.merging(["installed_at": "2026-11-23T12:00:00 01:00"]) { $1 }
+        #expect(try callback(.adjust, query: query).conversionDate == noon)
+    }
+
     @Test func adjustClickIsNotAnAttributionResult() {
         let click = Self.adjustInstall.merging(["activity_kind": "click"]) { $1 }
         #expect(throws: GatewayError.self) { try callback(.adjust, query: click) }

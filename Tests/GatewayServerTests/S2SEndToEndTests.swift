@@ -195,7 +195,7 @@ import Testing
             }
             let one = Self.event("event", name: "level_up", extra: #""event_id":"one""#)
             // A client batching what it has sends one event as often as many.
-            for body in ["[\(one)]", " \n[\(one)]"] {
+            for body in ["[\(one)]", " \n[\(one)]", "\u{FEFF}[\(one)]"] {
                 let results = try #require(try await answer(body)["results"] as? [[String: Any]], "\(body)")
                 #expect(results.count == 1)
                 #expect(results.first?["record_id"] is String)

@@ -75,7 +75,10 @@ struct BatchAnswer: Encodable {
     }
 
     static func isArray(_ body: Data) -> Bool {
-        body.first { !jsonWhitespace.contains($0) } == UInt8(ascii: "[")
+        // Past a UTF-8 byte order mark, which the JSON reader skips too.
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        let text = body.starts(with: bom) ? body.dropFirst(bom.count) : body[...]
+        return text.first { !jsonWhitespace.contains($0) } == UInt8(ascii: "[")
     }
 
     private static let jsonWhitespace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]

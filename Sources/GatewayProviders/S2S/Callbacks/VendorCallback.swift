@@ -221,10 +221,15 @@ enum CallbackTime {
         case .string(let text):
             if let number = Double(text) { return seconds(number) }
             if let date = ISO8601.parse(text) { return date }
-            // "2023-11-01 04:05:07.925", maybe with "+0000" after it.
-            var iso = text.replacingOccurrences(of: " ", with: "T")
-            if let plus = iso.firstIndex(of: "+") { iso = String(iso[..<plus]) }
-            return ISO8601.parse(iso + "Z")
+            // "2023-11-01 04:05:07.925", maybe with an offset after it ("+0000", "+01:00",
+            // "-05:00"); UTC without one. A query's unencoded "+" reads as a space (" 01:00").
+            guard
+                let parts = text.wholeMatch(
+                    of: /(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:\.\d+)?)(?:(?: ?([+-])| )(\d{2}):?(\d{2})|Z)?/)
+            else { return nil }
+            let (_, day, time, sign, hours, minutes) = parts.output
+            let offset = hours.map { "\(sign == "-" ? "-" : "+")\($0):\(minutes ?? "00")" } ?? "Z"
+            return ISO8601.parse("\(day)T\(time)\(offset)")
         default: return nil
         }
     }
