@@ -43,6 +43,11 @@ import Testing
             let bareID = try #require(bare.json["userId"] as? Int)
             #expect(bareID != userID)
             #expect(bare.json["asaAttributionResolved"] as? Bool == false)
+            // A token sent as null or blank is no token, as the field is optional.
+            for body in [#"{"asa_attribution_token": null}"#, #"{"asa_attribution_token": "  "}"#] {
+                let answer = try await call(client, "create-user", body)
+                #expect(answer.status == 200 && answer.json["asaAttributionResolved"] as? Bool == false, "\(body)")
+            }
             #expect(bare.json["didUserComeFromAsa"] as? Bool == false)
 
             // Its token arrives; Apple is not ready, so the answer is honestly pending…

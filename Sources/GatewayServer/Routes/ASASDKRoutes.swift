@@ -117,14 +117,16 @@ struct ASASDKBackend: Sendable {
     }
 
     static func token(_ fields: PayloadFields, required: Bool) throws -> String? {
-        guard let value = fields.value("asa_attribution_token") else {
+        // Optional where it may be absent: `null`, empty or blank is absent too (a client
+        // encoding a missing token one way or another).
+        guard let value = fields.value("asa_attribution_token"), value != .null else {
             if required { throw GatewayError.missing("asa_attribution_token") }
             return nil
         }
         guard case .string(let token) = value else {
             throw GatewayError.invalid("asa_attribution_token", "expected a string, found \(value.typeName)")
         }
-        if token.isEmpty {
+        if token.trimmingWhitespace().isEmpty {
             if required { throw GatewayError.missing("asa_attribution_token") }
             return nil
         }
