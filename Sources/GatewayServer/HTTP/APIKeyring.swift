@@ -30,33 +30,31 @@ final class APIKeyring: Sendable {
         guard !keys.isEmpty else { return nil }
         // Both headers may hold a key (the SDK's `apikey` beside a backend's bearer): the
         // request may write for the apps of each, as a client holding both keys could anyway.
-        var apps: Set<String> = []
-        for digest in Self.presentedDigests(headers) {
-            for key in keys where Self.constantTimeEqual(key.sha256, digest) { apps.insert(key.appID) }
-        }
+        let apps = Self.presentedKeys(headers, in: keys).reduce(into: Set<String>()) { $0.formUnion($1.apps) }
         guard !apps.isEmpty else { throw Self.unauthorized }
         return apps
     }
 
     /// The first configured key a request presents, as its digest and apps.
     func presentedKey(_ headers: HTTPFields) -> (digest: [UInt8], apps: Set<String>)? {
-        Self.presentedKey(headers, in: keys)
+        Self.presentedKeys(headers, in: keys).first
     }
 
-    /// A Supabase client sends its user's session as `Authorization: Bearer JWT` and the
-    /// project's key as `apikey`, so the bearer token naming no key is no reason to stop.
-    static func presentedKey(_ headers: HTTPFields, in keys: [AuthSettings.Key]) -> (
+    /// Each configured key a request presents, in the order of ``presentedDigests(_:)``, as
+    /// its digest and apps. A Supabase client sends its user's session as `Authorization:
+    /// Bearer JWT` and the project's key as `apikey`, so a bearer token naming no key is
+    /// passed over.
+    static func presentedKeys(_ headers: HTTPFields, in keys: [AuthSettings.Key]) -> [(
         digest: [UInt8], apps: Set<String>
-    )? {
-        for digest in presentedDigests(headers) {
+    )] {
+        presentedDigests(headers).compactMap { digest in
             var apps: Set<String> = []
             // Every key is compared, in constant time, whatever matched before.
             for key in keys where constantTimeEqual(key.sha256, digest) {
                 apps.insert(key.appID)
             }
-            if !apps.isEmpty { return (digest, apps) }
+            return apps.isEmpty ? nil : (digest, apps)
         }
-        return nil
     }
 
     /// The SHA-256 of each key a request presents, as keys are held: from `Authorization:
