@@ -15,9 +15,7 @@ struct JSONParser {
     static func parse(_ data: Data, maxDepth: Int = JSONValue.maxDepth) throws -> JSONValue {
         try data.withUnsafeBytes { buffer in
             var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
-            // A byte order mark, which some clients put before UTF-8 JSON.
-            if buffer.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
-            parser.skipWhitespace()
+            parser.skipPreamble()
             let value = try parser.value(depth: 0)
             parser.skipWhitespace()
             guard parser.index == buffer.count else { throw Invalid() }
@@ -30,7 +28,23 @@ struct JSONParser {
         self.maxDepth = maxDepth
     }
 
+    /// Whether the text's top value is an array, read no further than its first byte.
+    static func opensArray(_ data: Data) -> Bool {
+        data.withUnsafeBytes { buffer in
+            var parser = JSONParser(bytes: buffer, maxDepth: 0)
+            parser.skipPreamble()
+            return parser.current == UInt8(ascii: "[")
+        }
+    }
+
     private var current: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    /// Past what may come before the top value: a byte order mark, which some clients put
+    /// before UTF-8 JSON, and whitespace.
+    private mutating func skipPreamble() {
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { index = 3 }
+        skipWhitespace()
+    }
 
     private mutating func skipWhitespace() {
         while let b = current, b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 { index += 1 }

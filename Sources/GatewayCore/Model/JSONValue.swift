@@ -55,6 +55,12 @@ public enum JSONValue: Sendable, Hashable, Codable {
         try JSONParser.parse(data)
     }
 
+    /// Whether `data`'s top value is an array, as ``parse(_:)`` would read it (a byte order
+    /// mark and whitespace before it), looking no further than its first byte.
+    public static func opensArray(_ data: Data) -> Bool {
+        JSONParser.opensArray(data)
+    }
+
     public subscript(key: String) -> JSONValue? {
         if case .object(let object) = self { return object[key] }
         return nil

@@ -68,20 +68,12 @@ struct BatchAnswer: Encodable {
     /// per element, even for one element, so that a client's batches of any size read
     /// alike), or several records', in `results`.
     static func response(status: HTTPResponse.Status, _ answers: [IngestAnswer], body: Data) -> Response {
-        guard answers.count == 1, !isArray(body) else {
+        guard answers.count == 1, !JSONValue.opensArray(body) else {
             return JSONResponse.make(status: status, BatchAnswer(results: answers).json)
         }
         return JSONResponse.make(status: status, answers[0].json)
     }
 
-    static func isArray(_ body: Data) -> Bool {
-        // Past a UTF-8 byte order mark, which the JSON reader skips too.
-        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
-        let text = body.starts(with: bom) ? body.dropFirst(bom.count) : body[...]
-        return text.first { !jsonWhitespace.contains($0) } == UInt8(ascii: "[")
-    }
-
-    private static let jsonWhitespace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
 }
 
 extension GatewayHTTP {
