@@ -11,7 +11,7 @@ public enum RetryAfter {
     /// The wait it asks for, at most ``longest``, or nil when it is neither form.
     public static func parse(_ value: String, now: Date = Date()) -> Duration? {
         let text = value.trimmingCharacters(in: .whitespaces)
-        if !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+        if text.isASCIIDigits {
             // Digits alone, however many: more than fit an Int is more than a day too.
             guard let seconds = Int(text) else { return longest }
             return min(.seconds(seconds), longest)

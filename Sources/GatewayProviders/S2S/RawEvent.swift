@@ -219,7 +219,7 @@ public struct RawEvent: Sendable {
     static func matches(_ text: String, digits groups: [Int], separator: Character) -> Bool {
         let parts = text.split(separator: separator, omittingEmptySubsequences: false)
         return parts.count == groups.count
-            && zip(parts, groups).allSatisfy { part, count in part.count == count && part.allSatisfy(\.isASCII) && part.allSatisfy(\.isNumber) }
+            && zip(parts, groups).allSatisfy { part, count in part.count == count && part.isASCIIDigits }
     }
 
     static func properties(_ fields: PayloadFields) throws -> [String: JSONValue] {

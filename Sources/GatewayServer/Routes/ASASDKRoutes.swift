@@ -66,8 +66,7 @@ struct ASASDKBackend: Sendable {
     /// claim the same purchase past the 409, and a blank or invisible one claimed nothing.
     static func transactionID(_ text: String) throws -> String {
         let trimmed = text.trimmingWhitespace()
-        guard !trimmed.isEmpty, trimmed.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-            let number = UInt64(trimmed)
+        guard trimmed.isASCIIDigits, let number = UInt64(trimmed)
         else {
             throw GatewayError.invalid("transaction_id", "expected a StoreKit transaction id: digits, as Transaction.originalID")
         }

@@ -84,9 +84,7 @@ enum VendorCallback {
             dedupeKey: DedupeKey.make(S2SProvider.typeName, vendor.rawValue, appKey, deviceKey, activity, moment),
             receivedAt: payload.receivedAt, attributed: !organic)
         var appID = try text(map.appID)
-        if vendor == .appsflyer, let id = appID, id.count > 2, id.hasPrefix("id"),
-            id.dropFirst(2).allSatisfy({ $0.isASCII && $0.isNumber })
-        {
+        if vendor == .appsflyer, let id = appID, id.hasPrefix("id"), id.dropFirst(2).isASCIIDigits {
             appID = String(id.dropFirst(2))
         }
         record.appID = appID

@@ -35,7 +35,7 @@ public struct AppsFlyerAdapter: VendorAdapter {
             throw VendorRefusal("vendor_ids.appsflyer_id is missing; AppsFlyer requires it")
         }
         let digits = event.appID.hasPrefix("id") ? String(event.appID.dropFirst(2)) : event.appID
-        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+        guard digits.isASCIIDigits else {
             throw VendorRefusal("app_id '\(event.appID.prefix(40))' is not an App Store id; AppsFlyer needs id123456789")
         }
         let isPurchase = event.type == .purchase
