@@ -68,17 +68,16 @@ struct KeywordsReport: AsyncParsableCommand {
             progress.finish()
             // Tokens Apple has not answered yet are installs too, of users it may never
             // name: `unknown`, not `unattributed` as users with no install are.
-            var providers: [String: (any DeferredAttributionProvider)?] = [:]
+            var providers: [String: any DeferredAttributionProvider] = [:]
+            for name in try await store.pendingCounts().keys {
+                providers[name] = (try? makeProvider(named: name)) as? any DeferredAttributionProvider
+            }
             var after: String?
-            while true {
+            while !providers.isEmpty {
                 let page = try await store.waitingWork(after: after, limit: 2000)
                 guard let last = page.last else { break }
                 for work in page {
-                    if providers[work.provider] == nil {
-                        providers[work.provider] = .some((try? makeProvider(named: work.provider)) as? any DeferredAttributionProvider)
-                    }
-                    guard let provider = providers[work.provider] ?? nil, let record = provider.waitingRecord(work),
-                        appID == nil || record.appID == appID
+                    guard let record = providers[work.provider]?.waitingRecord(work), appID == nil || record.appID == appID
                     else { continue }
                     report.add(record)
                 }
