@@ -127,12 +127,6 @@ public final class WebhookSink: AttributionSink {
     }
 }
 
-extension Duration {
-    var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
-    }
-}
-
 /// Registers the webhook sink as `type: webhook`.
 public enum WebhookSinkPlugin: SinkPlugin {
     public typealias Options = WebhookSink.Options
