@@ -59,6 +59,10 @@ let package = Package(
             name: "GatewayHTTP",
             dependencies: [.product(name: "AsyncHTTPClient", package: "async-http-client")]
         ),
+        // Child processes (the exec sink's plugins) started by posix_spawn, not Foundation's
+        // Process, which crashes now and then on Linux (swift-corelibs-foundation#5472).
+        .target(name: "CSpawn"),
+        .target(name: "GatewaySpawn", dependencies: ["CSpawn"]),
         // Built-in providers: one folder per signal kind.
         // The system OpenSSL (libssl-dev), only for SKAN 1.0/2.0's P-192, which swift-crypto lacks.
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
@@ -84,7 +88,7 @@ let package = Package(
         .target(
             name: "GatewaySinks",
             dependencies: [
-                "GatewayCore", "GatewayStorage", "GatewayHTTP",
+                "GatewayCore", "GatewayStorage", "GatewayHTTP", "GatewaySpawn",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -135,6 +139,7 @@ let package = Package(
             path: "Benchmarks/StageTimer"
         ),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"]),
+        .testTarget(name: "GatewaySpawnTests", dependencies: ["GatewaySpawn"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayServer"]),
         .testTarget(
             name: "GatewayProvidersTests",
@@ -149,7 +154,7 @@ let package = Package(
         .testTarget(
             name: "GatewayServerTests",
             dependencies: [
-                "GatewayServer", "GatewayEnrichers",
+                "GatewayServer", "GatewayEnrichers", "GatewaySpawn",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -1,4 +1,5 @@
 import Foundation
+import GatewaySpawn
 import GRDB
 import Synchronization
 import Testing
@@ -12,21 +13,23 @@ import Testing
     }
 
     func run(_ arguments: [String], stdin: String? = nil) throws -> Run {
-        let process = Process()
-        process.executableURL = GatewayProcess.executableURL
-        process.arguments = arguments
         let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
+        let process = try ChildProcess(
+            executable: GatewayProcess.executableURL.path, arguments: arguments,
+            stdin: .descriptor(input.fileHandleForReading.fileDescriptor),
+            stdout: .descriptor(out.fileHandleForWriting.fileDescriptor),
+            stderr: .descriptor(err.fileHandleForWriting.fileDescriptor))
+        // The child's ends are its own: ours left open, reading to the end would never end.
+        for end in [input.fileHandleForReading, out.fileHandleForWriting, err.fileHandleForWriting] {
+            try end.close()
+        }
         if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
         try input.fileHandleForWriting.close()
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return Run(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            status: process.terminationStatus ?? -1, stdout: String(decoding: stdout, as: UTF8.self),
             stderr: String(decoding: stderr, as: UTF8.self))
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewaySpawn
 import Synchronization
 
 /// Runs an operator's program (any language) and speaks newline-delimited JSON with it:
@@ -88,7 +89,7 @@ public final class ExecSink: AttributionSink {
 
 /// One running plugin process and a line reader over its stdout.
 final class ExecChild: @unchecked Sendable {
-    private let process = Process()
+    private let process: ChildProcess
     private let stdin = Pipe()
     private let stdout = Pipe()
     private let lock = NSLock()
@@ -102,12 +103,16 @@ final class ExecChild: @unchecked Sendable {
         // Writing to a plugin that just died must be an error to handle, not a signal that
         // ends the gateway.
         signal(SIGPIPE, SIG_IGN)
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = command
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = FileHandle.standardError
-        try process.run()
+        // A group of its own: a child of the plugin holding stdout open would otherwise
+        // outlive it (see `stop`).
+        process = try ChildProcess(
+            executable: "/usr/bin/env", arguments: command,
+            stdin: .descriptor(stdin.fileHandleForReading.fileDescriptor),
+            stdout: .descriptor(stdout.fileHandleForWriting.fileDescriptor), newProcessGroup: true)
+        // The plugin's ends are its own now: the gateway holding stdout's write end would
+        // never see the plugin's end as EOF.
+        try? stdin.fileHandleForReading.close()
+        try? stdout.fileHandleForWriting.close()
     }
 
     var isRunning: Bool { process.isRunning }
@@ -188,18 +193,13 @@ final class ExecChild: @unchecked Sendable {
     }
 
     func stop() {
-        // Only a plugin still running is signalled, its process group with it (Foundation
-        // starts the plugin as a group's leader: a child of the plugin holding stdout open
+        // The plugin's process group with it: a child of the plugin holding stdout open
         // would otherwise outlive it, and keep a read blocked on one of Dispatch's threads
-        // until it exits). Once it has exited and been reaped, its id may be another
-        // process's, or another group's: retiring a plugin that died hours ago killed
-        // whatever group held that id by then.
-        if process.isRunning {
-            let id = process.processIdentifier
-            process.terminate()
-            kill(id, SIGKILL)
-            if id > 0 { kill(-id, SIGKILL) }
-        }
+        // until it exits. A plugin already reaped is not signalled: its id may be another
+        // process's, or another group's, by then (`ChildProcess` sees to it).
+        process.signal(SIGKILL, group: true)
+        // Reaped off the caller's thread; a zombie would otherwise stay until the gateway ends.
+        DispatchQueue.global().async { [process] in process.waitUntilExit() }
         try? stdin.fileHandleForWriting.close()
     }
 

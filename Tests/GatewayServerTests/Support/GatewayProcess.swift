@@ -1,4 +1,5 @@
 import Foundation
+import GatewaySpawn
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -6,7 +7,11 @@ import FoundationNetworking
 /// The built `attribution-gateway` executable running `serve` in a child process, so that
 /// a test can kill it for real.
 final class GatewayProcess {
-    let process = Process()
+    /// Set by `start()`.
+    private(set) var process: ChildProcess!
+    private let executable: String
+    private let arguments: [String]
+    private let log: FileHandle
     let logURL: URL
     private(set) var port = 0
 
@@ -30,29 +35,29 @@ final class GatewayProcess {
             let limit = "import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
                 + "resource.setrlimit(resource.RLIMIT_FSIZE, (\(fileSizeLimit), \(fileSizeLimit))); "
                 + "os.execv(sys.argv[1], sys.argv[1:])"
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-c", limit, Self.executableURL.path, "serve", "--config", config]
+            executable = "/usr/bin/env"
+            arguments = ["python3", "-c", limit, Self.executableURL.path, "serve", "--config", config]
         } else {
-            process.executableURL = Self.executableURL
-            process.arguments = ["serve", "--config", config]
+            executable = Self.executableURL.path
+            arguments = ["serve", "--config", config]
         }
-        let log = try FileHandle(forWritingTo: logURL)
+        log = try FileHandle(forWritingTo: logURL)
         log.seekToEndOfFile()
-        process.standardOutput = log
-        process.standardError = log
     }
 
     /// A test that fails half-way must not leave a server running.
     deinit {
-        if process.isRunning {
-            Foundation.kill(process.processIdentifier, SIGKILL)
+        if let process, process.isRunning {
+            process.signal(SIGKILL)
             process.waitUntilExit()
         }
     }
 
     /// Starts the server and waits (bounded) until it says which port it listens on.
     func start() async throws {
-        try process.run()
+        process = try ChildProcess(
+            executable: executable, arguments: arguments, stdout: .descriptor(log.fileDescriptor),
+            stderr: .descriptor(log.fileDescriptor))
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             let text = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
@@ -77,18 +82,18 @@ final class GatewayProcess {
 
     /// Sends `signal` without waiting for anything.
     func signal(_ signal: Int32) {
-        Foundation.kill(process.processIdentifier, signal)
+        process.signal(signal)
     }
 
     func kill(_ signal: Int32) {
-        Foundation.kill(process.processIdentifier, signal)
+        process.signal(signal)
         process.waitUntilExit()
     }
 
     /// Sends `signal` and waits, for at most `seconds` (a bound, not a speed claim), for
     /// the process to end; kills it and returns false if it has not.
     func stop(_ signal: Int32, within seconds: Double = 60) async throws -> Bool {
-        Foundation.kill(process.processIdentifier, signal)
+        process.signal(signal)
         let deadline = Date().addingTimeInterval(seconds)
         while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         guard !process.isRunning else {
