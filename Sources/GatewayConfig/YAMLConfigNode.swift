@@ -13,10 +13,25 @@ enum YAMLConfigNode {
             throw ConfigError(issues: [ConfigIssue(file: file, path: "", line: 0, column: 0, message: "\(error)")])
         }
         guard let root else { return ConfigNode(.null, line: 1, column: 1) }
-        return convert(root)
+        // Aliases are expanded: ten of an anchor that holds ten of another, nine deep (the
+        // "billion laughs"), is a small file and a billion values, which ran a server
+        // reloading it out of memory. Written out, a value takes at least a byte of the
+        // file; more values than bytes can only come from aliases multiplying them.
+        var budget = yaml.utf8.count + 1_000
+        guard let node = convert(root, budget: &budget) else {
+            throw ConfigError(issues: [
+                ConfigIssue(
+                    file: file, path: "", line: 0, column: 0,
+                    message: "aliases expand to more values than the file holds (\(yaml.utf8.count) bytes); write them out")
+            ])
+        }
+        return node
     }
 
-    static func convert(_ node: Node) -> ConfigNode {
+    /// The tree, or nil once it has taken more than `budget` values.
+    static func convert(_ node: Node, budget: inout Int) -> ConfigNode? {
+        budget -= 1
+        guard budget >= 0 else { return nil }
         let line = node.mark?.line ?? 0
         let column = node.mark?.column ?? 0
         switch node {
@@ -27,15 +42,21 @@ enum YAMLConfigNode {
             }
             return ConfigNode(.scalar(scalar.string, plain: plain), line: line, column: column)
         case .mapping(let mapping):
-            let entries = mapping.map { pair in
-                var value = convert(pair.value)
+            var entries: [(key: String, value: ConfigNode)] = []
+            for pair in mapping {
+                guard var value = convert(pair.value, budget: &budget) else { return nil }
                 value.keyLine = pair.key.mark?.line ?? 0
                 value.keyColumn = pair.key.mark?.column ?? 0
-                return (key: pair.key.string ?? "\(pair.key)", value: value)
+                entries.append((key: pair.key.string ?? "\(pair.key)", value: value))
             }
             return ConfigNode(.mapping(entries), line: line, column: column)
         case .sequence(let sequence):
-            return ConfigNode(.sequence(sequence.map(convert)), line: line, column: column)
+            var items: [ConfigNode] = []
+            for item in sequence {
+                guard let converted = convert(item, budget: &budget) else { return nil }
+                items.append(converted)
+            }
+            return ConfigNode(.sequence(items), line: line, column: column)
         case .alias:
             return ConfigNode(.scalar("*alias", plain: false), line: line, column: column)
         }
@@ -51,8 +72,22 @@ enum YAMLConfigNode {
             return ConfigIssue(
                 file: file, path: "", line: context.mark.line, column: context.mark.column,
                 message: "duplicate keys: \(duplicates.joined(separator: ", "))")
+        case .reader(let problem, let offset, _, let yaml):
+            // Never the error's own description: it quotes the line, which may hold a key.
+            let (line, column) = offset.flatMap { position(of: $0, in: yaml) } ?? (0, 0)
+            return ConfigIssue(file: file, path: "", line: line, column: column, message: "not valid YAML: \(problem)")
         default:
             return ConfigIssue(file: file, path: "", line: 0, column: 0, message: "not valid YAML: \(error)")
         }
+    }
+
+    /// The 1-based line and column of a byte offset into `yaml`.
+    static func position(of offset: Int, in yaml: String) -> (Int, Int)? {
+        let bytes = Array(yaml.utf8)
+        guard offset >= 0, offset <= bytes.count else { return nil }
+        let before = bytes[..<offset]
+        let line = before.count { $0 == UInt8(ascii: "\n") } + 1
+        let column = offset - (before.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? 0) + 1
+        return (line, column)
     }
 }

@@ -546,6 +546,73 @@ import Testing
         #expect(issue.message == "expected an integer, found the value of ${PORT}")
     }
 
+    /// `${A:-${B}}` read up to its first `}` made the literal text `${B}` the value: a key
+    /// anyone reading the config could use, a webhook signed with a known secret.
+    @Test func aDefaultMayItselfReadTheEnvironment() throws {
+        let yaml = """
+            server: { host: "${HOST:-${FALLBACK_HOST:-127.0.0.2}}" }
+            storage: { sqlite: { path: "/srv/${DIR:-${ALT_DIR}}/gw.sqlite}" } }
+            """
+        let fallback = try parse(yaml, environment: ["FALLBACK_HOST": "10.0.0.1", "ALT_DIR": "alt"])
+        #expect(fallback.server.host == "10.0.0.1")
+        // A `}` past the expression is the value's own.
+        #expect(fallback.storage.sqlitePath == "/srv/alt/gw.sqlite}")
+        let deepest = try parse(yaml, environment: ["ALT_DIR": "alt"])
+        #expect(deepest.server.host == "127.0.0.2")
+        let first = try parse(yaml, environment: ["HOST": "h", "FALLBACK_HOST": "f", "DIR": "d"])
+        #expect(first.server.host == "h")
+        #expect(first.storage.sqlitePath == "/srv/d/gw.sqlite}")
+        // A default that is not used is not read: its missing variable is no error.
+        let issue = try problem(at: "storage.sqlite.path", in: problems(yaml))
+        #expect(issue.message.contains("ALT_DIR"), "\(issue)")
+    }
+
+    @Test func anExpressionThatNamesNoVariableIsAnError() throws {
+        for written in ["${APP KEY}", "${1KEY}", "${}", "${KEY:-${}"] {
+            let issues = problems("server: { host: \"\(written)\" }", environment: ["APP": "a", "KEY": "k"])
+            #expect(issues.count == 1, "\(written): \(issues)")
+        }
+    }
+
+    /// Any issue, whatever key it is about, quotes no value read from the environment, even
+    /// one in a list (`vendor: ${SINGULAR_KEY}`) or repeated in a message of its own.
+    @Test func noIssueQuotesAValueFromTheEnvironment() throws {
+        let secret = "sk_live_TOPSECRET_1111"
+        let issues = problems(
+            """
+            providers: { s2s: { vendor: "${SINGULAR_KEY}" } }
+            sinks: { local: { type: "${SINGULAR_KEY}" } }
+            routes: [{ sinks: [local], where: { kind: ["${SINGULAR_KEY}"], provider: ["${SINGULAR_KEY}"] } }]
+            """, environment: ["SINGULAR_KEY": secret])
+        #expect(issues.count >= 3, "\(issues)")
+        #expect(issues.allSatisfy { !$0.description.contains("TOPSECRET") }, "\(issues)")
+        #expect(issues.contains { $0.message.contains("${SINGULAR_KEY}") }, "\(issues)")
+    }
+
+    /// Nine levels of ten aliases each is a small file and a billion values: refused at
+    /// once, before it takes the memory of the server reloading it.
+    @Test func aliasesThatMultiplyAFileAreRefused() throws {
+        var yaml = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+        for level in 1...5 {
+            yaml += "a\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ", ") + "]\n"
+        }
+        let issues = problems(yaml)
+        #expect(issues.count == 1, "\(issues.prefix(3))")
+        #expect(issues.first?.message.contains("aliases expand") == true, "\(issues.prefix(3))")
+        // An alias or two, as a file may share a list, still reads.
+        let shared = try parse("server: { host: &h 127.0.0.3 }\nstorage: { sqlite: { path: *h } }")
+        #expect(shared.storage.sqlitePath.hasSuffix("127.0.0.3"))
+    }
+
+    /// A file the YAML reader refuses (a control character) is named by position: Yams's
+    /// own message quotes the line, which may be an API key's.
+    @Test func anUnreadableFileIsNamedWithoutItsLine() throws {
+        let issues = problems("auth:\n  api_keys:\n    - { app_id: \"1\", key: \"abcdefgh\u{01}ijklmnopqrstuv\" }\n")
+        #expect(issues.count == 1, "\(issues)")
+        #expect(issues.allSatisfy { !$0.description.contains("abcdefgh") && !$0.description.contains("ijklmnop") }, "\(issues)")
+        #expect(issues.first?.line == 3, "\(issues)")
+    }
+
     @Test func anUnterminatedReferenceIsAnError() throws {
         let issue = try problem(at: "server.host", in: problems("server:\n  host: ${HOST", environment: ["HOST": "h"]))
         #expect(issue.message.contains("unterminated"))

@@ -1,3 +1,4 @@
+import Foundation
 /// A parsed configuration document with the position of every value, independent of the
 /// YAML library so that plugins can read their options without depending on it.
 public struct ConfigNode: Sendable {
@@ -94,7 +95,28 @@ public final class ConfigDiagnostics {
     }
 
     public func report(_ message: String, path: String, at node: ConfigNode?) {
-        append([ConfigIssue(file: file, path: path, line: node?.line ?? 0, column: node?.column ?? 0, message: message)])
+        append([ConfigIssue(file: file, path: path, line: node?.line ?? 0, column: node?.column ?? 0, message: scrubbed(message))])
+    }
+
+    /// Values read from the environment, longest first, with the variable each came from.
+    private var fromEnvironment: [(value: String, name: String)] = []
+
+    /// Remembers a value read from the environment, so that no issue quotes it: a variable
+    /// may hold a secret put under the wrong key (a vendor's API key as `vendor:`), and a
+    /// check that quotes what it refused would print it.
+    func remember(_ value: String, from name: String) {
+        if let parent { return parent.remember(value, from: name) }
+        // Shorter values are no secret, and would match ordinary words and numbers.
+        guard value.count >= 8, !fromEnvironment.contains(where: { $0.value == value }) else { return }
+        fromEnvironment.append((value, name))
+        fromEnvironment.sort { $0.value.count > $1.value.count }
+    }
+
+    private func scrubbed(_ message: String) -> String {
+        if let parent { return parent.scrubbed(message) }
+        return fromEnvironment.reduce(message) { text, entry in
+            text.replacingOccurrences(of: entry.value, with: "${\(entry.name)}")
+        }
     }
 }
 

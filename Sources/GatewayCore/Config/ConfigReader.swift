@@ -238,17 +238,33 @@ public final class ConfigReader {
 
     // MARK: helpers
 
+    /// `text` with every `${NAME}` and `${NAME:-default}` replaced; a default may itself
+    /// hold `${…}` (read as a shell reads it), and is read only when it is used.
     func interpolate(_ text: String, key: String, node: ConfigNode) -> String? {
         guard text.contains("${") else { return text }
         var result = ""
         var rest = Substring(text)
         while let start = rest.range(of: "${") {
             result += rest[..<start.lowerBound]
-            guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
+            // The `}` that closes this `${`, past any `${…}` nested in its default: the
+            // first `}` would make the rest of a nested default the value itself, a
+            // literal `${B}` taken as a key or a signing secret.
+            var depth = 1
+            var index = start.upperBound
+            while index < rest.endIndex, depth > 0 {
+                if rest[index...].hasPrefix("${") {
+                    depth += 1
+                    index = rest.index(index, offsetBy: 2)
+                    continue
+                }
+                if rest[index] == "}" { depth -= 1 }
+                if depth > 0 { index = rest.index(after: index) }
+            }
+            guard depth == 0 else {
                 diagnostics.report("unterminated ${ in value", path: join(key), at: node)
                 return nil
             }
-            let expression = rest[start.upperBound..<end]
+            let expression = rest[start.upperBound..<index]
             let name: Substring
             let fallback: Substring?
             if let separator = expression.range(of: ":-") {
@@ -258,19 +274,32 @@ public final class ConfigReader {
                 name = expression
                 fallback = nil
             }
+            guard Self.isVariableName(name) else {
+                diagnostics.report(
+                    "'${\(name)…}' does not name an environment variable (letters, digits and _, not first a digit)",
+                    path: join(key), at: node)
+                return nil
+            }
             if let value = environment[String(name)], !value.isEmpty {
+                diagnostics.remember(value, from: String(name))
                 result += value
             } else if let fallback {
-                result += fallback
+                guard let value = interpolate(String(fallback), key: key, node: node) else { return nil }
+                result += value
             } else {
                 diagnostics.report(
                     "environment variable \(name) is not set (write ${\(name):-default} to give a default)",
                     path: join(key), at: node)
                 return nil
             }
-            rest = rest[rest.index(after: end)...]
+            rest = rest[rest.index(after: index)...]
         }
         return result + rest
+    }
+
+    static func isVariableName(_ name: Substring) -> Bool {
+        guard let first = name.unicodeScalars.first, !("0"..."9").contains(first) else { return false }
+        return name.unicodeScalars.allSatisfy { $0 == "_" || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) }
     }
 }
 
