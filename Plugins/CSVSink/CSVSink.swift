@@ -86,7 +86,8 @@ public enum CSVSinkPlugin: SinkPlugin {
     ]
 
     public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
-        let path = reader.requiredString("path")
+        // Relative to config.yaml's folder, as every file the config names.
+        let path = reader.requiredString("path").flatMap { _ in reader.filePath("path") }
         let columns = reader.stringList("columns") ?? defaultColumns
         if columns.isEmpty { reader.report("needs at least one column", key: "columns") }
         guard let path else { return nil }

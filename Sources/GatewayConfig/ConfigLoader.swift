@@ -44,7 +44,7 @@ public enum ConfigLoader {
         let reader = ConfigReader(node: root, path: "", diagnostics: diagnostics, environment: environment)
 
         let server = readServer(reader.child("server"))
-        let storage = readStorage(reader.child("storage"))
+        let storage = readStorage(reader.child("storage"), root: reader)
         let auth = readAuth(reader.child("auth"))
         let providers = readProviders(reader.child("providers"), registry: registry)
         let enrichers = readEnrichers(reader.child("enrichers"), registry: registry)
@@ -106,11 +106,15 @@ public enum ConfigLoader {
         return settings
     }
 
-    static func readStorage(_ reader: ConfigReader?) -> StorageSettings {
+    /// Paths are relative to the config file, as every file it names is: relative to the
+    /// working directory, `import` or `report` run from another folder read and filled a
+    /// store of their own, and `serve` under systemd (working directory `/`) started empty.
+    static func readStorage(_ reader: ConfigReader?, root: ConfigReader) -> StorageSettings {
         var settings = StorageSettings()
+        settings.sqlitePath = root.resolvedPath(settings.sqlitePath)
         guard let reader else { return settings }
         if let sqlite = reader.child("sqlite") {
-            if let path = sqlite.string("path") { settings.sqlitePath = path }
+            if let path = sqlite.filePath("path") { settings.sqlitePath = path }
             if let durability = sqlite.choice("durability", ["full", "normal"]) { settings.durability = durability }
             sqlite.finish()
         }

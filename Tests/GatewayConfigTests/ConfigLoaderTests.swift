@@ -44,7 +44,8 @@ import Testing
         #expect(config.file == path)
         #expect(config.server.host == "127.0.0.1")
         #expect(config.server.port == 8080)
-        #expect(config.storage.sqlitePath == "./data/gateway.sqlite")
+        // Relative to the file, wherever the command runs.
+        #expect(config.storage.sqlitePath == root.appendingPathComponent("data/gateway.sqlite").path)
         #expect(config.storage.durability == "full")
         #expect(config.providers.map(\.typeName) == ["adservices", "iad", "skadnetwork", "s2s"])
         let local = try #require(config.sinks.first { $0.name == "local" })
@@ -59,6 +60,37 @@ import Testing
             path: path, environment: ["GATEWAY_PORT": "9091", "GATEWAY_DB": "/srv/gw.sqlite"], registry: .builtIn)
         #expect(moved.server.port == 9091)
         #expect(moved.storage.sqlitePath == "/srv/gw.sqlite")
+    }
+
+    /// A store named relative to the working directory was another store for `import` or
+    /// `report` run from another folder (they filled or read it, and exited 0), and an
+    /// empty one for `serve` started by systemd in `/`.
+    @Test func everyFileTheConfigNamesIsRelativeToIt() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("etc-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("config.yaml").path
+        try """
+            storage: { sqlite: { path: ./data/gw.sqlite } }
+            sinks:
+              local: { type: sqlite }
+              elsewhere: { type: sqlite, path: ../sinks/rows.sqlite }
+              absolute: { type: sqlite, path: /srv/rows.sqlite }
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+        let config = try ConfigLoader.load(path: path, environment: [:], registry: .builtIn)
+        #expect(config.storage.sqlitePath == folder.appendingPathComponent("data/gw.sqlite").path)
+        let elsewhere = folder.deletingLastPathComponent().appendingPathComponent("sinks/rows.sqlite").path
+        #expect(
+            config.sinks.map(\.prepared.summary) == [
+                "table attribution_records in \(config.storage.sqlitePath)",
+                "table attribution_records in \(elsewhere)",
+                "table attribution_records in /srv/rows.sqlite",
+            ])
+
+        // With no storage section, the default is the file's folder's data/gateway.sqlite.
+        try "sinks: { local: { type: sqlite } }".write(toFile: path, atomically: true, encoding: .utf8)
+        let defaults = try ConfigLoader.load(path: path, environment: [:], registry: .builtIn)
+        #expect(defaults.storage.sqlitePath == folder.appendingPathComponent("data/gateway.sqlite").path)
     }
 
     @Test func anUnreadableFileIsAnIssueNotACrash() {

@@ -191,7 +191,11 @@ public final class ConfigReader {
     /// The file named at `key`, relative to this config file's folder (not the working
     /// directory, which differs between `serve --config /etc/…` and a shell in that folder).
     public func filePath(_ key: String) -> String? {
-        guard let name = string(key) else { return nil }
+        string(key).map(resolvedPath)
+    }
+
+    /// `name` relative to this config file's folder, when it is not absolute.
+    public func resolvedPath(_ name: String) -> String {
         let base = (diagnostics.file as NSString).deletingLastPathComponent
         let joined = name.hasPrefix("/") || base.isEmpty ? name : (base as NSString).appendingPathComponent(name)
         return (joined as NSString).standardizingPath

@@ -225,7 +225,7 @@ public enum MixpanelSinkPlugin: SinkPlugin {
         if eventName?.isEmpty == true { reader.report("must not be empty", key: "event_name") }
         var mode = MixpanelSink.Mode.api
         if reader.choice("mode", ["api", "file"]) == "file" {
-            guard let directory = reader.requiredString("directory") else { return nil }
+            guard reader.requiredString("directory") != nil, let directory = reader.filePath("directory") else { return nil }
             mode = .file(directory: directory)
         } else if reader.string("directory") != nil {
             reader.report("only with mode: file", key: "directory")

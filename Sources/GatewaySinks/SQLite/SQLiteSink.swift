@@ -92,7 +92,7 @@ public enum SQLiteSinkPlugin: SinkPlugin {
         let indexes = reader.choices("indexes", SQLiteSinkTable.columns.map(\.name))
         // The key's own unique index serves `record_id` already.
         return Options(
-            path: reader.string("path") ?? context.storagePath,
+            path: reader.filePath("path") ?? context.storagePath,
             indexes: indexes.map { $0.filter { $0 != "record_id" } } ?? SQLiteSink.defaultIndexes)
     }
 
