@@ -26,12 +26,22 @@ struct Import: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
-        let provider = try makeProvider(named: provider)
+        let defaults = try makeProvider(named: provider)
         guard let data = FileManager.default.contents(atPath: file) else {
             printError("cannot read \(file)")
             throw ExitCode(2)
         }
         let gateway = try await Gateway.build(configuration: configuration, onWait: printError)
+        // The config's provider, as `serve` reads a posted line: its conversion model, its
+        // keys, its `on_invalid_signature`. Its defaults read history of a provider the
+        // config no longer takes live.
+        let provider: any AttributionProvider
+        if let configured = gateway.provider(named: self.provider) {
+            provider = configured
+        } else {
+            printError("\(self.provider) is not enabled in \(config): lines are read with its default options")
+            provider = defaults
+        }
         let lines = data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
         var progress = ProgressBar(total: lines.count, label: "importing")
         var stored = 0, duplicates = 0

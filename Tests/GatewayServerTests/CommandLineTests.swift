@@ -146,6 +146,34 @@ import Testing
         #expect(again.stdout.contains("0 stored, 3 duplicates, 1 lines rejected"))
     }
 
+    /// `import` reads lines as `serve` reads posted ones: with the config's provider
+    /// options. It used the defaults, so a forged postback that `serve` refused under
+    /// `on_invalid_signature: reject` was stored by `import`, and exit 0.
+    @Test func importReadsLinesWithTheConfigsProviderOptions() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("GatewayProvidersTests/Fixtures/skan_public_vectors.json")
+        let vectors = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [[String: Any]])
+        let tampered = try #require(vectors.first { $0["id"] as? String == "t-skan40-txid" }?["postback"])
+        let history = env.directory.appendingPathComponent("postbacks.jsonl").path
+        try String(decoding: try JSONSerialization.data(withJSONObject: tampered), as: UTF8.self)
+            .write(toFile: history, atomically: true, encoding: .utf8)
+
+        let rejecting = try storeConfig(env, providers: "skadnetwork: { on_invalid_signature: reject }")
+        let refused = try run(["import", "--provider", "skadnetwork", "--config", rejecting, history])
+        #expect(refused.status == 1, "\(refused)")
+        #expect(refused.stdout.contains("0 stored, 0 duplicates, 1 lines rejected"), "\(refused.stdout)")
+        #expect(refused.stdout.contains("invalid_signature"), "\(refused.stdout)")
+
+        // A provider the config does not enable reads with its defaults (quarantine), and says so.
+        let without = try storeConfig(env, providers: "iad: {}")
+        let quarantined = try run(["import", "--provider", "skadnetwork", "--config", without, history])
+        #expect(quarantined.status == 0, "\(quarantined)")
+        #expect(quarantined.stdout.contains("1 stored"), "\(quarantined.stdout)")
+        #expect(quarantined.stderr.contains("skadnetwork is not enabled"), "\(quarantined.stderr)")
+    }
+
     /// A config with the environment's store, `providers` and the SQLite sink, written beside it.
     func storeConfig(_ env: TestEnvironment, providers: String) throws -> String {
         let config = env.directory.appendingPathComponent("store.yaml").path
