@@ -184,6 +184,110 @@ import Testing
         }
     }
 
+    /// An outage of Apple Ads held every record its full `wait` (a second by default), one
+    /// after another: the AdServices resolver settled one token a second. A name whose
+    /// fetch has failed is not waited for; the fetch goes on retrying in the background.
+    @Test(.timeLimit(.minutes(1)))
+    func recordsDoNotWaitForANameWhoseLookupIsFailing() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            // A wait of an hour, and retries that sleep for real: only a name known to be
+            // failing lets the records go before the test's limit.
+            let enricher = try makeEnricher(
+                options(port: port, wait: .seconds(3600)), env: env, sleep: { _ in try await Task.sleep(for: .seconds(3600)) })
+            fake.down.withLock { $0 = true }
+            let first = await enricher.enrich([record(keyword: 21)])
+            #expect(first.first?.keywordID == 21 && first.first?.keyword == nil)
+            let again = await enricher.enrich([record(keyword: 21), record(keyword: 21)])
+            #expect(again.allSatisfy { $0.keyword == nil && $0.campaignName == nil })
+        }
+    }
+
+    /// A 200 without the entity, or an account list without accounts, is no verdict on an
+    /// id: cached as "unknown", it hid names for an hour, and for the process's life.
+    @Test func anAnswerWithoutItsEntityIsAnErrorNotAnUnknownID() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            let enricher = try makeEnricher(options(port: port), env: env, sleep: { _ in })
+            let source = enricher.source
+            fake.noAccounts.withLock { $0 = true }
+            await #expect(throws: (any Error).self) {
+                _ = try await source.campaignName(id: 542_370_539, orgID: FakeAppleAds.orgID)
+            }
+            // Not kept: the next lookup asks again, and finds the account.
+            fake.noAccounts.withLock { $0 = false }
+            #expect(try await source.campaignName(id: 542_370_539, orgID: FakeAppleAds.orgID) == "campaign 542370539")
+            fake.malformed.withLock { $0 = true }
+            await #expect(throws: (any Error).self) {
+                _ = try await source.keyword(id: 31, adGroupID: nil, campaignID: nil, orgID: FakeAppleAds.orgID)
+            }
+            await #expect(throws: (any Error).self) {
+                _ = try await source.adGroupName(id: 32, campaignID: nil, orgID: FakeAppleAds.orgID)
+            }
+            // An id that is not the credentials' to read is unknown to them, not an outage.
+            fake.malformed.withLock { $0 = false }
+            #expect(try await source.campaignName(id: 403_403, orgID: FakeAppleAds.orgID) == nil)
+        }
+    }
+
+    /// A revoked key: every name asking again, each with a fresh token, sent Apple hundreds
+    /// of requests a minute. One 401 with a new token stops every lookup for a minute.
+    @Test func credentialsRefusedWithANewTokenStopEveryLookupForAWhile() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            let enricher = try makeEnricher(options(port: port), env: env, sleep: { _ in })
+            let source = enricher.source
+            fake.refuseTokens.withLock { $0 = true }
+            await #expect(throws: (any Error).self) {
+                _ = try await source.campaignName(id: 1, orgID: FakeAppleAds.orgID)
+            }
+            let requests = fake.requests
+            let tokens = fake.tokenRequests
+            for id: Int64 in 2...20 {
+                await #expect(throws: (any Error).self) { _ = try await source.campaignName(id: id, orgID: FakeAppleAds.orgID) }
+            }
+            #expect(fake.requests == requests)
+            #expect(fake.tokenRequests == tokens)
+        }
+    }
+
+    /// A 429's `Retry-After` is the client's quota, not one request's: the next lookup waits too.
+    @Test func aRetryAfterHoldsEveryLookup() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let pauses = Mutex<[Duration]>([])
+        try await withFake { fake, port in
+            let enricher = try makeEnricher(
+                options(port: port), env: env, sleep: { duration in pauses.withLock { $0.append(duration) } })
+            let source = enricher.source
+            #expect(try await source.campaignName(id: 1, orgID: FakeAppleAds.orgID) == "campaign 1")
+            fake.tooMany.withLock { $0 = 1 }
+            #expect(try await source.campaignName(id: 2, orgID: FakeAppleAds.orgID) == "campaign 2")
+            let before = pauses.withLock { $0.count }
+            #expect(try await source.campaignName(id: 3, orgID: FakeAppleAds.orgID) == "campaign 3")
+            let waited = pauses.withLock { Array($0.dropFirst(before)) }
+            #expect(waited.contains { $0 > .seconds(5) && $0 <= .seconds(7) }, "\(waited)")
+        }
+    }
+
+    /// A name past its TTL that Apple cannot renew in time is still the record's name.
+    @Test func aStaleNameServesWhileAppleAdsIsDown() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            let enricher = try makeEnricher(options(port: port, wait: .milliseconds(200)), env: env, sleep: { _ in })
+            let old = Date().addingTimeInterval(-30 * 86_400)
+            try await enricher.cache.store(
+                AppleAdsNameKey.keyword(41), .init(name: "old name", matchType: "EXACT", fetchedAt: old))
+            fake.down.withLock { $0 = true }
+            let records = await enricher.enrich([record(keyword: 41)])
+            #expect(records.first?.keyword == "old name")
+        }
+    }
+
     /// `slow`: Apple Ads answers after the wait; `down`: it fails until it is back.
     @Test(arguments: ["prompt", "slow", "down"])
     func anAdServicesRecordReachesTheSinkWithKeywordNames(apple adsState: String) async throws {

@@ -3,7 +3,8 @@ import Foundation
 import GatewayCore
 import NIOCore
 
-/// Names of Apple Ads entities by id; nil when Apple says the id does not exist (404).
+/// Names of Apple Ads entities by id; nil when Apple says the id does not exist (404) or
+/// is not the credentials' to read (403). An answer without the name is an error.
 protocol AppleAdsNameSource: Sendable {
     /// Many keywords in one request, by id; nil when the API has no bulk query.
     func keywords(ids: [Int64], orgID: Int64?) async throws -> [Int64: (text: String, matchType: String?)]?
@@ -13,7 +14,10 @@ protocol AppleAdsNameSource: Sendable {
 }
 
 /// Authenticated GETs with Apple's retry rules: `429` waits for `Retry-After` (or 2, 4, 8,
-/// 16 s, then 16 s), a `401` fetches a new token once, `404` means unknown.
+/// 16 s, then 16 s), every request of the client with it; a `5xx` is the caller's to
+/// retry; a `401` fetches a new token
+/// once, and a second refuses every request for a minute; `404` means unknown, `403`
+/// not this account's.
 struct AppleAdsHTTP: Sendable {
     let base: String
     let tokens: AppleAdsTokenSource
@@ -31,7 +35,7 @@ struct AppleAdsHTTP: Sendable {
         let description: String
     }
 
-    /// The JSON object answered, or nil for 404.
+    /// The JSON object answered, or nil for 404 and 403.
     func get(_ path: String, context: String?) async throws -> [String: Any]? {
         try await send(path, body: nil, context: context)
     }
@@ -46,6 +50,9 @@ struct AppleAdsHTTP: Sendable {
         var refreshed = false
         for _ in 0..<maxAttempts {
             if let pause = await gate.pause() { try await sleep(pause) }
+            if let left = await gate.refusedCredentials() {
+                throw Failure(description: "\(path): Apple Ads refused the credentials (401); asking again in \(left.components.seconds) s")
+            }
             let token = try await tokens.accessToken()
             var request = HTTPClientRequest(url: base + path)
             if let body {
@@ -67,15 +74,27 @@ struct AppleAdsHTTP: Sendable {
                 guard let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
                 else { throw Failure(description: "\(path): not a JSON object") }
                 return json
-            case 404:
+            case 404, 403:
                 return nil
             case 401 where !refreshed:
                 refreshed = true
                 await tokens.invalidate(token)
-            case 429, 500...599:
+            case 401:
+                // A new token refused too: the key or its role was revoked. Every lookup
+                // asking again (each name, each backoff) sent Apple hundreds of requests a
+                // minute that could not succeed.
+                await gate.refuseCredentials(for: .seconds(60))
+                throw Failure(description: "\(path): Apple Ads answered 401 with a new token")
+            case 429:
+                // Apple's quota is the client's, not this request's: every request waits.
                 let retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0) }
-                try await sleep(max(retryAfter ?? backoff, .zero))
+                await gate.hold(for: max(retryAfter ?? backoff, .zero))
                 backoff = min(backoff * 2, initialBackoff * 8)
+            case 500...599:
+                // Not retried here: the lookup's own retries back off, and meanwhile the
+                // records waiting for the name go on without it (retried here, they waited
+                // through every backoff first).
+                throw Failure(description: "\(path): Apple Ads answered \(response.status.code)")
             default:
                 throw Failure(description: "\(path): Apple Ads answered \(response.status.code)")
             }
@@ -88,8 +107,11 @@ struct AppleAdsHTTP: Sendable {
 /// `orgId` through `GET /v1/acls`), the `result` envelope, entities by id.
 actor AppleAdsPlatformV1: AppleAdsNameSource {
     let http: AppleAdsHTTP
-    /// Ad account ids by org id, read once (concurrent lookups share the request).
-    private var accounts: Task<[Int64: [Int64]], Error>?
+    /// Ad account ids by org id (concurrent lookups share the request), and when it was asked.
+    private var accounts: (task: Task<[Int64: [Int64]], Error>, at: ContinuousClock.Instant)?
+    /// How long the accounts are kept; an org not among them is asked for again sooner.
+    static let accountsTTL: Duration = .seconds(3600)
+    static let missingOrgRecheck: Duration = .seconds(300)
 
     init(http: AppleAdsHTTP) {
         self.http = http
@@ -97,41 +119,60 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
 
     /// The ad accounts of an org, or every account the credentials see when it is unknown.
     func adAccounts(orgID: Int64?) async throws -> [Int64] {
-        if accounts == nil {
+        var byOrg = try await accountMap(maxAge: Self.accountsTTL)
+        if let orgID, byOrg[orgID] == nil {
+            // An account added since they were read (kept for the process's life, it was
+            // never seen).
+            byOrg = try await accountMap(maxAge: Self.missingOrgRecheck)
+        }
+        if let orgID, let mine = byOrg[orgID] { return mine }
+        return byOrg.values.flatMap { $0 }
+    }
+
+    /// `GET /acls` by org, asked again once older than `maxAge`. An answer with no account
+    /// (empty, or not Apple's shape) is an error, not kept: kept, it made every id
+    /// "unknown" for the life of the process.
+    private func accountMap(maxAge: Duration) async throws -> [Int64: [Int64]] {
+        let task: Task<[Int64: [Int64]], Error>
+        if let current = accounts, ContinuousClock.now - current.at < maxAge {
+            task = current.task
+        } else {
             let http = self.http
-            accounts = Task {
+            task = Task {
                 let json = try await http.get("/acls", context: nil)
-                let result = json?["result"] as? [String: Any]
                 var byOrg: [Int64: [Int64]] = [:]
-                for acl in result?["acls"] as? [[String: Any]] ?? [] {
+                for acl in (json?["result"] as? [String: Any])?["acls"] as? [[String: Any]] ?? [] {
                     guard let account = acl["adAccount"] as? [String: Any], let id = Self.int(account["id"]) else {
                         continue
                     }
                     let org = Self.int(account["orgId"]) ?? 0
                     if !(byOrg[org] ?? []).contains(id) { byOrg[org, default: []].append(id) }
                 }
+                guard !byOrg.isEmpty else {
+                    throw AppleAdsHTTP.Failure(description: "/acls: Apple Ads named no ad account for these credentials")
+                }
                 return byOrg
             }
+            accounts = (task, ContinuousClock.now)
         }
-        let byOrg: [Int64: [Int64]]
         do {
-            byOrg = try await accounts!.value
+            return try await task.value
         } catch {
-            accounts = nil  // asked again next time
+            if accounts?.task == task { accounts = nil }  // asked again next time
             throw error
         }
-        if let orgID, let mine = byOrg[orgID] { return mine }
-        return byOrg.values.flatMap { $0 }
     }
 
     /// The `result` object of the first ad account that knows the entity.
     func entity(_ path: String, orgID: Int64?) async throws -> [String: Any]? {
         for account in try await adAccounts(orgID: orgID) {
-            if let json = try await http.get(path, context: "adAccountId=\(account)"),
-                let result = json["result"] as? [String: Any]
-            {
-                return result
+            guard let json = try await http.get(path, context: "adAccountId=\(account)") else { continue }
+            // A 200 without the entity is no verdict on the id: kept as "unknown", it hid
+            // the name for an hour.
+            guard let result = json["result"] as? [String: Any] else {
+                throw AppleAdsHTTP.Failure(description: "\(path): an answer without its result")
             }
+            return result
         }
         return nil
     }
@@ -150,7 +191,11 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
                 let json = try await http.post(
                     "/keywords/query", json: try JSONSerialization.data(withJSONObject: query),
                     context: "adAccountId=\(account)")
-                for keyword in json?["result"] as? [[String: Any]] ?? [] {
+                guard let json else { continue }
+                guard let results = json["result"] as? [[String: Any]] else {
+                    throw AppleAdsHTTP.Failure(description: "/keywords/query: an answer without its result")
+                }
+                for keyword in results {
                     guard let id = Self.int(keyword["id"]), let text = keyword["text"] as? String else { continue }
                     found[id] = (text, keyword["matchType"] as? String)
                 }
@@ -160,18 +205,16 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
     }
 
     func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)? {
-        guard let result = try await entity("/keywords/\(id)", orgID: orgID), let text = result["text"] as? String else {
-            return nil
-        }
-        return (text, result["matchType"] as? String)
+        guard let result = try await entity("/keywords/\(id)", orgID: orgID) else { return nil }
+        return (try AppleAdsHTTP.field("text", of: result, at: "/keywords/\(id)"), result["matchType"] as? String)
     }
 
     func adGroupName(id: Int64, campaignID: Int64?, orgID: Int64?) async throws -> String? {
-        try await entity("/adgroups/\(id)", orgID: orgID)?["name"] as? String
+        try await entity("/adgroups/\(id)", orgID: orgID).map { try AppleAdsHTTP.field("name", of: $0, at: "/adgroups/\(id)") }
     }
 
     func campaignName(id: Int64, orgID: Int64?) async throws -> String? {
-        try await entity("/campaigns/\(id)", orgID: orgID)?["name"] as? String
+        try await entity("/campaigns/\(id)", orgID: orgID).map { try AppleAdsHTTP.field("name", of: $0, at: "/campaigns/\(id)") }
     }
 
     static func int(_ value: Any?) -> Int64? {
@@ -191,28 +234,67 @@ struct AppleAdsCampaignManagementV5: AppleAdsNameSource {
 
     func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)? {
         guard let adGroupID, let campaignID, let orgID else { return nil }
-        let json = try await http.get(
-            "/campaigns/\(campaignID)/adgroups/\(adGroupID)/targetingkeywords/\(id)", context: "orgId=\(orgID)")
-        guard let data = json?["data"] as? [String: Any], let text = data["text"] as? String else { return nil }
-        return (text, data["matchType"] as? String)
+        let path = "/campaigns/\(campaignID)/adgroups/\(adGroupID)/targetingkeywords/\(id)"
+        guard let data = try await entity(path, orgID: orgID) else { return nil }
+        return (try AppleAdsHTTP.field("text", of: data, at: path), data["matchType"] as? String)
     }
 
     func adGroupName(id: Int64, campaignID: Int64?, orgID: Int64?) async throws -> String? {
         guard let campaignID, let orgID else { return nil }
-        let json = try await http.get("/campaigns/\(campaignID)/adgroups/\(id)", context: "orgId=\(orgID)")
-        return (json?["data"] as? [String: Any])?["name"] as? String
+        let path = "/campaigns/\(campaignID)/adgroups/\(id)"
+        return try await entity(path, orgID: orgID).map { try AppleAdsHTTP.field("name", of: $0, at: path) }
     }
 
     func campaignName(id: Int64, orgID: Int64?) async throws -> String? {
         guard let orgID else { return nil }
-        let json = try await http.get("/campaigns/\(id)", context: "orgId=\(orgID)")
-        return (json?["data"] as? [String: Any])?["name"] as? String
+        let path = "/campaigns/\(id)"
+        return try await entity(path, orgID: orgID).map { try AppleAdsHTTP.field("name", of: $0, at: path) }
+    }
+
+    /// v5's `data` object, nil for 404/403; a 200 without it is an error.
+    func entity(_ path: String, orgID: Int64) async throws -> [String: Any]? {
+        guard let json = try await http.get(path, context: "orgId=\(orgID)") else { return nil }
+        guard let data = json["data"] as? [String: Any] else {
+            throw AppleAdsHTTP.Failure(description: "\(path): an answer without its data")
+        }
+        return data
     }
 }
 
-/// The pause Apple's rate-limit headers ask for, shared by every request of one client.
+extension AppleAdsHTTP {
+    /// The text at `key` of an entity Apple answered with; an entity without it is an error.
+    static func field(_ key: String, of entity: [String: Any], at path: String) throws -> String {
+        guard let text = entity[key] as? String else { throw Failure(description: "\(path): an answer without its \(key)") }
+        return text
+    }
+}
+
+/// The pause Apple's rate-limit headers and `429`s ask for, and a refusal of the
+/// credentials, shared by every request of one client.
 actor RateGate {
     private var until: ContinuousClock.Instant?
+    private var refusedUntil: ContinuousClock.Instant?
+
+    /// Every request waits `duration` from now (a `429`'s `Retry-After`).
+    func hold(for duration: Duration) {
+        let end = ContinuousClock.now.advanced(by: min(duration, .seconds(3600)))
+        if until.map({ $0 < end }) ?? true { until = end }
+    }
+
+    func refuseCredentials(for duration: Duration) {
+        refusedUntil = ContinuousClock.now.advanced(by: duration)
+    }
+
+    /// How long the credentials stay refused, if they are.
+    func refusedCredentials() -> Duration? {
+        guard let refusedUntil else { return nil }
+        let now = ContinuousClock.now
+        guard refusedUntil > now else {
+            self.refusedUntil = nil
+            return nil
+        }
+        return refusedUntil - now
+    }
 
     /// How long to wait before the next request, if at all.
     func pause() -> Duration? {

@@ -111,6 +111,12 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
             // A fetch that finished before its wait began is in the cache.
             let late = missing.keys.filter { known[$0] == nil }
             known.merge(await fresh(late)) { first, _ in first }
+            // A name past its TTL that Apple could not renew in time is still its name
+            // (renamed at worst): better than none for the whole of an outage.
+            let stale = late.filter { known[$0] == nil }
+            if !stale.isEmpty, let entries = try? await cache.entries(stale) {
+                known.merge(entries.filter { $0.value.name != nil }) { first, _ in first }
+            }
         }
         let result = records.map { fill($0, known) }
         await waitForLateNames(result)
@@ -118,13 +124,18 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     }
 
     /// Each name looked up counts once: `late` (no answer in time), `unknown` (Apple has
-    /// no such id), `fetched` (asked and answered in time) or `hit` (cached).
+    /// no such id), `fetched` (asked and answered in time), `hit` (cached) or `stale` (past
+    /// its TTL, and Apple did not answer in time).
     func count(wanted: [String], missing: Set<String>, known: [String: KeywordNameCache.Entry]) {
         var outcomes: [String: Int] = [:]
+        let now = now()
         for key in wanted {
             let outcome =
-                if let entry = known[key] { entry.name == nil ? "unknown" : missing.contains(key) ? "fetched" : "hit" }
-                else { "late" }
+                if let entry = known[key] {
+                    entry.name == nil
+                        ? "unknown"
+                        : now.timeIntervalSince(entry.fetchedAt) >= ttl ? "stale" : missing.contains(key) ? "fetched" : "hit"
+                } else { "late" }
             outcomes[outcome, default: 0] += 1
         }
         for (outcome, count) in outcomes {
@@ -213,6 +224,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
             do {
                 return try await fetchOnce(key, lookup)
             } catch {
+                await fetches.markFailing(key)
                 // Errors name the path and status only; tokens and keys never reach them.
                 logger.warning("name lookup failed", metadata: ["key": "\(key)", "error": "\(error)"])
                 guard waited < Self.retryFor, (try? await sleep(delay)) != nil else { return nil }

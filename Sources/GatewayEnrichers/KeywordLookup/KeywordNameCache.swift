@@ -58,6 +58,10 @@ actor NameFetches {
     /// finished must not start the same fetch again.
     private var recent: [String: (entry: KeywordNameCache.Entry?, at: ContinuousClock.Instant)] = [:]
     private var nextID = 0
+    /// Keys whose fetch has failed at least once and is retrying (Apple Ads down, refusing
+    /// or throttling): records do not wait for them. Waiting the whole `wait` for each made
+    /// an outage of Apple Ads hold every AdServices record a second, one after another.
+    private var failing: Set<String> = []
     /// How many fetches were started, for tests and metrics.
     private(set) var started = 0
 
@@ -104,8 +108,16 @@ actor NameFetches {
         recent[key].map { ContinuousClock.now - $0.at < .seconds(60) } ?? false
     }
 
+    /// The fetch of `key` failed and goes on retrying: its waiters go on without it.
+    func markFailing(_ key: String) {
+        guard running.contains(key) else { return }
+        failing.insert(key)
+        for waiter in waiters.removeValue(forKey: key) ?? [] { waiter.continuation.resume(returning: nil) }
+    }
+
     private func finish(_ key: String, _ entry: KeywordNameCache.Entry?) {
         running.remove(key)
+        failing.remove(key)
         let now = ContinuousClock.now
         if recent.count > 10_000 { recent = recent.filter { now - $0.value.at < .seconds(60) } }
         recent[key] = (entry, now)
@@ -115,7 +127,7 @@ actor NameFetches {
     /// The running fetch's result, or nil at the deadline.
     func wait(_ key: String, until deadline: ContinuousClock.Instant) async -> KeywordNameCache.Entry? {
         if let done = recent[key], ContinuousClock.now - done.at < .seconds(60) { return done.entry }
-        guard running.contains(key) else { return nil }
+        guard running.contains(key), !failing.contains(key) else { return nil }
         nextID += 1
         let id = nextID
         let timer = Task { [weak self] in

@@ -23,6 +23,17 @@ final class FakeAppleAds: Sendable {
     let delay = Mutex(Duration.zero)
     /// Sent as `RateLimit-Remaining` (with `RateLimit-Reset: 3`) when set.
     let remaining = Mutex<Int?>(nil)
+    /// Entities answered `200` without the entity (`{"result":null}`), as a proxy or a
+    /// half-broken Apple might.
+    let malformed = Mutex(false)
+    /// `GET /acls` answers no account.
+    let noAccounts = Mutex(false)
+    /// Every token is refused with `401` (a revoked key or role).
+    let refuseTokens = Mutex(false)
+    /// The next this many API requests get `429` with `Retry-After: 7`.
+    let tooMany = Mutex(0)
+    /// Requests made to the API (not the token endpoint), by path.
+    private let apiRequests = Mutex(0)
     /// Refusals a real Apple would give, with why.
     private let refusals = Mutex<[String]>([])
 
@@ -31,6 +42,7 @@ final class FakeAppleAds: Sendable {
     }
 
     var tokenRequests: Int { issued.withLock { $0.count } }
+    var requests: Int { apiRequests.withLock { $0 } }
     var issuedTokens: [String] { issued.withLock { $0 } }
     func count(_ kind: String) -> Int { counts.withLock { $0[kind] ?? 0 } }
     var refused: [String] { refusals.withLock { $0 } }
@@ -61,6 +73,7 @@ final class FakeAppleAds: Sendable {
         router.get("/v1/acls") { request, _ -> Response in
             if let refusal = self.refuse(request, context: false) { return refusal }
             self.counts.withLock { $0["acls", default: 0] += 1 }
+            if self.noAccounts.withLock({ $0 }) { return Self.json(200, #"{"result":{"acls":[]}}"#) }
             return Self.json(
                 200,
                 #"{"result":{"acls":[{"adAccount":{"id":\#(Self.adAccountID),"name":"Main","orgId":\#(Self.orgID)},"roles":["API Account Read Only"]}]}}"#)
@@ -75,6 +88,10 @@ final class FakeAppleAds: Sendable {
                 guard id != "404404" else {
                     return Self.json(404, #"{"error":{"code":"not_found","message":"not found","details":[]}}"#)
                 }
+                guard id != "403403" else {
+                    return Self.json(403, #"{"error":{"code":"forbidden","message":"not yours","details":[]}}"#)
+                }
+                if self.malformed.withLock({ $0 }) { return Self.json(200, #"{"result":null}"#) }
                 let body =
                     kind == "keyword"
                     ? #"{"id":\#(id),"text":"keyword \#(id)","matchType":"EXACT","adAccountId":\#(Self.adAccountID),"deleted":false}"#
@@ -129,7 +146,21 @@ final class FakeAppleAds: Sendable {
     }
 
     private func refuse(_ request: Request, context: Bool, expected: String = "adAccountId=\(adAccountID)") -> Response? {
+        apiRequests.withLock { $0 += 1 }
         if down.withLock({ $0 }) { return Response(status: .serviceUnavailable) }
+        let throttled = tooMany.withLock { count -> Bool in
+            guard count > 0 else { return false }
+            count -= 1
+            return true
+        }
+        if throttled {
+            var response = Self.json(429, #"{"error":{"code":"rate_limit","message":"too many","details":[]}}"#)
+            response.headers[HTTPFields.Element.Name("Retry-After")!] = "7"
+            return response
+        }
+        if refuseTokens.withLock({ $0 }) {
+            return Self.json(401, #"{"error":{"code":"unauthorized","message":"revoked","details":[]}}"#)
+        }
         let authorization = request.headers[.authorization] ?? ""
         let token = String(authorization.dropFirst("Bearer ".count))
         guard authorization.hasPrefix("Bearer "), issued.withLock({ $0.contains(token) }),
