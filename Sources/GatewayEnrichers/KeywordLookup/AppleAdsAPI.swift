@@ -286,25 +286,20 @@ actor RateGate {
     }
 
     /// How long the credentials stay refused, if they are.
-    func refusedCredentials() -> Duration? {
-        guard let refusedUntil else { return nil }
-        let now = ContinuousClock.now
-        guard refusedUntil > now else {
-            self.refusedUntil = nil
-            return nil
-        }
-        return refusedUntil - now
-    }
+    func refusedCredentials() -> Duration? { Self.left(&refusedUntil) }
 
     /// How long to wait before the next request, if at all.
-    func pause() -> Duration? {
-        guard let until else { return nil }
+    func pause() -> Duration? { Self.left(&until) }
+
+    /// The time left until `end`; nil, and `end` forgotten, once it has passed.
+    private static func left(_ end: inout ContinuousClock.Instant?) -> Duration? {
+        guard let instant = end else { return nil }
         let now = ContinuousClock.now
-        guard until > now else {
-            self.until = nil
+        guard instant > now else {
+            end = nil
             return nil
         }
-        return until - now
+        return instant - now
     }
 
     func note(remaining: Int?, reset: Int?) {
