@@ -240,11 +240,10 @@ public final class SQLiteStore: AttributionStore {
                         """),
                 arguments: [sink, now.timeIntervalSince1970, limit])
             {
-                let body: String = row["body"]
                 do {
                     entries.append(
                         OutboxEntry(
-                            id: row["id"], record: try AttributionRecord(jsonData: Data(body.utf8)),
+                            id: row["id"], record: try AttributionRecord(jsonData: try Self.body(of: row)),
                             attempts: row["attempts"], queuedAt: Date(timeIntervalSince1970: row["created_at"])))
                 } catch {
                     entries.append(
@@ -378,8 +377,7 @@ public final class SQLiteStore: AttributionStore {
         -> (records: [AttributionRecord], cursor: Int64)
     {
         try await page(of: "body", matching: filter, after: cursor, limit: limit) { row in
-            let body: String = row["body"]
-            return try AttributionRecord(jsonData: Data(body.utf8))
+            try AttributionRecord(jsonData: try Self.body(of: row))
         }
     }
 
@@ -389,8 +387,24 @@ public final class SQLiteStore: AttributionStore {
         -> (records: [(recordID: String, record: AttributionRecord?)], cursor: Int64)
     {
         try await page(of: "record_id, body", matching: filter, after: cursor, limit: limit) { row in
-            let body: String? = row["body"]
-            return (recordID: row["record_id"], record: body.flatMap { try? AttributionRecord(jsonData: Data($0.utf8)) })
+            (recordID: row["record_id"], record: try? AttributionRecord(jsonData: try Self.body(of: row)))
+        }
+    }
+
+    struct UnreadableBody: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// A row's `body` as bytes. Read as GRDB's `String`, a body that is not text (NULL, a
+    /// blob of bytes that are not UTF-8: a damaged or hand-edited store) stopped the
+    /// process, and again at every start as the worker came back to it.
+    static func body(of row: Row) throws -> Data {
+        let value: DatabaseValue = row["body"]
+        switch value.storage {
+        case .string(let text): return Data(text.utf8)
+        case .blob(let bytes): return bytes
+        case .null: throw UnreadableBody(description: "the stored body is NULL")
+        case .int64, .double: throw UnreadableBody(description: "the stored body is a number")
         }
     }
 
@@ -447,10 +461,11 @@ public final class SQLiteStore: AttributionStore {
     /// The stored record with this id.
     public func record(id: String) async throws -> AttributionRecord? {
         let body = try await pool.read { db in
-            try String.fetchOne(
-                db.cachedStatement(sql: "SELECT body FROM records WHERE record_id = ?"), arguments: [id])
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT body FROM records WHERE record_id = ?"), arguments: [id]
+            ).map(Self.body(of:))
         }
-        return try body.map { try AttributionRecord(jsonData: Data($0.utf8)) }
+        return try body.map { try AttributionRecord(jsonData: $0) }
     }
 
     static func jsonArray(_ values: [String]) -> String {

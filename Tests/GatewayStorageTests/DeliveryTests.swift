@@ -266,14 +266,18 @@ import Testing
         #expect(f.sink.delivered.first?.keyword == "calm")
     }
 
-    @Test func aStoredRecordThatCannotBeReadIsDeadLetteredAndTheRestDelivered() async throws {
+    /// As if written by a version whose bodies this one no longer reads, or damaged: bytes
+    /// that are not UTF-8, a number (read as text, either stopped the process, at every
+    /// start).
+    @Test(arguments: [#"'{"kind":"nonsense"}'"#, "x'ff00'", "42"])
+    func aStoredRecordThatCannotBeReadIsDeadLetteredAndTheRestDelivered(body: String) async throws {
         let f = try Fixture()
         defer { f.remove() }
         let records = try await f.ingest(3)
-        // As if written by a version whose bodies this one no longer reads.
         try await f.store.pool.write { db in
-            try db.execute(sql: "UPDATE records SET body = '{\"kind\":\"nonsense\"}' WHERE record_id = ?", arguments: [records[1].recordID])
+            try db.execute(sql: "UPDATE records SET body = \(body) WHERE record_id = ?", arguments: [records[1].recordID])
         }
+        await #expect(throws: (any Error).self) { _ = try await f.store.record(id: records[1].recordID) }
         #expect(try await f.worker().drainOnce() == 3)
         #expect(f.sink.delivered.map(\.recordID) == [records[0].recordID, records[2].recordID])
         let dead = try await f.store.deadLetters(sink: "memory", limit: 10)
