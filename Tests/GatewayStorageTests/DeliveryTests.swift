@@ -286,6 +286,29 @@ import Testing
         #expect(try await f.attempts().isEmpty)
     }
 
+    /// The sink took the batch, then the store could not record that (a full disk, a lock
+    /// held): the same batch went to the sink again at every poll for the whole outage.
+    /// Its answers are kept and written first; nothing is offered meanwhile.
+    @Test func answersTheStoreCouldNotTakeAreWrittenBeforeTheBatchIsOfferedAgain() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(3)
+        try await f.store.pool.write { db in
+            try db.execute(
+                sql: "CREATE TRIGGER refuse BEFORE DELETE ON outbox BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+        }
+        let worker = f.worker()
+        for _ in 0..<3 {
+            await #expect(throws: (any Error).self) { try await worker.drainOnce() }
+        }
+        #expect(f.sink.delivered.map(\.recordID) == records.map(\.recordID))
+        try await f.store.pool.write { db in try db.execute(sql: "DROP TRIGGER refuse") }
+        // The answers are written, nothing more is offered, and the outbox is empty.
+        while try await worker.drainOnce() > 0 {}
+        #expect(f.sink.delivered.map(\.recordID) == records.map(\.recordID))
+        #expect(try await f.attempts().isEmpty)
+    }
+
     @Test func aSinksRetryAfterIsAFloorOnTheBackoff() async throws {
         let f = try Fixture()
         defer { f.remove() }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// Drains one sink's outbox: batches, retries with backoff and jitter, dead letters.
 ///
@@ -21,6 +22,11 @@ public final class SinkWorker: Service, Sendable {
     /// While a sink is down every batch fails; its metrics count each one, the log says
     /// so once a minute rather than at the rate records arrive.
     private let incompleteWarnings = OncePerInterval(.seconds(60))
+    /// The sink's answers for a batch that the store could not take (a full disk, a lock
+    /// held): written before anything is offered again. Offered again instead, the same
+    /// batch reached the sink once a poll for as long as the store failed, and a vendor
+    /// counted each copy.
+    private let unwritten = Mutex<(resolutions: [OutboxResolution], at: Date)?>(nil)
 
     public init(
         sinkName: String,
@@ -57,21 +63,31 @@ public final class SinkWorker: Service, Sendable {
         defer { health.set(sinkName, running: false) }
         logger.info("sink worker started", metadata: ["paused": "\(settings.paused)"])
         await withGracefulShutdownHandler {
+            // The store failing again and again waits longer each time, to 30 s.
+            var failures = 0
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 if settings.paused {
                     await wakeUp.wait(timeout: .seconds(3600))
                     continue
                 }
                 do {
-                    if try await drainOnce() > 0 { continue }
+                    let offered = try await drainOnce()
+                    failures = 0
+                    if offered > 0 { continue }
                     await wakeUp.wait(timeout: try await idleWait())
                 } catch {
-                    logger.error("outbox unavailable", metadata: ["error": "\(error)"])
-                    await wakeUp.wait(timeout: settings.idlePoll)
+                    failures += 1
+                    logger.error("outbox unavailable", metadata: ["error": "\(error)", "failures": "\(failures)"])
+                    await wakeUp.wait(timeout: min(settings.idlePoll * (1 << min(failures - 1, 8)), .seconds(30)))
                 }
             }
         } onGracefulShutdown: {
             self.wake()
+        }
+        // Answers the store could not take yet: one last try, or the batch is offered again
+        // after the restart (at least once, as after a crash).
+        if let pending = unwritten.withLock({ $0 }) {
+            try? await uncancelled { try await self.store.resolve(sink: self.sinkName, pending.resolutions, now: pending.at) }
         }
         logger.info("sink worker stopped")
     }
@@ -80,6 +96,11 @@ public final class SinkWorker: Service, Sendable {
     /// Returns how many records were offered (0 when nothing was due).
     @discardableResult
     public func drainOnce() async throws -> Int {
+        if let pending = unwritten.withLock({ $0 }) {
+            try await uncancelled { try await self.store.resolve(sink: self.sinkName, pending.resolutions, now: pending.at) }
+            unwritten.withLock { $0 = nil }
+            logger.info("answers the outbox could not take are written", metadata: ["records": "\(pending.resolutions.count)"])
+        }
         let limit = max(1, min(settings.batchSize, sink.maxBatchSize))
         let due = try await store.dueEntries(
             sink: sinkName, now: now(), limit: limit, laneOrdered: settings.inDeviceOrder)
@@ -150,14 +171,19 @@ public final class SinkWorker: Service, Sendable {
                 dead += 1
             }
         }
-        // The sink has answered: that must be written even if shutdown came meanwhile.
-        let decided = resolutions
-        try await uncancelled { try await self.store.resolve(sink: self.sinkName, decided, now: decidedAt) }
-
         metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
         metrics.delivery(sink: sinkName, outcome: "declined", count: declined)
         metrics.delivery(sink: sinkName, outcome: "retry", count: retried)
         metrics.delivery(sink: sinkName, outcome: "dead_letter", count: dead)
+        // The sink has answered: that must be written even if shutdown came meanwhile, and
+        // kept until it is.
+        let decided = resolutions
+        do {
+            try await uncancelled { try await self.store.resolve(sink: self.sinkName, decided, now: decidedAt) }
+        } catch {
+            unwritten.withLock { $0 = (decided, decidedAt) }
+            throw error
+        }
         if settings.inDeviceOrder {
             let held = resolutions.compactMap { resolution -> (id: Int64, until: Date)? in
                 if case .retry(let id, _, let at, _) = resolution { return (id, at) }
