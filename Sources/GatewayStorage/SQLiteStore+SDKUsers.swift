@@ -4,10 +4,20 @@ import GatewayCore
 
 /// Users and transactions of the ASA Attribution SDK's backend contract.
 extension SQLiteStore {
+    /// A new user under an id no one can guess: the SDK's key ships in every copy of the
+    /// app, so with ids counting up, anyone could read whether user N came from an ad, put
+    /// their own token on N's pending attribution (and N's purchases on their campaign), or
+    /// claim transactions for N. A random id below 2^53 (a JSON number every client reads
+    /// exactly), from the system's secure generator.
     public func createSDKUser(now: Date) async throws -> SDKUser {
         try await pool.write { db in
-            try db.execute(sql: "INSERT INTO sdk_users (created_at) VALUES (?)", arguments: [now.timeIntervalSince1970])
-            return SDKUser(id: db.lastInsertedRowID, attributionRecordID: nil, createdAt: now)
+            while true {
+                let id = Int64.random(in: 1...(1 << 53 - 1))
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO sdk_users (id, created_at) VALUES (?, ?)",
+                    arguments: [id, now.timeIntervalSince1970])
+                if db.changesCount == 1 { return SDKUser(id: id, attributionRecordID: nil, createdAt: now) }
+            }
         }
     }
 

@@ -109,17 +109,39 @@ import Testing
         }
     }
 
+    /// The SDK's key ships in every install: with ids counting up, anyone could read
+    /// whether user N came from an ad, or put their own token on N's attribution.
+    @Test func userIdsCannotBeGuessed() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await harness.withGateway(FakeAppleAdServices(), env: env, options: Self.sdk) { client, _ in
+            var ids: [Int] = []
+            for _ in 0..<20 {
+                ids.append(try #require(try await call(client, "create-user", "").json["userId"] as? Int))
+            }
+            #expect(Set(ids).count == 20)
+            // Exact in every JSON reader (below 2^53), and scattered over that range.
+            #expect(ids.allSatisfy { $0 > 0 && $0 < 1 << 53 })
+            #expect(ids.filter { $0 > 1 << 40 }.count >= 15, "\(ids)")
+            let sorted = ids.sorted()
+            #expect(zip(sorted, sorted.dropFirst()).allSatisfy { $1 - $0 > 1_000 }, "\(sorted)")
+            // The first users of a store are not 1, 2, 3.
+            let guessed = try await call(client, "resolve-asa-attribution", #"{"user_id": 1, "asa_attribution_token": "QUJD"}"#)
+            #expect(guessed.status == 404)
+        }
+    }
+
     @Test(arguments: [
         ("resolve-asa-attribution", #"{"user_id": 999, "asa_attribution_token": "QUJD"}"#, 404, "user_id"),
         ("resolve-asa-attribution", #"{"asa_attribution_token": "QUJD"}"#, 422, "user_id"),
         ("resolve-asa-attribution", #"{"user_id": "abc", "asa_attribution_token": "QUJD"}"#, 422, "user_id"),
-        ("resolve-asa-attribution", #"{"user_id": 1}"#, 422, "asa_attribution_token"),
-        ("resolve-asa-attribution", #"{"user_id": 1, "asa_attribution_token": 5}"#, 422, "asa_attribution_token"),
-        ("associate-user", #"{"user_id": 1}"#, 422, "transaction_id"),
-        ("associate-user", #"{"user_id": 1, "transaction_id": true}"#, 422, "transaction_id"),
-        ("associate-user", #"{"user_id": 1, "transaction_id": " "}"#, 422, "transaction_id"),
-        ("associate-user", #"{"user_id": 1, "transaction_id": "\u2063"}"#, 422, "transaction_id"),
-        ("associate-user", #"{"user_id": 1, "transaction_id": "GPA.1234"}"#, 422, "transaction_id"),
+        ("resolve-asa-attribution", #"{"user_id": USER}"#, 422, "asa_attribution_token"),
+        ("resolve-asa-attribution", #"{"user_id": USER, "asa_attribution_token": 5}"#, 422, "asa_attribution_token"),
+        ("associate-user", #"{"user_id": USER}"#, 422, "transaction_id"),
+        ("associate-user", #"{"user_id": USER, "transaction_id": true}"#, 422, "transaction_id"),
+        ("associate-user", #"{"user_id": USER, "transaction_id": " "}"#, 422, "transaction_id"),
+        ("associate-user", #"{"user_id": USER, "transaction_id": "\u2063"}"#, 422, "transaction_id"),
+        ("associate-user", #"{"user_id": USER, "transaction_id": "GPA.1234"}"#, 422, "transaction_id"),
         ("associate-user", #"{"user_id": 999, "transaction_id": "1"}"#, 404, "user_id"),
         ("create-user", #"{"asa_attribution_token": "not a token!"}"#, 422, "asa_attribution_token"),
     ])
@@ -129,13 +151,14 @@ import Testing
         let apple = FakeAppleAdServices()
         try await harness.withGateway(apple, env: env, options: Self.sdk) { client, gateway in
             let user = try await call(client, "create-user", "")
-            #expect(user.json["userId"] as? Int == 1)
-            let answer = try await call(client, function, body)
+            let id = try #require(user.json["userId"] as? Int)
+            let answer = try await call(client, function, body.replacingOccurrences(of: "USER", with: "\(id)"))
             #expect(answer.status == status)
             let error = try #require(answer.json["error"] as? [String: Any])
             #expect(error["field"] as? String == field)
             // A refused call creates no user.
-            #expect(try await gateway.store.sdkUser(id: 2) == nil)
+            let users = try await DatabaseQueue(path: env.databasePath).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sdk_users") }
+            #expect(users == 1)
         }
         #expect(apple.totalCalls == 0)
     }
