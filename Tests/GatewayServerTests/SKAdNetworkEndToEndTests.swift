@@ -108,6 +108,32 @@ import Testing
         }
     }
 
+    /// Apple's routes take a postback from anyone and keep an unverifiable one whole: at
+    /// the server's 1 MiB, one client filled the disk at 12 MB/s. They read 16 KiB (a
+    /// postback is under 2 KB); the keyed route keeps the server's limit, for batches.
+    @Test func applesOpenRoutesReadAPostbacksSizeNotTheServersLimit() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try configuration(env))
+        var paddedFields = try postback(transaction: "padded")
+        paddedFields["padding"] = String(repeating: "x", count: 20_000)
+        var smallFields = try postback(transaction: "small")
+        smallFields["padding"] = String(repeating: "x", count: 8_000)
+        let padded = try body(paddedFields), small = try body(smallFields)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            for path in ["/.well-known/skadnetwork/report-attribution/", "/.well-known/appattribution/report-attribution/"] {
+                let refused = try await client.execute(uri: path, method: .post, body: padded)
+                #expect(refused.status == .contentTooLarge, "\(path)")
+                #expect(String(buffer: refused.body).contains("16384 bytes"), "\(String(buffer: refused.body))")
+            }
+            let taken = try await client.execute(
+                uri: "/.well-known/skadnetwork/report-attribution/", method: .post, body: small)
+            #expect(taken.status == .ok, "\(String(buffer: taken.body))")
+            let forwarded = try await client.execute(uri: "/v1/skadnetwork/postbacks", method: .post, body: padded)
+            #expect(forwarded.status == .accepted, "\(String(buffer: forwarded.body))")
+        }
+    }
+
     @Test func applesCopiesAreAnsweredTwoHundredOnEitherPathAndForgeriesQuarantined() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

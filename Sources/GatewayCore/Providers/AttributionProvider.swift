@@ -31,16 +31,21 @@ public struct ProviderRoute: Sendable, Hashable {
     /// The SHA-256 of the shared secret a caller must present (a vendor's callbacks), in
     /// `X-Gateway-Secret`, `Authorization` or the `secret` query parameter.
     public let sharedSecretSHA256: [UInt8]?
+    /// The largest body this route reads, when smaller than `server.max_body_bytes`: a
+    /// route anyone may post to keeps what is posted, so its cap is what one request can
+    /// put on the gateway's disk.
+    public let maxBodyBytes: Int?
 
     public init(
         _ method: Method, _ path: String, requiresAPIKey: Bool = true, acceptedStatus: Int = 202,
-        sharedSecretSHA256: [UInt8]? = nil
+        sharedSecretSHA256: [UInt8]? = nil, maxBodyBytes: Int? = nil
     ) {
         self.method = method
         self.path = path
         self.requiresAPIKey = requiresAPIKey
         self.acceptedStatus = acceptedStatus
         self.sharedSecretSHA256 = sharedSecretSHA256
+        self.maxBodyBytes = maxBodyBytes
     }
 }
 

@@ -41,12 +41,17 @@ public struct SKAdNetworkProvider: AttributionProvider {
         self.options = options
     }
 
+    /// The largest postback Apple's devices' routes read.
+    public static let maxOpenBody = 16 * 1024
+
     public var routes: [ProviderRoute] {
         [
             // Apple's devices: authenticated by Apple's signature, and answered 200. The
-            // router matches these with and without the trailing slash.
-            ProviderRoute(.post, Self.skanCopyPath, requiresAPIKey: false, acceptedStatus: 200),
-            ProviderRoute(.post, Self.aakCopyPath, requiresAPIKey: false, acceptedStatus: 200),
+            // router matches these with and without the trailing slash. Open to anyone, and
+            // an unverifiable postback is kept (quarantined) whole: a postback is under 2 KB,
+            // and at 1 MiB a request anyone could fill the disk at 12 MB/s.
+            ProviderRoute(.post, Self.skanCopyPath, requiresAPIKey: false, acceptedStatus: 200, maxBodyBytes: Self.maxOpenBody),
+            ProviderRoute(.post, Self.aakCopyPath, requiresAPIKey: false, acceptedStatus: 200, maxBodyBytes: Self.maxOpenBody),
             ProviderRoute(.post, Self.forwardPath),
         ]
     }

@@ -13,9 +13,25 @@ struct BodyReader: Sendable {
     let limit: Int
     let timeout: Duration
 
+    /// Which setting or rule `limit` comes from, for the 413's message.
+    let limitSource: String
+
     init(_ settings: ServerSettings) {
         limit = settings.maxBodyBytes
         timeout = .milliseconds(settings.bodyTimeoutMs)
+        limitSource = "server.max_body_bytes"
+    }
+
+    private init(limit: Int, timeout: Duration, limitSource: String) {
+        self.limit = limit
+        self.timeout = timeout
+        self.limitSource = limitSource
+    }
+
+    /// This reader for a route that reads at most `routeLimit` bytes, if that is less.
+    func forRoute(limit routeLimit: Int?) -> BodyReader {
+        guard let routeLimit, routeLimit < limit else { return self }
+        return BodyReader(limit: routeLimit, timeout: timeout, limitSource: "this route's limit")
     }
 
     func collect(_ request: Request) async throws -> Data {
@@ -43,7 +59,7 @@ struct BodyReader: Sendable {
     }
 
     var tooLarge: GatewayError {
-        GatewayError(.payloadTooLarge, "the body is larger than server.max_body_bytes (\(limit) bytes)")
+        GatewayError(.payloadTooLarge, "the body is larger than \(limitSource) (\(limit) bytes)")
     }
 
     static let incomplete = GatewayError(.incompleteBody, "the connection closed before the body arrived whole")

@@ -84,6 +84,7 @@ extension GatewayHTTP {
         let keyring = gateway.keyring
         for provider in gateway.providers {
             for route in provider.routes {
+                let bodies = bodies.forRoute(limit: route.maxBodyBytes)
                 let handler = countingRejections(of: provider.name, metrics: gateway.metrics) { request, context in
                     let allowedApps = route.requiresAPIKey ? try keyring.admit(request.headers) : nil
                     if let secret = route.sharedSecretSHA256, !SharedSecret.matches(request, sha256: secret) {
