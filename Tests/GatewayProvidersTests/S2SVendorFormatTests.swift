@@ -353,6 +353,8 @@ import Testing
         (event("session", ["timestamp": "1700000000000"]), "timestamp"),
         (event("session", ["vendor_ids": #"{"appsflyer_id":"1700000000000-123"}"#]), "vendor_ids.appsflyer_id"),
         ("[" + event("session") + "," + event("session", ["att_status": "7"]) + "]", "[1].att_status"),
+        // A property's name is held to the values' length, and named by its place.
+        (event("event", ["name": q("e"), "properties": "{\"" + String(repeating: "k", count: 5000) + "\": 1}"]), "properties"),
     ]
 
     @Test(arguments: faults)

@@ -228,6 +228,13 @@ public struct RawEvent: Sendable {
             throw GatewayError.invalid(fields.fieldPath("properties"), "at most \(maxProperties) properties")
         }
         for (key, value) in object.object {
+            // Names are held to the length values are (and named by their place, not
+            // echoed: the key itself is what is too long).
+            guard PayloadFields.fitsLengthLimit(key), !key.utf8.contains(0) else {
+                throw GatewayError.invalid(
+                    fields.fieldPath("properties"),
+                    "a property name is longer than \(PayloadFields.maxStringLength) characters or holds a NUL")
+            }
             switch value {
             case .string(let s) where PayloadFields.fitsLengthLimit(s): continue
             case .integer, .double, .bool: continue
