@@ -42,10 +42,12 @@ struct DeadLetters: AsyncParsableCommand {
         var limit = 100
 
         func run() async throws {
-            let letters = try await selection.withStore { try await $0.deadLetters(sink: selection.sink, limit: limit) }
+            let letters = try await selection.withStore {
+                try await $0.deadLetters(sink: selection.sink, ids: selection.ids.isEmpty ? nil : selection.ids, limit: limit)
+            }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            for letter in letters where selection.ids.isEmpty || selection.ids.contains(letter.id) {
+            for letter in letters {
                 let line: [String: String] = [
                     "id": String(letter.id), "sink": letter.sink, "record_id": letter.recordID,
                     "attempts": String(letter.attempts), "error": letter.error,
@@ -65,10 +67,26 @@ struct DeadLetters: AsyncParsableCommand {
 
         func run() async throws {
             try requireSelection(selection, all: all)
-            let moved = try await selection.withStore {
-                try await $0.retryDeadLetters(ids: selection.ids.isEmpty ? nil : selection.ids, sink: selection.sink, now: Date())
+            let configured = try loadConfiguration(selection.config).sinks.map(\.name)
+            let ids = selection.ids.isEmpty ? nil : selection.ids
+            let (moved, left) = try await selection.withStore { store in
+                // An outbox of a sink no longer in the config has no worker: letters moved
+                // there left `dlq list` and went nowhere, and its outbox age alert fired for good.
+                if let sink = selection.sink, !configured.contains(sink) {
+                    printError(
+                        "'\(sink)' is not a sink of \(selection.config): nothing would deliver them; add it back, or drop them")
+                    throw ExitCode(1)
+                }
+                let moved = try await store.retryDeadLetters(ids: ids, sink: selection.sink, among: configured, now: Date())
+                let left = try await store.deadLetters(sink: nil, ids: ids, limit: 1_000_000)
+                    .filter { !configured.contains($0.sink) && (selection.sink == nil || $0.sink == selection.sink) }
+                return (moved, left)
             }
             print("\(moved) dead letters queued for delivery again")
+            if !left.isEmpty {
+                let sinks = Set(left.map(\.sink)).sorted().joined(separator: ", ")
+                print("\(left.count) left for sinks no longer in the config (\(sinks)): add them back, or drop them")
+            }
         }
     }
 

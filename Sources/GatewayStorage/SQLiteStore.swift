@@ -323,14 +323,21 @@ public final class SQLiteStore: AttributionStore {
     }
 
     public func deadLetters(sink: String?, limit: Int) async throws -> [DeadLetter] {
-        try await pool.read { db in
+        try await deadLetters(sink: sink, ids: nil, limit: limit)
+    }
+
+    /// Newest first; `ids` are selected before the limit, so an old one is found.
+    public func deadLetters(sink: String?, ids: [Int64]?, limit: Int) async throws -> [DeadLetter] {
+        let idList = ids.map { Self.jsonArray($0.map(String.init)) }
+        return try await pool.read { db in
             try Row.fetchAll(
                 db,
                 sql: """
                     SELECT id, sink, record_id, attempts, error, failed_at FROM dead_letters
-                    WHERE ?1 IS NULL OR sink = ?1 ORDER BY id DESC LIMIT ?2
+                    WHERE (?1 IS NULL OR sink = ?1) AND (?3 IS NULL OR id IN (SELECT CAST(value AS INTEGER) FROM json_each(?3)))
+                    ORDER BY id DESC LIMIT ?2
                     """,
-                arguments: [sink, limit]
+                arguments: [sink, limit, idList]
             ).map { row in
                 DeadLetter(
                     id: row["id"], sink: row["sink"], recordID: row["record_id"], attempts: row["attempts"],
@@ -340,10 +347,18 @@ public final class SQLiteStore: AttributionStore {
     }
 
     public func retryDeadLetters(ids: [Int64]?, sink: String?, now: Date) async throws -> Int {
+        try await retryDeadLetters(ids: ids, sink: sink, among: nil, now: now)
+    }
+
+    /// Dead letters back to their outboxes; with `among`, only those of these sinks (the
+    /// ones a server would drain: an outbox of a sink no longer configured has no worker).
+    public func retryDeadLetters(ids: [Int64]?, sink: String?, among sinks: [String]?, now: Date) async throws -> Int {
         let idList = ids.map { Self.jsonArray($0.map(String.init)) }
+        let sinkList = sinks.map(Self.jsonArray)
         return try await pool.write { db in
             let filter = """
                 (?1 IS NULL OR id IN (SELECT CAST(value AS INTEGER) FROM json_each(?1))) AND (?2 IS NULL OR sink = ?2)
+                AND (?4 IS NULL OR sink IN (SELECT value FROM json_each(?4)))
                 """
             try db.executeCached(
                 """
@@ -351,8 +366,8 @@ public final class SQLiteStore: AttributionStore {
                 SELECT d.sink, d.record_id, 0, ?3, ?3, \(Self.laneOfBody)
                 FROM dead_letters d JOIN records r ON r.record_id = d.record_id WHERE \(filter)
                 """,
-                [idList, sink, now.timeIntervalSince1970])
-            try db.executeCached("DELETE FROM dead_letters WHERE \(filter)", [idList, sink])
+                [idList, sink, now.timeIntervalSince1970, sinkList])
+            try db.executeCached("DELETE FROM dead_letters WHERE \(filter)", [idList, sink, nil, sinkList])
             return db.changesCount
         }
     }

@@ -116,6 +116,10 @@ import Testing
         let lines = list.stdout.split(separator: "\n")
         #expect(lines.count == 2)
         #expect(lines.allSatisfy { $0.contains(#""error":"answered 400""#) && $0.contains(#""sink":"local""#) })
+        // An id is found past the newest `--limit` letters.
+        let oldest = try #require(try await store.deadLetters(sink: nil, limit: 10).last)
+        let byID = try cli.run(["dlq", "list", "--config", config, "--id", String(oldest.id), "--limit", "1"])
+        #expect(byID.stdout.contains(#""id":"\#(oldest.id)""#), "\(byID.stdout)")
 
         let refused = try cli.run(["dlq", "drop", "--config", config])
         #expect(refused.status != 0)
@@ -133,6 +137,14 @@ import Testing
         let removed = try cli.run(["dlq", "list", "--config", without, "--sink", "local"])
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(removed.stdout.split(separator: "\n").count == 1)
+        // …but is not moved to an outbox no worker drains (it left `dlq list` and went nowhere).
+        let nowhere = try cli.run(["dlq", "retry", "--config", without, "--all"])
+        #expect(nowhere.status == 0, "\(nowhere.stderr)")
+        #expect(nowhere.stdout.contains("0 dead letters queued"), "\(nowhere.stdout)")
+        #expect(nowhere.stdout.contains("1 left for sinks no longer in the config (local)"), "\(nowhere.stdout)")
+        #expect(try cli.run(["dlq", "retry", "--config", without, "--sink", "local"]).status == 1)
+        #expect(try await store.deadLetters(sink: "local", limit: 10).count == 1)
+        #expect(try await store.outboxStats()["local"]?.depth == 1)
         // A misspelt sink is an error, not "0 dead letters".
         for verb in ["list", "retry", "drop"] {
             let typo = try cli.run(["dlq", verb, "--config", config, "--sink", "locl"])
