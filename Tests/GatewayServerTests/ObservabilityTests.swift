@@ -270,4 +270,22 @@ import Testing
             #expect(metrics.contains(#"gateway_outbox_depth{sink="local"} 0"#))
         }
     }
+
+    /// Tokens left waiting when `adservices` is turned off are resolved by nothing, and
+    /// Apple forgets them in a day: their depth shows, so that the backlog alert can fire.
+    @Test func tokensWaitingForADisabledProviderShowInMetrics() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let configuration = try env.configuration(paused: true)
+        let before = try await Gateway.build(configuration: configuration)
+        _ = try await before.store.addPending(
+            PendingWork(provider: "adservices", dedupeKey: "adservices:t", appID: "1", receivedAt: Date(), state: Data()),
+            now: Date())
+        let gateway = try await Gateway.build(configuration: configuration)
+        #expect(gateway.resolvers["adservices"] == nil)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(metrics.contains(#"gateway_pending_depth{provider="adservices"} 1"#), "\(metrics)")
+        }
+    }
 }

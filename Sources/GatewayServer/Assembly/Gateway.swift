@@ -132,6 +132,12 @@ public final class Gateway: Sendable {
         for case let provider as any DeferredAttributionProvider in providers {
             resolvers[provider.name] = PendingResolver(provider: provider, pipeline: pipeline, logger: logger)
         }
+        for (provider, count) in (try await store.pendingCounts()).sorted(by: { $0.key < $1.key })
+        where resolvers[provider] == nil && count > 0 {
+            logger.warning(
+                "tokens wait for a provider config.yaml does not enable; nothing resolves them until it is enabled again, and Apple forgets a token a day after it was made",
+                metadata: ["provider": "\(provider)", "tokens": "\(count)"])
+        }
         let lateWriters = enrichers.compactMap { enricher in
             (enricher as? any LateEnricher).map { LateRecordWriter(enricher: $0, pipeline: pipeline, logger: logger) }
         }

@@ -62,7 +62,9 @@ extension GatewayHTTP {
                     oldestAgeSeconds: stats[sink]?.oldest.map { now.timeIntervalSince($0) } ?? 0)
             }
             let pending = (try? await gateway.store.pendingCounts()) ?? [:]
-            for provider in gateway.resolvers.keys {
+            // Enabled providers, and any whose tokens outlived it being turned off (nothing
+            // resolves them; Apple forgets a token after a day).
+            for provider in Set(gateway.resolvers.keys).union(pending.keys) {
                 gateway.metrics.pending(provider: provider, depth: pending[provider] ?? 0)
             }
             let text = gateway.metricsRegistry.emitToBuffer()
