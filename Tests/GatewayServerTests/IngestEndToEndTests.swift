@@ -175,6 +175,9 @@ import Testing
             #expect(text.contains(#"gateway_deliveries_total{sink="local",outcome="dead_letter"} 0"#))
             #expect(text.contains(#"gateway_deliveries_total{sink="local",outcome="declined"} 0"#))
             #expect(text.contains(#"gateway_records_duplicate_total{provider="iad"} 0"#))
+            // And the gateway's own faults, which IngestFailing takes rate() of.
+            #expect(text.contains(#"gateway_records_rejected_total{provider="iad",code="storage_unavailable"} 0"#))
+            #expect(text.contains(#"gateway_records_rejected_total{provider="iad",code="internal_error"} 0"#))
         }
     }
 }

@@ -25,6 +25,11 @@ public struct GatewayMetrics: Sendable {
             for label in ["gateway_records_received_total", "gateway_records_stored_total", "gateway_records_duplicate_total"] {
                 counter(label, [("provider", provider)]).increment(by: 0)
             }
+            // The gateway's own faults, which `IngestFailing` watches: the first outage
+            // after a start would otherwise begin its series above zero, and read as none.
+            for code in ["storage_unavailable", "internal_error"] {
+                counter("gateway_records_rejected_total", [("provider", provider), ("code", code)]).increment(by: 0)
+            }
         }
         for provider in postbackProviders {
             for verdict in ["verified", "invalid", "unverifiable"] {
