@@ -401,15 +401,20 @@ import Testing
             US Search - Meditation,542370539,Broad,542317096,"sleep ""sounds""",Broad,87675433
             US Search - Meditation,542370539,Broad,542317096,calm,Broad,abc
             US Search - Meditation,542370539,Broad,542317096,,Broad,87675434
+            US Search - Meditation,542370539,Broad,542317096,LONG,Broad,87675435
 
-            """#
+            """#.replacingOccurrences(of: "LONG", with: String(repeating: "k", count: 2_000))
         let file = env.directory.appendingPathComponent("keywords.csv").path
         try csv.write(toFile: file, atomically: true, encoding: .utf8)
         let result = try CommandLineTests().run(["keywords", "import", "--config", config, file])
         #expect(result.status == 1)
-        #expect(result.stdout.contains("2 keywords, 2 ad groups, 2 campaigns; 2 rows rejected"))
+        // Distinct ids, not rows: the campaign of every row is one campaign.
+        #expect(result.stdout.contains("2 keywords, 2 ad groups, 1 campaigns; 3 rows rejected"), "\(result.stdout)")
         #expect(result.stdout.contains("line 4: keyword_id 'abc' is not a positive integer"))
         #expect(result.stdout.contains("line 5: keyword is empty"))
+        // A name is held to the length a record's text is.
+        #expect(result.stdout.contains("line 6: keyword 'kkkk"), "\(result.stdout)")
+        #expect(result.stdout.contains("is longer than 1024 characters"), "\(result.stdout)")
 
         // The enricher finds them without asking Apple (nothing listens on port 9).
         var options = options(port: 9)

@@ -41,10 +41,18 @@ struct KeywordNameCache: Sendable {
     }
 
     func store(_ key: String, _ entry: Entry) async throws {
+        try await store([key: entry])
+    }
+
+    /// Many entries in one transaction (a report's thousands of names: one commit each
+    /// took minutes).
+    func store(_ entries: [String: Entry]) async throws {
         try await pool.write { db in
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO apple_ads_names (key, name, match_type, fetched_at) VALUES (?, ?, ?, ?)",
-                arguments: [key, entry.name, entry.matchType, entry.fetchedAt.timeIntervalSince1970])
+            for (key, entry) in entries {
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO apple_ads_names (key, name, match_type, fetched_at) VALUES (?, ?, ?, ?)",
+                    arguments: [key, entry.name, entry.matchType, entry.fetchedAt.timeIntervalSince1970])
+            }
         }
     }
 }

@@ -12,6 +12,7 @@ public struct KeywordReportImport {
         public var reason: String
     }
 
+    /// Distinct ids named, of each kind.
     public struct Report: Sendable, Equatable {
         public var keywords = 0
         public var adGroups = 0
@@ -58,6 +59,8 @@ public struct KeywordReportImport {
         }
         // Line numbers count the header; quoted line breaks inside cells are rare in
         // these exports, so a row's number is its position.
+        var entries: [String: KeywordNameCache.Entry] = [:]
+        var named: (keywords: Set<Int64>, adGroups: Set<Int64>, campaigns: Set<Int64>) = ([], [], [])
         for (offset, row) in rows.dropFirst().enumerated() {
             let line = offset + 2
             progress(offset + 1, rows.count - 1)
@@ -67,6 +70,14 @@ public struct KeywordReportImport {
                 let value = row[position].trimmingCharacters(in: .whitespaces)
                 return value.isEmpty ? nil : value
             }
+            // Names reach records, and the records' text fields are held to 1,024
+            // characters without control characters wherever else they come from.
+            func name(_ column: String) throws -> String? {
+                guard let text = cell(column) else { return nil }
+                guard PayloadFields.fitsLengthLimit(text), !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+                else { throw BadID(column: column, text: text, reason: "is longer than \(PayloadFields.maxStringLength) characters or holds a control character") }
+                return text
+            }
             func id(_ column: String) throws -> Int64? {
                 guard let text = cell(column) else { return nil }
                 guard let value = Int64(text), value > 0 else { throw BadID(column: column, text: text) }
@@ -74,36 +85,41 @@ public struct KeywordReportImport {
             }
             do {
                 guard let keywordID = try id("keyword_id") else { throw BadID(column: "keyword_id", text: "") }
-                guard let keyword = cell("keyword") else {
+                guard let keyword = try name("keyword") else {
                     report.badRows.append(BadRow(line: line, reason: "keyword is empty"))
                     continue
                 }
                 let adGroupID = try id("ad_group_id")
                 let campaignID = try id("campaign_id")
-                try await cache.store(
-                    AppleAdsNameKey.keyword(keywordID), .init(name: keyword, matchType: cell("match_type")?.uppercased(), fetchedAt: now))
-                report.keywords += 1
-                if let adGroupID, let name = cell("ad_group_name") {
-                    try await cache.store(AppleAdsNameKey.adGroup(adGroupID), .init(name: name, matchType: nil, fetchedAt: now))
-                    report.adGroups += 1
+                let matchType = try name("match_type")?.uppercased()
+                let adGroupName = try name("ad_group_name")
+                let campaignName = try name("campaign_name")
+                entries[AppleAdsNameKey.keyword(keywordID)] = .init(name: keyword, matchType: matchType, fetchedAt: now)
+                named.keywords.insert(keywordID)
+                if let adGroupID, let adGroupName {
+                    entries[AppleAdsNameKey.adGroup(adGroupID)] = .init(name: adGroupName, matchType: nil, fetchedAt: now)
+                    named.adGroups.insert(adGroupID)
                 }
-                if let campaignID, let name = cell("campaign_name") {
-                    try await cache.store(AppleAdsNameKey.campaign(campaignID), .init(name: name, matchType: nil, fetchedAt: now))
-                    report.campaigns += 1
+                if let campaignID, let campaignName {
+                    entries[AppleAdsNameKey.campaign(campaignID)] = .init(name: campaignName, matchType: nil, fetchedAt: now)
+                    named.campaigns.insert(campaignID)
                 }
             } catch let error as BadID {
                 report.badRows.append(
                     BadRow(
                         line: line,
                         reason: error.text.isEmpty
-                            ? "\(error.column) is empty" : "\(error.column) '\(error.text.prefix(40))' is not a positive integer"))
+                            ? "\(error.column) is empty" : "\(error.column) '\(error.text.prefix(40))' \(error.reason)"))
             }
         }
+        try await cache.store(entries)
+        (report.keywords, report.adGroups, report.campaigns) = (named.keywords.count, named.adGroups.count, named.campaigns.count)
         return report
     }
 
     struct BadID: Error {
         let column: String
         let text: String
+        var reason = "is not a positive integer"
     }
 }
