@@ -75,21 +75,30 @@ final class GroupCommit: Sendable {
             do {
                 try commit(jobs)
                 for job in jobs { job.finish(nil) }
-            } catch where jobs.count > 1 {
+            } catch where jobs.count > 1 && !CommitHealth.isStorageFault(error) {
                 // One job's failure rolled the shared transaction back; it must not fail
-                // the others: each runs again on its own.
+                // the others: each runs again on its own, until the store itself fails.
+                var fault: (any Error)?
                 for job in jobs {
+                    if let fault {
+                        job.finish(fault)
+                        continue
+                    }
                     do {
                         try commit([job])
                         job.finish(nil)
                     } catch {
                         health.failed(error)
                         job.finish(error)
+                        if CommitHealth.isStorageFault(error) { fault = error }
                     }
                 }
             } catch {
+                // The store's fault (busy past its timeout, full, failing), not a job's: every
+                // job fails at once. Run again one by one, each waited out the whole busy
+                // timeout in turn, so the last of eight answered after 40 s.
                 health.failed(error)
-                jobs.first?.finish(error)
+                for job in jobs { job.finish(error) }
             }
         }
     }

@@ -1,6 +1,8 @@
+import Dispatch
 import Foundation
 import GatewayCore
 import GRDB
+import Synchronization
 import Testing
 
 @testable import GatewayStorage
@@ -45,6 +47,58 @@ import Testing
             }
         }
         #expect(try await store.outboxStats()["local"]?.depth == 200)
+    }
+}
+
+/// A shared commit the store itself refused (full, busy past its timeout) fails every
+/// request in it at once: run again one by one, each waited out the store's fault in turn.
+@Suite struct GroupCommitFaultTests {
+    @Test func aStoreFaultFailsTheWholeBatchWithoutRunningEachAgain() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("fault-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        // A full disk, for the writer: no page past those it has.
+        try await store.pool.write { db in
+            try db.execute(sql: "CREATE TABLE scratch (x BLOB)")
+            let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            try db.execute(sql: "PRAGMA max_page_count = \(pages)")
+        }
+        // A first job holds the committer while the others queue behind it, as one batch.
+        let started = Mutex(false)
+        let release = DispatchSemaphore(value: 0)
+        let holder = Task {
+            try await store.groupCommit.submit { _ in
+                started.withLock { $0 = true }
+                release.wait()
+            }
+        }
+        while !started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        final class Runs: Sendable { let count = Mutex([Int](repeating: 0, count: 5)) }
+        let runs = Runs()
+        let batch = Task {
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<5 {
+                    group.addTask {
+                        do {
+                            try await store.groupCommit.submit { db in
+                                runs.count.withLock { $0[index] += 1 }
+                                try db.execute(sql: "INSERT INTO scratch VALUES (zeroblob(100000))")
+                            }
+                            return false
+                        } catch {
+                            return true
+                        }
+                    }
+                }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        release.signal()
+        try await holder.value
+        #expect(try await batch.value == 5)
+        // No write ran twice (the first of the batch did, alone, before the fix).
+        #expect(runs.count.withLock { $0 }.allSatisfy { $0 <= 1 }, "\(runs.count.withLock { $0 })")
     }
 }
 
