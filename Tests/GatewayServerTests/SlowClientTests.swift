@@ -275,6 +275,44 @@ import Testing
         }
     }
 
+    /// A client that pipelines requests and reads none of the answers: Hummingbird's idle
+    /// timer waits while a request is being answered, so such a connection was held for
+    /// ever, and a few hundred of them took every descriptor the gateway had.
+    @Test func aClientThatReadsNoAnswersIsDisconnected() async throws {
+        try await withGateway(idleMs: 300, bodyMs: 10_000) { port in
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var small: Int32 = 4096
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            var bound = timeval(tv_sec: 1, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, socklen_t(MemoryLayout<timeval>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            try #require(connected == 0)
+            // Requests until the server stops taking them (its answers, the whole API
+            // document each, fill both buffers).
+            let requests = Array(String(repeating: "GET /openapi.yaml HTTP/1.1\r\nHost: x\r\n\r\n", count: 100).utf8)
+            for _ in 0..<200 {
+                let sent = requests.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if sent < requests.count { break }
+            }
+            // Closed by the server (a reset, its unread requests dropped), with nothing read here.
+            let peerHungUp: Int16 = 0x2000  // POLLRDHUP, which Glibc's module leaves out
+            var closed = false
+            for _ in 0..<600 where !closed {
+                var poll = pollfd(fd: fd, events: peerHungUp, revents: 0)
+                _ = Glibc.poll(&poll, 1, 100)
+                closed = poll.revents & (peerHungUp | Int16(POLLHUP) | Int16(POLLERR)) != 0
+            }
+            #expect(closed)
+        }
+    }
+
     @Test func aPipelinedRequestIsNotTimedWhileItWaitsForTheAnswerBeforeIt() async throws {
         // The first request's answer takes about 2 s (it waits for a slow Apple); the second,
         // pipelined behind it, would have been closed at 1.1 s had its clock started at its head.

@@ -44,7 +44,8 @@ public enum GatewayHTTP {
         return Application(
             router: makeRouter(gateway: gateway),
             // Connections that go quiet are closed, and so are those whose request is
-            // still arriving a second past the body deadline: slow clients cannot pile up.
+            // still arriving a second past the body deadline, and those whose answers have
+            // not left for the idle timeout: slow clients cannot pile up.
             server: .http1(
                 configuration: .init(
                     additionalChannelHandlers: [
@@ -52,6 +53,7 @@ public enum GatewayHTTP {
                         MalformedHTTPAnswer(
                             metrics: gateway.metrics, accessLog: settings.accessLog ? gateway.logger : nil),
                         RequestReadDeadline(timeout: .milliseconds(Int64(settings.bodyTimeoutMs) + 1000)),
+                        StalledWriteTimeout(timeout: .milliseconds(Int64(settings.idleTimeoutMs))),
                     ],
                     idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
