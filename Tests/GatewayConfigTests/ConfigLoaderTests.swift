@@ -454,12 +454,33 @@ import Testing
     }
 
     @Test func mixpanelFileModeNeedsAFolderAndOnlyItTakesOne() throws {
-        let missing = problems("sinks:\n  mp: { type: mixpanel, token: t, mode: file }")
+        let missing = problems("sinks:\n  mp: { type: mixpanel, token: t, mode: file, properties: { campaign_name: c } }")
         #expect(try problem(at: "sinks.mp.directory", in: missing).message == "is required")
+        // The keys after it are read, not called unknown.
+        #expect(missing.count == 1, "\(missing)")
         let stray = problems("sinks:\n  mp: { type: mixpanel, token: t, directory: ./out }")
         #expect(try problem(at: "sinks.mp.directory", in: stray).message == "only with mode: file")
         let config = try parse("sinks:\n  mp: { type: mixpanel, token: t, mode: file, directory: ./out, event_name: Install }")
         #expect(config.sinks.first?.prepared.summary.contains("NDJSON files in ./out") == true)
+    }
+
+    /// Apple Ads' base URLs are checked as every outside base URL is, so that a typo fails
+    /// check-config rather than every lookup.
+    @Test func keywordLookupsEndpointsMustBeURLs() throws {
+        let key = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgevZzL1gdAFr88hb2\nOF/2NxApJCzGCEDdfSp6VQO30hyhRANCAAQRWz+jn65BtOMvdyHKcvjBeBSDZH2r\n1RTwjmYSi9R/zpBnuQ4EiMnCqfMPWiZqB4QdbAd0E7oH50VpuZ1P087G\n-----END PRIVATE KEY-----"
+        let issues = problems(
+            """
+            enrichers:
+              keyword_lookup:
+                client_id: c
+                team_id: t
+                key_id: k
+                private_key: "${KEY}"
+                endpoint: api.ads.apple.com/v1
+                token_endpoint: "appleid apple com"
+            """, environment: ["KEY": key])
+        #expect(issues.contains { $0.path == "enrichers.keyword_lookup.endpoint" && $0.message.contains("http(s) URL") }, "\(issues)")
+        #expect(issues.contains { $0.path == "enrichers.keyword_lookup.token_endpoint" }, "\(issues)")
     }
 
     @Test func mixpanelStartsFromItsOwnBackoffAndChecksPropertyNames() throws {

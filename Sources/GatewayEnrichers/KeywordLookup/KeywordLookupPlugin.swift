@@ -44,8 +44,10 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         if let pem, (try? P256.Signing.PrivateKey(pemRepresentation: pem)) == nil {
             reader.report("is not a P-256 private key in PEM", key: reader.has("private_key_file") ? "private_key_file" : "private_key")
         }
-        let tokenEndpoint = reader.string("token_endpoint")
-        var endpoint = reader.string("endpoint") ?? endpoints[api]!
+        // Checked as URLs, as every other outside base URL is: a typo passed check-config
+        // and failed every lookup at run time.
+        let tokenEndpoint = reader.url("token_endpoint")
+        var endpoint = reader.url("endpoint") ?? endpoints[api]!
         while endpoint.hasSuffix("/") { endpoint.removeLast() }
         let wait = reader.int("wait_ms", in: 0...60_000)
         let ttl = reader.int("cache_ttl_hours", in: 1...(24 * 365))

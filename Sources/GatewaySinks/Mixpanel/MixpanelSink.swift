@@ -224,9 +224,14 @@ public enum MixpanelSinkPlugin: SinkPlugin {
         let eventName = reader.string("event_name")
         if eventName?.isEmpty == true { reader.report("must not be empty", key: "event_name") }
         var mode = MixpanelSink.Mode.api
+        // Read on past a missing directory, so that the keys after it are not called unknown.
+        var noDirectory = false
         if reader.choice("mode", ["api", "file"]) == "file" {
-            guard reader.requiredString("directory") != nil, let directory = reader.filePath("directory") else { return nil }
-            mode = .file(directory: directory)
+            if reader.requiredString("directory") != nil, let directory = reader.filePath("directory") {
+                mode = .file(directory: directory)
+            } else {
+                noDirectory = true
+            }
         } else if reader.string("directory") != nil {
             reader.report("only with mode: file", key: "directory")
         }
@@ -250,7 +255,7 @@ public enum MixpanelSinkPlugin: SinkPlugin {
             }
             properties.finish()
         }
-        guard let token else { return nil }
+        guard let token, !noDirectory else { return nil }
         var options = Options(
             token: token, endpoint: endpoint, propertyPrefix: prefix, timeout: .milliseconds(timeout),
             eventName: eventName, mode: mode)
