@@ -210,12 +210,12 @@ public final class SQLiteStore: AttributionStore {
     }
 
     /// Rows with a lane that an older row of the same lane holds back. Older means queued
-    /// earlier for this sink (`created_at`), then queued first among rows of one moment
-    /// (`position`, else the row's id); a late version of a record keeps both.
+    /// first for this sink: `position` (a late version of a record keeps its first row's),
+    /// else the row's id. Not `created_at`: the wall clock stepped back 30 s sent a
+    /// device's later event before its earlier one.
     static let behindItsLane = """
         (o.lane IS NOT NULL AND EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.lane = o.lane
-            AND (p.created_at < o.created_at
-                OR (p.created_at = o.created_at AND COALESCE(p.position, p.id) < COALESCE(o.position, o.id)))))
+            AND COALESCE(p.position, p.id) < COALESCE(o.position, o.id)))
         """
 
     /// ``AttributionRecord/deliveryLane`` in SQL, from a stored body `r.body` (NULL for a

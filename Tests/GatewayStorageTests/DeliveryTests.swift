@@ -266,6 +266,32 @@ import Testing
         #expect(f.sink.delivered.first?.keyword == "calm")
     }
 
+    /// A device's events go in the order they were queued, whatever the wall clock did
+    /// meanwhile: stepped back 30 s between them, the later one went first.
+    @Test func aLaneKeepsItsQueueOrderWhenTheClockStepsBack() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let events = (0..<2).map { index in
+            var record = AttributionRecord(
+                provider: "s2s", kind: .event, dedupeKey: "s2s:1:e\(index)", receivedAt: f.clock.now)
+            record.appID = "1"
+            record.idfv = "A"
+            record.eventName = "e\(index)"
+            return record
+        }
+        _ = try await f.store.ingest([RoutedRecord(record: events[0], sinks: ["memory"])])
+        _ = try await f.store.ingest([RoutedRecord(record: events[1], sinks: ["memory"])])
+        try await f.store.pool.write { db in
+            try db.execute(sql: "UPDATE outbox SET created_at = created_at - 30 WHERE record_id = ?", arguments: [events[1].recordID])
+        }
+        var settings = DeliverySettings(batchSize: 1, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10))
+        settings.inDeviceOrder = true
+        let clock = f.clock
+        let worker = SinkWorker(sinkName: "memory", sink: f.sink, store: f.store, settings: settings, now: { clock.now }, random: { 0 })
+        while try await worker.drainOnce() > 0 {}
+        #expect(f.sink.delivered.map(\.eventName) == ["e0", "e1"])
+    }
+
     /// As if written by a version whose bodies this one no longer reads, or damaged: bytes
     /// that are not UTF-8, a number (read as text, either stopped the process, at every
     /// start).
