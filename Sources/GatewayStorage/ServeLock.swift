@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The claim of the one server that delivers from a store: an exclusive `flock` on a file
 /// beside the store, held while `serve` runs. Two servers draining one SQLite outbox would
@@ -40,7 +41,35 @@ public final class ServeLock: Sendable {
                     + "two servers on one store would deliver every record twice. "
                     + "Stop it, or give this one its own storage.sqlite.path")
         }
+        try Self.claimStoreFile(storePath)
     }
+
+    /// The server's claim on the store file itself, whatever path reaches it: the lock file
+    /// is found by path, so a hard link to the store (a `cp -al` snapshot started for a
+    /// test) or a lock file deleted under a running server let a second server start, and
+    /// two servers corrupted the store and delivered records twice. A `flock` on the
+    /// file's own descriptor is held by its inode. On Linux it does not touch SQLite's
+    /// `fcntl` locks; the descriptor is never closed (closing a descriptor of the file
+    /// would drop this process's `fcntl` locks on it, SQLite's among them), so the claim
+    /// ends with the process.
+    private static func claimStoreFile(_ storePath: String) throws {
+        // An empty file is a new database to SQLite, as a missing one is.
+        let descriptor = open(storePath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw StoreOpenError(path: storePath, reason: "cannot open it: \(String(cString: strerror(errno)))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            throw StoreOpenError(
+                path: storePath,
+                reason: "another gateway is serving this file, by another path (a hard link) or after its "
+                    + "-serve.lock was removed; two servers on one store would deliver every record twice. "
+                    + "Stop it, or give this one its own storage.sqlite.path")
+        }
+        heldStoreFiles.withLock { $0.append(descriptor) }
+    }
+
+    /// Descriptors of claimed store files, open until the process ends (see `claimStoreFile`).
+    private static let heldStoreFiles = Mutex<[Int32]>([])
 
     private init(path: String, descriptor: Int32) {
         self.path = path

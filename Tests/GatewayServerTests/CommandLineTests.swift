@@ -395,6 +395,14 @@ import Testing
         let linked = env.directory.appendingPathComponent("linked.yaml").path
         try env.yaml(logLevel: "info").replacingOccurrences(of: env.databasePath, with: link)
             .write(toFile: linked, atomically: true, encoding: .utf8)
+        // A hard link to the file, in another folder, with a lock file of its own.
+        let folder = env.directory.appendingPathComponent("snapshot")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let hardLink = folder.appendingPathComponent("gateway.sqlite").path
+        try FileManager.default.linkItem(atPath: env.databasePath, toPath: hardLink)
+        let snapshot = env.directory.appendingPathComponent("snapshot.yaml").path
+        try env.yaml(logLevel: "info").replacingOccurrences(of: env.databasePath, with: hardLink)
+            .write(toFile: snapshot, atomically: true, encoding: .utf8)
         for (name, path) in [("second", config), ("linked", linked)] {
             // Bounded: a second server that did start is a failure, not a hang.
             let second = try GatewayProcess(config: path, logURL: env.directory.appendingPathComponent("\(name).log"))
@@ -403,6 +411,16 @@ import Testing
             #expect(second.process.terminationStatus == 1, "\(name)")
             #expect(log.contains("storage.sqlite.path"), "\(name): \(log)")
             #expect(log.contains("another gateway (pid \(first.process.processIdentifier))"), "\(name): \(log)")
+        }
+        // Through the hard link, and by the path itself once its lock file is gone, the
+        // file's own claim refuses it (neither finds the first server's lock file).
+        try FileManager.default.removeItem(atPath: env.databasePath + "-serve.lock")
+        for (name, path) in [("hard-linked", snapshot), ("unlocked", config)] {
+            let second = try GatewayProcess(config: path, logURL: env.directory.appendingPathComponent("\(name).log"))
+            await #expect(throws: GatewayProcess.Failure.self, "\(name)") { try await second.start() }
+            let log = try String(contentsOf: second.logURL, encoding: .utf8)
+            #expect(second.process.terminationStatus == 1, "\(name)")
+            #expect(log.contains("another gateway is serving this file"), "\(name): \(log)")
         }
         // The first server was not disturbed.
         let (status, _) = try await first.post("/v1/iad", body: IAdPayloads.attributed(user: "lock-user"))
