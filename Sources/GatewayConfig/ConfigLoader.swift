@@ -85,6 +85,7 @@ public enum ConfigLoader {
         if let age = reader.int("ready_max_outbox_age_s", in: 0...(30 * 86_400)) { settings.readyMaxOutboxAge = age }
         if let ms = reader.int("idle_timeout_ms", in: 100...3_600_000) { settings.idleTimeoutMs = ms }
         if let ms = reader.int("body_timeout_ms", in: 100...3_600_000) { settings.bodyTimeoutMs = ms }
+        if let count = reader.int("max_connections", in: 1...1_000_000) { settings.maxConnections = count }
         if let seconds = reader.int("shutdown_delay_s", in: 0...600) { settings.shutdownDelaySeconds = seconds }
         if let seconds = reader.int("shutdown_timeout_s", in: 1...3600) { settings.shutdownTimeoutSeconds = seconds }
         if let limits = reader.child("rate_limits") {

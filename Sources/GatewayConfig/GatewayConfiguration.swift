@@ -43,6 +43,10 @@ public struct ServerSettings: Sendable, Equatable {
     /// `408`; one that has stopped arriving, a second later, and its connection closed.
     /// Default 10 s.
     public var bodyTimeoutMs = 10_000
+    /// `max_connections`: past this many open connections, new ones wait in the listen
+    /// backlog until one closes. Default nil: the process's descriptor limit less 128
+    /// (the store, sinks and outside calls need theirs), at most 10,000.
+    public var maxConnections: Int?
     /// `rate_limits`: per API key and per client IP. Default: none.
     public var rateLimits = RateLimits()
     /// `shutdown_delay_s`: after the first SIGTERM or SIGINT, `/readyz` answers `503` this

@@ -307,6 +307,40 @@ import Testing
         }
     }
 
+    /// Idle connections from one client took every descriptor the gateway had; past
+    /// `max_connections`, a new one waits to be accepted until another closes. Through the
+    /// real binary: Hummingbird's test server drops the limit from the configuration.
+    @Test func connectionsPastTheLimitWaitForOneToClose() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = env.directory.appendingPathComponent("limited.yaml").path
+        try env.yaml(logLevel: "info").replacingOccurrences(of: "max_body_bytes: 65536", with: "max_body_bytes: 65536, max_connections: 2")
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let gateway = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("gateway.log"))
+        try await gateway.start()
+        defer { gateway.kill(SIGKILL) }
+        let held = [try RawConnection(port: gateway.port), try RawConnection(port: gateway.port)]
+        // Both accepted and answered (each answer read before the next connection comes,
+        // as the server takes every connection already waiting in one go).
+        for connection in held {
+            var short = timeval(tv_sec: 1, tv_usec: 0)
+            setsockopt(connection.fd, SOL_SOCKET, SO_RCVTIMEO, &short, socklen_t(MemoryLayout<timeval>.size))
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(await connection.readAll().text.hasPrefix("HTTP/1.1 200"))
+        }
+        let waiting = try RawConnection(port: gateway.port)
+        var bound = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(waiting.fd, SOL_SOCKET, SO_RCVTIMEO, &bound, socklen_t(MemoryLayout<timeval>.size))
+        waiting.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        let early = await waiting.readAll()
+        #expect(early.text.isEmpty && !early.closed, "\(early)")
+        held[0].hangUp()
+        bound = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(waiting.fd, SOL_SOCKET, SO_RCVTIMEO, &bound, socklen_t(MemoryLayout<timeval>.size))
+        let answer = await waiting.readAll()
+        #expect(answer.text.hasPrefix("HTTP/1.1 200"), "\(answer)")
+    }
+
     @Test func aPipelinedRequestIsNotTimedWhileItWaitsForTheAnswerBeforeIt() async throws {
         // The first request's answer takes about 2 s (it waits for a slow Apple); the second,
         // pipelined behind it, would have been closed at 1.1 s had its clock started at its head.

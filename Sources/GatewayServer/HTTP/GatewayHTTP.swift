@@ -1,10 +1,31 @@
+import GatewayConfig
 import GatewayCore
 import Hummingbird
 import Logging
 import ServiceLifecycle
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// The gateway's HTTP surface on Hummingbird.
 public enum GatewayHTTP {
+    /// `server.max_connections`, else the descriptor limit less what the rest of the
+    /// gateway needs, at most 10,000.
+    static func connectionLimit(_ settings: ServerSettings) -> Int {
+        if let configured = settings.maxConnections { return configured }
+        var limit = rlimit()
+        #if canImport(Glibc)
+            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+            let resource = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(resource, &limit) == 0 else { return 1_000 }
+        return Int(max(64, min(10_000, Int64(limit.rlim_cur) - 128)))
+    }
+
     /// The router with every route and the JSON error middleware.
     public static func makeRouter(gateway: Gateway) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
@@ -56,7 +77,12 @@ public enum GatewayHTTP {
                         StalledWriteTimeout(timeout: .milliseconds(Int64(settings.idleTimeoutMs))),
                     ],
                     idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),
-            configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
+            configuration: .init(
+                address: .hostname(settings.host, port: settings.port), serverName: nil,
+                // Connections past the limit wait to be accepted: accepted, a few hundred idle
+                // ones from one client took every descriptor, and the store and the sinks
+                // could open nothing.
+                availableConnectionsDelegate: .maximum(connectionLimit(settings), logger: gateway.logger)),
             // Stopped in reverse order: the server first, the checkpointer last, so that
             // its final checkpoint comes after the workers' last writes.
             services: [gateway.checkpointer as any Service] + gateway.workers.map { $0 as any Service }
