@@ -136,6 +136,12 @@ public enum WebhookSinkPlugin: SinkPlugin {
         let url = reader.requiredString("url")
         if let url, URL(string: url)?.scheme.map({ ["http", "https"].contains($0) }) != true {
             reader.report("must be an http or https URL", key: "url")
+        } else if let url, let parsed = URL(string: url), parsed.user != nil || parsed.password != nil {
+            // Never sent (the HTTP client takes no credentials from a URL), so a receiver
+            // that needs them refused every batch into the dead letters.
+            reader.report(
+                "must not hold credentials (user:password@); send them as a header: headers: { Authorization: \"Basic …\" }",
+                key: "url")
         }
         let secret = reader.requiredString("secret")
         if let secret, secret.count < 16 {
