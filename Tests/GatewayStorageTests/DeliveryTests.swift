@@ -266,6 +266,25 @@ import Testing
         #expect(f.sink.delivered.first?.keyword == "calm")
     }
 
+    /// A sink holding something outside the process (an exec plugin) is told when its
+    /// worker stops, so that it can let go of it.
+    @Test func aStoppedWorkerShutsItsSinkDown() async throws {
+        final class Recording: AttributionSink, Sendable {
+            let maxBatchSize = 10
+            let stopped = Mutex(false)
+            func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] { records.map { _ in .delivered } }
+            func shutdown() async { stopped.withLock { $0 = true } }
+        }
+        let f = try Fixture()
+        defer { f.remove() }
+        let sink = Recording()
+        let worker = f.worker(sink: sink)
+        let running = Task { try await worker.run() }
+        running.cancel()
+        try await running.value
+        #expect(sink.stopped.withLock { $0 })
+    }
+
     /// A device's events go in the order they were queued, whatever the wall clock did
     /// meanwhile: stepped back 30 s between them, the later one went first.
     @Test func aLaneKeepsItsQueueOrderWhenTheClockStepsBack() async throws {

@@ -47,6 +47,36 @@ import Testing
         #expect(left == 0)
     }
 
+    /// A plugin that answers and goes on running, with a child of its own, ends with the
+    /// gateway: in a group of its own the terminal's Ctrl-C does not reach it, and left
+    /// running it went on beside the copy the next start began.
+    @Test(.timeLimit(.minutes(1))) func aRunningPluginAndItsChildEndWhenTheGatewayStops() async throws {
+        let sleep = "sleep 120.\(Int.random(in: 100_000...999_999))"
+        // Acknowledges each record (its id is the line's record_id), with a child beside it.
+        let script = """
+            import json, subprocess, sys
+            subprocess.Popen(["sh", "-c", "exec \(sleep)"], stderr=subprocess.DEVNULL)
+            for line in sys.stdin:
+                print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
+            """
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(20), maxBatchSize: 10))
+        let record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k", receivedAt: Date())
+        #expect(try await sink.deliver([record]) == [.delivered])
+        var started = Self.processes(running: sleep)
+        for _ in 0..<100 where started == 0 {
+            try await Task.sleep(for: .milliseconds(50))
+            started = Self.processes(running: sleep)
+        }
+        #expect(started == 1)
+        await sink.shutdown()
+        var left = Self.processes(running: sleep)
+        for _ in 0..<100 where left > 0 {
+            try await Task.sleep(for: .milliseconds(50))
+            left = Self.processes(running: sleep)
+        }
+        #expect(left == 0)
+    }
+
     /// How many live processes have `command` as their command line.
     static func processes(running command: String) -> Int {
         let ids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []

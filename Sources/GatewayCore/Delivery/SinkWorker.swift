@@ -89,6 +89,7 @@ public final class SinkWorker: Service, Sendable {
         if let pending = unwritten.withLock({ $0 }) {
             try? await uncancelled { try await self.store.resolve(sink: self.sinkName, pending.resolutions, now: pending.at) }
         }
+        await sink.shutdown()
         logger.info("sink worker stopped")
     }
 

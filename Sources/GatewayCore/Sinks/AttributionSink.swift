@@ -9,6 +9,13 @@ public protocol AttributionSink: Sendable {
     /// The largest batch the destination accepts.
     var maxBatchSize: Int { get }
     func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome]
+    /// Called once its worker has stopped (the gateway shutting down): release what the
+    /// sink holds outside the process (a program it started). Nothing by default.
+    func shutdown() async
+}
+
+extension AttributionSink {
+    public func shutdown() async {}
 }
 
 /// What happened to one record offered to a sink.

@@ -37,6 +37,16 @@ public final class ExecSink: AttributionSink {
         child.withLock { $0?.retire() }
     }
 
+    /// The plugin, and what it started, end with the gateway: in a group of its own, the
+    /// terminal's Ctrl-C does not reach it, and left running it went on beside the
+    /// copy the next start began.
+    public func shutdown() async {
+        child.withLock { child in
+            child?.retire()
+            child = nil
+        }
+    }
+
     struct Failure: Error, CustomStringConvertible {
         let description: String
     }
@@ -98,6 +108,8 @@ final class ExecChild: @unchecked Sendable {
     private var reading = false
     /// The sink let go of this plugin: its stdout is closed once no read holds it.
     private var retired = false
+    /// A thread already waits to reap the plugin.
+    private var reaping = false
 
     init(command: [String]) throws {
         // Writing to a plugin that just died must be an error to handle, not a signal that
@@ -198,8 +210,14 @@ final class ExecChild: @unchecked Sendable {
         // until it exits. A plugin already reaped is not signalled: its id may be another
         // process's, or another group's, by then (`ChildProcess` sees to it).
         process.signal(SIGKILL, group: true)
-        // Reaped off the caller's thread; a zombie would otherwise stay until the gateway ends.
-        DispatchQueue.global().async { [process] in process.waitUntilExit() }
+        // Reaped off the caller's thread, once; a zombie would otherwise stay until the
+        // gateway ends.
+        if lock.withLock({ () -> Bool in
+            defer { reaping = true }
+            return !reaping
+        }) {
+            DispatchQueue.global().async { [process] in process.waitUntilExit() }
+        }
         try? stdin.fileHandleForWriting.close()
     }
 
