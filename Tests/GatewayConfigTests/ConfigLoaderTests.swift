@@ -2,6 +2,7 @@ import Foundation
 import GatewayConfig
 import GatewayCore
 import GatewayServer
+import GatewaySinks
 import Testing
 
 /// config.yaml → checked configuration, with the built-in plugins: every problem reported
@@ -632,6 +633,24 @@ import Testing
         // A default that is not used is not read: its missing variable is no error.
         let issue = try problem(at: "storage.sqlite.path", in: problems(yaml))
         #expect(issue.message.contains("ALT_DIR"), "\(issue)")
+    }
+
+    /// An exec sink's `./plugins/forward.py` is a file beside config.yaml, as every file
+    /// the config names; other words of the command are left as written.
+    @Test func anExecCommandsRelativeFilesAreBesideTheConfig() throws {
+        let diagnostics = ConfigDiagnostics(file: "/etc/gateway/config.yaml")
+        let words = ["python3", "./plugins/forward.py", "--mode", "fast", "../shared/extra.py", "/opt/x.py"]
+        let node = ConfigNode(.mapping([(key: "command", value: ConfigNode(.sequence(words.map { ConfigNode(.scalar($0, plain: true)) })))]))
+        let reader = ConfigReader(node: node, path: "sinks.plugin", diagnostics: diagnostics, environment: [:])
+        let options = try #require(
+            ExecSinkPlugin.readOptions(reader, context: SinkContext(name: "plugin", storagePath: "/tmp/s.sqlite", logger: .init(label: "t"))))
+        #expect(options.command == ["python3", "/etc/gateway/plugins/forward.py", "--mode", "fast", "/etc/shared/extra.py", "/opt/x.py"])
+    }
+
+    /// Kubernetes may name a variable with `.` or `-`; `${…}` reads it as before.
+    @Test func aVariableNameMayHoldDotsAndDashes() throws {
+        let config = try parse("server: { host: \"${pod.host-ip}\" }", environment: ["pod.host-ip": "10.1.2.3"])
+        #expect(config.server.host == "10.1.2.3")
     }
 
     @Test func anExpressionThatNamesNoVariableIsAnError() throws {

@@ -280,7 +280,7 @@ public final class ConfigReader {
             }
             guard Self.isVariableName(name) else {
                 diagnostics.report(
-                    "'${\(name)…}' does not name an environment variable (letters, digits and _, not first a digit)",
+                    "'${\(name)…}' does not name an environment variable (letters, digits, _, . and -, not first a digit)",
                     path: join(key), at: node)
                 return nil
             }
@@ -301,9 +301,13 @@ public final class ConfigReader {
         return result + rest
     }
 
+    /// What an environment may name, Kubernetes' `env:` included (`.` and `-`, which a
+    /// shell cannot read but the gateway can).
     static func isVariableName(_ name: Substring) -> Bool {
         guard let first = name.unicodeScalars.first, !("0"..."9").contains(first) else { return false }
-        return name.unicodeScalars.allSatisfy { $0 == "_" || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) }
+        return name.unicodeScalars.allSatisfy {
+            "_.-".unicodeScalars.contains($0) || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+        }
     }
 }
 

@@ -290,7 +290,12 @@ public enum ExecSinkPlugin: SinkPlugin {
         let timeout = reader.int("timeout_ms", in: 100...600_000) ?? 30_000
         let batch = reader.int("max_batch_size", in: 1...10_000) ?? 100
         guard let command, !command.isEmpty else { return nil }
-        return Options(command: command, timeout: .milliseconds(timeout), maxBatchSize: batch)
+        // `./plugins/forward.py` is a file beside config.yaml, as every file the config
+        // names is: relative to the working directory, it was missing under systemd (`/`).
+        let resolved = command.map { word in
+            word.hasPrefix("./") || word.hasPrefix("../") ? reader.resolvedPath(word) : word
+        }
+        return Options(command: resolved, timeout: .milliseconds(timeout), maxBatchSize: batch)
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
