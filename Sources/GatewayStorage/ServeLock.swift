@@ -41,7 +41,9 @@ public final class ServeLock: Sendable {
                     + "two servers on one store would deliver every record twice. "
                     + "Stop it, or give this one its own storage.sqlite.path")
         }
-        try Self.claimStoreFile(storePath)
+        #if os(Linux)
+            try Self.claimStoreFile(storePath)
+        #endif
     }
 
     /// The server's claim on the store file itself, whatever path reaches it: the lock file
@@ -49,9 +51,10 @@ public final class ServeLock: Sendable {
     /// test) or a lock file deleted under a running server let a second server start, and
     /// two servers corrupted the store and delivered records twice. A `flock` on the
     /// file's own descriptor is held by its inode. On Linux it does not touch SQLite's
-    /// `fcntl` locks; the descriptor is never closed (closing a descriptor of the file
-    /// would drop this process's `fcntl` locks on it, SQLite's among them), so the claim
-    /// ends with the process.
+    /// `fcntl` locks (on the BSDs and macOS the two share one list, so there it is not
+    /// taken); the descriptor is never closed (closing a descriptor of the file would drop
+    /// this process's `fcntl` locks on it, SQLite's among them), so the claim ends with
+    /// the process.
     private static func claimStoreFile(_ storePath: String) throws {
         // An empty file is a new database to SQLite, as a missing one is.
         let descriptor = open(storePath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
