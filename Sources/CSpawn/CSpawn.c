@@ -11,6 +11,35 @@
 
 extern char **environ;
 
+// glibc's closefrom action came with 2.34 (nested: an undefined function-like macro in one
+// #if line is an error even where && would skip it).
+#if defined(__GLIBC__)
+#if __GLIBC_PREREQ(2, 34)
+#define CSPAWN_HAS_CLOSEFROM 1
+#endif
+#endif
+
+#if !defined(__APPLE__) && !defined(CSPAWN_HAS_CLOSEFROM)
+#include <dirent.h>
+#include <stdlib.h>
+
+static int add_close_actions(posix_spawn_file_actions_t *actions) {
+    DIR *fds = opendir("/proc/self/fd");
+    if (fds == NULL) return errno;
+    int listing = dirfd(fds);
+    int rc = 0;
+    struct dirent *entry;
+    while (rc == 0 && (entry = readdir(fds)) != NULL) {
+        char *end;
+        long fd = strtol(entry->d_name, &end, 10);
+        if (*end != '\0' || end == entry->d_name || fd < 3 || fd == listing) continue;
+        rc = posix_spawn_file_actions_addclose(actions, (int)fd);
+    }
+    closedir(fds);
+    return rc;
+}
+#endif
+
 int cspawn_start(pid_t *pid, const char *path, char *const argv[],
                  int stdin_fd, int stdout_fd, int stderr_fd, int new_process_group) {
     posix_spawn_file_actions_t actions;
@@ -37,10 +66,14 @@ int cspawn_start(pid_t *pid, const char *path, char *const argv[],
             rc = posix_spawn_file_actions_addinherit_np(&actions, target);
         }
     }
-#else
+#elif defined(CSPAWN_HAS_CLOSEFROM)
     // Descriptors the gateway holds (sockets, the store, other plugins' pipes) are not the
     // plugin's: a pipe end left open in a child keeps its reader from ever seeing EOF.
     if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+#else
+    // Older C libraries have no closefrom action: each descriptor open now is closed
+    // (one opened meanwhile by another thread may reach the child).
+    if (rc == 0) rc = add_close_actions(&actions);
 #endif
     // Ignored signals survive exec: the gateway ignores SIGPIPE (and its signal handling
     // ignores SIGTERM and SIGINT), which a plugin must not inherit.
