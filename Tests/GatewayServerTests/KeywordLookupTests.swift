@@ -204,6 +204,29 @@ import Testing
         }
     }
 
+    /// A bulk query's names are done when it returns, not when the group's last key is:
+    /// one key Apple kept failing held the others' late versions up to an hour.
+    @Test(.timeLimit(.minutes(1)))
+    func aGroupsKeysFinishAsTheirNamesArriveNotWithTheSlowestOne() async throws {
+        let fetches = NameFetches()
+        let completed = Mutex<[String]>([])
+        let entry = KeywordNameCache.Entry(name: "found", matchType: nil, fetchedAt: Date())
+        await fetches.startGroup(
+            ["keyword:1", "keyword:2"],
+            { keys, done in
+                await done("keyword:1", entry)
+                // The other key's lookup goes on (Apple failing, retried for an hour).
+                try? await Task.sleep(for: .seconds(3600))
+                return [:]
+            },
+            then: { key in completed.withLock { $0.append(key) } })
+        while completed.withLock({ $0 }).isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(completed.withLock { $0 } == ["keyword:1"])
+        #expect(await !fetches.isRunning("keyword:1"))
+        #expect(await fetches.isRunning("keyword:2"))
+        #expect(await fetches.wait("keyword:1", until: .now) == entry)
+    }
+
     /// A 200 without the entity, or an account list without accounts, is no verdict on an
     /// id: cached as "unknown", it hid names for an hour, and for the process's life.
     @Test func anAnswerWithoutItsEntityIsAnErrorNotAnUnknownID() async throws {

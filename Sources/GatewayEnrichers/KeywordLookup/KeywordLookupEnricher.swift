@@ -98,7 +98,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
                 let lookups = keys.reduce(into: [String: Lookup]()) { $0[$1] = missing[$1] }
                 for key in keys { single[key] = nil }
                 await fetches.startGroup(
-                    keys, { [self] keys in await self.fetchKeywords(keys, lookups: lookups, orgID: orgID) },
+                    keys, { [self] keys, done in await self.fetchKeywords(keys, lookups: lookups, orgID: orgID, done: done) },
                     then: { [self] key in await self.completeLate(key) })
             }
             for (key, lookup) in single {
@@ -236,7 +236,9 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
 
     /// One bulk query for several keywords; those it does not return (deleted, unknown)
     /// and all of them when it fails are asked for one by one.
-    func fetchKeywords(_ keys: [String], lookups: [String: Lookup], orgID: Int64?) async -> [String: KeywordNameCache.Entry] {
+    func fetchKeywords(
+        _ keys: [String], lookups: [String: Lookup], orgID: Int64?, done: NameFetches.KeyDone = { _, _ in }
+    ) async -> [String: KeywordNameCache.Entry] {
         var ids: [Int64: String] = [:]
         for key in keys {
             if case .keyword(let id, _, _, _)? = lookups[key] { ids[id] = key }
@@ -250,12 +252,16 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
                 entries[key] = entry
             }
         }
+        for (key, entry) in entries { await done(key, entry) }
         await withTaskGroup(of: (String, KeywordNameCache.Entry?).self) { group in
             for key in keys where entries[key] == nil {
                 guard let lookup = lookups[key] else { continue }
                 group.addTask { (key, await self.fetch(key, lookup)) }
             }
-            for await (key, entry) in group { entries[key] = entry }
+            for await (key, entry) in group {
+                entries[key] = entry
+                await done(key, entry)
+            }
         }
         return entries
     }

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GatewayStorage
+import Synchronization
 
 /// Names already fetched, in the gateway's SQLite file so that a restart does not ask
 /// Apple again. Entries expire after a TTL; an id Apple does not know is remembered as
@@ -89,10 +90,15 @@ actor NameFetches {
         }
     }
 
+    /// A group fetch's report that one of its keys is done, before the rest are.
+    typealias KeyDone = @Sendable (String, KeywordNameCache.Entry?) async -> Void
+
     /// Starts one fetch for several keys (a bulk query) if none of them runs or just ran;
-    /// each key finishes with its own entry, then `then` runs for it.
+    /// each key finishes with its own entry, then `then` runs for it: as soon as the fetch
+    /// reports it done, else when the whole fetch ends. Held to the end, the names a bulk
+    /// query found waited for the one key of the group Apple kept failing, up to an hour.
     func startGroup(
-        _ keys: [String], _ fetch: @escaping @Sendable ([String]) async -> [String: KeywordNameCache.Entry],
+        _ keys: [String], _ fetch: @escaping @Sendable ([String], _ done: @escaping KeyDone) async -> [String: KeywordNameCache.Entry],
         then: @escaping @Sendable (String) async -> Void
     ) {
         let now = ContinuousClock.now
@@ -103,9 +109,16 @@ actor NameFetches {
         running.formUnion(fresh)
         started += 1
         Task {
-            let entries = await fetch(fresh)
-            for key in fresh { await self.finish(key, entries[key]) }
-            for key in fresh { await then(key) }
+            // This group's own keys, each finished once (a later fetch of the same key is
+            // another's to finish).
+            let finished = Mutex<Set<String>>([])
+            let done: KeyDone = { key, entry in
+                guard finished.withLock({ $0.insert(key).inserted }) else { return }
+                await self.finish(key, entry)
+                await then(key)
+            }
+            let entries = await fetch(fresh, done)
+            for key in fresh { await done(key, entries[key]) }
         }
     }
 
