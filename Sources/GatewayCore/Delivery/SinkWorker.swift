@@ -86,9 +86,7 @@ public final class SinkWorker: Service, Sendable {
         }
         // Answers the store could not take yet: one last try, or the batch is offered again
         // after the restart (at least once, as after a crash).
-        if let pending = unwritten.withLock({ $0 }) {
-            try? await uncancelled { try await self.store.resolve(sink: self.sinkName, pending.resolutions, now: pending.at) }
-        }
+        try? await writeUnwritten()
         await sink.shutdown()
         logger.info("sink worker stopped")
     }
@@ -97,11 +95,7 @@ public final class SinkWorker: Service, Sendable {
     /// Returns how many records were offered (0 when nothing was due).
     @discardableResult
     public func drainOnce() async throws -> Int {
-        if let pending = unwritten.withLock({ $0 }) {
-            try await uncancelled { try await self.store.resolve(sink: self.sinkName, pending.resolutions, now: pending.at) }
-            unwritten.withLock { $0 = nil }
-            logger.info("answers the outbox could not take are written", metadata: ["records": "\(pending.resolutions.count)"])
-        }
+        try await writeUnwritten()
         let limit = max(1, min(settings.batchSize, sink.maxBatchSize))
         let due = try await store.dueEntries(
             sink: sinkName, now: now(), limit: limit, laneOrdered: settings.inDeviceOrder)
@@ -212,6 +206,14 @@ public final class SinkWorker: Service, Sendable {
                 ])
         }
         return due.count
+    }
+
+    /// Writes the answers the store could not take before, if any.
+    private func writeUnwritten() async throws {
+        guard let pending = unwritten.withLock({ $0 }) else { return }
+        try await uncancelled { try await self.store.resolve(sink: self.sinkName, pending.resolutions, now: pending.at) }
+        unwritten.withLock { $0 = nil }
+        logger.info("answers the outbox could not take are written", metadata: ["records": "\(pending.resolutions.count)"])
     }
 
     private func idleWait() async throws -> Duration {
