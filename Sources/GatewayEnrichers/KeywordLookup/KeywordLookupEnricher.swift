@@ -108,15 +108,13 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
             for key in missing.keys {
                 if let entry = await fetches.wait(key, until: deadline) { known[key] = entry }
             }
-            // A fetch that finished before its wait began is in the cache.
+            // A fetch that finished before its wait began is in the cache; so, past its TTL,
+            // may be a name Apple could not renew in time: still its name (renamed at
+            // worst), better than none for the whole of an outage.
             let late = missing.keys.filter { known[$0] == nil }
-            known.merge(await fresh(late)) { first, _ in first }
-            // A name past its TTL that Apple could not renew in time is still its name
-            // (renamed at worst): better than none for the whole of an outage.
-            let stale = late.filter { known[$0] == nil }
-            if !stale.isEmpty, let entries = try? await cache.entries(stale) {
-                known.merge(entries.filter { $0.value.name != nil }) { first, _ in first }
-            }
+            let cached = late.isEmpty ? [:] : (try? await cache.entries(late)) ?? [:]
+            let now = now()
+            known.merge(cached.filter { isFresh($0.value, now: now) || $0.value.name != nil }) { first, _ in first }
         }
         let result = records.map { fill($0, known) }
         await waitForLateNames(result)
@@ -210,9 +208,11 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     func fresh(_ keys: [String]) async -> [String: KeywordNameCache.Entry] {
         guard let entries = try? await cache.entries(keys) else { return [:] }
         let now = now()
-        return entries.filter { _, entry in
-            now.timeIntervalSince(entry.fetchedAt) < (entry.name == nil ? unknownTTL : ttl)
-        }
+        return entries.filter { isFresh($0.value, now: now) }
+    }
+
+    func isFresh(_ entry: KeywordNameCache.Entry, now: Date) -> Bool {
+        now.timeIntervalSince(entry.fetchedAt) < (entry.name == nil ? unknownTTL : ttl)
     }
 
     /// Asks Apple until it answers (Apple down or throttling keeps the records waiting
