@@ -78,14 +78,15 @@ struct DeadLetters: AsyncParsableCommand {
                     throw ExitCode(1)
                 }
                 let moved = try await store.retryDeadLetters(ids: ids, sink: selection.sink, among: configured, now: Date())
-                let left = try await store.deadLetters(sink: nil, ids: ids, limit: 1_000_000)
-                    .filter { !configured.contains($0.sink) && (selection.sink == nil || $0.sink == selection.sink) }
+                let left = try await store.deadLetterCounts(ids: ids).filter {
+                    !configured.contains($0.key) && (selection.sink == nil || $0.key == selection.sink)
+                }
                 return (moved, left)
             }
             print("\(moved) dead letters queued for delivery again")
             if !left.isEmpty {
-                let sinks = Set(left.map(\.sink)).sorted().joined(separator: ", ")
-                print("\(left.count) left for sinks no longer in the config (\(sinks)): add them back, or drop them")
+                let sinks = left.keys.sorted().joined(separator: ", ")
+                print("\(left.values.reduce(0, +)) left for sinks no longer in the config (\(sinks)): add them back, or drop them")
             }
         }
     }

@@ -346,6 +346,25 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
+    /// How many dead letters each sink has (of `ids` alone, when given).
+    public func deadLetterCounts(ids: [Int64]?) async throws -> [String: Int] {
+        let idList = ids.map { Self.jsonArray($0.map(String.init)) }
+        return try await pool.read { db in
+            var counts: [String: Int] = [:]
+            for row in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT sink, COUNT(*) AS n FROM dead_letters
+                    WHERE ?1 IS NULL OR id IN (SELECT CAST(value AS INTEGER) FROM json_each(?1)) GROUP BY sink
+                    """,
+                arguments: [idList])
+            {
+                counts[row["sink"]] = row["n"]
+            }
+            return counts
+        }
+    }
+
     public func retryDeadLetters(ids: [Int64]?, sink: String?, now: Date) async throws -> Int {
         try await retryDeadLetters(ids: ids, sink: sink, among: nil, now: now)
     }
