@@ -403,12 +403,16 @@ import Testing
         let snapshot = env.directory.appendingPathComponent("snapshot.yaml").path
         try env.yaml(logLevel: "info").replacingOccurrences(of: env.databasePath, with: hardLink)
             .write(toFile: snapshot, atomically: true, encoding: .utf8)
-        for (name, path) in [("second", config), ("linked", linked)] {
-            // Bounded: a second server that did start is a failure, not a hang.
+        /// A second server's log, once it has exited 1 (bounded: one that did start is a
+        /// failure, not a hang).
+        func refusedLog(_ name: String, _ path: String) async throws -> String {
             let second = try GatewayProcess(config: path, logURL: env.directory.appendingPathComponent("\(name).log"))
             await #expect(throws: GatewayProcess.Failure.self, "\(name)") { try await second.start() }
-            let log = try String(contentsOf: second.logURL, encoding: .utf8)
             #expect(second.process.terminationStatus == 1, "\(name)")
+            return try String(contentsOf: second.logURL, encoding: .utf8)
+        }
+        for (name, path) in [("second", config), ("linked", linked)] {
+            let log = try await refusedLog(name, path)
             #expect(log.contains("storage.sqlite.path"), "\(name): \(log)")
             #expect(log.contains("another gateway (pid \(first.process.processIdentifier))"), "\(name): \(log)")
         }
@@ -416,10 +420,7 @@ import Testing
         // file's own claim refuses it (neither finds the first server's lock file).
         try FileManager.default.removeItem(atPath: env.databasePath + "-serve.lock")
         for (name, path) in [("hard-linked", snapshot), ("unlocked", config)] {
-            let second = try GatewayProcess(config: path, logURL: env.directory.appendingPathComponent("\(name).log"))
-            await #expect(throws: GatewayProcess.Failure.self, "\(name)") { try await second.start() }
-            let log = try String(contentsOf: second.logURL, encoding: .utf8)
-            #expect(second.process.terminationStatus == 1, "\(name)")
+            let log = try await refusedLog(name, path)
             #expect(log.contains("another gateway is serving this file"), "\(name): \(log)")
         }
         // The first server was not disturbed.

@@ -52,6 +52,15 @@ import Testing
             .test(.live) { client in try await body(fake, try #require(client.port)) }
     }
 
+    /// The enricher's Apple Ads source against the fake, its waits instant.
+    func withSource(_ body: @escaping @Sendable (FakeAppleAds, any AppleAdsNameSource) async throws -> Void) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            try await body(fake, try makeEnricher(options(port: port), env: env, sleep: { _ in }).source)
+        }
+    }
+
     @Test func aThousandLookupsOfFiftyKeywordsAskAppleOncePerNameWithOneToken() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -230,18 +239,15 @@ import Testing
     /// A 200 without the entity, or an account list without accounts, is no verdict on an
     /// id: cached as "unknown", it hid names for an hour, and for the process's life.
     @Test func anAnswerWithoutItsEntityIsAnErrorNotAnUnknownID() async throws {
-        let env = try TestEnvironment()
-        defer { env.remove() }
-        try await withFake { fake, port in
-            let enricher = try makeEnricher(options(port: port), env: env, sleep: { _ in })
-            let source = enricher.source
+        try await withSource { fake, source in
             fake.noAccounts.withLock { $0 = true }
             await #expect(throws: (any Error).self) {
                 _ = try await source.campaignName(id: 542_370_539, orgID: FakeAppleAds.orgID)
             }
             // Not kept: the next lookup asks again, and finds the account.
             fake.noAccounts.withLock { $0 = false }
-            #expect(try await source.campaignName(id: 542_370_539, orgID: FakeAppleAds.orgID) == "campaign 542370539")
+            let found = try await source.campaignName(id: 542_370_539, orgID: FakeAppleAds.orgID)
+            #expect(found == "campaign 542370539")
             fake.malformed.withLock { $0 = true }
             await #expect(throws: (any Error).self) {
                 _ = try await source.keyword(id: 31, adGroupID: nil, campaignID: nil, orgID: FakeAppleAds.orgID)
@@ -251,18 +257,15 @@ import Testing
             }
             // An id that is not the credentials' to read is unknown to them, not an outage.
             fake.malformed.withLock { $0 = false }
-            #expect(try await source.campaignName(id: 403_403, orgID: FakeAppleAds.orgID) == nil)
+            let notOurs = try await source.campaignName(id: 403_403, orgID: FakeAppleAds.orgID)
+            #expect(notOurs == nil)
         }
     }
 
     /// A revoked key: every name asking again, each with a fresh token, sent Apple hundreds
     /// of requests a minute. One 401 with a new token stops every lookup for a minute.
     @Test func credentialsRefusedWithANewTokenStopEveryLookupForAWhile() async throws {
-        let env = try TestEnvironment()
-        defer { env.remove() }
-        try await withFake { fake, port in
-            let enricher = try makeEnricher(options(port: port), env: env, sleep: { _ in })
-            let source = enricher.source
+        try await withSource { fake, source in
             fake.refuseTokens.withLock { $0 = true }
             await #expect(throws: (any Error).self) {
                 _ = try await source.campaignName(id: 1, orgID: FakeAppleAds.orgID)

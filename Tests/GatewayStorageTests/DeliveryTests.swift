@@ -43,6 +43,26 @@ import Testing
                 now: { clock.now }, random: { random })
         }
 
+        /// `count` events of one device (app `1`, IDFV `A`), named `e0`, `e1`, ….
+        func deviceEvents(_ count: Int) -> [AttributionRecord] {
+            (0..<count).map { index in
+                var record = AttributionRecord(
+                    provider: "s2s", kind: .event, dedupeKey: "s2s:\(index)", receivedAt: clock.now)
+                record.appID = "1"
+                record.idfv = "A"
+                record.eventName = "e\(index)"
+                return record
+            }
+        }
+
+        /// A worker delivering one record at a time, each device's in order.
+        func inDeviceOrderWorker() -> SinkWorker {
+            var settings = DeliverySettings(batchSize: 1, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10))
+            settings.inDeviceOrder = true
+            let clock = clock
+            return SinkWorker(sinkName: "memory", sink: sink, store: store, settings: settings, now: { clock.now }, random: { 0 })
+        }
+
         func records(_ count: Int, prefix: String = "u") -> [AttributionRecord] {
             (0..<count).map { index in
                 var record = AttributionRecord(
@@ -244,23 +264,13 @@ import Testing
         let f = try Fixture()
         defer { f.remove() }
         // One payload of three events for one device: one commit, one queueing time.
-        let events = (0..<3).map { index in
-            var record = AttributionRecord(
-                provider: "s2s", kind: .event, dedupeKey: "s2s:\(index)", receivedAt: f.clock.now)
-            record.appID = "1"
-            record.idfv = "A"
-            record.eventName = "e\(index)"
-            return record
-        }
+        let events = f.deviceEvents(3)
         _ = try await f.store.ingest(events.map { RoutedRecord(record: $0, sinks: ["memory"]) })
         var named = events[0]
         named.keyword = "calm"
         _ = try await f.store.replaceRecords([RoutedRecord(record: named, sinks: ["memory"])], now: f.clock.now)
 
-        var settings = DeliverySettings(batchSize: 1, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10))
-        settings.inDeviceOrder = true
-        let clock = f.clock
-        let worker = SinkWorker(sinkName: "memory", sink: f.sink, store: f.store, settings: settings, now: { clock.now }, random: { 0 })
+        let worker = f.inDeviceOrderWorker()
         while try await worker.drainOnce() > 0 {}
         #expect(f.sink.delivered.map(\.eventName) == ["e0", "e1", "e2"])
         #expect(f.sink.delivered.first?.keyword == "calm")
@@ -290,23 +300,13 @@ import Testing
     @Test func aLaneKeepsItsQueueOrderWhenTheClockStepsBack() async throws {
         let f = try Fixture()
         defer { f.remove() }
-        let events = (0..<2).map { index in
-            var record = AttributionRecord(
-                provider: "s2s", kind: .event, dedupeKey: "s2s:1:e\(index)", receivedAt: f.clock.now)
-            record.appID = "1"
-            record.idfv = "A"
-            record.eventName = "e\(index)"
-            return record
-        }
+        let events = f.deviceEvents(2)
         _ = try await f.store.ingest([RoutedRecord(record: events[0], sinks: ["memory"])])
         _ = try await f.store.ingest([RoutedRecord(record: events[1], sinks: ["memory"])])
         try await f.store.pool.write { db in
             try db.execute(sql: "UPDATE outbox SET created_at = created_at - 30 WHERE record_id = ?", arguments: [events[1].recordID])
         }
-        var settings = DeliverySettings(batchSize: 1, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10))
-        settings.inDeviceOrder = true
-        let clock = f.clock
-        let worker = SinkWorker(sinkName: "memory", sink: f.sink, store: f.store, settings: settings, now: { clock.now }, random: { 0 })
+        let worker = f.inDeviceOrderWorker()
         while try await worker.drainOnce() > 0 {}
         #expect(f.sink.delivered.map(\.eventName) == ["e0", "e1"])
     }
