@@ -88,6 +88,18 @@ public enum ConfigLoader {
         if let count = reader.int("max_connections", in: 1...1_000_000) { settings.maxConnections = count }
         if let seconds = reader.int("shutdown_delay_s", in: 0...600) { settings.shutdownDelaySeconds = seconds }
         if let seconds = reader.int("shutdown_timeout_s", in: 1...3600) { settings.shutdownTimeoutSeconds = seconds }
+        for text in reader.stringList("trusted_proxies") ?? [] {
+            guard let network = IPNetwork(text) else {
+                reader.report("`\(text)` is not an IP address or a CIDR range", key: "trusted_proxies")
+                continue
+            }
+            // Trusting every address lets any client name its own IP and escape its limit.
+            guard network.prefixBits > (network.address.isIPv4 ? 96 : 0) else {
+                reader.report("`\(text)` trusts every address; list the proxies' own networks", key: "trusted_proxies")
+                continue
+            }
+            settings.trustedProxies.append(network)
+        }
         if let limits = reader.child("rate_limits") {
             func limit(_ key: String) -> RateLimits.Limit? {
                 guard let limit = limits.child(key) else { return nil }

@@ -49,6 +49,12 @@ public struct ServerSettings: Sendable, Equatable {
     public var maxConnections: Int?
     /// `rate_limits`: per API key and per client IP. Default: none.
     public var rateLimits = RateLimits()
+    /// `trusted_proxies`: the load balancers and proxies in front of the gateway. A
+    /// request from one of them is the client's named in `X-Forwarded-For` (the nearest
+    /// address there that is not itself a trusted proxy), for the per-IP limit. Default
+    /// none: the peer is the client, and `X-Forwarded-For` is ignored, since any caller
+    /// can write it.
+    public var trustedProxies: [IPNetwork] = []
     /// `shutdown_delay_s`: after the first SIGTERM or SIGINT, `/readyz` answers `503` this
     /// long while everything else keeps serving, so that a load balancer stops sending
     /// before the listener closes. Default 0.

@@ -66,7 +66,7 @@ import Testing
     }
 
     @Test func anIPv6CallerIsLimitedByItsSlash64() throws {
-        func caller(_ ip: String) throws -> String { RateLimitMiddleware.ipCaller(try SocketAddress(ipAddress: ip, port: 1)) }
+        func caller(_ ip: String) throws -> String { RateLimitMiddleware.ipCaller(ClientAddress.peer(try SocketAddress(ipAddress: ip, port: 1))!) }
         #expect(try caller("2001:db8:1:2::1") == caller("2001:db8:1:2:ffff:ffff:ffff:ffff"))
         #expect(try caller("2001:db8:1:2::1") != caller("2001:db8:1:3::1"))
         #expect(try caller("192.0.2.7") == "ip:192.0.2.7")

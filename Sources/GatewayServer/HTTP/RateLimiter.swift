@@ -60,12 +60,14 @@ final class RateLimiter: Sendable {
 /// Only configured keys get a bucket, one per key however its header is spelled: a
 /// header naming no key is answered `401` anyway, and is left to the per-IP limit, so
 /// that made-up keys can neither fill the map nor each get a fresh bucket. IPv6 callers
-/// are limited by their /64, the block one host is given.
+/// are limited by their /64, the block one host is given. Behind `server.trusted_proxies`
+/// the client is read from `X-Forwarded-For` (see `ClientAddress`).
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
     let perKey: RateLimiter?
     let perIP: RateLimiter?
     let keyring: APIKeyring
+    var trustedProxies: [IPNetwork] = []
 
     static let exempt: Set<String> = ["/healthz", "/readyz", "/metrics"]
 
@@ -74,8 +76,9 @@ struct RateLimitMiddleware: RouterMiddleware {
     {
         guard !Self.exempt.contains(request.uri.path) else { return try await next(request, context) }
         var wait: Duration?
-        if let perIP, let address = context.remoteAddress {
-            wait = perIP.wait(for: Self.ipCaller(address))
+        if let perIP, let peer = ClientAddress.peer(context.remoteAddress) {
+            let client = ClientAddress.resolve(peer: peer, headers: request.headers, trusted: trustedProxies)
+            wait = perIP.wait(for: Self.ipCaller(client))
         }
         if wait == nil, let perKey, let caller = Self.keyCaller(request.headers, keyring: keyring) {
             wait = perKey.wait(for: caller)
@@ -98,12 +101,9 @@ struct RateLimitMiddleware: RouterMiddleware {
     /// The per-IP bucket's name: the address, or for IPv6 its first 64 bits. An IPv4
     /// client of a dual-stack listener arrives as `::ffff:a.b.c.d`, whose first 64 bits
     /// are zero for everyone: it is named by its IPv4 address.
-    static func ipCaller(_ address: SocketAddress) -> String {
-        guard case .v6(let v6) = address else { return "ip:" + (address.ipAddress ?? "") }
-        let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff {
-            return "ip:" + bytes[12...].map(String.init).joined(separator: ".")
-        }
+    static func ipCaller(_ address: IPAddress) -> String {
+        let bytes = address.bytes
+        if address.isIPv4 { return "ip:" + bytes[12...].map(String.init).joined(separator: ".") }
         return "ip6:" + Hex.lowercase(bytes.prefix(8))
     }
 }

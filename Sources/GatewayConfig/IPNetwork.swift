@@ -1,0 +1,77 @@
+import GatewayCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// An IP address as 16 bytes, IPv4 written as IPv4-mapped IPv6 (`::ffff:a.b.c.d`), so
+/// that one comparison serves a listener's IPv4 peers, its dual-stack peers and ranges
+/// written either way.
+public struct IPAddress: Sendable, Hashable {
+    public let bytes: [UInt8]
+
+    public init?(bytes: [UInt8]) {
+        guard bytes.count == 16 else { return nil }
+        self.bytes = bytes
+    }
+
+    /// Parses `192.0.2.7` or `2001:db8::1`; nil for anything else (ports, brackets,
+    /// zone ids and names included).
+    public init?(_ text: some StringProtocol) {
+        let text = String(text)
+        guard !text.isEmpty, text.utf8.count <= 45 else { return nil }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 {
+            self.bytes = Self.mapped(withUnsafeBytes(of: v4) { Array($0) })
+            return
+        }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, text, &v6) == 1 else { return nil }
+        self.bytes = withUnsafeBytes(of: v6) { Array($0) }
+    }
+
+    /// The IPv4-mapped form of four bytes.
+    public static func mapped(_ v4: [UInt8]) -> [UInt8] {
+        [UInt8](repeating: 0, count: 10) + [0xff, 0xff] + v4
+    }
+
+    /// Whether the address is IPv4 (or IPv4-mapped IPv6).
+    public var isIPv4: Bool {
+        bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
+    }
+}
+
+/// A range of addresses in CIDR notation (`10.0.0.0/8`, `2001:db8::/32`), or one address.
+public struct IPNetwork: Sendable, Hashable {
+    public let address: IPAddress
+    /// Leading bits that must match, out of 128 (an IPv4 prefix counts 96 more).
+    public let prefixBits: Int
+
+    /// Parses `address` or `address/prefix`; nil when either part is not one.
+    public init?(_ text: String) {
+        let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let address = IPAddress(parts[0]) else { return nil }
+        let width = address.isIPv4 && !parts[0].contains(":") ? 32 : 128
+        var prefix = width
+        if parts.count == 2 {
+            guard parts[1].utf8.count <= 3, parts[1].isASCIIDigits,
+                let bits = Int(parts[1]), bits <= width
+            else { return nil }
+            prefix = bits
+        }
+        self.address = address
+        prefixBits = prefix + (128 - width)
+    }
+
+    public func contains(_ other: IPAddress) -> Bool {
+        var bits = prefixBits
+        for index in 0..<16 where bits > 0 {
+            let mask: UInt8 = bits >= 8 ? 0xff : ~(0xff >> UInt8(bits))
+            if address.bytes[index] & mask != other.bytes[index] & mask { return false }
+            bits -= 8
+        }
+        return true
+    }
+}
