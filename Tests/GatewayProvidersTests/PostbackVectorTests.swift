@@ -40,6 +40,56 @@ import Testing
         try #require(Self.vectors.first { $0.id == id }).postback
     }
 
+    func record(_ postback: [String: JSONValue]) throws -> AttributionRecord {
+        let body = try JSONEncoder().encode(JSONValue.object(postback))
+        return try #require(
+            try SKAdNetworkProvider(options: .init()).normalize(
+                IngestPayload(body: body, receivedAt: Date(), path: "/.well-known/skadnetwork/report-attribution")
+            ).first)
+    }
+
+    /// The first copy of a postback keeps its key, and Apple's open route takes anyone's:
+    /// a relay's copy with unsigned fields added or changed must make the record Apple's
+    /// own would, or it takes the install's place (a test, a loss, another campaign).
+    @Test(arguments: [
+        ("skan10-ironsource-real", ["source-app-id": JSONValue.integer(0), "conversion-value": .integer(0), "redownload": .bool(true)]),
+        ("skan21-tiktok-real", ["did-win": .bool(false), "fidelity-type": .integer(0)]),
+        ("skan30-apple-doc-win", ["source-identifier": .string("9999"), "postback-sequence-index": .integer(2)]),
+    ])
+    func unsignedFieldsChangeNothingInAVerifiedRecord(id: String, changes: [String: JSONValue]) throws {
+        let genuine = try record(try vector(id))
+        var altered = try vector(id)
+        altered.merge(changes) { $1 }
+        let copy = try record(altered)
+        #expect(genuine.signature == "verified" && copy.signature == "verified")
+        #expect(copy.dedupeKey == genuine.dedupeKey)
+        #expect(copy.attributed == genuine.attributed && copy.attributed)
+        #expect(copy.didWin == genuine.didWin && copy.isTest == genuine.isTest && !copy.isTest)
+        #expect(copy.sourceIdentifier == genuine.sourceIdentifier && copy.sourceAppID == genuine.sourceAppID)
+        #expect(copy.postbackSequenceIndex == genuine.postbackSequenceIndex)
+        #expect(copy.fidelityType == genuine.fidelityType && copy.redownload == genuine.redownload)
+        // Kept for the record's readers, marked as what Apple did not sign.
+        for key in changes.keys where key != "conversion-value" {
+            #expect(copy.raw?["postback"]?[key] == changes[key])
+        }
+    }
+
+    @Test func whatEachVersionSignsIsTheRecordsOwn() throws {
+        // 3.0 signs its 2-digit campaign id; a source identifier is SKAN 4's.
+        #expect(try record(try vector("skan30-apple-doc-win")).sourceIdentifier == "42")
+        #expect(try record(try vector("skan40-apple-doc-fine")).sourceIdentifier == "5239")
+        // 1.0 signs no redownload, 2.0 does.
+        #expect(try record(try vector("skan10-ironsource-real")).redownload == nil)
+        #expect(try record(try vector("skan20-facebook-real")).redownload != nil)
+        // Apple's 2.2 test postbacks are nonwinning, with source app and value 0: in 2.2
+        // `did-win` decides whether the source app is signed, so the signature holds it.
+        let test = try record(try vector("skan22-unity-nonwinning-test"))
+        #expect(test.signature == "verified" && test.isTest && !test.attributed)
+        var flipped = try vector("skan22-apple-doc")
+        flipped["did-win"] = .bool(false)
+        #expect(try record(flipped).signature == "invalid")
+    }
+
     /// The signed message joins values with U+2063: a value holding one moves a field
     /// boundary without changing a byte, so that Apple's genuine signature would vouch
     /// for values it never signed. Each forgery here is built from a real postback.

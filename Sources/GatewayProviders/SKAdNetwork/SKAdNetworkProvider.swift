@@ -104,15 +104,27 @@ public struct SKAdNetworkProvider: AttributionProvider {
         try enforce(verdict, field: prefix + "attribution-signature")
         let fields = PayloadFields(object, path: String(prefix.dropLast()))
         let text = { (key: String) in try Self.limited(SKANSignature.text(object[key]), field: prefix + key) }
-        var values = PostbackValues(verified: verdict.outcome == .verified)
+        let verified = verdict.outcome == .verified
+        var values = PostbackValues(verified: verified)
+        // A verified postback vouches only for what Apple signed, and the first copy of a
+        // postback keeps its key: a relay's copy with an unsigned field added or changed
+        // (a 2.1 `did-win: false`, a 3.0 `source-identifier`) would otherwise stand for
+        // Apple's own. Such fields stay in `raw`, listed as unsigned.
+        func isVouched(_ key: String) -> Bool { !verified || verdict.signedFields.contains(key) }
+        func vouched(_ key: String) throws -> String? { isVouched(key) ? try text(key) : nil }
         let transactionID = try text("transaction-id")
-        let sequence = try values.read("postback-sequence-index") { try fields.int("postback-sequence-index", in: 0...2) }
-        let didWin = SKANSignature.boolValue(object["did-win"])
+        let sequence = isVouched("postback-sequence-index")
+            ? try values.read("postback-sequence-index") { try fields.int("postback-sequence-index", in: 0...2) } : nil
+        // `did-win` is signed from 3.0. In 2.2 it decides whether the source app is in the
+        // signed message, so with a source app present the signature holds it as well.
+        let hasSourceApp = object["source-app-id"] != nil && object["source-app-id"] != .null
+        let didWinBound = isVouched("did-win") || (verdict.version == "2.2" && hasSourceApp)
+        let didWin = didWinBound ? SKANSignature.boolValue(object["did-win"]) : nil
         // A verified postback's index keys it only when the signature covers it (SKAN 4):
         // SKAN 3.0 and before sign none, and one added on the open routes would make a
         // record per made-up value. One not known here keys by its text.
         let sequenceKey: String
-        if verdict.outcome == .verified && !verdict.signedFields.contains("postback-sequence-index") {
+        if verified && !verdict.signedFields.contains("postback-sequence-index") {
             sequenceKey = "0"
         } else {
             let text = SKANSignature.text(object["postback-sequence-index"]).flatMap { $0.isEmpty ? nil : $0 }
@@ -127,26 +139,24 @@ public struct SKAdNetworkProvider: AttributionProvider {
         record.adNetworkID = try text("ad-network-id")
         record.appID = try text("app-id")
         record.transactionID = transactionID
-        // A verified postback vouches only for what was signed: a nonwinning one signs no
-        // source app or domain, so a relay could add one; it stays in `raw` only.
-        func vouched(_ key: String) throws -> String? {
-            guard verdict.outcome != .verified || verdict.signedFields.contains(key) else { return nil }
-            return try text(key)
-        }
-        let sourceAppID = try text("source-app-id")
         record.sourceAppID = try vouched("source-app-id")
         // SKAN 4's source-identifier replaced the 2-digit campaign-id of earlier versions.
-        record.sourceIdentifier = try text("source-identifier") ?? text("campaign-id")
+        record.sourceIdentifier = try vouched("source-identifier") ?? vouched("campaign-id")
         record.sourceDomain = try vouched("source-domain")
+        // Apple never signs conversion values: they are the postback's as received.
         record.fineValue = try values.read("conversion-value") { try fields.int("conversion-value", in: 0...63) }
         record.coarseValue = try values.read("coarse-conversion-value") { try coarse(fields) }
         record.postbackSequenceIndex = sequence
         record.didWin = didWin
-        record.fidelityType = try values.read("fidelity-type") { try fields.int("fidelity-type", in: 0...1) }
-        record.redownload = SKANSignature.boolValue(object["redownload"])
+        record.fidelityType = isVouched("fidelity-type")
+            ? try values.read("fidelity-type") { try fields.int("fidelity-type", in: 0...1) } : nil
+        record.redownload = isVouched("redownload") ? SKANSignature.boolValue(object["redownload"]) : nil
         record.signature = verdict.outcome.rawValue
-        // Apple's test postbacks always carry source-app-id and conversion-value 0.
-        record.isTest = sourceAppID == "0" && record.fineValue == 0
+        // Apple's test postbacks carry source-app-id and conversion-value 0. A nonwinning
+        // one signs no source app, but is no install whatever it says; in 1.0 the field
+        // does not exist.
+        let testSource = isVouched("source-app-id") || didWin == false ? try text("source-app-id") : nil
+        record.isTest = testSource == "0" && record.fineValue == 0
         record.raw = raw(object, verdict, unrecognized: values.unrecognized)
         // A window not known here has no meaning in the model.
         if !values.unrecognized.contains("postback-sequence-index") { options.conversionModel?.decode(&record) }
