@@ -23,11 +23,16 @@ import Testing
         let seen = Mutex<[Seen]>([])
         /// Status codes to answer, in order; 200 once exhausted.
         let script = Mutex<[(Int, String?)]>([])
+        /// Bodies larger than this are answered `413` and not kept, as nginx does.
+        let bodyLimit = Mutex<Int?>(nil)
 
         func router() -> Router<BasicRequestContext> {
             let router = Router()
             router.post("/hook") { request, _ -> Response in
                 let body = try await request.body.collect(upTo: 10 << 20)
+                if let limit = self.bodyLimit.withLock({ $0 }), body.readableBytes > limit {
+                    return Response(status: .contentTooLarge)
+                }
                 self.seen.withLock {
                     $0.append(
                         Seen(
@@ -118,6 +123,28 @@ import Testing
                 #expect(try await webhook.deliver(records(1)) == [.reject(reason: "webhook answered 400")])
                 #expect(try await webhook.deliver(records(1)) == [.reject(reason: "webhook answered 404")])
                 #expect(try await webhook.deliver(records(1)) == [.retry(reason: "webhook answered 500")])
+            }
+    }
+
+    /// A batch over the receiver's body limit is sent in halves until each fits, every
+    /// record once; a record too large on its own is the only one refused.
+    @Test func aBatchOverTheReceiversBodyLimitIsSentInParts() async throws {
+        let receiver = Receiver()
+        try await Application(router: receiver.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            .test(.live) { client in
+                let webhook = sink(port: try #require(client.port))
+                var batch = records(7)
+                let one = try AttributionRecord.makeEncoder().encode([batch[0]]).count + 20
+                receiver.bodyLimit.withLock { $0 = one * 2 + 100 }
+                batch[4].keyword = String(repeating: "k", count: one * 3)
+                let outcomes = try await webhook.deliver(batch)
+                #expect(outcomes[4] == .reject(reason: "webhook answered 413"))
+                #expect(outcomes.enumerated().allSatisfy { $0.offset == 4 || $0.element == .delivered })
+                let sent = try receiver.requests.flatMap { seen in
+                    let json = try #require(try JSONSerialization.jsonObject(with: seen.body) as? [String: Any])
+                    return try #require(json["records"] as? [[String: Any]]).compactMap { $0["record_id"] as? String }
+                }
+                #expect(sent.sorted() == batch.enumerated().filter { $0.offset != 4 }.map(\.element.recordID).sorted())
             }
     }
 

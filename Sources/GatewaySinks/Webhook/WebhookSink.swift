@@ -107,6 +107,13 @@ public final class WebhookSink: AttributionSink {
         case 200..<300:
             breaker.recordSuccess()
             return Array(repeating: .delivered, count: records.count)
+        case 413 where records.count > 1:
+            // The receiver's body limit (nginx's default is 1 MB): the whole batch refused
+            // went to the dead letters at once, and `dlq retry` rebuilt the same batch.
+            // Halves go through where the whole did not; a record too large alone is
+            // refused alone.
+            let half = records.count / 2
+            return await deliverPart(Array(records[..<half])) + deliverPart(Array(records[half...]))
         case 408, 425, 429, 500...599:
             breaker.recordFailure(now: now())
             return Array(repeating: .retry(reason: "webhook answered \(status)", after: retryAfter), count: records.count)
@@ -117,6 +124,17 @@ public final class WebhookSink: AttributionSink {
         default:
             breaker.recordSuccess()
             return Array(repeating: .reject(reason: "webhook answered \(status)"), count: records.count)
+        }
+    }
+
+    /// A part of a batch split on `413`: one that cannot be sent is retried, while the
+    /// part before it keeps its outcome.
+    private func deliverPart(_ records: [AttributionRecord]) async -> [DeliveryOutcome] {
+        do {
+            return try await deliver(records)
+        } catch {
+            let reason = (error as? Unavailable)?.description ?? "webhook batch could not be sent"
+            return Array(repeating: .retry(reason: reason), count: records.count)
         }
     }
 
