@@ -66,6 +66,7 @@ public final class ExecSink: AttributionSink {
             input.append(UInt8(ascii: "\n"))
         }
         var outcomes: [String: DeliveryOutcome] = [:]
+        let batch = Set(records.map(\.recordID))
         do {
             // One deadline for the whole batch: a plugin that stops reading its stdin fills
             // the pipe (64 KB) and would block the write as long as it lives.
@@ -76,6 +77,9 @@ public final class ExecSink: AttributionSink {
                 guard let ack = try? JSONValue.parse(Data(line.utf8)), case .string(let id)? = ack["record_id"] else {
                     throw Failure(description: "exec sink: unreadable acknowledgement")
                 }
+                // An id not in this batch (a typo, an ack repeated from an earlier batch)
+                // counted towards it, and every later batch's last record was sent again.
+                guard batch.contains(id) else { continue }
                 let reason: String = if case .string(let text)? = ack["reason"] { text } else { "" }
                 switch ack["status"] {
                 case .string("ok"): outcomes[id] = .delivered
