@@ -1,14 +1,23 @@
 import Foundation
 
 /// CSV as RFC 4180 writes it: cells with commas, quotes or line breaks are quoted, and
-/// quotes inside are doubled. Shared by the CSV sink and the keyword import.
+/// quotes inside are doubled. Shared by the CSV sink, the report and the keyword import.
 public enum CSV {
-    /// One line (without its line break).
+    /// One line (without its line break). A text cell that a spreadsheet would run as a
+    /// formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return) gets a `'`
+    /// in front, as OWASP advises: keyword and campaign names come from payloads anyone
+    /// with an app's key, or a tracking link, can write. Numbers are left as they are.
     public static func row(_ cells: [String]) -> String {
         cells.map { cell in
-            cell.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
+            let cell = startsFormula(cell) ? "'" + cell : cell
+            return cell.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
                 ? "\"" + cell.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : cell
         }.joined(separator: ",")
+    }
+
+    static func startsFormula(_ cell: String) -> Bool {
+        guard let first = cell.unicodeScalars.first, "=+-@\t\r".unicodeScalars.contains(first) else { return false }
+        return Double(cell) == nil
     }
 
     /// Rows of cells; quoted cells may hold commas, quotes and line breaks.

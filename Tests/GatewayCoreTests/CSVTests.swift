@@ -1,0 +1,16 @@
+import GatewayCore
+import Testing
+
+/// CSV that a spreadsheet opens as data, whatever names the payloads carried.
+@Suite struct CSVTests {
+    @Test func cellsAreQuotedAndFormulasAreNotRun() {
+        #expect(CSV.row(["plain", "a,b", "say \"hi\"", "two\nlines"]) == #"plain,"a,b","say ""hi""","two\#nlines""#)
+        // A name an app or a tracking link chose must not run when the report is opened.
+        #expect(CSV.row(["=HYPERLINK(\"http://evil.example\")"]) == #""'=HYPERLINK(""http://evil.example"")""#)
+        #expect(CSV.row(["+cmd", "-x", "@SUM(A1)", "\tTab", "\rx"]) == "'+cmd,'-x,'@SUM(A1),'\tTab,\"'\rx\"")
+        // Numbers stay numbers.
+        #expect(CSV.row(["-3.5", "+2", "0.1", "-", ""]) == "-3.5,+2,0.1,'-,")
+        // Read back, the cell is what was written, with its mark.
+        #expect(CSV.parse(CSV.row(["=1+1", "x"]) + "\n") == [["'=1+1", "x"]])
+    }
+}
