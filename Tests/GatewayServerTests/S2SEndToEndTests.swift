@@ -296,6 +296,28 @@ import Testing
         }
     }
 
+    /// A vendor that took the event and answered too late may have counted it, and no
+    /// vendor dedupes: sent again, its revenue counted twice. It waits in the dead
+    /// letters for an operator instead.
+    @Test func anEventTheVendorTookButDidNotAnswerInTimeIsNotSentAgain() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        vendors.slowAnswers.withLock { $0 = 1 }
+        let purchase = Self.event("purchase", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000999""#)
+        try await withGateway(
+            vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: "\n        timeout_ms: 300") }
+        ) { client, gateway in
+            #expect(try await post(client, purchase).status == .accepted)
+            #expect(try await env.eventually { try await !gateway.store.deadLetters(sink: "s2s.singular", limit: 10).isEmpty })
+            let letter = try #require(try await gateway.store.deadLetters(sink: "s2s.singular", limit: 10).first)
+            #expect(letter.error.contains("may have counted it"))
+            // Past the slow answer and any backoff: the vendor saw it once.
+            try await Task.sleep(for: .seconds(2))
+            #expect(vendors.accepted("singular").count == 1)
+        }
+    }
+
     @Test func anEventAdjustDeclinesForAnOptedOutDeviceIsFinalAndNotCountedAsDelivered() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

@@ -27,6 +27,9 @@ final class FakeVendors: Sendable {
     private let refusals = Mutex<[String]>([])
     /// While above zero, every vendor answers `503` and counts down.
     let outage = Mutex(0)
+    /// While above zero, Singular takes the event, counts down, and answers two seconds
+    /// later: past the gateway's timeout, as a vendor under load does.
+    let slowAnswers = Mutex(0)
     /// Devices (IDFV) that opted out: Adjust answers `451` for their events.
     let optedOut = Mutex<Set<String>>([])
     /// Devices (IDFV) Adjust has not learned from its SDK yet: it answers `404` "Device
@@ -54,6 +57,12 @@ final class FakeVendors: Sendable {
                     return self.singular(refusing: "Invalid platform or ip")
                 }
                 self.record(Seen(vendor: "singular", path: path, parameters: query, headers: Self.headers(request), rawText: request.uri.description))
+                let slow = self.slowAnswers.withLock { remaining -> Bool in
+                    guard remaining > 0 else { return false }
+                    remaining -= 1
+                    return true
+                }
+                if slow { try await Task.sleep(for: .seconds(2)) }
                 return Self.json(#"{"status":"ok"}"#)
             }
         }

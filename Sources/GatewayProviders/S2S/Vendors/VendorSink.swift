@@ -105,23 +105,29 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         } catch {
             return .reject(reason: error.reason)
         }
-        var request = HTTPClientRequest(url: prepared.url)
-        request.method = prepared.method == .get ? .GET : .POST
-        for (name, value) in prepared.headers { request.headers.add(name: name, value: value) }
-        if let body = prepared.body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        let status: Int
-        let retryAfter: Duration?
-        let exchange: BoundedExchange
+        var headers = HTTPHeaders()
+        for (name, value) in prepared.headers { headers.add(name: name, value: value) }
+        guard
+            let request = try? HTTPClient.Request(
+                url: prepared.url, method: prepared.method == .get ? .GET : .POST, headers: headers,
+                body: prepared.body.map { .bytes($0) })
+        else { return .reject(reason: "\(adapter.vendor.displayName): the request's URL is not valid") }
+        let answer: SentExchange.Answer
         do {
-            exchange = try await client.exchange(request, timeout: settings.timeout, bodyLimit: 64 * 1024)
-            status = Int(exchange.response.status.code)
-            retryAfter = exchange.response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
+            answer = try await SentExchange.exchange(request, on: client, timeout: settings.timeout, bodyLimit: 64 * 1024)
+        } catch let failure as SentExchange.Failure where failure.sent {
+            // The vendor has the event and its answer was lost. No vendor dedupes S2S
+            // events, so sending it again could count it (and its revenue) twice: it goes
+            // to the dead letters, for an operator to check against the vendor's data.
+            return .reject(
+                reason: "\(adapter.vendor.displayName) was sent the event but gave no answer (\(failure)): "
+                    + "it may have counted it; check before dlq retry")
         } catch {
-            return .retry(reason: "\(adapter.vendor.displayName) unreachable: \(OutboundFailure.describe(error))")
+            return .retry(reason: "\(adapter.vendor.displayName) unreachable: \(error)")
         }
-        // The vendor has answered: a body cut short must not turn its answer into a
-        // retry, which would send the event twice (no vendor dedupes S2S events).
-        let body = (try? exchange.body.get()).map { String(buffer: $0) } ?? ""
+        let status = answer.status
+        let retryAfter = answer.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
+        let body = String(buffer: answer.body)
         let age = Duration.milliseconds(Int64(max(0, now().timeIntervalSince(record.receivedAt)) * 1000))
         return adapter.outcome(status: status, body: body, retryAfter: retryAfter, age: age)
     }

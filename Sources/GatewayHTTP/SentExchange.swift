@@ -1,0 +1,86 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// An outbound request whose failure says whether the request had left whole.
+///
+/// For a destination that does not deduplicate (the S2S vendors), a failure after the
+/// request was sent is not an outage: the vendor may have counted the event and only its
+/// answer was lost, and sending it again would count it twice. AsyncHTTPClient's async
+/// API does not tell the two apart; its delegate API does.
+public enum SentExchange {
+    /// The answer: its status, headers, and up to the limit of its body.
+    public struct Answer: Sendable {
+        public let status: Int
+        public let headers: HTTPHeaders
+        public let body: ByteBuffer
+    }
+
+    /// The request failed; `sent` when it had been written whole before it did.
+    public struct Failure: Error, CustomStringConvertible {
+        public let sent: Bool
+        public let underlying: any Error
+        public var description: String { OutboundFailure.describe(underlying) }
+    }
+
+    /// Sends `request` and reads its answer, all within `timeout`.
+    public static func exchange(
+        _ request: HTTPClient.Request, on client: HTTPClient, timeout: Duration, bodyLimit: Int
+    ) async throws(Failure) -> Answer {
+        let delegate = Delegate(bodyLimit: bodyLimit)
+        let (seconds, attoseconds) = timeout.components
+        let deadline = NIODeadline.now() + .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        do {
+            return try await client.execute(request: request, delegate: delegate, deadline: deadline).get()
+        } catch {
+            throw Failure(sent: delegate.sent, underlying: error)
+        }
+    }
+
+    final class Delegate: HTTPClientResponseDelegate {
+        typealias Response = Answer
+
+        struct State {
+            var sent = false
+            var head: HTTPResponseHead?
+            var body = ByteBuffer()
+        }
+
+        let bodyLimit: Int
+        private let state = Mutex(State())
+
+        init(bodyLimit: Int) {
+            self.bodyLimit = bodyLimit
+        }
+
+        var sent: Bool { state.withLock { $0.sent } }
+
+        func didSendRequest(task: HTTPClient.Task<Answer>) {
+            state.withLock { $0.sent = true }
+        }
+
+        func didReceiveHead(task: HTTPClient.Task<Answer>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+            state.withLock { $0.head = head }
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+
+        /// Past the limit the rest is read and dropped: the answer is its status and the
+        /// start of its body, and the connection stays usable.
+        func didReceiveBodyPart(task: HTTPClient.Task<Answer>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+            state.withLock { state in
+                var part = buffer
+                let room = max(0, bodyLimit - state.body.readableBytes)
+                if let kept = part.readSlice(length: min(room, part.readableBytes)) { state.body.writeImmutableBuffer(kept) }
+            }
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+
+        func didFinishRequest(task: HTTPClient.Task<Answer>) throws -> Answer {
+            try state.withLock { state in
+                guard let head = state.head else { throw HTTPClientError.remoteConnectionClosed }
+                return Answer(status: Int(head.status.code), headers: head.headers, body: state.body)
+            }
+        }
+    }
+}
