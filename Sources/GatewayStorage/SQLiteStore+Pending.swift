@@ -142,6 +142,13 @@ extension SQLiteStore {
         return results
     }
 
+    public func isPending(recordID: String) async throws -> Bool {
+        try await pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM pending WHERE record_id = ?)", arguments: [recordID])
+                ?? false
+        }
+    }
+
     public func pendingCounts() async throws -> [String: Int] {
         try await pool.read { db in
             var counts: [String: Int] = [:]

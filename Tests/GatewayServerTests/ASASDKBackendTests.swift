@@ -109,6 +109,40 @@ import Testing
         }
     }
 
+    /// The SDK sends a fresh token at every launch until the answer is resolved: while
+    /// the first is still waiting for Apple, the user keeps that one, and gets one install.
+    @Test func aUserWhoseTokenIsWaitingGetsOneInstallHoweverManyTokensFollow() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let apple = FakeAppleAdServices()
+        let first = AdServicesEndToEndTests.token("sdk-waiting")
+        let relaunch = AdServicesEndToEndTests.token("sdk-relaunch")
+        // Not ready at Apple for two rounds of a second each: the window of the relaunches.
+        apple.script(first, [.notFound, .notFound, .attributed(keywordID: 777)])
+        apple.script(relaunch, [.attributed(keywordID: 777)])
+        let options = Self.sdk.merging(["not_found_interval_ms": "1000"]) { $1 }
+        try await harness.withGateway(apple, env: env, options: options) { client, gateway in
+            let userID = try #require(try await call(client, "create-user", "{}").json["userId"] as? Int)
+            let resolve = { (token: String) in
+                try await call(client, "resolve-asa-attribution", #"{"user_id": \#(userID), "asa_attribution_token": "\#(token)"}"#)
+            }
+            #expect(try await resolve(first).json["asaAttributionResolved"] as? Bool == false)
+            for _ in 0..<3 {
+                let again = try await resolve(relaunch)
+                #expect(again.status == 200 && again.json["asaAttributionResolved"] as? Bool == false)
+            }
+            #expect(apple.calls(relaunch) == 0)
+            #expect(try await env.eventually { try await resolve(relaunch).json["asaAttributionResolved"] as? Bool == true })
+            #expect(apple.calls(relaunch) == 0)
+            let installs = try await gateway.store.pool.read { db in
+                try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM attribution_records WHERE app_user_id = ? AND kind = 'install'",
+                    arguments: [String(userID)])
+            }
+            #expect(installs == 1)
+        }
+    }
+
     /// The SDK's key ships in every install: with ids counting up, anyone could read
     /// whether user N came from an ad, or put their own token on N's attribution.
     @Test func userIdsCannotBeGuessed() async throws {

@@ -83,6 +83,9 @@ public protocol AttributionStore: Sendable {
     /// Pending work per provider.
     func pendingCounts() async throws -> [String: Int]
 
+    /// Whether the work that will become record `recordID` is still waiting.
+    func isPending(recordID: String) async throws -> Bool
+
     // MARK: users of the ASA Attribution SDK's backend contract
 
     /// A new user with the next integer id.

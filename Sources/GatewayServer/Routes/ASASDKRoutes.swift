@@ -58,6 +58,14 @@ struct ASASDKBackend: Sendable {
         if let known = try await attribution(of: user), known.resolution != .invalid {
             return JSONResponse.make(status: .ok, Self.answer(for: known))
         }
+        // The SDK sends a fresh token at every launch until the answer is resolved. While
+        // the user's first is still waiting for Apple (an outage, its 404 retries), each
+        // became work of its own, and every one a user's install record when Apple came
+        // back. The waiting token stands for the user; a new one is taken only once it
+        // has been answered (an invalid token) or is gone.
+        if let waiting = user.attributionRecordID, try await stored({ try await store.isPending(recordID: waiting) }) {
+            return JSONResponse.make(status: .ok, AttributionAnswer(didUserComeFromAsa: false, asaAttributionResolved: false))
+        }
         return JSONResponse.make(status: .ok, try await resolve(user, token: token))
     }
 
