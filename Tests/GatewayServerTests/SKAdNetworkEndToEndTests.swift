@@ -258,6 +258,14 @@ import Testing
             let notANumber = try await ask(base + "&n=purchase&total_revenue_by_currency=%7B%22USD%22%3A%22x%22%7D").1
             #expect(notANumber.contains(#""field":"total_revenue_by_currency.USD""#))
             #expect(try await ask(base + "&n=purchase&total_revenue_by_currency=lots").1.contains("total_revenue_by_currency"))
+            // As Python's, Go's and Java's encoders write it: `+` for a space.
+            let spaced = "total_revenue_by_currency=%7B%22USD%22%3A+4.99%7D"
+            #expect(try await ask(base + "&n=purchase&conversion_value=1&" + spaced) == (200, #"{"conversion_value":10,"status":"ok"}"#))
+            // Milliseconds, `inf` or a time to come would keep the window open for good.
+            for last in ["\((now - 25 * 3600) * 1000)", "inf", "\(now + 3 * 86_400)"] {
+                let (status, body) = try await ask("n=purchase&conversion_value=1&\(revenue)&last_call_to_skadnetwork_timestamp=\(last)")
+                #expect(status == 400 && body.contains(#""field":"last_call_to_skadnetwork_timestamp""#), "\(last)")
+            }
 
             let posted = try await client.execute(
                 uri: "/v1/skadnetwork/postbacks", method: .post, body: try body(try postback(transaction: "m", fine: 12)))

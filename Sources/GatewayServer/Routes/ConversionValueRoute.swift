@@ -42,14 +42,15 @@ extension GatewayHTTP {
         let keyring = gateway.keyring
         router.get("/v1/skadnetwork/conversion-value") { request, _ -> Response in
             _ = try keyring.admit(request.headers)
-            let answer = conversionValue(request.uri.queryParameters, model: model, now: Date())
+            // Read as a form is, `+` a space: Python's, Go's and Java's encoders write one so.
+            let answer = conversionValue(FormEncoding.decode(request.uri.query ?? ""), model: model, now: Date())
             return JSONResponse.make(status: answer.status == "ok" ? .ok : .badRequest, answer)
         }
     }
 
-    static func conversionValue(_ query: Parameters, model: ConversionModel, now: Date) -> ConversionValueAnswer {
+    static func conversionValue(_ query: [String: String], model: ConversionModel, now: Date) -> ConversionValueAnswer {
         func text(_ name: String) -> String? {
-            query[Substring(name)].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
+            query[name].flatMap { $0.isEmpty ? nil : $0 }
         }
         var current = 0
         if let value = text("conversion_value") {
@@ -82,8 +83,11 @@ extension GatewayHTTP {
         var calls: [String: Double] = [:]
         for name in ["first_call_to_skadnetwork_timestamp", "last_call_to_skadnetwork_timestamp"] {
             guard let value = text(name) else { continue }
-            guard let seconds = Double(value), seconds > 0 else {
-                return .refusal(.invalidField, field: name, "\(name) must be UNIX seconds")
+            // Milliseconds, or `inf`, read as seconds kept the update window open for good.
+            guard let seconds = Double(value), seconds.isFinite, seconds > 0,
+                seconds <= now.timeIntervalSince1970 + 86_400
+            else {
+                return .refusal(.invalidField, field: name, "\(name) must be UNIX seconds, not in the future")
             }
             calls[name] = seconds
         }
