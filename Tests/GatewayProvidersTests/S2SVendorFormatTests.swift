@@ -125,6 +125,17 @@ import Testing
 
     // MARK: Singular
 
+    /// A time out of any app's life refused, whichever way it is written: Singular got
+    /// `0001-01-01` as a negative `utime` and AppsFlyer as another day.
+    @Test func aTimestampOutsideAnAppsLifeIsRefusedWhicheverWayItIsWritten() throws {
+        for timestamp in [Self.q("0001-01-01T00:00:00Z"), Self.q("9999-12-31T23:59:59Z"), "0", "1700000000000", "-5"] {
+            #expect(throws: GatewayError.self, "\(timestamp)") { try records(Self.event("session", ["timestamp": timestamp])) }
+        }
+        for timestamp in [Self.q("2026-11-24T10:00:00Z"), "1764000000", "1764000000.5"] {
+            #expect(throws: Never.self, "\(timestamp)") { try records(Self.event("session", ["timestamp": timestamp])) }
+        }
+    }
+
     @Test func singularSessionIsALaunchWithExactlyTheDocumentedQuery() throws {
         let body = Self.event("session", [
             "device_model": Self.q("iPhone15,2"), "locale": Self.q("en_US"), "app_user_id": Self.q("user-1"),

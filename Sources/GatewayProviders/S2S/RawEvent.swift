@@ -58,8 +58,11 @@ public struct RawEvent: Sendable {
     ]
     static let maxProperties = 50
     static let maxTokenLength = 16 * 1024
-    /// Unix seconds above this are almost surely milliseconds.
-    static let maxUnixSeconds: Double = 100_000_000_000
+    /// The times an event may have, in Unix seconds: from 2008, the App Store's first
+    /// year, to 2100. Past it, seconds are almost surely milliseconds, and an ISO date
+    /// such as `0001-01-01` reached Singular as a negative `utime` and AppsFlyer as
+    /// another day.
+    static let unixSecondsWindow: Range<Double> = 1_199_145_600..<4_102_444_800
 
     public init(_ fields: PayloadFields) throws {
         for key in fields.object.keys.sorted() where !Self.knownKeys.contains(key) {
@@ -145,7 +148,9 @@ public struct RawEvent: Sendable {
         guard let value = fields.value(key) else { return nil }
         switch value {
         case .string:
-            return try fields.date(key)
+            guard let date = try fields.date(key) else { return nil }
+            _ = try seconds(date.timeIntervalSince1970, fields.fieldPath(key))
+            return date
         case .integer(let n):
             return try seconds(Double(n), fields.fieldPath(key))
         case .double(let d):
@@ -156,8 +161,9 @@ public struct RawEvent: Sendable {
     }
 
     static func seconds(_ value: Double, _ field: String) throws -> Date {
-        guard value >= 0, value < maxUnixSeconds else {
-            throw GatewayError.invalid(field, "expected Unix seconds (not milliseconds), found \(value)")
+        guard unixSecondsWindow.contains(value) else {
+            throw GatewayError.invalid(
+                field, "expected a time from 2008 to 2100, in Unix seconds (not milliseconds) or ISO-8601, found \(value)")
         }
         return Date(timeIntervalSince1970: value)
     }

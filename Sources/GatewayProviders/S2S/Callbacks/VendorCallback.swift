@@ -233,7 +233,7 @@ enum CallbackTime {
     }
 
     static func seconds(_ value: Double) -> Date? {
-        guard value > 0, value < RawEvent.maxUnixSeconds else { return nil }
+        guard RawEvent.unixSecondsWindow.contains(value) else { return nil }
         return Date(timeIntervalSince1970: value)
     }
 }
