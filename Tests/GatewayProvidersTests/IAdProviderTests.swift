@@ -81,6 +81,16 @@ import Testing
         #expect(record.isTest)
     }
 
+    /// An app sends the all-zero IDFV when `identifierForVendor` was nil: it names no
+    /// device, and kept, it made one person of every user who sent it.
+    @Test func theAllZeroIDFVIsNoDevice() throws {
+        let body = { (idfv: String) in
+            #"{"app_id": "1", "app_user_id": "u", "idfv": "\#(idfv)", "Version3.1": {"iad-attribution": "false"}}"#
+        }
+        #expect(try normalize(body("00000000-0000-0000-0000-000000000000")).idfv == nil)
+        #expect(try normalize(body("6D92078A-8246-4BA4-AE5B-76104861E7DC")).idfv == "6D92078A-8246-4BA4-AE5B-76104861E7DC")
+    }
+
     @Test func theIDFAIsKeptOnlyWithConsent() throws {
         let body = { (status: Int, idfa: String) in
             #"{"app_id": "1", "app_user_id": "u", "att_status": \#(status), "idfa": "\#(idfa)", "Version3.1": {"iad-attribution": "false"}}"#
