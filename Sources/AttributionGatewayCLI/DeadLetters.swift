@@ -41,6 +41,17 @@ struct DeadLetters: AsyncParsableCommand {
         @Option(help: "At most this many.")
         var limit = 100
 
+        /// One letter as a JSON line; numbers as numbers, so that `jq 'select(.attempts > 2)'`
+        /// compares them.
+        struct Line: Encodable {
+            let id: Int64
+            let sink: String
+            let record_id: String
+            let attempts: Int
+            let error: String
+            let failed_at: String
+        }
+
         func run() async throws {
             let letters = try await selection.withStore {
                 try await $0.deadLetters(sink: selection.sink, ids: selection.ids.isEmpty ? nil : selection.ids, limit: limit)
@@ -48,11 +59,9 @@ struct DeadLetters: AsyncParsableCommand {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             for letter in letters {
-                let line: [String: String] = [
-                    "id": String(letter.id), "sink": letter.sink, "record_id": letter.recordID,
-                    "attempts": String(letter.attempts), "error": letter.error,
-                    "failed_at": ISO8601.format(letter.failedAt),
-                ]
+                let line = Line(
+                    id: letter.id, sink: letter.sink, record_id: letter.recordID, attempts: letter.attempts,
+                    error: letter.error, failed_at: ISO8601.format(letter.failedAt))
                 print(String(decoding: try encoder.encode(line), as: UTF8.self))
             }
         }

@@ -19,7 +19,7 @@ struct Replay: AsyncParsableCommand {
     var config = "config.yaml"
     @Option(help: "The sink to deliver to (a name under sinks:).")
     var sink: String
-    @Option(help: "Only records received at or after this ISO-8601 time.")
+    @Option(help: "Only records received at or after this ISO-8601 time, or date (midnight UTC).")
     var since: String?
     @Option(help: "Only records of this provider.")
     var provider: String?
@@ -32,8 +32,7 @@ struct Replay: AsyncParsableCommand {
         }
         var filter = ReplayFilter(provider: provider)
         if let since {
-            guard let date = ISO8601.parse(since) else { throw ValidationError("--since is not an ISO-8601 time") }
-            filter.since = date
+            filter.since = try TimeOption.parse(since, option: "--since")
         }
         let router = RecordRouter(routes: configuration.routes)
         let (queued, routed, seen) = try await withExistingStore(configuration) { store in

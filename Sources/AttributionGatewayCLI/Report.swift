@@ -31,9 +31,9 @@ struct KeywordsReport: AsyncParsableCommand {
 
     @Option(name: .shortAndLong, help: "The configuration file.")
     var config = "config.yaml"
-    @Option(help: "Only purchases made at or after this ISO-8601 time (installs count from any time).")
+    @Option(help: "Only purchases made at or after this ISO-8601 time, or date (midnight UTC); installs count from any time.")
     var since: String?
-    @Option(help: "Only purchases made before this ISO-8601 time.")
+    @Option(help: "Only purchases made before this ISO-8601 time, or date (midnight UTC).")
     var until: String?
     @Option(help: "Only this app.")
     var appID: String?
@@ -44,8 +44,7 @@ struct KeywordsReport: AsyncParsableCommand {
         let configuration = try loadConfiguration(config)
         func time(_ text: String?, _ option: String) throws -> Date? {
             guard let text else { return nil }
-            guard let date = ISO8601.parse(text) else { throw ValidationError("\(option) is not an ISO-8601 time") }
-            return date
+            return try TimeOption.parse(text, option: option)
         }
         let purchasesSince = try time(since, "--since")
         let purchasesUntil = try time(until, "--until")

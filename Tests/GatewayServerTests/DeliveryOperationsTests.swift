@@ -54,6 +54,11 @@ import Testing
         #expect(again.stdout.contains("0 of 3 records queued for late"))
         let future = try cli.run(["replay", "--config", after, "--sink", "late", "--since", "2999-01-01T00:00Z"])
         #expect(future.stdout.contains("0 of 0 records queued"))
+        // A bare date is that day's midnight UTC; a time without its zone is refused, naming the fix.
+        let date = try cli.run(["replay", "--config", after, "--sink", "late", "--since", "2999-01-01"])
+        #expect(date.status == 0 && date.stdout.contains("0 of 0 records queued"), "\(date.stderr)")
+        let zoneless = try cli.run(["replay", "--config", after, "--sink", "late", "--since", "2999-01-01T00:00:00"])
+        #expect(zoneless.status == 64 && zoneless.stderr.contains("--since needs a time zone"), "\(zoneless.stderr)")
 
         let stats = try await SQLiteStore(path: env.databasePath).outboxStats()
         #expect(stats["late"]?.depth == 1)
@@ -116,10 +121,12 @@ import Testing
         let lines = list.stdout.split(separator: "\n")
         #expect(lines.count == 2)
         #expect(lines.allSatisfy { $0.contains(#""error":"answered 400""#) && $0.contains(#""sink":"local""#) })
+        // Numbers are JSON numbers, so that `jq 'select(.attempts > 2)'` compares them.
+        #expect(lines.allSatisfy { $0.contains(#""attempts":10,"#) })
         // An id is found past the newest `--limit` letters.
         let oldest = try #require(try await store.deadLetters(sink: nil, limit: 10).last)
         let byID = try cli.run(["dlq", "list", "--config", config, "--id", String(oldest.id), "--limit", "1"])
-        #expect(byID.stdout.contains(#""id":"\#(oldest.id)""#), "\(byID.stdout)")
+        #expect(byID.stdout.contains(#""id":\#(oldest.id),"#), "\(byID.stdout)")
 
         let refused = try cli.run(["dlq", "drop", "--config", config])
         #expect(refused.status != 0)
