@@ -29,8 +29,7 @@ public enum SQLiteDatabase {
     /// nil (sinks, caches) leaves an open pool's as it is and opens a new one with `full`.
     public static func pool(path: String, durability: Durability? = nil) throws -> DatabasePool {
         let url = URL(fileURLWithPath: path).standardizedFileURL
-        try FileManager.default.createDirectory(
-            at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try createPrivately(url)
         let (pool, wasOpen) = try pools.withLock { pools -> (DatabasePool, Bool) in
             if let pool = pools[url.path]?.pool { return (pool, true) }
             var configuration = Configuration()
@@ -49,6 +48,18 @@ public enum SQLiteDatabase {
         // holding every file's lock would stall the other files' openers.
         if wasOpen, let durability { try setSynchronous(durability, on: pool) }
         return pool
+    }
+
+    /// The store holds AdServices tokens until Apple answers, user ids and raw payloads,
+    /// as its backups do (made 0600): a new folder is the owner's alone and a new file
+    /// readable by the owner only, whatever the umask. SQLite gives its `-wal` and `-shm`
+    /// the database file's mode. Existing files keep theirs.
+    static func createPrivately(_ url: URL) throws {
+        try FileManager.default.createDirectory(
+            at: url.deletingLastPathComponent(), withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
+        let descriptor = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if descriptor >= 0 { close(descriptor) }
     }
 
     private static func setSynchronous(_ durability: Durability, on pool: DatabasePool) throws {

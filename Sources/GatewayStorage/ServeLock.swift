@@ -102,9 +102,10 @@ public final class ServeLock: Sendable {
     ) throws -> Result<(path: String, descriptor: Int32), Holder> {
         try StoreOpenError.naming(storePath) {
             let folder = URL(fileURLWithPath: storePath).standardizedFileURL.deletingLastPathComponent()
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             let path = Self.lockPath(storePath)
-            let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard descriptor >= 0 else {
                 throw StoreOpenError(path: storePath, reason: "cannot open \(path): \(String(cString: strerror(errno)))")
             }

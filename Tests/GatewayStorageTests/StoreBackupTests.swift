@@ -105,6 +105,26 @@ import Testing
         #expect(leftovers.isEmpty, "\(leftovers)")
     }
 
+    /// The live store holds what its backups hold (tokens waiting for Apple, user ids,
+    /// raw payloads): a new one is its owner's alone too, its WAL files with it.
+    @Test func aNewStoreIsItsOwnersAloneWhateverTheUmask() async throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("private-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let path = base + "/data/gateway.sqlite"
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        try await store.ping()
+        func mode(_ path: String) throws -> Int {
+            try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+        }
+        #expect(try mode(base + "/data") == 0o700)
+        for file in [path, path + "-wal", path + "-shm"] {
+            let bits = try mode(file)
+            #expect(bits & 0o077 == 0, "\(file): \(String(bits, radix: 8))")
+        }
+    }
+
     @Test func theCopyIsItsOwnersAloneAndLandsWhereTheFolderResolves() async throws {
         let f = try DeliveryTests.Fixture()
         defer { try? FileManager.default.removeItem(atPath: f.path) }
