@@ -46,6 +46,12 @@ import Testing
             #expect(statuses.prefix(3) == [202, 202, 202])
             #expect(statuses.contains(429))
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            #expect(try await client.execute(uri: "/openapi.yaml", method: .get).status == .ok)
+            // Counted, so that a limit set too low (a balancer left out of trusted_proxies) shows.
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            let refused = statuses.filter { $0 == 429 }.count
+            #expect(metrics.contains(#"gateway_rate_limited_total{limit="per_ip"} \#(refused)"#), "\(metrics)")
+            #expect(metrics.contains(#"gateway_rate_limited_total{limit="per_key"} 0"#))
             // Nothing refused was stored.
             #expect(try await gateway.store.countRecords(matching: .init()) == statuses.filter { $0 == 202 }.count)
         }

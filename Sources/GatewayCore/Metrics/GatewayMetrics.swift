@@ -43,6 +43,7 @@ public struct GatewayMetrics: Sendable {
                 .increment(by: 0)
         }
         counter("gateway_malformed_requests_total", []).increment(by: 0)
+        for limit in ["per_key", "per_ip"] { counter("gateway_rate_limited_total", [("limit", limit)]).increment(by: 0) }
         for sink in sinks {
             for outcome in ["delivered", "declined", "retry", "dead_letter"] {
                 counter("gateway_deliveries_total", [("sink", sink), ("outcome", outcome)]).increment(by: 0)
@@ -54,6 +55,12 @@ public struct GatewayMetrics: Sendable {
     /// route (so no provider's rejection counter sees it).
     public func malformedRequest() {
         counter("gateway_malformed_requests_total", []).increment()
+    }
+
+    /// A request answered `429` by `limit` (`per_key` or `per_ip`), before any route: no
+    /// provider's rejection counter sees it.
+    public func rateLimited(limit: String) {
+        counter("gateway_rate_limited_total", [("limit", limit)]).increment()
     }
 
     public func received(provider: String, count: Int = 1) {

@@ -39,7 +39,8 @@ public enum GatewayHTTP {
                 middleware: RateLimitMiddleware(
                     perKey: limits.perKey.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
                     perIP: limits.perIP.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
-                    keyring: gateway.keyring, trustedProxies: gateway.configuration.server.trustedProxies))
+                    keyring: gateway.keyring, trustedProxies: gateway.configuration.server.trustedProxies,
+                    metrics: gateway.metrics))
         }
         addIngestRoutes(to: router, gateway: gateway)
         addASASDKRoutes(to: router, gateway: gateway)

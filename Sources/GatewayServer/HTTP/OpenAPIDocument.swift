@@ -37,7 +37,7 @@ paths:
         "413": {$ref: "#/components/responses/Error"}
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
         "503": {$ref: "#/components/responses/Error"}
   /v1/adservices:
     post:
@@ -66,7 +66,7 @@ paths:
         "413": {$ref: "#/components/responses/Error"}
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
         "503": {$ref: "#/components/responses/Error"}
   /v1/events:
     post:
@@ -93,7 +93,7 @@ paths:
         "413": {$ref: "#/components/responses/Error"}
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
         "503": {$ref: "#/components/responses/Error"}
   /v1/s2s/{vendor}/callbacks:
     parameters:
@@ -124,7 +124,7 @@ paths:
         "413": {$ref: "#/components/responses/Error"}
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
         "503": {$ref: "#/components/responses/Error"}
     get:
       summary: A vendor's attribution result as query parameters (Adjust's callbacks)
@@ -135,7 +135,7 @@ paths:
         "401": {$ref: "#/components/responses/Error"}
         "404": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
         "503": {$ref: "#/components/responses/Error"}
   /v1/skadnetwork/postbacks:
     post:
@@ -162,7 +162,7 @@ paths:
         "413": {$ref: "#/components/responses/Error"}
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
         "503": {$ref: "#/components/responses/Error"}
   /.well-known/skadnetwork/report-attribution/:
     post:
@@ -179,7 +179,7 @@ paths:
         "413": {$ref: "#/components/responses/Error"}
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
         "503": {$ref: "#/components/responses/Error"}
   /.well-known/appattribution/report-attribution/:
     post:
@@ -196,7 +196,7 @@ paths:
         "413": {$ref: "#/components/responses/Error"}
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
         "503": {$ref: "#/components/responses/Error"}
   /v1/skadnetwork/conversion-value:
     get:
@@ -222,7 +222,7 @@ paths:
               schema: {$ref: "#/components/schemas/ConversionValueAnswer"}
         "401": {$ref: "#/components/responses/Error"}
         "404": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
   /functions/v1/create-user:
     post:
       summary: ASA Attribution SDK backend — create a user, optionally with a token
@@ -254,7 +254,7 @@ paths:
         "413": {$ref: "#/components/responses/Error"}
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
         "503": {$ref: "#/components/responses/Error"}
   /functions/v1/resolve-asa-attribution:
     post:
@@ -289,7 +289,7 @@ paths:
         "413": {$ref: "#/components/responses/Error"}
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
         "503": {$ref: "#/components/responses/Error"}
   /functions/v1/associate-user:
     post:
@@ -330,7 +330,7 @@ paths:
         "413": {$ref: "#/components/responses/Error"}
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/Error"}
+        "429": {$ref: "#/components/responses/RateLimited"}
         "503": {$ref: "#/components/responses/Error"}
   /healthz:
     get:
@@ -411,6 +411,16 @@ components:
   responses:
     Error:
       description: A JSON error naming the field when one is at fault
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/Error"}
+    RateLimited:
+      description: Over a per-key or per-IP limit (`rate_limited`); nothing was read or stored
+      headers:
+        Retry-After:
+          description: Seconds until the caller may send again
+          required: true
+          schema: {type: string, pattern: "^[0-9]+$"}
       content:
         application/json:
           schema: {$ref: "#/components/schemas/Error"}

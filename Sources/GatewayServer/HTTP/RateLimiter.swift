@@ -68,22 +68,26 @@ struct RateLimitMiddleware: RouterMiddleware {
     let perIP: RateLimiter?
     let keyring: APIKeyring
     var trustedProxies: [IPNetwork] = []
+    var metrics: GatewayMetrics
 
-    static let exempt: Set<String> = ["/healthz", "/readyz", "/metrics"]
+    static let exempt: Set<String> = ["/healthz", "/readyz", "/metrics", "/openapi.yaml"]
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         guard !Self.exempt.contains(request.uri.path) else { return try await next(request, context) }
         var wait: Duration?
+        var limit = "per_ip"
         if let perIP, let peer = ClientAddress.peer(context.remoteAddress) {
             let client = ClientAddress.resolve(peer: peer, headers: request.headers, trusted: trustedProxies)
             wait = perIP.wait(for: Self.ipCaller(client))
         }
         if wait == nil, let perKey, let caller = Self.keyCaller(request.headers, keyring: keyring) {
             wait = perKey.wait(for: caller)
+            limit = "per_key"
         }
         guard let wait else { return try await next(request, context) }
+        metrics.rateLimited(limit: limit)
         let seconds = max(1, Int((wait / .seconds(1)).rounded(.up)))
         var response = try GatewayError(.rateLimited, "too many requests; retry after \(seconds) s")
             .response(from: request, context: context)
