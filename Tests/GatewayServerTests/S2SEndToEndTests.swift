@@ -296,6 +296,37 @@ import Testing
         }
     }
 
+    /// Singular names the app by bundle under one key for the account: with the bundles
+    /// configured, a key for one app cannot send events (and revenue) for another's.
+    @Test func withSingularsAppsConfiguredAnEventGoesOnlyToItsOwnAppsBundle() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        let apps = "\n        apps: { \"\(Self.appID)\": { bundle_id: com.example.meditate } }"
+        try await withGateway(
+            vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: apps) }
+        ) { client, _ in
+            func field(_ body: String) async throws -> String? {
+                let response = try await post(client, body)
+                #expect(response.status == .unprocessableContent)
+                let json = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
+                return (json?["error"] as? [String: Any])?["field"] as? String
+            }
+            let other = Self.event("purchase", extra: #""revenue":999.99,"currency":"USD","transaction_id":"7""#)
+                .replacingOccurrences(of: "com.example.meditate", with: "com.other-company.app")
+            let otherField = try await field(other)
+            #expect(otherField == "bundle_id")
+            let unlisted = Self.event("session").replacingOccurrences(of: Self.appID, with: "987654321")
+            let unlistedField = try await field(unlisted)
+            #expect(unlistedField == "app_id")
+            // Without a bundle of its own, the configured one is sent.
+            let bare = Self.event("session").replacingOccurrences(of: #""bundle_id":"com.example.meditate","#, with: "")
+            #expect(try await post(client, bare).status == .accepted)
+            #expect(try await env.eventually { vendors.accepted("singular").count == 1 })
+            #expect(vendors.accepted("singular").first?.parameters["i"] == "com.example.meditate")
+        }
+    }
+
     /// A vendor that took the event and answered too late may have counted it, and no
     /// vendor dedupes: sent again, its revenue counted twice. It waits in the dead
     /// letters for an operator instead.

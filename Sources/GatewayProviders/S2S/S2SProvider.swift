@@ -47,7 +47,23 @@ public struct S2SProvider: AttributionProvider {
         }
         return try PayloadFields.parseObjects(payload.body, maxCount: Self.maxBatch, noun: "event").enumerated().map {
             index, fields in
-            try Self.record(RawEvent(fields), receivedAt: payload.receivedAt, index: index)
+            let event = try RawEvent(fields)
+            try checkBundle(event, fields)
+            return Self.record(event, receivedAt: payload.receivedAt, index: index)
+        }
+    }
+
+    /// With `vendors.singular.apps`, an event's bundle must be its app's: the API key
+    /// proves the app id, and Singular goes by the bundle.
+    func checkBundle(_ event: RawEvent, _ fields: PayloadFields) throws {
+        for vendor in options.forwarding where !vendor.singularBundles.isEmpty {
+            guard let bundle = vendor.singularBundles[event.appID] else {
+                throw GatewayError.invalid(
+                    fields.fieldPath("app_id"), "no bundle_id is configured for this app under vendors.singular.apps")
+            }
+            if let posted = event.bundleID, posted != bundle {
+                throw GatewayError.invalid(fields.fieldPath("bundle_id"), "is not this app's bundle id")
+            }
         }
     }
 

@@ -109,6 +109,14 @@ public enum S2SProviderPlugin: ProviderPlugin {
                 apps.finish()
             }
         }
+        if vendor == .singular, let apps = reader.child("apps") {
+            for appID in apps.keys {
+                guard let app = apps.child(appID) else { continue }
+                if let bundle = app.requiredString("bundle_id") { settings.singularBundles[appID] = bundle }
+                app.finish()
+            }
+            apps.finish()
+        }
         reader.finish()
         return settings
     }

@@ -20,7 +20,9 @@ public struct SingularAdapter: VendorAdapter {
 
     public func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal) -> VendorRequest {
         guard let key = settings.apiKey else { throw VendorRefusal("no Singular SDK key is configured") }
-        guard let bundleID = event.bundleID else { throw VendorRefusal("bundle_id is missing; Singular requires it (i)") }
+        // The configured bundle when there is one: what was posted may be another app's.
+        let configured = settings.singularBundles.isEmpty ? event.bundleID : settings.singularBundles[event.appID]
+        guard let bundleID = configured else { throw VendorRefusal("bundle_id is missing; Singular requires it (i)") }
         guard let ip = event.ipv4 else { throw VendorRefusal("ip (IPv4) is missing; Singular requires it") }
         guard let osVersion = event.osVersion else { throw VendorRefusal("os_version is missing; Singular requires it (ve)") }
         guard event.idfv != nil || event.idfa != nil else {

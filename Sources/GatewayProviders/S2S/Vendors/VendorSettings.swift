@@ -56,6 +56,10 @@ public struct VendorSettings: Sendable {
     public var environment = "production"
     /// Adjust: tokens per app id.
     public var adjustApps: [String: AdjustApp] = [:]
+    /// Singular: each app id's bundle id. Singular names the app by bundle under one SDK
+    /// key for the account, so without these a key for one app could send events, and
+    /// revenue, for another's bundle.
+    public var singularBundles: [String: String] = [:]
 
     public init(vendor: Vendor) {
         self.vendor = vendor
