@@ -33,6 +33,14 @@ extension SQLiteStore {
         }
     }
 
+    public func sdkTransactionIDs(userID: Int64) async throws -> [String] {
+        try await pool.read { db in
+            try String.fetchAll(
+                db, sql: "SELECT transaction_id FROM sdk_transactions WHERE user_id = ? ORDER BY created_at",
+                arguments: [userID])
+        }
+    }
+
     public func setSDKUserAttribution(userID: Int64, recordID: String) async throws {
         try await pool.write { db in
             try db.execute(

@@ -143,6 +143,31 @@ import Testing
         }
     }
 
+    /// A purchase made while the user's token waited for Apple was stored `pending` with
+    /// no campaign, and stayed so in every sink: once Apple answers, it carries the keyword.
+    @Test func aPurchaseMadeWhileTheTokenWaitedIsCreditedWhenAppleAnswers() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let apple = FakeAppleAdServices()
+        let token = AdServicesEndToEndTests.token("sdk-bought-early")
+        apple.script(token, [.notFound, .attributed(keywordID: 888)])
+        let options = Self.sdk.merging(["not_found_interval_ms": "1000"]) { $1 }
+        try await harness.withGateway(apple, env: env, options: options) { client, gateway in
+            let created = try await call(client, "create-user", #"{"asa_attribution_token": "\#(token)"}"#)
+            #expect(created.json["asaAttributionResolved"] as? Bool == false)
+            let userID = try #require(created.json["userId"] as? Int)
+            let associated = try await call(client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "2000000000000777"}"#)
+            #expect(associated.status == 200)
+            #expect(try await env.eventually {
+                try purchases(gateway).first.map { ($0["keyword_id"] as Int64?) == 888 } ?? false
+            })
+            let purchase = try #require(try purchases(gateway).first)
+            #expect(purchase["attributed"] as Int? == 1 && purchase["campaign_id"] as Int64? == 542_370_539)
+            #expect(try purchases(gateway).count == 1)
+            #expect(purchase["resolution"] as String? == "resolved")
+        }
+    }
+
     /// The SDK's key ships in every install: with ids counting up, anyone could read
     /// whether user N came from an ad, or put their own token on N's attribution.
     @Test func userIdsCannotBeGuessed() async throws {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// Finishes one deferred provider's pending work: claims what is due, attempts it a few
 /// at a time, and stores each outcome (records, or the next attempt's time) before
@@ -15,6 +16,13 @@ public final class PendingResolver: Service, Sendable {
     let lease: Duration
     let waiters = PendingWaiters()
     private let wakeUp = WakeUp()
+    private let finishedHandlers = Mutex<[@Sendable ([String]) async -> Void]>([])
+
+    /// Runs `handler` with the record ids of each round's finished work, once it is stored:
+    /// for what else follows from an answer (the SDK's purchases waiting for it).
+    public func onFinished(_ handler: @escaping @Sendable ([String]) async -> Void) {
+        finishedHandlers.withLock { $0.append(handler) }
+    }
 
     public init(
         provider: any DeferredAttributionProvider, pipeline: IngestPipeline,
@@ -127,6 +135,13 @@ public final class PendingResolver: Service, Sendable {
             logger.error("cannot store a round of attempts", metadata: ["count": "\(attempts.count)", "error": "\(error)"])
             for (work, _) in attempts { await waiters.attempted(work.recordID, finished: nil) }
             return attempts.count
+        }
+        let finished = attempts.compactMap { attempt -> String? in
+            if case .finished = attempt.step { return attempt.work.recordID }
+            return nil
+        }
+        if !finished.isEmpty {
+            for handler in finishedHandlers.withLock({ $0 }) { await handler(finished) }
         }
         for (work, step) in attempts {
             switch step {

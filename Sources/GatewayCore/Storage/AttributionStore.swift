@@ -91,6 +91,9 @@ public protocol AttributionStore: Sendable {
     /// A new user with the next integer id.
     func createSDKUser(now: Date) async throws -> SDKUser
 
+    /// The transactions associated with a user.
+    func sdkTransactionIDs(userID: Int64) async throws -> [String]
+
     func sdkUser(id: Int64) async throws -> SDKUser?
 
     /// Links a user to the record of their AdServices token.

@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayProviders
 import Hummingbird
+import Logging
 
 /// The backend contract of the ASA Attribution SDK (`/functions/v1/…`), so that an app
 /// using that SDK works by changing only its base URL. Users get integer ids; their
@@ -14,6 +15,7 @@ struct ASASDKBackend: Sendable {
     let pipeline: IngestPipeline
     let keyring: APIKeyring
     let bodies: BodyReader
+    let logger: Logger
 
     var store: any AttributionStore { pipeline.store }
 
@@ -100,8 +102,46 @@ struct ASASDKBackend: Sendable {
             tokenPending: user.attributionRecordID != nil && attribution == nil, receivedAt: now)
         pipeline.metrics.received(provider: purchase.provider)
         _ = try await pipeline.ingest([purchase])
+        // Apple may have answered between the read above and the purchase's storing, after
+        // the answer's own refresh looked for it.
+        if purchase.resolution == .pending { try await stored { try await creditPurchases(of: user.id) } }
         return JSONResponse.make(
             status: .ok, Association(success: true, user: .init(id: user.id, transaction_id: transactionID)))
+    }
+
+    /// Credits the purchases a user made while their token waited for Apple, once it has
+    /// answered: until then they were stored `pending` with no campaign, and nothing told
+    /// a sink that the paying user came from a keyword. Returns how many were replaced.
+    @discardableResult
+    func creditPurchases(of userID: Int64) async throws -> Int {
+        guard let user = try await store.sdkUser(id: userID), let source = try await attribution(of: user),
+            source.resolution != .pending
+        else { return 0 }
+        let keys = try await store.sdkTransactionIDs(userID: userID).map { ASAPurchaseRecord.dedupeKey(appID: appID, transactionID: $0) }
+        var credited: [RoutedRecord] = []
+        for recordID in try await store.existingRecordIDs(dedupeKeys: keys).values {
+            guard var purchase = try await store.record(id: recordID), purchase.resolution == .pending else { continue }
+            ASAPurchaseRecord.credit(&purchase, with: source)
+            credited.append(RoutedRecord(record: purchase, sinks: pipeline.router.sinks(for: purchase)))
+        }
+        return try await store.replaceRecords(credited, now: Date())
+    }
+
+    /// After a round of Apple's answers: the SDK users whose token it was.
+    func creditPurchases(answered recordIDs: [String]) async {
+        for recordID in recordIDs {
+            do {
+                guard let answered = try await store.record(id: recordID), answered.provider == AdServicesProvider.typeName,
+                    let userID = answered.appUserID.flatMap({ Int64($0) }),
+                    try await store.sdkUser(id: userID)?.attributionRecordID == recordID
+                else { continue }
+                try await creditPurchases(of: userID)
+            } catch {
+                // The purchase stays pending in the sinks; `report keywords` credits it anyway.
+                logger.warning(
+                    "cannot credit an SDK user's purchases", metadata: ["record_id": "\(recordID)", "error": "\(error)"])
+            }
+        }
     }
 
     // MARK: helpers
@@ -182,7 +222,8 @@ extension GatewayHTTP {
         let backend = ASASDKBackend(
             appID: appID, resolver: resolver, pipeline: gateway.pipeline,
             keyring: gateway.keyring,
-            bodies: BodyReader(gateway.configuration.server))
+            bodies: BodyReader(gateway.configuration.server), logger: gateway.logger)
+        resolver.onFinished { recordIDs in await backend.creditPurchases(answered: recordIDs) }
         // Counted as the AdServices provider's: its tokens and records are that provider's.
         let counted = { handler in countingRejections(of: provider.name, metrics: gateway.metrics, handler) }
         router.post("/functions/v1/create-user", use: counted { request, _ in try await backend.createUser(request) })
