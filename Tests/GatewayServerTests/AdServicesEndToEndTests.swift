@@ -163,8 +163,8 @@ import Testing
             let (_, gone) = try await post(client, Self.body(never, user: "user-2"))
             let notFound = try await eventuallyStored(gateway, gone.record_id, env: env)
             #expect(notFound.resolution == .notFound && !notFound.attributed)
-            // The first call and the three retries Apple allows.
-            #expect(apple.calls(never) == 4)
+            // Apple asks for "a maximum of three attempts": the first call and two retries.
+            #expect(apple.calls(never) == 3)
             #expect(try await gateway.store.pendingCounts().isEmpty)
 
             // Operators see each attempt's outcome and what still waits.
@@ -174,7 +174,7 @@ import Testing
                     $0.hasPrefix("gateway_resolution_attempts_total{") && $0.contains(#"outcome="\#(outcome)""#)
                 }?.split(separator: " ").last.map(String.init)
             }
-            #expect(attempts("retry") == "5")
+            #expect(attempts("retry") == "4")
             #expect(attempts("resolved") == "1")
             #expect(attempts("not_found") == "1")
             #expect(metrics.contains(#"gateway_pending_depth{provider="adservices"} 0"#))

@@ -21,7 +21,8 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         public var endpoint = "https://api-adservices.apple.com/api/v1/"
         /// Apple holds a connection up to a second before a `404`, so this must exceed 1 s.
         public var timeout: Duration = .seconds(5)
-        public var notFoundRetries = 3
+        /// Apple: "retries at intervals of 5 seconds, with a maximum of three attempts".
+        public var notFoundRetries = 2
         public var notFoundInterval: Duration = .seconds(5)
         public var errorBackoffInitial: Duration = .seconds(1)
         public var errorBackoffMax: Duration = .seconds(300)
