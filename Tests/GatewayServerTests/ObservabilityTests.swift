@@ -199,6 +199,8 @@ import Testing
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
             // …but one waiting for an hour is: the sink has stopped delivering.
             try await queuedAgo(3600)
+            // The outbox is read at most once a second, however many probes ask.
+            try await Task.sleep(for: .milliseconds(1100))
             let ready = try await client.execute(uri: "/readyz", method: .get)
             if paused {
                 #expect(ready.status == .ok)
@@ -268,6 +270,11 @@ import Testing
             let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
             #expect(metrics.contains(#"gateway_outbox_depth{sink="retired"} 1"#))
             #expect(metrics.contains(#"gateway_outbox_depth{sink="local"} 0"#))
+            // Its rows dropped: it reads 0, not the depth it last had.
+            try await gateway.store.pool.write { db in try db.execute(sql: "DELETE FROM outbox WHERE sink = 'retired'") }
+            try await Task.sleep(for: .milliseconds(1100))
+            let after = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(after.contains(#"gateway_outbox_depth{sink="retired"} 0"#), "\(after)")
         }
     }
 

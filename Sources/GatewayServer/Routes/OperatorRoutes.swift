@@ -6,6 +6,7 @@ extension GatewayHTTP {
     /// `/healthz` (the process answers), `/readyz` (the store is reachable and committing,
     /// and every sink worker runs), `/metrics` (Prometheus text) and `/openapi.yaml` (the contract).
     static func addOperatorRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
+        let outbox = OutboxStatsCache(store: gateway.store)
         router.get("/healthz") { _, _ in
             JSONResponse.make(status: .ok, ["status": "ok"])
         }
@@ -32,7 +33,7 @@ extension GatewayHTTP {
             // pausing is the operator's own maintenance switch, and every instance shares
             // the outbox, so it would take them all out at once.
             let bound = gateway.configuration.server.readyMaxOutboxAge
-            if bound > 0, let stats = try? await gateway.store.outboxStats() {
+            if bound > 0, let stats = try? await outbox.stats() {
                 let now = Date()
                 for sink in gateway.configuration.sinks.filter({ !$0.delivery.paused }).map(\.name).sorted() {
                     if let oldest = stats[sink]?.oldest, now.timeIntervalSince(oldest) > Double(bound) {
@@ -54,9 +55,10 @@ extension GatewayHTTP {
 
         router.get("/metrics") { _, _ -> Response in
             let now = Date()
-            let stats = (try? await gateway.store.outboxStats()) ?? [:]
-            // Configured sinks, and any whose rows outlived its removal from config.yaml.
-            for sink in Set(gateway.configuration.sinks.map(\.name)).union(stats.keys) {
+            let stats = (try? await outbox.stats()) ?? [:]
+            // Configured sinks, and any whose rows outlived its removal from config.yaml
+            // (0 once they are gone, not their last depth).
+            for sink in Set(gateway.configuration.sinks.map(\.name)).union(await outbox.seen) {
                 gateway.metrics.outbox(
                     sink: sink, depth: stats[sink]?.depth ?? 0,
                     oldestAgeSeconds: stats[sink]?.oldest.map { now.timeIntervalSince($0) } ?? 0)
