@@ -101,13 +101,28 @@ struct KeywordsReport: AsyncParsableCommand {
             case (nil, nil): ""
             }
         }
-        let conversion = row.installs > 0 ? String(format: "%.1f", Double(row.payingUsers) * 100 / Double(row.installs)) : ""
+        // Of the users who installed on this line, those paying on it: never over 100%.
+        let conversion =
+            row.installs > 0 ? String(format: "%.1f", Double(row.convertedInstalls) * 100 / Double(row.installs)) : ""
         let revenue = row.revenue.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: "; ")
         return [
             row.network ?? "", named(row.campaign, row.campaignID), named(row.adGroup, row.adGroupID),
             named(row.keyword, row.keywordID), row.matchType ?? "", String(row.installs), String(row.payingUsers),
             conversion, String(row.purchases), revenue, String(row.refunds),
         ]
+    }
+
+    static func visible(_ cell: String) -> String {
+        guard cell.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return cell }
+        return cell.unicodeScalars.map { scalar in
+            switch scalar {
+            case "\n": "\\n"
+            case "\r": "\\r"
+            case "\t": "\\t"
+            case _ where scalar.properties.generalCategory == .control: "\\u{\(String(scalar.value, radix: 16))}"
+            default: String(scalar)
+            }
+        }.joined()
     }
 
     static func render(_ rows: [KeywordReport.Row], format: Format) -> String {
@@ -119,7 +134,9 @@ struct KeywordsReport: AsyncParsableCommand {
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             return String(decoding: (try? encoder.encode(rows)) ?? Data("[]".utf8), as: UTF8.self)
         case .table:
-            let table = [header] + rows.map(cells)
+            // A keyword may hold a line break or a tab (iAd's routes take them): shown
+            // escaped, so that a row stays one line.
+            let table = [header] + rows.map { cells($0).map(Self.visible) }
             let widths = header.indices.map { column in table.map { $0[column].count }.max() ?? 0 }
             if rows.isEmpty { return "no installs or purchases recorded yet" }
             return table.map { line in

@@ -319,3 +319,27 @@ extension KeywordReportTests {
         #expect(report.rows.isEmpty, "\(report.rows)")
     }
 }
+
+extension KeywordReportTests {
+    /// A user organic at first, who bought, then came back through a keyword and bought
+    /// again, is paying on both lines but installed on the keyword's: the organic line's
+    /// conversion counts only its own installs, and never passes 100%.
+    @Test func conversionCountsOnlyTheLinesOwnInstalls() {
+        var report = KeywordReport()
+        report.add(Self.install("u1", keyword: nil, at: 0))
+        var early = Self.purchase("u1", "t1", "1.00")
+        early.receivedAt = Self.start.addingTimeInterval(100)
+        report.add(early)
+        report.add(Self.install("u1", keyword: "calm", at: 200 * 86_400))
+        var later = Self.purchase("u1", "t2", "2.00")
+        later.receivedAt = Self.start.addingTimeInterval(201 * 86_400)
+        report.add(later)
+        report.add(Self.install("u2", keyword: nil, at: 10))
+
+        let rows = report.rows
+        let organic = rows.first { $0.keyword == nil && $0.network != "unattributed" }
+        let calm = rows.first { $0.keyword == "calm" }
+        #expect(organic?.installs == 1 && organic?.payingUsers == 1 && organic?.convertedInstalls == 0)
+        #expect(calm?.installs == 1 && calm?.payingUsers == 1 && calm?.convertedInstalls == 1)
+    }
+}

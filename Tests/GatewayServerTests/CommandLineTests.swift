@@ -193,6 +193,10 @@ import Testing
         // (one reported twice), one by the organic user.
         let installs = ["buyer", "browser"].map { IAdPayloads.attributed(user: $0).replacingOccurrences(of: "\n", with: "") }
             + [#"{"app_id":"1234567890","app_user_id":"organic","Version3.1":{"iad-attribution":"false"}}"#]
+            // A keyword of its own holding a line break, as iAd's routes take it.
+            + [IAdPayloads.attributed(user: "spaced").replacingOccurrences(of: "\n", with: "")
+                .replacingOccurrences(of: #""iad-keyword-id":"87675432""#, with: #""iad-keyword-id":"11""#)
+                .replacingOccurrences(of: #""iad-keyword":"meditation app""#, with: #""iad-keyword":"calm\nsleep""#)]
         func purchase(_ user: String, _ transaction: String, _ amount: String) -> String {
             #"{"type":"purchase","app_id":"1234567890","app_user_id":"\#(user)","revenue":\#(amount),"currency":"USD","transaction_id":"\#(transaction)","timestamp":1700000000}"#
         }
@@ -207,7 +211,7 @@ import Testing
         let result = try run(["report", "keywords", "--config", config, "--format", "json"])
         #expect(result.status == 0, "\(result.stderr)")
         // Progress on stderr, the report alone on stdout.
-        #expect(result.stderr.contains("reading [") && result.stderr.contains("100% 6/6"), "\(result.stderr)")
+        #expect(result.stderr.contains("reading [") && result.stderr.contains("100% 7/7"), "\(result.stderr)")
         struct Row: Decodable {
             let network: String?, keyword: String?, campaign: String?
             let installs: Int, paying_users: Int, purchases: Int
@@ -224,6 +228,12 @@ import Testing
 
         let table = try run(["report", "keywords", "--config", config])
         #expect(table.stdout.contains("meditation app") && table.stdout.contains("USD 14.98"))
+        // One of the keyword's two installs paid: 50%, on the keyword's own row.
+        let keywordRow = try #require(table.stdout.split(separator: "\n").first { $0.contains("meditation app") })
+        #expect(keywordRow.contains("50.0"), "\(keywordRow)")
+        // The line break is shown, not printed: every row one line.
+        #expect(table.stdout.contains(#"calm\nsleep"#), "\(table.stdout)")
+        #expect(table.stdout.split(separator: "\n").count == 1 + rows.count, "\(table.stdout)")
         #expect(table.stdout.split(separator: "\n").first?.hasPrefix("network") == true)
     }
 

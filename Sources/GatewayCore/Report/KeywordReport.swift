@@ -49,6 +49,10 @@ public struct KeywordReport: Sendable {
         public var revenue: [String: Decimal]
         /// Purchases credited to this line and then refunded.
         public var refunds: Int = 0
+        /// Of `installs`, the users who are paying on this line: the conversion's numerator.
+        /// `payingUsers` can exceed `installs` (a user installed through an ad later, who
+        /// bought before it, is paying on the earlier line but installed on the later one).
+        public var convertedInstalls: Int = 0
 
         enum CodingKeys: String, CodingKey {
             case network, campaign, keyword
@@ -60,6 +64,7 @@ public struct KeywordReport: Sendable {
             case installs
             case payingUsers = "paying_users"
             case purchases, revenue, refunds
+            case convertedInstalls = "converted_installs"
         }
     }
 
@@ -327,7 +332,10 @@ public struct KeywordReport: Sendable {
             lines[line] = row
             paying[line, default: []].insert(owner)
         }
-        for (line, owners) in paying { lines[line]?.payingUsers = owners.count }
+        for (line, owners) in paying {
+            lines[line]?.payingUsers = owners.count
+            lines[line]?.convertedInstalls = owners.filter { people[$0]?.attribution?.line == line }.count
+        }
         return lines.values.sorted { a, b in
             if (a.payingUsers, a.installs) != (b.payingUsers, b.installs) {
                 return (a.payingUsers, a.installs) > (b.payingUsers, b.installs)
