@@ -408,6 +408,18 @@ import Testing
 
 /// What `check-config` and the start log say of a destination shows no credentials.
 @Suite struct SinkSummaryTests {
+    /// A refusal's reason is kept and shown by `dlq list`: Mixpanel's own message when it
+    /// gives one, and never the project token, whatever the answer quoted.
+    @Test func aRefusalsReasonIsMixpanelsMessageWithoutTheToken() {
+        let token = MixpanelSinkTests.token
+        #expect(MixpanelRefusal.reason(#"{"error": "bad $distinct_id", "status": 0}"#, token: token) == "bad $distinct_id")
+        let echoed = MixpanelRefusal.reason(#"{"error": "token \#(token) is not a project"}"#, token: token)
+        #expect(!echoed.contains(token) && echoed.contains("<project token>"))
+        let page = MixpanelRefusal.reason("<html>proxy refused Authorization for \(token)</html>", token: token)
+        #expect(!page.contains(token))
+        #expect(MixpanelRefusal.reason(String(repeating: "x", count: 1000), token: token).count == 200)
+    }
+
     @Test func aDestinationsCredentialsAndQueryNeverShow() {
         let url = "https://proxy-user:proxy-pass-123@proxy.example.com:8443/mp?token=secret-token-456"
         let mixpanel = MixpanelSinkPlugin.summary(MixpanelSink.Options(token: "mp-token", endpoint: url))

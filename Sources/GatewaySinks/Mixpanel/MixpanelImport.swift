@@ -69,7 +69,7 @@ struct MixpanelImport: Sendable {
             // Strict mode: the failed events by index; the others were imported.
             let answer = try? JSONValue.parse(Data(text.utf8))
             guard case .array(let failed)? = answer?["failed_records"], !failed.isEmpty else {
-                all(.reject(reason: "Mixpanel /import answered 400: \(text.prefix(200))"))
+                all(.reject(reason: "Mixpanel /import answered 400: \(MixpanelRefusal.reason(text, token: token))"))
                 return
             }
             for failure in failed {
@@ -91,7 +91,7 @@ struct MixpanelImport: Sendable {
             let redirect = RedirectAnswer.describe(status: status, location: location)
             all(.retry(reason: "Mixpanel /import answered \(redirect)"))
         default:
-            all(.reject(reason: "Mixpanel /import answered \(status): \(text.prefix(200))"))
+            all(.reject(reason: "Mixpanel /import answered \(status): \(MixpanelRefusal.reason(text, token: token))"))
         }
     }
 }

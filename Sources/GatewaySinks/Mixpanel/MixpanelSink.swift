@@ -185,7 +185,7 @@ public final class MixpanelSink: AttributionSink {
                 return .retry("Mixpanel answered \(status) without a verbose status", nil)
             }
             if ok == 1 { return .accepted }
-            if case .string(let error)? = answer["error"] { return .rejected("Mixpanel: \(error)") }
+            if answer["error"] != nil { return .rejected("Mixpanel: \(MixpanelRefusal.reason(text, token: options.token))") }
             return .rejected("Mixpanel rejected the update")
         case 429, 500...599:
             return .retry("Mixpanel answered \(status)", retryAfter)
@@ -196,7 +196,7 @@ public final class MixpanelSink: AttributionSink {
             // So is an endpoint that moved.
             return .retry("Mixpanel answered \(RedirectAnswer.describe(status: status, location: location))", nil)
         default:
-            return .rejected("Mixpanel answered \(status): \(text.prefix(200))")
+            return .rejected("Mixpanel answered \(status): \(MixpanelRefusal.reason(text, token: options.token))")
         }
     }
 }
