@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewaySpawn
+import Logging
 import Synchronization
 
 /// Runs an operator's program (any language) and speaks newline-delimited JSON with it:
@@ -25,12 +26,14 @@ public final class ExecSink: AttributionSink {
 
     public let maxBatchSize: Int
     let options: Options
+    let logger: Logger
     /// The running program; the worker calls `deliver` one batch at a time.
     private let child = Mutex<ExecChild?>(nil)
 
-    public init(options: Options) {
+    public init(options: Options, logger: Logger = Logger(label: "gateway.sink.exec")) {
         self.options = options
         self.maxBatchSize = options.maxBatchSize
+        self.logger = logger
     }
 
     deinit {
@@ -56,7 +59,7 @@ public final class ExecSink: AttributionSink {
             if let running = child, running.isRunning { return running }
             // A plugin that died is let go of, its pipes with it, before the next starts.
             child?.retire()
-            child = try ExecChild(command: options.command)
+            child = try ExecChild(command: options.command, logger: logger)
             return child!
         }
         let encoder = AttributionRecord.makeEncoder()
@@ -115,20 +118,24 @@ final class ExecChild: @unchecked Sendable {
     /// A thread already waits to reap the plugin.
     private var reaping = false
 
-    init(command: [String]) throws {
+    init(command: [String], logger: Logger) throws {
         // Writing to a plugin that just died must be an error to handle, not a signal that
         // ends the gateway.
         signal(SIGPIPE, SIG_IGN)
+        let stderr = Pipe()
         // A group of its own: a child of the plugin holding stdout open would otherwise
         // outlive it (see `stop`).
         process = try ChildProcess(
             executable: "/usr/bin/env", arguments: command,
             stdin: .descriptor(stdin.fileHandleForReading.fileDescriptor),
-            stdout: .descriptor(stdout.fileHandleForWriting.fileDescriptor), newProcessGroup: true)
+            stdout: .descriptor(stdout.fileHandleForWriting.fileDescriptor),
+            stderr: .descriptor(stderr.fileHandleForWriting.fileDescriptor), newProcessGroup: true)
         // The plugin's ends are its own now: the gateway holding stdout's write end would
         // never see the plugin's end as EOF.
         try? stdin.fileHandleForReading.close()
         try? stdout.fileHandleForWriting.close()
+        try? stderr.fileHandleForWriting.close()
+        PluginStderr.forward(stderr.fileHandleForReading, to: logger)
     }
 
     var isRunning: Bool { process.isRunning }
@@ -303,7 +310,9 @@ public enum ExecSinkPlugin: SinkPlugin {
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
-        ExecSink(options: options)
+        var logger = context.logger
+        logger[metadataKey: "sink"] = .string(context.name)
+        return ExecSink(options: options, logger: logger)
     }
 
     public static func summary(_ options: Options) -> String {
