@@ -469,37 +469,19 @@ import Testing
         #expect(try await f.store.outboxStats().isEmpty)
     }
 
-    /// Keeps the messages a worker logs.
-    final class Lines: Sendable {
-        let value = Mutex<[String]>([])
-    }
-
-    struct KeptLog: LogHandler {
-        let lines: Lines
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            lines.value.withLock { $0.append(event.message.description) }
-        }
-    }
-
     @Test func aSinkThatKeepsFailingIsLoggedOnceAMinuteNotPerBatch() async throws {
         let f = try Fixture()
         defer { f.remove() }
         try await f.ingest(3)
-        let lines = Lines()
+        let log = CapturedLog()
         let clock = f.clock
         let worker = SinkWorker(
             sinkName: "memory", sink: f.sink, store: f.store,
             settings: DeliverySettings(batchSize: 1, maxAttempts: 100, backoffInitial: .seconds(1), backoffMax: .seconds(10)),
-            logger: Logger(label: "test", factory: { _ in KeptLog(lines: lines) }), now: { clock.now }, random: { 0 })
+            logger: log.logger, now: { clock.now }, random: { 0 })
         f.sink.failNextBatches(3)
         for _ in 0..<3 { #expect(try await worker.drainOnce() == 1) }
-        #expect(lines.value.withLock { $0 }.filter { $0 == "delivery incomplete" }.count == 1)
+        #expect(log.messages.filter { $0 == "delivery incomplete" }.count == 1)
     }
 
     @Test func aSinkAnsweringTheWrongNumberOfOutcomesLosesNothing() async throws {

@@ -7,29 +7,9 @@ import Testing
 
 /// A plugin's stderr reaches the log as entries of its own, never as raw lines.
 @Suite struct PluginStderrTests {
-    final class Captured: Sendable {
-        let entries = Mutex<[(message: String, metadata: Logger.Metadata)]>([])
-        var lines: [String] {
-            entries.withLock { $0.filter { $0.message == "plugin stderr" }.compactMap { "\($0.metadata["line"] ?? "")" } }
-        }
-    }
-
-    struct Handler: LogHandler {
-        let captured: Captured
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            captured.entries.withLock { $0.append((event.message.description, metadata.merging(event.metadata ?? [:]) { $1 })) }
-        }
-    }
-
     @Test(.timeLimit(.minutes(1))) func eachLineIsAWarningOfItsOwnAndAFloodIsCut() async throws {
-        let captured = Captured()
-        let logger = Logger(label: "test") { _ in Handler(captured: captured) }
+        let captured = CapturedLog()
+        let logger = captured.logger
         // A traceback, then a flood, then the answer.
         let script = """
             import json, sys
@@ -45,7 +25,9 @@ import Testing
         await sink.shutdown()
         var lines: [String] = []
         for _ in 0..<200 {
-            lines = captured.lines
+            lines = captured.entries.withLock {
+                $0.filter { $0.message == "plugin stderr" }.map { "\($0.metadata["line"] ?? "")" }
+            }
             if captured.entries.withLock({ $0.contains { $0.message == "plugin stderr lines dropped" } }) { break }
             try await Task.sleep(for: .milliseconds(50))
         }
