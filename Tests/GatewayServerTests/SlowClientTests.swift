@@ -222,20 +222,26 @@ import Testing
         }
     }
 
-    @Test func aBodyThatStopsArrivingIsAnswered408BeforeTheConnectionCloses() async throws {
+    /// With the caller's request id or without: the answer's id is the one its log line has.
+    @Test(arguments: ["slow-1", nil] as [String?])
+    func aBodyThatStopsArrivingIsAnswered408BeforeTheConnectionCloses(callersID: String?) async throws {
         // No chunk after the deadline reaches the body reader, so the connection's own
         // deadline (a second later, far before the idle timeout) answers for it.
         // The idle timeout is above the client's 10 s read bound: only the deadline closes.
         let lines = Mutex<[String]>([])
+        let answeredID = Mutex<String?>(nil)
         let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
         try await withGateway(idleMs: 30_000, bodyMs: 200, logger: Logger(label: "gateway", factory: { _ in handler })) { port in
             let connection = try RawConnection(port: port)
-            connection.send("POST /v1/iad?secret=x HTTP/1.1\r\nHost: x\r\nX-Request-Id: slow-1\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
+            let idHeader = callersID.map { "X-Request-Id: \($0)\r\n" } ?? ""
+            connection.send("POST /v1/iad?secret=x HTTP/1.1\r\nHost: x\r\n\(idHeader)Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
             let answer = await connection.readAll()
             #expect(answer.closed)
             #expect(answer.text.hasPrefix("HTTP/1.1 408"), "\(answer.text.prefix(200))")
             #expect(answer.text.lowercased().contains("connection: close"))
-            #expect(answer.text.lowercased().contains("x-request-id: "))
+            let answered = answer.text.components(separatedBy: "\r\n")
+                .first { $0.lowercased().hasPrefix("x-request-id: ") }.map { String($0.dropFirst("x-request-id: ".count)) }
+            answeredID.withLock { $0 = answered }
             let body = try #require(answer.text.components(separatedBy: "\r\n\r\n").last)
             let json = try JSONValue.parse(Data(body.utf8))
             #expect(json["error"]?["code"] == .string("request_timeout"))
@@ -243,7 +249,9 @@ import Testing
         // The access log has the answer the client got, once.
         let requests = accessLogLines(lines.withLock { $0 })
         #expect(requests.map { $0["status"] as? String } == ["408"], "\(lines.withLock { $0 })")
-        #expect(requests.first?["request_id"] as? String == "slow-1")
+        let logged = try #require(requests.first?["request_id"] as? String)
+        #expect(logged == callersID ?? logged)
+        #expect(answeredID.withLock { $0 } == logged)
         #expect(requests.first?["path"] as? String == "/v1/iad")
     }
 

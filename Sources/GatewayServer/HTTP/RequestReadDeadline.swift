@@ -38,9 +38,19 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var data = data
         switch unwrapInboundIn(data) {
-        case .head(let head):
-            requestID = RequestIDMiddleware<GatewayRequestContext>.callersID(in: head.headerFields)
+        case .head(var head):
+            // The id is given here, before routing, when the caller sent none: a `408` this
+            // handler answers must carry the id the request's log lines carry.
+            if let given = RequestIDMiddleware<GatewayRequestContext>.callersID(in: head.headerFields) {
+                requestID = given
+            } else {
+                let made = RequestID().description
+                requestID = made
+                head.headerFields[RequestIDMiddleware<GatewayRequestContext>.header] = made
+                data = wrapInboundOut(.head(head))
+            }
             unanswered += 1
             if unanswered == 1 {
                 arm(context)
