@@ -81,13 +81,28 @@ import Testing
         // 1.0 signs no redownload, 2.0 does.
         #expect(try record(try vector("skan10-ironsource-real")).redownload == nil)
         #expect(try record(try vector("skan20-facebook-real")).redownload != nil)
-        // Apple's 2.2 test postbacks are nonwinning, with source app and value 0: in 2.2
-        // `did-win` decides whether the source app is signed, so the signature holds it.
-        let test = try record(try vector("skan22-unity-nonwinning-test"))
-        #expect(test.signature == "verified" && test.isTest && !test.attributed)
-        var flipped = try vector("skan22-apple-doc")
-        flipped["did-win"] = .bool(false)
-        #expect(try record(flipped).signature == "invalid")
+        // 2.2 signs no `did-win`: a copy of a postback without a source app, given
+        // `did-win: false` and a source app of 0 on the way, verifies as well (the flag
+        // takes the source app out of the signed message). It must not become a loss or a
+        // test. Apple's own 2.2 test postback is such a postback: what it says unsigned
+        // cannot be told from a relay's words.
+        var plain = try vector("skan22-unity-nonwinning-test")
+        plain["did-win"] = nil
+        plain["source-app-id"] = nil
+        let genuine = try record(plain)
+        for copy in [try vector("skan22-unity-nonwinning-test"), plain.merging(["did-win": .bool(false)]) { $1 }] {
+            let altered = try record(copy)
+            #expect(genuine.signature == "verified" && altered.signature == "verified")
+            #expect(altered.attributed == genuine.attributed && altered.attributed)
+            #expect(altered.isTest == genuine.isTest && !altered.isTest)
+            #expect(altered.dedupeKey == genuine.dedupeKey)
+        }
+        // A 3.0 nonwinning postback signs no source app: one added is no test mark.
+        var nonwinning = try vector("skan30-apple-doc-nonwinning")
+        nonwinning["source-app-id"] = .integer(0)
+        nonwinning["conversion-value"] = .integer(0)
+        let lost = try record(nonwinning)
+        #expect(lost.signature == "verified" && !lost.attributed && !lost.isTest)
     }
 
     /// The signed message joins values with U+2063: a value holding one moves a field

@@ -115,11 +115,9 @@ public struct SKAdNetworkProvider: AttributionProvider {
         let transactionID = try text("transaction-id")
         let sequence = isVouched("postback-sequence-index")
             ? try values.read("postback-sequence-index") { try fields.int("postback-sequence-index", in: 0...2) } : nil
-        // `did-win` is signed from 3.0. In 2.2 it decides whether the source app is in the
-        // signed message, so with a source app present the signature holds it as well.
-        let hasSourceApp = object["source-app-id"] != nil && object["source-app-id"] != .null
-        let didWinBound = isVouched("did-win") || (verdict.version == "2.2" && hasSourceApp)
-        let didWin = didWinBound ? SKANSignature.boolValue(object["did-win"]) : nil
+        // `did-win` is signed from 3.0 only. A 2.2 copy with `did-win: false` and a source
+        // app added verifies too: the flag drops the source app from the signed message.
+        let didWin = isVouched("did-win") ? SKANSignature.boolValue(object["did-win"]) : nil
         // A verified postback's index keys it only when the signature covers it (SKAN 4):
         // SKAN 3.0 and before sign none, and one added on the open routes would make a
         // record per made-up value. One not known here keys by its text.
@@ -152,11 +150,10 @@ public struct SKAdNetworkProvider: AttributionProvider {
             ? try values.read("fidelity-type") { try fields.int("fidelity-type", in: 0...1) } : nil
         record.redownload = isVouched("redownload") ? SKANSignature.boolValue(object["redownload"]) : nil
         record.signature = verdict.outcome.rawValue
-        // Apple's test postbacks carry source-app-id and conversion-value 0. A nonwinning
-        // one signs no source app, but is no install whatever it says; in 1.0 the field
-        // does not exist.
-        let testSource = isVouched("source-app-id") || didWin == false ? try text("source-app-id") : nil
-        record.isTest = testSource == "0" && record.fineValue == 0
+        // Apple's test postbacks carry source-app-id and conversion-value 0; the source app
+        // counts only where it is signed (a winning postback of 2.0 on), or a relay could
+        // make any install a test, which default routes leave out.
+        record.isTest = record.sourceAppID == "0" && record.fineValue == 0
         record.raw = raw(object, verdict, unrecognized: values.unrecognized)
         // A window not known here has no meaning in the model.
         if !values.unrecognized.contains("postback-sequence-index") { options.conversionModel?.decode(&record) }
