@@ -56,8 +56,9 @@ public final class ServeLock: Sendable {
     /// this process's `fcntl` locks on it, SQLite's among them), so the claim ends with
     /// the process.
     private static func claimStoreFile(_ storePath: String) throws {
-        // An empty file is a new database to SQLite, as a missing one is.
-        let descriptor = open(storePath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        // An empty file is a new database to SQLite, as a missing one is. The owner's
+        // alone, as `SQLiteDatabase` creates it; SQLite gives its `-wal` and `-shm` its mode.
+        let descriptor = open(storePath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw StoreOpenError(path: storePath, reason: "cannot open it: \(String(cString: strerror(errno)))")
         }

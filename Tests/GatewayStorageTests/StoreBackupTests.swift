@@ -113,13 +113,16 @@ import Testing
         let path = base + "/data/gateway.sqlite"
         let previous = umask(0o022)
         defer { umask(previous) }
-        let store = try SQLiteStore(path: path, durability: .normal)
+        // As `serve` opens it: its lock claims the store file first.
+        let lock = try ServeLock(storePath: path)
+        defer { withExtendedLifetime(lock) {} }
+        let store = try SQLiteStore(path: path, durability: .normal, upgrade: .whileServing(lock))
         try await store.ping()
         func mode(_ path: String) throws -> Int {
             try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
         }
         #expect(try mode(base + "/data") == 0o700)
-        for file in [path, path + "-wal", path + "-shm"] {
+        for file in [path, path + "-wal", path + "-shm", path + "-serve.lock"] {
             let bits = try mode(file)
             #expect(bits & 0o077 == 0, "\(file): \(String(bits, radix: 8))")
         }
