@@ -343,3 +343,21 @@ extension KeywordReportTests {
         #expect(calm?.installs == 1 && calm?.payingUsers == 1 && calm?.convertedInstalls == 1)
     }
 }
+
+extension KeywordReportTests {
+    /// Records stored before 25 Nov 2026 may carry the all-zero IDFV (an unset
+    /// `identifierForVendor`): it names no device, so it joins nobody.
+    @Test func theAllZeroIDFVJoinsNobody() {
+        var report = KeywordReport()
+        for (user, keyword) in [("z1", "calm"), ("z2", "sleep")] {
+            var install = Self.install(user, keyword: keyword)
+            install.keywordID = keyword == "calm" ? 13 : 23
+            install.idfv = "00000000-0000-0000-0000-000000000000"
+            report.add(install)
+        }
+        report.add(Self.purchase("z2", "t2", "50.00"))
+        let rows = report.rows
+        #expect(rows.first { $0.keyword == "calm" }.map { [$0.installs, $0.payingUsers] } == [1, 0])
+        #expect(rows.first { $0.keyword == "sleep" }.map { [$0.installs, $0.payingUsers] } == [1, 1])
+    }
+}

@@ -174,7 +174,9 @@ public struct KeywordReport: Sendable {
         // A user is their app's user id; a record with none is its device's (IDFV), which
         // a record with both ties to the user id; a purchase with neither is its own
         // buyer, so that its revenue shows as unattributed instead of nowhere.
-        let device = record.idfv.map { app + "\u{1F}idfv:" + $0.uppercased() }
+        // The all-zero IDFV (an app's unset `identifierForVendor`) names no device; records
+        // stored before 25 Nov 2026 may carry it, and joined on it every such user was one.
+        let device = record.idfv.flatMap { $0 == Self.unsetIDFV ? nil : app + "\u{1F}idfv:" + $0.uppercased() }
         let key: String
         if let user = record.appUserID {
             key = app + "\u{1F}" + user
@@ -276,6 +278,8 @@ public struct KeywordReport: Sendable {
             adGroup: record.adGroupName, keywordID: record.keywordID, keyword: record.keyword,
             matchType: record.keywordMatchType)
     }
+
+    static let unsetIDFV = "00000000-0000-0000-0000-000000000000"
 
     /// The lines, most paying users first, then most installs.
     public var rows: [Row] {
