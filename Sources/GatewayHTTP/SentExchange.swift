@@ -34,6 +34,9 @@ public enum SentExchange {
         do {
             return try await client.execute(request: request, delegate: delegate, deadline: deadline).get()
         } catch {
+            // The destination answered and its body did not follow in time: the answer is
+            // its status, as with every other outbound call.
+            if let answered = delegate.answered { return answered }
             throw Failure(sent: delegate.sent, underlying: error)
         }
     }
@@ -55,6 +58,13 @@ public enum SentExchange {
         }
 
         var sent: Bool { state.withLock { $0.sent } }
+
+        /// The answer's head and what came of its body, once the head has arrived.
+        var answered: Answer? {
+            state.withLock { state in
+                state.head.map { Answer(status: Int($0.status.code), headers: $0.headers, body: state.body) }
+            }
+        }
 
         func didSendRequest(task: HTTPClient.Task<Answer>) {
             state.withLock { $0.sent = true }

@@ -296,6 +296,33 @@ import Testing
         }
     }
 
+    /// `on_no_answer: retry` sends such an event again, as an outage; and an answer whose
+    /// body stalls is its status (a `503`, retried), never a request left unanswered.
+    @Test(arguments: [(true, false), (false, true)])
+    func anUnansweredEventIsRetriedWhenConfiguredAndAStalled503IsAnAnswer(retryUnanswered: Bool, stalled503: Bool)
+        async throws
+    {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        if stalled503 { vendors.stalledErrors.withLock { $0 = 1 } } else { vendors.slowAnswers.withLock { $0 = 1 } }
+        let extra = "\n        timeout_ms: 300" + (retryUnanswered ? "\n        on_no_answer: retry" : "")
+        let purchase = Self.event("purchase", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000998""#)
+        try await withGateway(
+            vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: extra) }
+        ) { client, gateway in
+            let status = try await post(client, purchase).status
+            #expect(status == .accepted)
+            // The second request is the retry; the first reached the vendor too.
+            let sentTwice = try await env.eventually { vendors.accepted("singular").count == 2 }
+            #expect(sentTwice)
+            let drained = try await env.eventually { try await gateway.store.outboxStats()["s2s.singular"] == nil }
+            #expect(drained)
+            let letters = try await gateway.store.deadLetters(sink: "s2s.singular", limit: 10)
+            #expect(letters.isEmpty)
+        }
+    }
+
     /// Singular names the app by bundle under one key for the account: with the bundles
     /// configured, a key for one app cannot send events (and revenue) for another's.
     @Test func withSingularsAppsConfiguredAnEventGoesOnlyToItsOwnAppsBundle() async throws {

@@ -81,6 +81,7 @@ public enum S2SProviderPlugin: ProviderPlugin {
         settings.apiKey = reader.string("api_key")
         if let consent = reader.bool("require_consent") { settings.requireConsent = consent }
         if let ms = reader.int("timeout_ms", in: 100...120_000) { settings.timeout = .milliseconds(ms) }
+        if let choice = reader.choice("on_no_answer", ["dead_letter", "retry"]) { settings.retryUnanswered = choice == "retry" }
         if let n = reader.int("concurrency", in: 1...256) { settings.concurrency = n }
         if let secret = reader.string("callback_secret") {
             if secret.count < 16 {

@@ -30,6 +30,9 @@ final class FakeVendors: Sendable {
     /// While above zero, Singular takes the event, counts down, and answers two seconds
     /// later: past the gateway's timeout, as a vendor under load does.
     let slowAnswers = Mutex(0)
+    /// While above zero, Singular answers `503` at once and then stalls its body past the
+    /// gateway's timeout.
+    let stalledErrors = Mutex(0)
     /// Devices (IDFV) that opted out: Adjust answers `451` for their events.
     let optedOut = Mutex<Set<String>>([])
     /// Devices (IDFV) Adjust has not learned from its SDK yet: it answers `404` "Device
@@ -63,6 +66,20 @@ final class FakeVendors: Sendable {
                     return true
                 }
                 if slow { try await Task.sleep(for: .seconds(2)) }
+                let stalled = self.stalledErrors.withLock { remaining -> Bool in
+                    guard remaining > 0 else { return false }
+                    remaining -= 1
+                    return true
+                }
+                if stalled {
+                    return Response(
+                        status: .serviceUnavailable, headers: [.contentLength: "100"],
+                        body: ResponseBody { writer in
+                            try await Task.sleep(for: .seconds(2))
+                            try await writer.write(ByteBuffer(string: String(repeating: " ", count: 100)))
+                            try await writer.finish(nil)
+                        })
+                }
                 return Self.json(#"{"status":"ok"}"#)
             }
         }

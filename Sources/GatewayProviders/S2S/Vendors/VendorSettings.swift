@@ -40,6 +40,10 @@ public struct VendorSettings: Sendable {
     /// Forward only events whose user allowed tracking (ATT status 3).
     public var requireConsent = false
     public var timeout: Duration = .seconds(10)
+    /// `on_no_answer: retry`: send again an event the vendor was sent whole and did not
+    /// answer in time, which it may have counted (no vendor dedupes). By default such an
+    /// event is dead-lettered instead, for an operator to check.
+    public var retryUnanswered = false
     /// Devices whose events are sent at once; one device's events go in order.
     public var concurrency = 8
     /// Retries for about eight days (backoff doubling to an hour, 200 attempts): a

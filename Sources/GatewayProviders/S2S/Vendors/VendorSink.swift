@@ -8,7 +8,8 @@ import NIOHTTP1
 
 /// Delivers stored events to one vendor through its ``VendorAdapter``, one request per
 /// event (no vendor batches S2S events). The worker around it owns the outbox, retries,
-/// backoff and dead letters, so a vendor outage delays events and loses none.
+/// backoff and dead letters, so a vendor outage delays events and loses none (one sent and
+/// left unanswered is dead-lettered, unless `on_no_answer: retry`: it may have been counted).
 ///
 /// A batch is split by device: each device's events go in order, and once one of them
 /// must wait, the later ones of that device wait too rather than overtake it.
@@ -115,13 +116,13 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         let answer: SentExchange.Answer
         do {
             answer = try await SentExchange.exchange(request, on: client, timeout: settings.timeout, bodyLimit: 64 * 1024)
-        } catch let failure as SentExchange.Failure where failure.sent {
+        } catch let failure as SentExchange.Failure where failure.sent && !settings.retryUnanswered {
             // The vendor has the event and its answer was lost. No vendor dedupes S2S
             // events, so sending it again could count it (and its revenue) twice: it goes
             // to the dead letters, for an operator to check against the vendor's data.
             return .reject(
                 reason: "\(adapter.vendor.displayName) was sent the event but gave no answer (\(failure)): "
-                    + "it may have counted it; check before dlq retry")
+                    + "it may have counted it; check before dlq retry (or set on_no_answer: retry)")
         } catch {
             return .retry(reason: "\(adapter.vendor.displayName) unreachable: \(error)")
         }
