@@ -93,9 +93,13 @@ public enum ConfigLoader {
                 reader.report("`\(text)` is not an IP address or a CIDR range", key: "trusted_proxies")
                 continue
             }
-            // Trusting every address lets any client name its own IP and escape its limit.
-            guard network.prefixBits > (network.address.isIPv4 ? 96 : 0) else {
-                reader.report("`\(text)` trusts every address; list the proxies' own networks", key: "trusted_proxies")
+            // Trusting everyone, or half the internet, lets any client name its own IP and
+            // escape its limit. No proxy network is wider than a /8 (IPv4) or a /7 (IPv6,
+            // the size of fc00::/7), and none holds every IPv4 address (`::/1` does).
+            guard !network.isWiderThanAnyProxyNetwork else {
+                reader.report(
+                    "`\(text)` is wider than any proxy's network and would trust clients; list the proxies' own networks",
+                    key: "trusted_proxies")
                 continue
             }
             settings.trustedProxies.append(network)

@@ -65,6 +65,14 @@ public struct IPNetwork: Sendable, Hashable {
         prefixBits = prefix + (128 - width)
     }
 
+    /// An IPv4 range wider than a /8, an IPv6 one wider than a /7, or one holding every
+    /// IPv4 address.
+    public var isWiderThanAnyProxyNetwork: Bool {
+        if address.isIPv4 && prefixBits >= 96 { return prefixBits < 96 + 8 }
+        let everyIPv4 = prefixBits <= 96 && contains(IPAddress(bytes: IPAddress.mapped([0, 0, 0, 0]))!)
+        return prefixBits < 7 || everyIPv4
+    }
+
     public func contains(_ other: IPAddress) -> Bool {
         var bits = prefixBits
         for index in 0..<16 where bits > 0 {
