@@ -136,13 +136,6 @@ public final class PendingResolver: Service, Sendable {
             for (work, _) in attempts { await waiters.attempted(work.recordID, finished: nil) }
             return attempts.count
         }
-        let finished = attempts.compactMap { attempt -> String? in
-            if case .finished = attempt.step { return attempt.work.recordID }
-            return nil
-        }
-        if !finished.isEmpty {
-            for handler in finishedHandlers.withLock({ $0 }) { await handler(finished) }
-        }
         for (work, step) in attempts {
             switch step {
             case .finished(let records):
@@ -156,6 +149,14 @@ public final class PendingResolver: Service, Sendable {
                     "attempt will be retried",
                     metadata: ["record_id": "\(work.recordID)", "attempt": "\(work.attempts + 1)", "error": "\(error)"])
             }
+        }
+        // After the waiters have their answers: what follows from them is no caller's wait.
+        let finished = attempts.compactMap { attempt -> String? in
+            if case .finished = attempt.step { return attempt.work.recordID }
+            return nil
+        }
+        if !finished.isEmpty {
+            for handler in finishedHandlers.withLock({ $0 }) { await handler(finished) }
         }
         return attempts.count
     }

@@ -103,8 +103,9 @@ struct ASASDKBackend: Sendable {
         pipeline.metrics.received(provider: purchase.provider)
         _ = try await pipeline.ingest([purchase])
         // Apple may have answered between the read above and the purchase's storing, after
-        // the answer's own refresh looked for it.
-        if purchase.resolution == .pending { try await stored { try await creditPurchases(of: user.id) } }
+        // the answer's own crediting looked for it; and a crediting that failed then (a
+        // busy store, a crash) is done now, at the user's next purchase.
+        try await stored { try await creditPurchases(of: user.id) }
         return JSONResponse.make(
             status: .ok, Association(success: true, user: .init(id: user.id, transaction_id: transactionID)))
     }
