@@ -515,6 +515,10 @@ import Testing
             #expect(CallbackTime.parse(.string(text)) == noon, "\(text)")
         }
         #expect(CallbackTime.parse(.string("2026-11-23 12:00")) == nil)
+        // Out of any app's life, however written: no earliest touch from year 1.
+        for text in ["0001-01-01T00:00:00Z", "9999-12-31 23:59:59", "0", "1700000000000"] {
+            #expect(CallbackTime.parse(.string(text)) == nil, "\(text)")
+        }
         // Through the route: `+01:00` unencoded in Adjust's URL reads as " 01:00".
         let query = Self.adjustInstall.merging(["installed_at": "2026-11-23T12:00:00 01:00"]) { $1 }
         #expect(try callback(.adjust, query: query).conversionDate == noon)

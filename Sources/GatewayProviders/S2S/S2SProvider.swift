@@ -56,6 +56,8 @@ public struct S2SProvider: AttributionProvider {
     /// With `vendors.singular.apps`, an event's bundle must be its app's: the API key
     /// proves the app id, and Singular goes by the bundle.
     func checkBundle(_ event: RawEvent, _ fields: PayloadFields) throws {
+        // Refunds are never sent to a vendor.
+        guard event.type != .refund else { return }
         for vendor in options.forwarding where !vendor.singularBundles.isEmpty {
             guard let bundle = vendor.singularBundles[event.appID] else {
                 throw GatewayError.invalid(

@@ -212,7 +212,14 @@ struct CallbackFields {
 /// The times vendors send: Unix seconds (numbers or text), AppsFlyer's
 /// `yyyy-mm-dd hh:mm:ss.sss` in UTC, or ISO-8601.
 enum CallbackTime {
+    /// Nil outside 2008–2100, however it is written: a callback's `installed_at` of
+    /// `0001-01-01` would otherwise be the earliest touch, and win first-touch credit.
     static func parse(_ value: JSONValue) -> Date? {
+        guard let date = read(value), RawEvent.unixSecondsWindow.contains(date.timeIntervalSince1970) else { return nil }
+        return date
+    }
+
+    private static func read(_ value: JSONValue) -> Date? {
         switch value {
         case .integer(let n): return seconds(Double(n))
         case .double(let d): return seconds(d)
