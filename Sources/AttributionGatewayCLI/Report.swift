@@ -91,7 +91,12 @@ struct KeywordsReport: AsyncParsableCommand {
         print(Self.render(rows, format: format))
     }
 
-    static let header = ["network", "campaign", "ad group", "keyword", "match", "installs", "paying", "conv %", "purchases", "revenue", "refunds"]
+    /// `app` last: columns added later go at the end, so that scripts reading `csv` by
+    /// position keep working.
+    static let header = [
+        "network", "campaign", "ad group", "keyword", "match", "installs", "paying", "conv %", "purchases", "revenue",
+        "refunds", "app",
+    ]
 
     static func cells(_ row: KeywordReport.Row) -> [String] {
         func named(_ name: String?, _ id: Int64?) -> String {
@@ -108,7 +113,7 @@ struct KeywordsReport: AsyncParsableCommand {
         return [
             row.network ?? "", named(row.campaign, row.campaignID), named(row.adGroup, row.adGroupID),
             named(row.keyword, row.keywordID), row.matchType ?? "", String(row.installs), String(row.payingUsers),
-            conversion, String(row.purchases), revenue, String(row.refunds),
+            conversion, String(row.purchases), revenue, String(row.refunds), row.appID,
         ]
     }
 

@@ -361,3 +361,20 @@ extension KeywordReportTests {
         #expect(rows.first { $0.keyword == "sleep" }.map { [$0.installs, $0.payingUsers] } == [1, 1])
     }
 }
+
+extension KeywordReportTests {
+    /// Lines are per app: two apps' organic users, or their campaigns of one name, are
+    /// not summed together.
+    @Test func eachAppHasItsOwnLines() {
+        var report = KeywordReport()
+        report.add(Self.install("u", keyword: nil, app: "1"))
+        report.add(Self.install("v", keyword: nil, app: "2"))
+        report.add(Self.install("w", keyword: "calm", app: "2"))
+        report.add(Self.purchase("v", "t", "3.00", app: "2"))
+        let organic = report.rows.filter { $0.keyword == nil }
+        #expect(organic.map(\.appID).sorted() == ["1", "2"])
+        #expect(organic.allSatisfy { $0.installs == 1 })
+        #expect(organic.first { $0.appID == "2" }?.payingUsers == 1)
+        #expect(report.rows.first { $0.keyword == "calm" }?.appID == "2")
+    }
+}

@@ -30,6 +30,9 @@ import Foundation
 public struct KeywordReport: Sendable {
     /// One line of the report.
     public struct Row: Sendable, Equatable, Codable {
+        /// The app: lines are per app, so that two apps' campaigns of one name, or their
+        /// organic users, are not summed together.
+        public var appID: String = ""
         public var network: String?
         public var campaignID: Int64?
         public var campaign: String?
@@ -65,6 +68,7 @@ public struct KeywordReport: Sendable {
             case payingUsers = "paying_users"
             case purchases, revenue, refunds
             case convertedInstalls = "converted_installs"
+            case appID = "app_id"
         }
     }
 
@@ -77,6 +81,8 @@ public struct KeywordReport: Sendable {
         var keywordID: Int64?
         var keyword: String?
         var matchType: String?
+        /// Set on lines only: the app whose users they count.
+        var appID: String?
 
         static let organic = Attribution(network: "organic")
         static let unknown = Attribution(network: "unknown")
@@ -84,11 +90,11 @@ public struct KeywordReport: Sendable {
 
         /// What makes two installs one line: ids where there are ids (a keyword renamed,
         /// or named late, stays one line), names where there are none (vendors).
-        var line: Attribution {
+        func line(app: String) -> Attribution {
             Attribution(
                 network: network, campaignID: campaignID, campaign: campaignID == nil ? campaign : nil,
                 adGroupID: adGroupID, adGroup: adGroupID == nil ? adGroup : nil, keywordID: keywordID,
-                keyword: keywordID == nil ? keyword : nil, matchType: keywordID == nil ? matchType : nil)
+                keyword: keywordID == nil ? keyword : nil, matchType: keywordID == nil ? matchType : nil, appID: app)
         }
     }
 
@@ -281,6 +287,11 @@ public struct KeywordReport: Sendable {
 
     static let unsetIDFV = "00000000-0000-0000-0000-000000000000"
 
+    /// The app of a user's or device's key (`app` U+001F `…`).
+    static func app(of key: String) -> String {
+        String(key.prefix { $0 != "\u{1F}" })
+    }
+
     /// The lines, most paying users first, then most installs.
     public var rows: [Row] {
         var lines: [Attribution: Row] = [:]
@@ -290,9 +301,9 @@ public struct KeywordReport: Sendable {
         var names: [Attribution: Attribution] = [:]
         let (person, people) = people()
         let credited = people.compactMap { key, user in user.credited().map { (key, $0) } }
-        for (_, install) in credited.sorted(by: { ($0.1.time, $0.0) < ($1.1.time, $1.0) }) {
+        for (key, install) in credited.sorted(by: { ($0.1.time, $0.0) < ($1.1.time, $1.0) }) {
             let attribution = install.attribution
-            let line = attribution.line
+            let line = attribution.line(app: Self.app(of: key))
             var named = names[line] ?? attribution
             named.campaign = attribution.campaign ?? named.campaign
             named.adGroup = attribution.adGroup ?? named.adGroup
@@ -304,13 +315,13 @@ public struct KeywordReport: Sendable {
             if let row = lines[line] { return row }
             let attribution = names[line] ?? line
             return Row(
-                network: attribution.network, campaignID: attribution.campaignID, campaign: attribution.campaign,
+                appID: line.appID ?? "", network: attribution.network, campaignID: attribution.campaignID, campaign: attribution.campaign,
                 adGroupID: attribution.adGroupID, adGroup: attribution.adGroup, keywordID: attribution.keywordID,
                 keyword: attribution.keyword, matchType: attribution.matchType, installs: 0, payingUsers: 0,
                 purchases: 0, revenue: [:])
         }
-        for user in people.values where !user.isTest {
-            guard let line = user.attribution?.line else { continue }
+        for (key, user) in people where !user.isTest {
+            guard let line = user.attribution?.line(app: Self.app(of: key)) else { continue }
             var row = row(line)
             row.installs += 1
             lines[line] = row
@@ -322,7 +333,7 @@ public struct KeywordReport: Sendable {
             guard let claimant = purchase.claims.first else { continue }
             let owner = person(claimant)
             guard people[owner]?.isTest != true else { continue }
-            let line = (people[owner]?.credited(at: purchase.time)?.attribution ?? .unattributed).line
+            let line = (people[owner]?.credited(at: purchase.time)?.attribution ?? .unattributed).line(app: Self.app(of: owner))
             var row = row(line)
             if refunded.contains(transaction) {
                 row.refunds += 1
@@ -338,13 +349,14 @@ public struct KeywordReport: Sendable {
         }
         for (line, owners) in paying {
             lines[line]?.payingUsers = owners.count
-            lines[line]?.convertedInstalls = owners.filter { people[$0]?.attribution?.line == line }.count
+            lines[line]?.convertedInstalls = owners.filter { people[$0]?.attribution?.line(app: Self.app(of: $0)) == line }.count
         }
         return lines.values.sorted { a, b in
             if (a.payingUsers, a.installs) != (b.payingUsers, b.installs) {
                 return (a.payingUsers, a.installs) > (b.payingUsers, b.installs)
             }
             // Ties in a fixed order, so that two runs print the same lines.
+            if a.appID != b.appID { return a.appID < b.appID }
             return (a.network ?? "", a.campaignID ?? -1, a.campaign ?? "", a.adGroupID ?? -1, a.keywordID ?? -1, a.keyword ?? "")
                 < (b.network ?? "", b.campaignID ?? -1, b.campaign ?? "", b.adGroupID ?? -1, b.keywordID ?? -1, b.keyword ?? "")
         }
