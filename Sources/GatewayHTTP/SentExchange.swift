@@ -15,6 +15,9 @@ public enum SentExchange {
         public let status: Int
         public let headers: HTTPHeaders
         public let body: ByteBuffer
+        /// False when the body stopped before its end (the timeout came first): a decision
+        /// that reads the body cannot be made from it.
+        public let complete: Bool
     }
 
     /// The request failed; `sent` when it had been written whole before it did.
@@ -62,7 +65,7 @@ public enum SentExchange {
         /// The answer's head and what came of its body, once the head has arrived.
         var answered: Answer? {
             state.withLock { state in
-                state.head.map { Answer(status: Int($0.status.code), headers: $0.headers, body: state.body) }
+                state.head.map { Answer(status: Int($0.status.code), headers: $0.headers, body: state.body, complete: false) }
             }
         }
 
@@ -89,7 +92,7 @@ public enum SentExchange {
         func didFinishRequest(task: HTTPClient.Task<Answer>) throws -> Answer {
             try state.withLock { state in
                 guard let head = state.head else { throw HTTPClientError.remoteConnectionClosed }
-                return Answer(status: Int(head.status.code), headers: head.headers, body: state.body)
+                return Answer(status: Int(head.status.code), headers: head.headers, body: state.body, complete: true)
             }
         }
     }

@@ -305,7 +305,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let vendors = FakeVendors()
-        if stalled503 { vendors.stalledErrors.withLock { $0 = 1 } } else { vendors.slowAnswers.withLock { $0 = 1 } }
+        if stalled503 { vendors.stalledAnswers.withLock { $0 = [.serviceUnavailable] } } else { vendors.slowAnswers.withLock { $0 = 1 } }
         let extra = "\n        timeout_ms: 300" + (retryUnanswered ? "\n        on_no_answer: retry" : "")
         let purchase = Self.event("purchase", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000998""#)
         try await withGateway(
@@ -357,11 +357,13 @@ import Testing
     /// A vendor that took the event and answered too late may have counted it, and no
     /// vendor dedupes: sent again, its revenue counted twice. It waits in the dead
     /// letters for an operator instead.
-    @Test func anEventTheVendorTookButDidNotAnswerInTimeIsNotSentAgain() async throws {
+    /// Late, or a `200` whose body (Singular's verdict) stalls: the verdict is lost either way.
+    @Test(arguments: [false, true])
+    func anEventTheVendorTookButDidNotAnswerInTimeIsNotSentAgain(stalled200: Bool) async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let vendors = FakeVendors()
-        vendors.slowAnswers.withLock { $0 = 1 }
+        if stalled200 { vendors.stalledAnswers.withLock { $0 = [.ok] } } else { vendors.slowAnswers.withLock { $0 = 1 } }
         let purchase = Self.event("purchase", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000999""#)
         try await withGateway(
             vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: "\n        timeout_ms: 300") }

@@ -30,9 +30,9 @@ final class FakeVendors: Sendable {
     /// While above zero, Singular takes the event, counts down, and answers two seconds
     /// later: past the gateway's timeout, as a vendor under load does.
     let slowAnswers = Mutex(0)
-    /// While above zero, Singular answers `503` at once and then stalls its body past the
-    /// gateway's timeout.
-    let stalledErrors = Mutex(0)
+    /// Singular answers these statuses at once, one request each, and then stalls the body
+    /// past the gateway's timeout.
+    let stalledAnswers = Mutex<[HTTPResponse.Status]>([])
     /// Devices (IDFV) that opted out: Adjust answers `451` for their events.
     let optedOut = Mutex<Set<String>>([])
     /// Devices (IDFV) Adjust has not learned from its SDK yet: it answers `404` "Device
@@ -66,14 +66,9 @@ final class FakeVendors: Sendable {
                     return true
                 }
                 if slow { try await Task.sleep(for: .seconds(2)) }
-                let stalled = self.stalledErrors.withLock { remaining -> Bool in
-                    guard remaining > 0 else { return false }
-                    remaining -= 1
-                    return true
-                }
-                if stalled {
+                if let stalled = self.stalledAnswers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
                     return Response(
-                        status: .serviceUnavailable, headers: [.contentLength: "100"],
+                        status: stalled, headers: [.contentLength: "100"],
                         body: ResponseBody { writer in
                             try await Task.sleep(for: .seconds(2))
                             try await writer.write(ByteBuffer(string: String(repeating: " ", count: 100)))

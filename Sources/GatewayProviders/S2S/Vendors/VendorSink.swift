@@ -99,6 +99,19 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         return outcomes
     }
 
+    /// The vendor has the event and its answer was lost. No vendor dedupes S2S events, so
+    /// sending it again could count it (and its revenue) twice: it goes to the dead letters,
+    /// for an operator to check against the vendor's data, unless `on_no_answer: retry`.
+    func unanswered(_ what: String) -> DeliveryOutcome {
+        let vendor = adapter.vendor.displayName
+        if settings.retryUnanswered {
+            return .retry(reason: "\(vendor) was sent the event and \(what); sending it again (on_no_answer: retry)")
+        }
+        return .reject(
+            reason: "\(vendor) was sent the event and \(what): it may have counted it; check before dlq retry "
+                + "(or set on_no_answer: retry)")
+    }
+
     func send(_ event: RawEvent, record: AttributionRecord) async -> DeliveryOutcome {
         let prepared: VendorRequest
         do {
@@ -116,17 +129,18 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         let answer: SentExchange.Answer
         do {
             answer = try await SentExchange.exchange(request, on: client, timeout: settings.timeout, bodyLimit: 64 * 1024)
-        } catch let failure as SentExchange.Failure where failure.sent && !settings.retryUnanswered {
-            // The vendor has the event and its answer was lost. No vendor dedupes S2S
-            // events, so sending it again could count it (and its revenue) twice: it goes
-            // to the dead letters, for an operator to check against the vendor's data.
-            return .reject(
-                reason: "\(adapter.vendor.displayName) was sent the event but gave no answer (\(failure)): "
-                    + "it may have counted it; check before dlq retry (or set on_no_answer: retry)")
+        } catch let failure as SentExchange.Failure where failure.sent {
+            return unanswered("gave no answer (\(failure))")
         } catch {
             return .retry(reason: "\(adapter.vendor.displayName) unreachable: \(error)")
         }
         let status = answer.status
+        // A status that says "again later" stands without its body; every other answer is
+        // read from its body (Singular's `status`, Adjust's "device not found"), and one
+        // cut short says nothing: the vendor has the event, and its verdict was lost.
+        if !answer.complete && !(status == 408 || status == 429 || status >= 500) {
+            return unanswered("answered \(status) but its body did not arrive in time")
+        }
         let retryAfter = answer.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
         let body = String(buffer: answer.body)
         let age = Duration.milliseconds(Int64(max(0, now().timeIntervalSince(record.receivedAt)) * 1000))
