@@ -519,6 +519,9 @@ import Testing
         for text in ["0001-01-01T00:00:00Z", "9999-12-31 23:59:59", "0", "1700000000000"] {
             #expect(CallbackTime.parse(.string(text)) == nil, "\(text)")
         }
+        // In a callback, such a placeholder is no time: the install is kept without it.
+        let placeholder = Self.adjustInstall.merging(["installed_at": "0001-01-01T00:00:00Z"]) { $1 }
+        #expect(try callback(.adjust, query: placeholder).conversionDate == nil)
         // Through the route: `+01:00` unencoded in Adjust's URL reads as " 01:00".
         let query = Self.adjustInstall.merging(["installed_at": "2026-11-23T12:00:00 01:00"]) { $1 }
         #expect(try callback(.adjust, query: query).conversionDate == noon)

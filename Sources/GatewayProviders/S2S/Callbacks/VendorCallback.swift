@@ -41,9 +41,12 @@ enum VendorCallback {
         func date(_ keys: [String]) throws -> Date? {
             for key in keys {
                 guard let value = fields.value(key) else { continue }
-                guard let date = CallbackTime.parse(value) else {
+                guard let date = CallbackTime.read(value) else {
                     throw GatewayError.invalid(key, "expected Unix seconds, 'yyyy-mm-dd hh:mm:ss' (UTC) or ISO-8601")
                 }
+                // A vendor's placeholder (`0001-01-01`, 1970) is no time: the callback is
+                // kept without it, rather than lost over a click time.
+                guard CallbackTime.isPlausible(date) else { continue }
                 return date
             }
             return nil
@@ -215,11 +218,15 @@ enum CallbackTime {
     /// Nil outside 2008–2100, however it is written: a callback's `installed_at` of
     /// `0001-01-01` would otherwise be the earliest touch, and win first-touch credit.
     static func parse(_ value: JSONValue) -> Date? {
-        guard let date = read(value), RawEvent.unixSecondsWindow.contains(date.timeIntervalSince1970) else { return nil }
-        return date
+        read(value).flatMap { isPlausible($0) ? $0 : nil }
     }
 
-    private static func read(_ value: JSONValue) -> Date? {
+    static func isPlausible(_ date: Date) -> Bool {
+        RawEvent.unixSecondsWindow.contains(date.timeIntervalSince1970)
+    }
+
+    /// Any time it is written as, plausible or not.
+    static func read(_ value: JSONValue) -> Date? {
         switch value {
         case .integer(let n): return seconds(Double(n))
         case .double(let d): return seconds(d)
