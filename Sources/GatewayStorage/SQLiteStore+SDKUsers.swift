@@ -33,11 +33,19 @@ extension SQLiteStore {
         }
     }
 
-    public func sdkTransactionIDs(userID: Int64) async throws -> [String] {
+    /// One statement, by the transactions' index and the records' dedupe keys: called at
+    /// each `associate-user`, whose key ships in every app, it must not read and decode
+    /// every purchase of a user with thousands.
+    public func sdkPendingPurchaseIDs(userID: Int64, keyPrefix: String) async throws -> [String] {
         try await pool.read { db in
             try String.fetchAll(
-                db, sql: "SELECT transaction_id FROM sdk_transactions WHERE user_id = ? ORDER BY created_at",
-                arguments: [userID])
+                db,
+                sql: """
+                    SELECT p.record_id FROM sdk_transactions t
+                    JOIN records p ON p.dedupe_key = ? || t.transaction_id
+                    WHERE t.user_id = ? AND json_extract(p.body, '$.resolution') = 'pending'
+                    """,
+                arguments: [keyPrefix, userID])
         }
     }
 

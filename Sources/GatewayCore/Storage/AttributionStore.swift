@@ -91,8 +91,9 @@ public protocol AttributionStore: Sendable {
     /// A new user with the next integer id.
     func createSDKUser(now: Date) async throws -> SDKUser
 
-    /// The transactions associated with a user.
-    func sdkTransactionIDs(userID: Int64) async throws -> [String]
+    /// The ids of a user's purchase records still `pending`: the records whose dedupe
+    /// key is `keyPrefix` and one of the user's transaction ids.
+    func sdkPendingPurchaseIDs(userID: Int64, keyPrefix: String) async throws -> [String]
 
     func sdkUser(id: Int64) async throws -> SDKUser?
 

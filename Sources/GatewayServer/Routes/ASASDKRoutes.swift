@@ -118,9 +118,10 @@ struct ASASDKBackend: Sendable {
         guard let user = try await store.sdkUser(id: userID), let source = try await attribution(of: user),
             source.resolution != .pending
         else { return 0 }
-        let keys = try await store.sdkTransactionIDs(userID: userID).map { ASAPurchaseRecord.dedupeKey(appID: appID, transactionID: $0) }
+        // Transaction ids are digits (`transactionID(_:)`), never escaped in a key.
+        let prefix = ASAPurchaseRecord.dedupeKey(appID: appID, transactionID: "")
         var credited: [RoutedRecord] = []
-        for recordID in try await store.existingRecordIDs(dedupeKeys: keys).values {
+        for recordID in try await store.sdkPendingPurchaseIDs(userID: userID, keyPrefix: prefix) {
             guard var purchase = try await store.record(id: recordID), purchase.resolution == .pending else { continue }
             ASAPurchaseRecord.credit(&purchase, with: source)
             credited.append(RoutedRecord(record: purchase, sinks: pipeline.router.sinks(for: purchase)))
