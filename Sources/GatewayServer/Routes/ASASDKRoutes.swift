@@ -104,8 +104,13 @@ struct ASASDKBackend: Sendable {
         _ = try await pipeline.ingest([purchase])
         // Apple may have answered between the read above and the purchase's storing, after
         // the answer's own crediting looked for it; and a crediting that failed then (a
-        // busy store, a crash) is done now, at the user's next purchase.
-        try await stored { try await creditPurchases(of: user.id) }
+        // busy store, a crash) is done now, at the user's next purchase. The association
+        // is stored either way: a crediting that fails here is no reason to answer 503.
+        do {
+            try await creditPurchases(of: user.id)
+        } catch {
+            logger.warning("cannot credit an SDK user's purchases", metadata: ["user_id": "\(user.id)", "error": "\(error)"])
+        }
         return JSONResponse.make(
             status: .ok, Association(success: true, user: .init(id: user.id, transaction_id: transactionID)))
     }
