@@ -117,11 +117,9 @@ import Testing
         let apple = FakeAppleAdServices()
         let first = AdServicesEndToEndTests.token("sdk-waiting")
         let relaunch = AdServicesEndToEndTests.token("sdk-relaunch")
-        // Not ready at Apple for two rounds of a second each: the window of the relaunches.
-        apple.script(first, [.notFound, .notFound, .attributed(keywordID: 777)])
-        apple.script(relaunch, [.attributed(keywordID: 777)])
-        let options = Self.sdk.merging(["not_found_interval_ms": "1000"]) { $1 }
-        try await harness.withGateway(apple, env: env, options: options) { client, gateway in
+        // Apple keeps the first token's answer until the relaunches are done.
+        apple.held.withLock { $0 = [first] }
+        try await harness.withGateway(apple, env: env, options: Self.sdk) { client, gateway in
             let userID = try #require(try await call(client, "create-user", "{}").json["userId"] as? Int)
             let resolve = { (token: String) in
                 try await call(client, "resolve-asa-attribution", #"{"user_id": \#(userID), "asa_attribution_token": "\#(token)"}"#)
@@ -132,6 +130,7 @@ import Testing
                 #expect(again.status == 200 && again.json["asaAttributionResolved"] as? Bool == false)
             }
             #expect(apple.calls(relaunch) == 0)
+            apple.held.withLock { $0 = [] }
             #expect(try await env.eventually { try await resolve(relaunch).json["asaAttributionResolved"] as? Bool == true })
             #expect(apple.calls(relaunch) == 0)
             let installs = try await gateway.store.pool.read { db in
@@ -148,16 +147,24 @@ import Testing
     @Test func aPurchaseMadeWhileTheTokenWaitedIsCreditedWhenAppleAnswers() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let apple = FakeAppleAdServices()
+        // Every answer names keyword 888: a held call the gateway gave up on is asked again.
+        let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 888))
         let token = AdServicesEndToEndTests.token("sdk-bought-early")
-        apple.script(token, [.notFound, .attributed(keywordID: 888)])
-        let options = Self.sdk.merging(["not_found_interval_ms": "1000"]) { $1 }
-        try await harness.withGateway(apple, env: env, options: options) { client, gateway in
+        // Apple keeps its answer until the purchase is in.
+        apple.held.withLock { $0 = [token] }
+        try await harness.withGateway(apple, env: env, options: Self.sdk) { client, gateway in
             let created = try await call(client, "create-user", #"{"asa_attribution_token": "\#(token)"}"#)
             #expect(created.json["asaAttributionResolved"] as? Bool == false)
             let userID = try #require(created.json["userId"] as? Int)
             let associated = try await call(client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "2000000000000777"}"#)
             #expect(associated.status == 200)
+            // Stored meanwhile as the purchase of a user whose token waits.
+            let stored = try await gateway.store.pool.read { db in
+                try String.fetchAll(
+                    db, sql: "SELECT json_extract(body, '$.resolution') FROM records WHERE json_extract(body, '$.kind') = 'purchase'")
+            }
+            #expect(stored == ["pending"])
+            apple.held.withLock { $0 = [] }
             #expect(try await env.eventually {
                 try purchases(gateway).first.map { ($0["keyword_id"] as Int64?) == 888 } ?? false
             })

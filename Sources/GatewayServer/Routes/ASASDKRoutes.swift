@@ -56,17 +56,20 @@ struct ASASDKBackend: Sendable {
         let fields = try await read(request)
         let user = try await user(fields)
         let token = try Self.token(fields, required: true)!
-        // A user whose token Apple already answered keeps that answer.
-        if let known = try await attribution(of: user), known.resolution != .invalid {
-            return JSONResponse.make(status: .ok, Self.answer(for: known))
-        }
         // The SDK sends a fresh token at every launch until the answer is resolved. While
         // the user's first is still waiting for Apple (an outage, its 404 retries), each
         // became work of its own, and every one a user's install record when Apple came
         // back. The waiting token stands for the user; a new one is taken only once it
-        // has been answered (an invalid token) or is gone.
+        // has been answered (an invalid token) or is gone. Asked before the record: Apple's
+        // answer replaces the waiting work in one commit, so a token seen waiting is, and
+        // one not seen waiting has its record (read the other way round, an answer landing
+        // between the two reads let a second token through).
         if let waiting = user.attributionRecordID, try await stored({ try await store.isPending(recordID: waiting) }) {
             return JSONResponse.make(status: .ok, AttributionAnswer(didUserComeFromAsa: false, asaAttributionResolved: false))
+        }
+        // A user whose token Apple already answered keeps that answer.
+        if let known = try await attribution(of: user), known.resolution != .invalid {
+            return JSONResponse.make(status: .ok, Self.answer(for: known))
         }
         return JSONResponse.make(status: .ok, try await resolve(user, token: token))
     }

@@ -32,6 +32,9 @@ final class FakeAppleAdServices: Sendable {
     private let refusals = Mutex<[String]>([])
     /// Answered to every token whose script is used up.
     let fallback: Mutex<Reply>
+    /// Tokens whose answer waits until the test lets it go (at most a minute): work that
+    /// stays pending exactly as long as a test needs, whatever the machine's speed.
+    let held = Mutex<Set<String>>([])
 
     init(fallback: Reply = .attributed()) {
         self.fallback = Mutex(fallback)
@@ -63,6 +66,7 @@ final class FakeAppleAdServices: Sendable {
                 return next
             } ?? self.fallback.withLock { $0 }
             if reply.delay > .zero { try await Task.sleep(for: reply.delay) }
+            for _ in 0..<3000 where self.held.withLock({ $0.contains(token) }) { try await Task.sleep(for: .milliseconds(20)) }
             return Response(
                 status: .init(code: reply.status), headers: [.contentType: "application/json"],
                 body: .init(byteBuffer: ByteBuffer(string: reply.body)))
