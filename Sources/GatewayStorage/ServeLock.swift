@@ -102,9 +102,9 @@ public final class ServeLock: Sendable {
         storePath: String, onWait: (String) -> Void
     ) throws -> Result<(path: String, descriptor: Int32), Holder> {
         try StoreOpenError.naming(storePath) {
-            let folder = URL(fileURLWithPath: storePath).standardizedFileURL.deletingLastPathComponent()
-            try FileManager.default.createDirectory(
-                at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            // The folder and the store file as `SQLiteDatabase` makes them, the owner's alone:
+            // the lock claims both before SQLite opens the file.
+            try SQLiteDatabase.createPrivately(URL(fileURLWithPath: storePath).standardizedFileURL)
             let path = Self.lockPath(storePath)
             let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard descriptor >= 0 else {
