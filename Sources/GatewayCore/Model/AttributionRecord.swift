@@ -167,6 +167,12 @@ public struct AttributionRecord: Sendable, Equatable, Codable {
 }
 
 extension AttributionRecord {
+    /// The all-zero UUID: Apple's IDFA without consent, and an app's unset IDFV. It names
+    /// no device, so no record keeps it as one and nothing joins on it.
+    public static let unsetDeviceID = "00000000-0000-0000-0000-000000000000"
+}
+
+extension AttributionRecord {
     /// The encoder every sink and the store use: ISO-8601 dates with milliseconds, sorted keys.
     public static func makeEncoder() -> JSONEncoder {
         let encoder = JSONEncoder()

@@ -182,7 +182,7 @@ public struct KeywordReport: Sendable {
         // buyer, so that its revenue shows as unattributed instead of nowhere.
         // The all-zero IDFV (an app's unset `identifierForVendor`) names no device; records
         // stored before 25 Nov 2026 may carry it, and joined on it every such user was one.
-        let device = record.idfv.flatMap { $0 == Self.unsetIDFV ? nil : app + "\u{1F}idfv:" + $0.uppercased() }
+        let device = record.idfv.flatMap { $0 == AttributionRecord.unsetDeviceID ? nil : app + "\u{1F}idfv:" + $0.uppercased() }
         let key: String
         if let user = record.appUserID {
             key = app + "\u{1F}" + user
@@ -284,8 +284,6 @@ public struct KeywordReport: Sendable {
             adGroup: record.adGroupName, keywordID: record.keywordID, keyword: record.keyword,
             matchType: record.keywordMatchType)
     }
-
-    static let unsetIDFV = "00000000-0000-0000-0000-000000000000"
 
     /// The app of a user's or device's key (`app` U+001F `…`).
     static func app(of key: String) -> String {

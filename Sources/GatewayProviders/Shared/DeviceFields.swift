@@ -6,8 +6,6 @@ struct DeviceFields {
     var idfa: String?
     var attStatus: Int?
 
-    /// The all-zero UUID: Apple's IDFA without consent, and an unset IDFV.
-    static let zeroUUID = "00000000-0000-0000-0000-000000000000"
     static let authorized = 3
 
     /// Reads `idfv`, `idfa` and `att_status` (0–3). The IDFA is kept only when ATT is
@@ -18,10 +16,10 @@ struct DeviceFields {
     /// no device: kept, it made one person of every user who sent it (`report keywords`
     /// joins a user's devices), and credited one's purchases to another's keyword.
     init(_ fields: PayloadFields) throws {
-        idfv = try fields.string("idfv").flatMap { $0 == Self.zeroUUID ? nil : $0 }
+        idfv = try fields.string("idfv").flatMap { $0 == AttributionRecord.unsetDeviceID ? nil : $0 }
         attStatus = try fields.int("att_status", in: 0...3)
         let idfa = try fields.string("idfa")
-        if attStatus == Self.authorized, let idfa, idfa != Self.zeroUUID {
+        if attStatus == Self.authorized, let idfa, idfa != AttributionRecord.unsetDeviceID {
             self.idfa = idfa
         }
     }
