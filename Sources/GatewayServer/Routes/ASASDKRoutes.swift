@@ -123,9 +123,13 @@ struct ASASDKBackend: Sendable {
     /// a sink that the paying user came from a keyword. Returns how many were replaced.
     @discardableResult
     func creditPurchases(of userID: Int64) async throws -> Int {
-        guard let user = try await store.sdkUser(id: userID), let source = try await attribution(of: user),
-            source.resolution != .pending
-        else { return 0 }
+        guard let user = try await store.sdkUser(id: userID), let source = try await attribution(of: user) else { return 0 }
+        return try await creditPurchases(of: userID, with: source)
+    }
+
+    /// Credits user `userID`'s pending purchases with `source`, their answered record.
+    func creditPurchases(of userID: Int64, with source: AttributionRecord) async throws -> Int {
+        guard source.resolution != .pending else { return 0 }
         // Transaction ids are digits (`transactionID(_:)`), never escaped in a key.
         let prefix = ASAPurchaseRecord.dedupeKey(appID: appID, transactionID: "")
         var credited: [RoutedRecord] = []
@@ -145,7 +149,7 @@ struct ASASDKBackend: Sendable {
                     let userID = answered.appUserID.flatMap({ Int64($0) }),
                     try await store.sdkUser(id: userID)?.attributionRecordID == recordID
                 else { continue }
-                try await creditPurchases(of: userID)
+                _ = try await creditPurchases(of: userID, with: answered)
             } catch {
                 // The purchase stays pending in the sinks; `report keywords` credits it anyway.
                 logger.warning(
