@@ -418,6 +418,9 @@ import Testing
         let page = MixpanelRefusal.reason("<html>proxy refused Authorization for \(token)</html>", token: token)
         #expect(!page.contains(token))
         #expect(MixpanelRefusal.reason(String(repeating: "x", count: 1000), token: token).count == 200)
+        // Not even its start, when the cut falls inside it.
+        let straddling = MixpanelRefusal.reason(String(repeating: "x", count: 195) + token, token: token)
+        #expect(!straddling.contains(token.prefix(5)))
     }
 
     @Test func aDestinationsCredentialsAndQueryNeverShow() {

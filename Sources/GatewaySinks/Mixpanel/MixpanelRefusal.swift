@@ -7,8 +7,10 @@ import GatewayCore
 /// proxy's error page, a future API) must not put the token there.
 enum MixpanelRefusal {
     static func reason(_ text: String, token: String) -> String {
-        var said = String(text.prefix(200))
-        if case .string(let error)? = (try? JSONValue.parse(Data(text.utf8)))?["error"] { said = String(error.prefix(200)) }
-        return token.isEmpty ? said : said.replacingOccurrences(of: token, with: "<project token>")
+        var said = text
+        if case .string(let error)? = (try? JSONValue.parse(Data(text.utf8)))?["error"] { said = error }
+        // Taken out before the cut: a token across the 200th character would leave its start.
+        if !token.isEmpty { said = said.replacingOccurrences(of: token, with: "<project token>") }
+        return String(said.prefix(200))
     }
 }
