@@ -225,7 +225,8 @@ enum CallbackTime {
         RawEvent.unixSecondsWindow.contains(date.timeIntervalSince1970)
     }
 
-    /// Any time it is written as, plausible or not.
+    /// The time as written: a date whatever its year, Unix seconds only within 2008–2100
+    /// (past it, a number is not the seconds the field names: milliseconds, most often).
     static func read(_ value: JSONValue) -> Date? {
         switch value {
         case .integer(let n): return seconds(Double(n))
