@@ -129,9 +129,9 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         let answer: SentExchange.Answer
         do {
             answer = try await SentExchange.exchange(request, on: client, timeout: settings.timeout, bodyLimit: 64 * 1024)
-        } catch let failure as SentExchange.Failure where failure.sent {
-            return unanswered("gave no answer (\(failure))")
         } catch {
+            // Typed: `error` is the exchange's `Failure`.
+            if error.sent { return unanswered("gave no answer (\(error))") }
             return .retry(reason: "\(adapter.vendor.displayName) unreachable: \(error)")
         }
         let status = answer.status
