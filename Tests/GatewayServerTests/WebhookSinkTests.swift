@@ -244,9 +244,9 @@ import Testing
         for _ in 0..<3 {
             await #expect(throws: (any Error).self) { try await webhook.deliver(records(1)) }
         }
-        // Open: the sink answers retry at once, with the time left, and makes no call.
+        // Open: the sink answers at once, with the time left, that it did not try.
         let outcome = try await webhook.deliver(records(1))
-        #expect(outcome == [.retry(reason: "circuit open after repeated failures", after: .seconds(30))])
+        #expect(outcome == [.postponed(reason: "circuit open after repeated failures", after: .seconds(30))])
         // After the cool-down one call goes through again (and fails, still down).
         clock.withLock { $0 = $0.addingTimeInterval(31) }
         await #expect(throws: (any Error).self) { try await webhook.deliver(records(1)) }

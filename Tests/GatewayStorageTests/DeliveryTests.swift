@@ -455,6 +455,27 @@ import Testing
         #expect(try await worker.drainOnce() == 0)
     }
 
+    @Test func aSinkThatDidNotTryCountsNoAttemptAndWaitsTheTimeItNamed() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(1)
+        // A webhook's open circuit: before, each of its answers counted an attempt, so that
+        // with `max_attempts: 3` a record was dead-lettered by three skips it never saw.
+        f.sink.addRule { _ in .postponed(reason: "circuit open after repeated failures", after: .seconds(30)) }
+        let worker = f.worker(maxAttempts: 3)
+        for _ in 0..<5 {
+            #expect(try await worker.drainOnce() == 1)
+            let dueAt = try await f.store.pool.read { db in
+                try Double.fetchOne(db, sql: "SELECT next_attempt_at FROM outbox")
+            }
+            #expect(dueAt == f.clock.now.timeIntervalSince1970 + 30)
+            #expect(try await worker.drainOnce() == 0)
+            f.clock.advance(30)
+        }
+        #expect(try await f.attempts() == [0])
+        #expect(try await f.store.deadLetters(sink: "memory", limit: 10).isEmpty)
+    }
+
     @Test func aRejectedRecordIsDeadLetteredAtOnceWhileItsBatchIsDelivered() async throws {
         let f = try Fixture()
         defer { f.remove() }

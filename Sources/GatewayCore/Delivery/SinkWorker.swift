@@ -137,7 +137,7 @@ public final class SinkWorker: Service, Sendable {
         let cutShort = Task.isCancelled
         let decidedAt = now()
         var resolutions: [OutboxResolution] = []
-        var delivered = 0, declined = 0, retried = 0, dead = 0
+        var delivered = 0, declined = 0, retried = 0, postponed = 0, dead = 0
         for (entry, outcome) in zip(entries, outcomes) {
             switch outcome {
             case .delivered:
@@ -148,8 +148,12 @@ public final class SinkWorker: Service, Sendable {
             case .declined:
                 resolutions.append(.delivered(id: entry.id))
                 declined += 1
-            case .retry where cutShort:
+            case .retry where cutShort, .postponed where cutShort:
                 continue
+            case .postponed(let reason, let after):
+                let at = decidedAt.addingTimeInterval(max(after, .zero) / .seconds(1))
+                resolutions.append(.retry(id: entry.id, attempts: entry.attempts, at: at, error: reason))
+                postponed += 1
             case .retry(let reason, let after):
                 let attempts = entry.attempts + 1
                 if attempts >= settings.maxAttempts {
@@ -169,6 +173,7 @@ public final class SinkWorker: Service, Sendable {
         metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
         metrics.delivery(sink: sinkName, outcome: "declined", count: declined)
         metrics.delivery(sink: sinkName, outcome: "retry", count: retried)
+        metrics.delivery(sink: sinkName, outcome: "postponed", count: postponed)
         metrics.delivery(sink: sinkName, outcome: "dead_letter", count: dead)
         // The sink has answered: that must be written even if shutdown came meanwhile, and
         // kept until it is.
@@ -194,7 +199,7 @@ public final class SinkWorker: Service, Sendable {
         if retried + dead > 0, incompleteWarnings.allow() {
             let firstError: String? = outcomes.lazy.compactMap { outcome -> String? in
                 switch outcome {
-                case .retry(let reason, _), .reject(let reason): reason
+                case .retry(let reason, _), .reject(let reason), .postponed(let reason, _): reason
                 case .delivered, .declined: nil
                 }
             }.first

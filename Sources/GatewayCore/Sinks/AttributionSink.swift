@@ -26,6 +26,10 @@ public enum DeliveryOutcome: Sendable, Equatable {
     case retry(reason: String, after: Duration? = nil)
     /// The destination will never take it; it goes to the dead-letter queue.
     case reject(reason: String)
+    /// The sink did not try (its circuit is open): offered again after `after`, with no
+    /// attempt counted, so that a sink's own pause never moves a record nearer the
+    /// dead-letter queue.
+    case postponed(reason: String, after: Duration)
     /// The destination answered, by design, that it keeps nothing of this record (a
     /// device that opted out): final like `delivered`, but counted apart, so that a
     /// sink's `delivered` is what its destination holds. Not a fault, so no dead letter.

@@ -72,7 +72,7 @@ public final class WebhookSink: AttributionSink {
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         if let until = breaker.blockedUntil(now: now()) {
             let wait = max(until.timeIntervalSince(now()), 0.001)
-            let outcome = DeliveryOutcome.retry(
+            let outcome = DeliveryOutcome.postponed(
                 reason: "circuit open after repeated failures", after: .milliseconds(Int64(wait * 1000)))
             return Array(repeating: outcome, count: records.count)
         }
