@@ -52,21 +52,10 @@ struct KeywordsReport: AsyncParsableCommand {
         let filter = ReplayFilter()
         var report = KeywordReport(purchasesSince: purchasesSince, purchasesUntil: purchasesUntil)
         try await withExistingStore(configuration) { store in
-            // On stderr, so that the report on stdout stays clean for a pipe or a file.
-            var progress = ProgressBar(total: try await store.countRecords(matching: filter), label: "reading")
-            var cursor: Int64 = 0
-            var read = 0
-            while true {
-                let page = try await store.records(matching: filter, after: cursor, limit: 2000)
-                if page.records.isEmpty { break }
-                for record in page.records where appID == nil || record.appID == appID { report.add(record) }
-                cursor = page.cursor
-                read += page.records.count
-                progress.advance(to: read)
-            }
-            progress.finish()
             // Tokens Apple has not answered yet are installs too, of users it may never
-            // name: `unknown`, not `unattributed` as users with no install are.
+            // name: `unknown`, not `unattributed` as users with no install are. Read before
+            // the records: a token answered in between is then in both, and its user's
+            // answered install outranks the unknown one; read after, it was in neither.
             var providers: [String: any DeferredAttributionProvider] = [:]
             for name in try await store.pendingCounts().keys {
                 providers[name] = (try? makeProvider(named: name)) as? any DeferredAttributionProvider
@@ -82,6 +71,19 @@ struct KeywordsReport: AsyncParsableCommand {
                 }
                 after = last.recordID
             }
+            // On stderr, so that the report on stdout stays clean for a pipe or a file.
+            var progress = ProgressBar(total: try await store.countRecords(matching: filter), label: "reading")
+            var cursor: Int64 = 0
+            var read = 0
+            while true {
+                let page = try await store.records(matching: filter, after: cursor, limit: 2000)
+                if page.records.isEmpty { break }
+                for record in page.records where appID == nil || record.appID == appID { report.add(record) }
+                cursor = page.cursor
+                read += page.records.count
+                progress.advance(to: read)
+            }
+            progress.finish()
         }
         var rows = report.rows
         let missing = KeywordReport.missingNames(rows)
