@@ -49,6 +49,23 @@ extension SQLiteStore {
         }
     }
 
+    /// Read once at start, so a scan of the transactions is affordable; a user's record
+    /// is in `records` only once Apple has answered (until then it is in `pending`).
+    public func sdkAnsweredUsersWithPendingPurchases(keyPrefix: String) async throws -> [String] {
+        try await pool.read { db in
+            try String.fetchAll(
+                db,
+                sql: """
+                    SELECT DISTINCT u.attribution_record_id FROM sdk_transactions t
+                    JOIN sdk_users u ON u.id = t.user_id
+                    JOIN records p ON p.dedupe_key = ? || t.transaction_id
+                    WHERE json_extract(p.body, '$.resolution') = 'pending'
+                    AND EXISTS (SELECT 1 FROM records a WHERE a.record_id = u.attribution_record_id)
+                    """,
+                arguments: [keyPrefix])
+        }
+    }
+
     public func setSDKUserAttribution(userID: Int64, recordID: String) async throws {
         try await pool.write { db in
             try db.execute(

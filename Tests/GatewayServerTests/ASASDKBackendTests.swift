@@ -109,6 +109,15 @@ import Testing
         }
     }
 
+    /// The store's own copy of the one purchase: its record id and body.
+    func purchaseBody(_ gateway: Gateway) throws -> (id: String, body: String)? {
+        try gateway.store.pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT record_id, body FROM records WHERE json_extract(body, '$.kind') = 'purchase'"
+            ).map { ($0["record_id"], $0["body"]) }
+        }
+    }
+
     /// The SDK sends a fresh token at every launch until the answer is resolved: while
     /// the first is still waiting for Apple, the user keeps that one, and gets one install.
     @Test func aUserWhoseTokenIsWaitingGetsOneInstallHoweverManyTokensFollow() async throws {
@@ -172,6 +181,40 @@ import Testing
             #expect(purchase["attributed"] as Int? == 1 && purchase["campaign_id"] as Int64? == 542_370_539)
             #expect(try purchases(gateway).count == 1)
             #expect(purchase["resolution"] as String? == "resolved")
+        }
+    }
+
+    /// A gateway stopped between Apple's answer and its crediting (a crash, a busy store)
+    /// left the purchase `pending` in every sink until the user bought again, which many
+    /// never do: the next start credits it.
+    @Test func aPurchaseLeftPendingByAStoppedGatewayIsCreditedAtTheNextStart() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 888))
+        let token = AdServicesEndToEndTests.token("sdk-crash-before-credit")
+        apple.held.withLock { $0 = [token] }
+        try await harness.withGateway(apple, env: env, options: Self.sdk) { client, gateway in
+            let created = try await call(client, "create-user", #"{"asa_attribution_token": "\#(token)"}"#)
+            let userID = try #require(created.json["userId"] as? Int)
+            #expect(try await call(client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "2000000000000778"}"#).status == 200)
+            let waiting = try #require(try purchaseBody(gateway))
+            apple.held.withLock { $0 = [] }
+            #expect(try await env.eventually {
+                try purchaseBody(gateway)?.body.contains(#""resolution":"resolved""#) == true
+            })
+            // The store as a stop right after Apple's answer left it: the answer kept, the
+            // user linked to it, their purchase as it was before the crediting.
+            try await gateway.store.pool.write { db in
+                try db.execute(sql: "UPDATE records SET body = ? WHERE record_id = ?", arguments: [waiting.body, waiting.id])
+            }
+        }
+        try await harness.withGateway(apple, env: env, options: Self.sdk) { _, gateway in
+            #expect(try await env.eventually {
+                try purchaseBody(gateway)?.body.contains(#""resolution":"resolved""#) == true
+            })
+            let purchase = try #require(try purchases(gateway).first)
+            #expect(purchase["keyword_id"] as Int64? == 888 && purchase["resolution"] as String? == "resolved")
+            #expect(try purchases(gateway).count == 1)
         }
     }
 

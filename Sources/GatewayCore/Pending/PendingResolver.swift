@@ -17,6 +17,13 @@ public final class PendingResolver: Service, Sendable {
     let waiters = PendingWaiters()
     private let wakeUp = WakeUp()
     private let finishedHandlers = Mutex<[@Sendable ([String]) async -> Void]>([])
+    private let startHandlers = Mutex<[@Sendable () async -> Void]>([])
+
+    /// Runs `handler` once when the resolver starts, before its first round: for what a
+    /// stopped gateway left undone after an answer (`onFinished`'s work cut short).
+    public func onStart(_ handler: @escaping @Sendable () async -> Void) {
+        startHandlers.withLock { $0.append(handler) }
+    }
 
     /// Runs `handler` with the record ids of each round's finished work, once it is stored:
     /// for what else follows from an answer (the SDK's purchases waiting for it).
@@ -86,6 +93,7 @@ public final class PendingResolver: Service, Sendable {
 
     public func run() async throws {
         logger.info("pending resolver started")
+        for handler in startHandlers.withLock({ $0 }) { await handler() }
         await withGracefulShutdownHandler {
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 do {

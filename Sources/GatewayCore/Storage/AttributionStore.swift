@@ -95,6 +95,11 @@ public protocol AttributionStore: Sendable {
     /// key is `keyPrefix` and one of the user's transaction ids.
     func sdkPendingPurchaseIDs(userID: Int64, keyPrefix: String) async throws -> [String]
 
+    /// The answered records of the users who still have a purchase `pending` (dedupe key
+    /// `keyPrefix` and one of their transaction ids): purchases whose crediting a crash or
+    /// a busy store cut short.
+    func sdkAnsweredUsersWithPendingPurchases(keyPrefix: String) async throws -> [String]
+
     func sdkUser(id: Int64) async throws -> SDKUser?
 
     /// Links a user to the record of their AdServices token.

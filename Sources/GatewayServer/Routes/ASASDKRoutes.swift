@@ -141,6 +141,21 @@ struct ASASDKBackend: Sendable {
         return try await store.replaceRecords(credited, now: Date())
     }
 
+    /// At start: the users whose purchases a stopped gateway had not credited yet (a crash
+    /// between Apple's answer and its crediting). Without this, a user who never bought
+    /// again kept them `pending`, with no keyword, in every sink.
+    func creditPurchasesLeftPending() async {
+        do {
+            let prefix = ASAPurchaseRecord.dedupeKey(appID: appID, transactionID: "")
+            let answered = try await store.sdkAnsweredUsersWithPendingPurchases(keyPrefix: prefix)
+            guard !answered.isEmpty else { return }
+            logger.info("crediting SDK purchases left pending", metadata: ["users": "\(answered.count)"])
+            await creditPurchases(answered: answered)
+        } catch {
+            logger.warning("cannot look for SDK purchases left pending", metadata: ["error": "\(error)"])
+        }
+    }
+
     /// After a round of Apple's answers: the SDK users whose token it was.
     func creditPurchases(answered recordIDs: [String]) async {
         for recordID in recordIDs {
@@ -238,6 +253,7 @@ extension GatewayHTTP {
             keyring: gateway.keyring,
             bodies: BodyReader(gateway.configuration.server), logger: gateway.logger)
         resolver.onFinished { recordIDs in await backend.creditPurchases(answered: recordIDs) }
+        resolver.onStart { await backend.creditPurchasesLeftPending() }
         // Counted as the AdServices provider's: its tokens and records are that provider's.
         let counted = { handler in countingRejections(of: provider.name, metrics: gateway.metrics, handler) }
         router.post("/functions/v1/create-user", use: counted { request, _ in try await backend.createUser(request) })
