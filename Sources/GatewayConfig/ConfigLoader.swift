@@ -95,7 +95,8 @@ public enum ConfigLoader {
             }
             // Trusting everyone, or half the internet, lets any client name its own IP and
             // escape its limit. No proxy network is wider than a /8 (IPv4) or a /7 (IPv6,
-            // the size of fc00::/7), and none holds every IPv4 address (`::/1` does).
+            // the size of fc00::/7), none holds every IPv4 address (`::/1` does), and no
+            // provider publishes a public range wider than a /13 or a /29.
             guard !network.isWiderThanAnyProxyNetwork else {
                 reader.report(
                     "`\(text)` is wider than any proxy's network and would trust clients; list the proxies' own networks",

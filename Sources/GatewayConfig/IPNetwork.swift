@@ -65,12 +65,28 @@ public struct IPNetwork: Sendable, Hashable {
         prefixBits = prefix + (128 - width)
     }
 
-    /// An IPv4 range wider than a /8, an IPv6 one wider than a /7, or one holding every
-    /// IPv4 address.
+    /// An IPv4 range wider than a /8, an IPv6 one wider than a /7, one holding every IPv4
+    /// address, or a public range wider than a proxy provider's published ones (IPv4 /13,
+    /// IPv6 /29: Cloudflare's widest, `104.16.0.0/13` and `2a06:98c0::/29`). Private
+    /// networks (`10.0.0.0/8`, `fc00::/7`) may be as wide as they are.
     public var isWiderThanAnyProxyNetwork: Bool {
-        if address.isIPv4 && prefixBits >= 96 { return prefixBits < 96 + 8 }
+        if address.isIPv4 && prefixBits >= 96 {
+            return prefixBits < 96 + 8 || (prefixBits < 96 + 13 && !isPrivate)
+        }
         let everyIPv4 = prefixBits <= 96 && contains(IPAddress(bytes: IPAddress.mapped([0, 0, 0, 0]))!)
-        return prefixBits < 7 || everyIPv4
+        return prefixBits < 7 || everyIPv4 || (prefixBits < 29 && !isPrivate)
+    }
+
+    /// Networks no public client is in: the private, shared (carrier NAT), loopback and
+    /// link-local ones.
+    static let privateNetworks = [
+        "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+        "fc00::/7", "fe80::/10", "::1",
+    ].compactMap(IPNetwork.init)
+
+    /// Whether the whole range lies in a private network.
+    var isPrivate: Bool {
+        Self.privateNetworks.contains { $0.prefixBits <= prefixBits && $0.contains(address) }
     }
 
     public func contains(_ other: IPAddress) -> Bool {

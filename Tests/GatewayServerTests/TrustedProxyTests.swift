@@ -68,7 +68,11 @@ import Testing
             #expect(IPNetwork(bad) == nil, "\(bad)")
         }
 
-        let wide = ["0.0.0.0/0", "::/0", "0.0.0.0/1", "10.0.0.0/7", "::/1", "::/80", "::ffff:0:0/96", "8000::/1"]
+        // Public ranges of a whole cloud or carrier (`3.0.0.0/8` is Amazon's) hold clients.
+        let wide = [
+            "0.0.0.0/0", "::/0", "0.0.0.0/1", "10.0.0.0/7", "::/1", "::/80", "::ffff:0:0/96", "8000::/1", "3.0.0.0/8",
+            "104.0.0.0/12", "172.0.0.0/11", "::ffff:3.0.0.0/104", "2600::/12", "2a06:98c0::/28",
+        ]
         let yaml = "server: { trusted_proxies: [10.0.0.0/8, \"::1\", 10.0.0.0/33, "
             + wide.map { "\"\($0)\"" }.joined(separator: ", ") + "] }"
         let error = try #require(throws: ConfigError.self) {
@@ -79,10 +83,15 @@ import Testing
         for range in wide {
             #expect(issues.contains("`\(range)` is wider than any proxy's network"), "\(range)")
         }
+        // Private networks as wide as they are, and a provider's published ranges.
+        let accepted = [
+            "10.0.0.0/8", "::1", "fc00::/7", "::ffff:10.0.0.0/104", "172.16.0.0/12", "100.64.0.0/10", "104.16.0.0/13",
+            "2a06:98c0::/29", "2400:cb00::/32",
+        ]
         let good = try ConfigLoader.parse(
-            yaml: "server: { trusted_proxies: [10.0.0.0/8, \"::1\", \"fc00::/7\", \"::ffff:10.0.0.0/104\"] }",
+            yaml: "server: { trusted_proxies: [" + accepted.map { "\"\($0)\"" }.joined(separator: ", ") + "] }",
             file: "proxies.yaml", environment: [:], registry: .builtIn)
-        #expect(good.server.trustedProxies.count == 4)
+        #expect(good.server.trustedProxies.count == accepted.count)
     }
 
     /// Through the real server: each client behind the proxy has its own bucket, and a
