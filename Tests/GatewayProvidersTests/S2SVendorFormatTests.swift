@@ -112,7 +112,7 @@ import Testing
         Set(request.headers.map { "\($0.0.lowercased()): \($0.1)" })
     }
 
-    enum Verdict { case delivered, declined, retry, reject }
+    enum Verdict { case delivered, declined, retry, reject, postponed }
 
     func verdict(_ adapter: some VendorAdapter, _ status: Int, _ body: String = "", age: Duration = .zero) -> Verdict {
         switch adapter.outcome(status: status, body: body, retryAfter: nil, age: age) {
@@ -120,6 +120,7 @@ import Testing
         case .declined: .declined
         case .retry: .retry
         case .reject: .reject
+        case .postponed: .postponed
         }
     }
 
