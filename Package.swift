@@ -50,6 +50,8 @@ let package = Package(
             name: "GatewayStorage",
             dependencies: [
                 "GatewayCore", .product(name: "GRDB", package: "GRDB.swift"),
+                // SHA-256, for the upgrade that rekeys S2S events as the provider keys them.
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

@@ -1,3 +1,5 @@
+import Crypto
+import Foundation
 import GatewayCore
 import GRDB
 
@@ -115,6 +117,9 @@ enum SQLiteStoreSchema {
         migrator.registerMigration("data:s2s-purchases-keyed-by-transaction") { db in
             try SQLiteStoreSchema.keyPurchasesByTransaction(db)
         }
+        migrator.registerMigration("data:s2s-events-keyed-by-canonical-content") { db in
+            try SQLiteStoreSchema.keyEventsByCanonicalContent(db)
+        }
         return migrator
     }
 
@@ -141,6 +146,39 @@ enum SQLiteStoreSchema {
             try db.execute(
                 sql: "UPDATE OR IGNORE records SET dedupe_key = ? WHERE seq = ?",
                 arguments: [DedupeKey.make("s2s", app, "purchase", transaction), row["seq"] as Int64])
+        }
+    }
+
+    /// Until 25 Nov 2026 an S2S event with neither a transaction nor an `event_id` was keyed
+    /// by a hash of its text as sent (`s2s:APP:content:HASH`), so that a resend writing its
+    /// time or IDFV another way was a second event. Those with a `timestamp` (the others are
+    /// never deduped) get the key the provider gives now (`s2s:APP:event:HASH` of
+    /// `EventContent.canonicalText`; the rule is the provider's, this is its history). Where
+    /// two records were one event spelt two ways, the first keeps the new key. Read in
+    /// pages, so that a store of millions of events is not read into memory at once.
+    static func keyEventsByCanonicalContent(_ db: Database) throws {
+        var after: Int64 = 0
+        while true {
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT seq, json_extract(body, '$.app_id') AS app, json_extract(body, '$.raw') AS raw
+                    FROM records WHERE seq > ? AND provider = 's2s' AND dedupe_key LIKE 's2s:%:content:%'
+                        AND json_valid(body) AND json_type(body, '$.raw.timestamp') NOT IN ('null')
+                    ORDER BY seq LIMIT 5000
+                    """,
+                arguments: [after])
+            guard let last = rows.last else { return }
+            after = last["seq"]
+            for row in rows {
+                guard let app = row["app"] as String?, let text = row["raw"] as String?,
+                    case .object(let raw)? = try? JSONValue.parse(Data(text.utf8))
+                else { continue }
+                let hash = Hex.lowercase(SHA256.hash(data: Data(EventContent.canonicalText(raw).utf8)))
+                try db.execute(
+                    sql: "UPDATE OR IGNORE records SET dedupe_key = ? WHERE seq = ?",
+                    arguments: [DedupeKey.make("s2s", app, "event", hash), row["seq"] as Int64])
+            }
         }
     }
 

@@ -1,7 +1,9 @@
+import Crypto
 import Foundation
 import GatewayConfig
 import GatewayCore
 import GatewayServer
+@testable import GatewayStorage
 import GRDB
 import Hummingbird
 import HummingbirdTesting
@@ -495,6 +497,64 @@ import Testing
             // Without a configured secret a vendor has no callback route.
             #expect(try await post(client, install, uri: "/v1/s2s/singular/callbacks").status == .notFound)
         }
+    }
+
+    /// An event with neither a transaction nor an `event_id` is known by its content: a
+    /// backend's resend that writes its time or IDFV another way is the same event, not a
+    /// second one for the vendor to count.
+    @Test func aResendWritingItsTimeOrDeviceOtherwiseIsTheSameEvent() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        let idfv = Self.idfv.lowercased()
+        @Sendable func levelUp(_ time: String, _ idfv: String, revenue: String = "0.5") -> String {
+            #"{"type":"event","name":"level_up","app_id":"\#(Self.appID)","app_user_id":"user-1","idfv":"\#(idfv)","att_status":2,"timestamp":\#(time),"revenue":\#(revenue),"currency":"USD"}"#
+        }
+        let seconds = Int(Date().timeIntervalSince1970) - 60
+        let iso = ISO8601.format(Date(timeIntervalSince1970: TimeInterval(seconds)))
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, _ in
+            #expect(try await post(client, levelUp("\"\(iso)\"", idfv)).status == .accepted)
+            for resend in [
+                levelUp("\(seconds)", Self.idfv), levelUp("\(seconds).0", idfv, revenue: "\"0.50\""),
+                levelUp("\"\(iso.replacingOccurrences(of: "Z", with: ".000Z"))\"", idfv, revenue: "0.50"),
+            ] {
+                let again = try await post(client, resend)
+                #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"), "\(resend)")
+            }
+            // A second later is another event.
+            #expect(try await post(client, levelUp("\(seconds + 1)", idfv)).status == .accepted)
+            #expect(try await env.eventually { try sinkRows(env).count == 2 })
+        }
+    }
+
+    /// Events stored before 25 Nov 2026 were keyed by their text as sent: upgrading the
+    /// store rekeys them, so that their resend, however spelt, is still a duplicate.
+    @Test func aStoreUpgradedKeysItsEventsSoThatTheirResendsAreDuplicates() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let seconds = Int(Date().timeIntervalSince1970) - 60
+        let iso = ISO8601.format(Date(timeIntervalSince1970: TimeInterval(seconds)))
+        let raw = #"{"type":"event","name":"level_up","app_id":"\#(Self.appID)","idfv":"\#(Self.idfv.lowercased())","att_status":2,"timestamp":"\#(iso)"}"#
+        let oldKey = DedupeKey.make(
+            "s2s", Self.appID, "content",
+            Hex.lowercase(SHA256.hash(data: Data(try JSONValue.parse(Data(raw.utf8)).jsonText.utf8))))
+        try SQLiteStoreSchema.migrator.migrate(
+            try DatabaseQueue(path: env.databasePath), upTo: "data:s2s-purchases-keyed-by-transaction")
+        try await DatabaseQueue(path: env.databasePath).write { db in
+            try db.execute(
+                sql: "INSERT INTO records (record_id, dedupe_key, provider, received_at, body) VALUES ('old-1', ?, 's2s', 0, ?)",
+                arguments: [
+                    oldKey,
+                    #"{"record_id":"old-1","provider":"s2s","kind":"event","app_id":"\#(Self.appID)","raw":\#(raw)}"#,
+                ])
+        }
+        let vendors = FakeVendors()
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, _ in
+            let resend = #"{"type":"event","name":"level_up","app_id":"\#(Self.appID)","idfv":"\#(Self.idfv)","att_status":2,"timestamp":\#(seconds)}"#
+            let again = try await post(client, resend)
+            #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"), "\(String(buffer: again.body))")
+        }
+        #expect(vendors.accepted.isEmpty)
     }
 
     @Test func aRefundIsStoredOnceAndNeverSentToTheVendor() async throws {
