@@ -7,29 +7,114 @@ import Synchronization
 ///
 /// Delivery is at-least-once, so the sink remembers the `record_id`s already in the file
 /// (read back when it opens an existing file) and skips repeats: a crash between writing
-/// and acknowledging never leaves a record in the file twice.
+/// and acknowledging never leaves a record in the file twice. A write cut short (a full
+/// disk) is taken back, and a row a crash left half-written is removed at the next start:
+/// that record was never acknowledged, and is offered again.
 public final class CSVSink: AttributionSink {
     public let maxBatchSize = 1000
     let url: URL
     let columns: [String]
+    /// Where `record_id` is among the columns: first unless the config put it elsewhere.
+    let idColumn: Int
     private let written: Mutex<Set<String>>
+    /// The files open by a sink of this process: two sinks on one file would each write
+    /// every record, and their appends would race.
+    private static let openFiles = Mutex<Set<String>>([])
 
     public init(path: String, columns: [String]) throws {
-        url = URL(fileURLWithPath: path)
-        self.columns = columns.contains("record_id") ? columns : ["record_id"] + columns
-        try FileManager.default.createDirectory(
-            at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        var known: Set<String> = []
-        if let existing = try? String(contentsOf: url, encoding: .utf8), !existing.isEmpty {
-            let rows = CSV.parse(existing)
-            guard let header = rows.first, header == self.columns else {
-                throw CSVError("\(path) has other columns than configured; choose a new file")
-            }
-            known = Set(rows.dropFirst().compactMap(\.first))
-        } else {
-            FileManager.default.createFile(atPath: path, contents: Data((CSV.row(self.columns) + "\r\n").utf8))
+        let url = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath()
+        let columns = columns.contains("record_id") ? columns : ["record_id"] + columns
+        let idColumn = columns.firstIndex(of: "record_id") ?? 0
+        let claimed = Self.openFiles.withLock { $0.insert(url.path).inserted }
+        guard claimed else { throw CSVError("another csv sink already writes \(path)") }
+        do {
+            written = Mutex(try Self.open(url, columns: columns, idColumn: idColumn))
+        } catch {
+            _ = Self.openFiles.withLock { $0.remove(url.path) }
+            throw error
         }
-        written = Mutex(known)
+        self.url = url
+        self.columns = columns
+        self.idColumn = idColumn
+    }
+
+    deinit {
+        _ = Self.openFiles.withLock { $0.remove(url.path) }
+    }
+
+    /// Creates the file with its header, or reads back the ids of an existing one. A file
+    /// that cannot be read is an error, never a reason to start it again empty.
+    static func open(_ url: URL, columns: [String], idColumn: Int) throws -> Set<String> {
+        let manager = FileManager.default
+        let folder = url.deletingLastPathComponent()
+        if !manager.fileExists(atPath: folder.path) {
+            // Rows hold user ids and payloads: for the gateway's user only, as the store is.
+            try manager.createDirectory(
+                at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        guard manager.fileExists(atPath: url.path) else {
+            try create(url, columns: columns)
+            return []
+        }
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw CSVError("cannot read \(url.path): \(error.localizedDescription)")
+        }
+        if data.isEmpty {
+            try append(Data((CSV.row(columns) + "\r\n").utf8), to: url)
+            return []
+        }
+        let complete = completeRows(data)
+        if complete < data.count {
+            // A row cut short by a crash or a full disk: its record was not acknowledged.
+            let handle = try FileHandle(forWritingTo: url)
+            defer { try? handle.close() }
+            try handle.truncate(atOffset: UInt64(complete))
+            try handle.synchronize()
+        }
+        guard let text = String(data: data.prefix(complete), encoding: .utf8) else {
+            throw CSVError("\(url.path) is not UTF-8 text (saved by a spreadsheet in another encoding?); choose a new file")
+        }
+        let rows = CSV.parse(text)
+        guard let header = rows.first, header == columns else {
+            throw CSVError("\(url.path) has other columns than configured; choose a new file")
+        }
+        return Set(rows.dropFirst().compactMap { $0.count > idColumn ? $0[idColumn] : nil })
+    }
+
+    /// The length of the file's complete rows: up to its last line break outside quotes.
+    static func completeRows(_ data: Data) -> Int {
+        var quoted = false
+        var end = 0
+        for (offset, byte) in data.enumerated() {
+            if byte == UInt8(ascii: "\"") { quoted.toggle() }
+            if byte == UInt8(ascii: "\n"), !quoted { end = offset + 1 }
+        }
+        return end
+    }
+
+    static func create(_ url: URL, columns: [String]) throws {
+        guard FileManager.default.createFile(
+            atPath: url.path, contents: Data((CSV.row(columns) + "\r\n").utf8),
+            attributes: [.posixPermissions: 0o600])
+        else { throw CSVError("cannot create \(url.path)") }
+    }
+
+    /// Appends `data`, or leaves the file as it was: a write cut short is taken back, so
+    /// that the retry starts on a row boundary.
+    static func append(_ data: Data, to url: URL) throws {
+        let handle = try FileHandle(forWritingTo: url)
+        defer { try? handle.close() }
+        let end = try handle.seekToEnd()
+        do {
+            try handle.write(contentsOf: data)
+            try handle.synchronize()
+        } catch {
+            try? handle.truncate(atOffset: end)
+            throw error
+        }
     }
 
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
@@ -41,11 +126,9 @@ public final class CSVSink: AttributionSink {
                 let object = try JSONValue.parse(encoder.encode(record)).objectValue ?? [:]
                 text += CSV.row(columns.map { CSV.cell(object[$0]) }) + "\r\n"
             }
-            let handle = try FileHandle(forWritingTo: url)
-            defer { try? handle.close() }
-            try handle.seekToEnd()
-            try handle.write(contentsOf: Data(text.utf8))
-            try handle.synchronize()
+            // Moved away (rotated): a new file with its header; the ids written stay known.
+            if !FileManager.default.fileExists(atPath: url.path) { try Self.create(url, columns: columns) }
+            try Self.append(Data(text.utf8), to: url)
             written.withLock { known in fresh.forEach { known.insert($0.recordID) } }
         }
         return Array(repeating: .delivered, count: records.count)
@@ -90,6 +173,14 @@ public enum CSVSinkPlugin: SinkPlugin {
         let path = reader.requiredString("path").flatMap { _ in reader.filePath("path") }
         let columns = reader.stringList("columns") ?? defaultColumns
         if columns.isEmpty { reader.report("needs at least one column", key: "columns") }
+        // A misspelt field would be an empty column for good, a repeated one a wasted one.
+        let known = Set(AttributionRecord.fieldNames)
+        for column in columns where !known.contains(column) {
+            reader.report("`\(column)` is not a record field", key: "columns")
+        }
+        for column in Set(columns) where columns.filter({ $0 == column }).count > 1 {
+            reader.report("`\(column)` is listed twice", key: "columns")
+        }
         guard let path else { return nil }
         return Options(path: path, columns: columns)
     }
@@ -99,6 +190,7 @@ public enum CSVSinkPlugin: SinkPlugin {
     }
 
     public static func summary(_ options: Options) -> String {
-        "appends \(options.columns.count) columns to \(options.path)"
+        let count = options.columns.contains("record_id") ? options.columns.count : options.columns.count + 1
+        return "appends \(count) columns to \(options.path)"
     }
 }

@@ -133,6 +133,16 @@ import Testing
         #expect(colour.message.hasPrefix("unknown key 'colour'"))
     }
 
+    /// A misspelt column was an empty column for good, a repeated one a wasted one.
+    @Test func theCSVSinksColumnsMustBeRecordFieldsEachOnce() {
+        let issues = problems(
+            "sinks:\n  export: { type: csv, path: out.csv, columns: [campain_name, keyword, keyword] }\n")
+        let text = issues.map(\.description).joined(separator: "\n")
+        #expect(text.contains("`campain_name` is not a record field"), "\(text)")
+        #expect(text.contains("`keyword` is listed twice"), "\(text)")
+        #expect(problems("sinks:\n  export: { type: csv, path: out.csv, columns: [campaign_name, record_id] }\n").isEmpty)
+    }
+
     @Test func anUnknownSectionIsReportedOnTheLineOfItsKey() throws {
         // The unknown key holds a mapping: the issue must point at `limits:`, not inside it.
         let issues = problems(
