@@ -28,6 +28,11 @@ struct NewSinkCommand: CommandPlugin {
 
         let root = context.package.directoryURL
         let files = FileManager.default
+        // A second plugin of one `type:` would replace the first in the registry: a new
+        // `csv` sink would take every existing `type: csv` config from the shipped one.
+        if let owner = Self.pluginClaiming(typeName, under: [root.appending(path: "Sources"), root.appending(path: "Plugins")]) {
+            throw Failure(description: "`type: \(typeName)` is taken by \(owner); choose another with --type")
+        }
         let source = root.appending(path: "Plugins/\(target)/\(target).swift")
         let test = root.appending(path: "Tests/\(target)Tests/\(target)Tests.swift")
         guard !files.fileExists(atPath: source.path) else {
@@ -64,6 +69,21 @@ struct NewSinkCommand: CommandPlugin {
             added "\(target)" to operatorSinks in Package.swift and registered it in BuiltInPlugins.swift.
             Fill in deliver(_:), then use it in config.yaml: sinks: { mine: { type: \(typeName), endpoint: https://… } }
             """)
+    }
+
+    /// The file of a plugin registered as `type: typeName`, if one is.
+    static func pluginClaiming(_ typeName: String, under folders: [URL]) -> String? {
+        let claim = "static let typeName = \"\(typeName)\""
+        for folder in folders {
+            let walk = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil)
+            while let file = walk?.nextObject() as? URL {
+                guard file.pathExtension == "swift", let text = try? String(contentsOf: file, encoding: .utf8),
+                    text.contains(claim)
+                else { continue }
+                return file.lastPathComponent
+            }
+        }
+        return nil
     }
 
     static func kebab(_ name: String) -> String {
@@ -117,9 +137,10 @@ struct NewSinkCommand: CommandPlugin {
                 \(target)(endpoint: options.endpoint)
             }
 
-            /// One line for check-config; never a secret.
+            /// One line for check-config; never a secret (an endpoint's path or query may
+            /// be one, as a Slack webhook's is: the host only).
             public static func summary(_ options: Options) -> String {
-                "delivers to \\(options.endpoint)"
+                "delivers to \\(URL(string: options.endpoint)?.host ?? "its endpoint")"
             }
         }
 

@@ -165,6 +165,8 @@ public struct PluginRegistry: Sendable {
 
     /// Makes a sink type available to config.yaml.
     public mutating func register<P: SinkPlugin>(sink plugin: P.Type) {
+        // Two plugins of one type: the second would silently take the first one's configs.
+        precondition(sinks[P.typeName] == nil, "two sink plugins are registered as `type: \(P.typeName)`")
         sinks[P.typeName] = SinkEntry(
             prepare: { reader, context in
                 guard let options = P.readOptions(reader, context: context) else { return nil }
