@@ -26,6 +26,14 @@ import Testing
         return options
     }
 
+    /// The Campaign Management API v5 instead of v1.
+    func v5Options(port: Int) -> KeywordLookupPlugin.Options {
+        var options = options(port: port)
+        options.api = "v5"
+        options.endpoint = "http://127.0.0.1:\(port)/api/v5"
+        return options
+    }
+
     /// The enricher as the gateway builds it, caching in `env`'s SQLite file.
     func makeEnricher(
         _ options: KeywordLookupPlugin.Options, env: TestEnvironment,
@@ -107,10 +115,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            var options = options(port: port)
-            options.api = "v5"
-            options.endpoint = "http://127.0.0.1:\(port)/api/v5"
-            let enricher = try makeEnricher(options, env: env)
+            let enricher = try makeEnricher(v5Options(port: port), env: env)
             let enriched = try #require(await enricher.enrich([record(keyword: 77), record(keyword: 77)]).first)
             #expect(enriched.keyword == "v5 keyword 77" && enriched.keywordMatchType == "BROAD")
             #expect(enriched.adGroupName == "v5 adgroup 542317095")
@@ -277,6 +282,63 @@ import Testing
             }
             #expect(fake.requests == requests)
             #expect(fake.tokenRequests == tokens)
+        }
+    }
+
+    /// A revoked key is refused at the token endpoint (`400 invalid_client`) before any
+    /// `401`: each name and each of its retries asked it again, hundreds a minute.
+    @Test func aClientTheTokenEndpointRefusesStopsEveryLookupForAWhile() async throws {
+        try await withSource { fake, source in
+            fake.refuseClient.withLock { $0 = true }
+            for id: Int64 in 1...20 {
+                await #expect(throws: (any Error).self) { _ = try await source.campaignName(id: id, orgID: FakeAppleAds.orgID) }
+            }
+            #expect(fake.clientRefusals.withLock { $0 } == 1)
+            #expect(fake.requests == 0)
+        }
+    }
+
+    /// A token of five minutes or less was fetched anew for every request.
+    @Test func aShortLivedTokenServesUntilHalfItsLife() async throws {
+        try await withSource { fake, source in
+            fake.tokenLifetime.withLock { $0 = 240 }
+            for id: Int64 in 1...3 { _ = try await source.campaignName(id: id, orgID: FakeAppleAds.orgID) }
+            #expect(fake.tokenRequests == 1)
+        }
+    }
+
+    /// A name no record could hold (from a broken or hostile `endpoint`) went into every
+    /// record with the id for the cache's life: 3 MB keywords, empty ones, control characters.
+    @Test func aNameNoRecordCouldHoldIsAnErrorNotAName() async throws {
+        try await withSource { fake, source in
+            let long = "\"" + String(repeating: "k", count: 2000) + "\""
+            for name in [#""""#, long, #""calm\u0007app""#] {
+                fake.nameOverride.withLock { $0 = name }
+                await #expect(throws: (any Error).self, "\(name.prefix(20))") {
+                    _ = try await source.campaignName(id: 7, orgID: FakeAppleAds.orgID)
+                }
+            }
+            fake.nameOverride.withLock { $0 = #""東京 calm""# }
+            let named = try await source.campaignName(id: 7, orgID: FakeAppleAds.orgID)
+            #expect(named == "東京 calm")
+        }
+    }
+
+    /// v5 finds an entity by org (and campaign and ad group): a record without them was
+    /// cached as "unknown" without asking, and the name hidden from every record that had
+    /// them for `unknown_ttl_minutes`.
+    @Test func aV5RecordWithoutItsOrgAsksNothingAndHidesNoName() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            let enricher = try makeEnricher(v5Options(port: port), env: env, sleep: { _ in })
+            var orgless = record(keyword: 77)
+            orgless.orgID = nil
+            let bare = try #require(await enricher.enrich([orgless]).first)
+            #expect(bare.keyword == nil && bare.campaignName == nil)
+            #expect(fake.count("v5-keyword") == 0 && fake.count("v5-campaign") == 0)
+            let named = try #require(await enricher.enrich([record(keyword: 77)]).first)
+            #expect(named.keyword == "v5 keyword 77" && named.campaignName == "v5 campaign 542370539")
         }
     }
 

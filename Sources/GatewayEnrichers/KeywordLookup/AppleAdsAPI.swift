@@ -53,7 +53,15 @@ struct AppleAdsHTTP: Sendable {
             if let left = await gate.refusedCredentials() {
                 throw Failure(description: "\(path): Apple Ads refused the credentials (401); asking again in \(left.components.seconds) s")
             }
-            let token = try await tokens.accessToken()
+            let token: String
+            do {
+                token = try await tokens.accessToken()
+            } catch let failure as AppleAdsTokenSource.Failure where failure.refusedClient {
+                // A revoked key is refused at the token endpoint, before any 401: without
+                // the pause each name and each of its retries asked it again.
+                await gate.refuseCredentials(for: .seconds(60))
+                throw failure
+            }
             var request = HTTPClientRequest(url: base + path)
             if let body {
                 request.method = .POST
@@ -196,8 +204,10 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
                     throw AppleAdsHTTP.Failure(description: "/keywords/query: an answer without its result")
                 }
                 for keyword in results {
-                    guard let id = Self.int(keyword["id"]), let text = keyword["text"] as? String else { continue }
-                    found[id] = (text, keyword["matchType"] as? String)
+                    guard let id = Self.int(keyword["id"]), let text = keyword["text"] as? String,
+                        AppleAdsHTTP.isName(text)
+                    else { continue }
+                    found[id] = (text, AppleAdsHTTP.matchType(keyword["matchType"]))
                 }
             }
         }
@@ -206,7 +216,7 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
 
     func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)? {
         guard let result = try await entity("/keywords/\(id)", orgID: orgID) else { return nil }
-        return (try AppleAdsHTTP.field("text", of: result, at: "/keywords/\(id)"), result["matchType"] as? String)
+        return (try AppleAdsHTTP.field("text", of: result, at: "/keywords/\(id)"), AppleAdsHTTP.matchType(result["matchType"]))
     }
 
     func adGroupName(id: Int64, campaignID: Int64?, orgID: Int64?) async throws -> String? {
@@ -233,20 +243,20 @@ struct AppleAdsCampaignManagementV5: AppleAdsNameSource {
     func keywords(ids: [Int64], orgID: Int64?) async throws -> [Int64: (text: String, matchType: String?)]? { nil }
 
     func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)? {
-        guard let adGroupID, let campaignID, let orgID else { return nil }
+        guard let adGroupID, let campaignID, let orgID else { throw AppleAdsHTTP.CannotAsk() }
         let path = "/campaigns/\(campaignID)/adgroups/\(adGroupID)/targetingkeywords/\(id)"
         guard let data = try await entity(path, orgID: orgID) else { return nil }
-        return (try AppleAdsHTTP.field("text", of: data, at: path), data["matchType"] as? String)
+        return (try AppleAdsHTTP.field("text", of: data, at: path), AppleAdsHTTP.matchType(data["matchType"]))
     }
 
     func adGroupName(id: Int64, campaignID: Int64?, orgID: Int64?) async throws -> String? {
-        guard let campaignID, let orgID else { return nil }
+        guard let campaignID, let orgID else { throw AppleAdsHTTP.CannotAsk() }
         let path = "/campaigns/\(campaignID)/adgroups/\(id)"
         return try await entity(path, orgID: orgID).map { try AppleAdsHTTP.field("name", of: $0, at: path) }
     }
 
     func campaignName(id: Int64, orgID: Int64?) async throws -> String? {
-        guard let orgID else { return nil }
+        guard let orgID else { throw AppleAdsHTTP.CannotAsk() }
         let path = "/campaigns/\(id)"
         return try await entity(path, orgID: orgID).map { try AppleAdsHTTP.field("name", of: $0, at: path) }
     }
@@ -262,9 +272,34 @@ struct AppleAdsCampaignManagementV5: AppleAdsNameSource {
 }
 
 extension AppleAdsHTTP {
-    /// The text at `key` of an entity Apple answered with; an entity without it is an error.
+    /// The record lacks what the API needs to find the entity (v5 asks by org, campaign
+    /// and ad group): no verdict on the id, so nothing is cached and nothing retried; a
+    /// record that has them asks.
+    struct CannotAsk: Error, CustomStringConvertible {
+        var description: String { "the record lacks the org, campaign or ad group id the API asks by" }
+    }
+
+    /// The text at `key` of an entity Apple answered with; an entity without it, or with
+    /// one no record could hold (empty, past 1,024 characters, a control character), is
+    /// an error: every record with the id would carry it for the cache's life.
     static func field(_ key: String, of entity: [String: Any], at path: String) throws -> String {
         guard let text = entity[key] as? String else { throw Failure(description: "\(path): an answer without its \(key)") }
+        guard isName(text) else { throw Failure(description: "\(path): an answer whose \(key) is not a name") }
+        return text
+    }
+
+    /// What records may hold as a name, as the routes and `keywords import` read them.
+    static func isName(_ text: String) -> Bool {
+        !text.isEmpty && PayloadFields.fitsLengthLimit(text)
+            && !text.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+
+    /// A match type as Apple writes them (`EXACT`, `BROAD`, v1's `PHRASE`, `CATEGORY`: a
+    /// short upper-case word, so that one Apple adds later is kept); anything else is left out.
+    static func matchType(_ value: Any?) -> String? {
+        guard let text = value as? String, (1...32).contains(text.utf8.count),
+            text.utf8.allSatisfy({ (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || $0 == UInt8(ascii: "_") })
+        else { return nil }
         return text
     }
 }

@@ -11,7 +11,7 @@ actor AppleAdsTokenSource {
     let client: HTTPClient
     let now: @Sendable () -> Date
 
-    private var token: (value: String, expires: Date)?
+    private var token: (value: String, expires: Date, margin: TimeInterval)?
     private var clientSecret: (jwt: String, expires: Date)?
     private var inFlight: Task<String, Error>?
 
@@ -24,11 +24,16 @@ actor AppleAdsTokenSource {
 
     struct Failure: Error, CustomStringConvertible {
         let description: String
+        /// The endpoint refused the client (`400 invalid_client`, `401`: a revoked key),
+        /// which asking again will not change.
+        var refusedClient = false
     }
 
     /// A valid access token; concurrent callers share one request.
     func accessToken() async throws -> String {
-        if let token, token.expires.timeIntervalSince(now()) > 300 { return token.value }
+        // Renewed ahead of its end, by five minutes or, for a short-lived one, half its life
+        // (a fixed five minutes made one of five minutes or less new at every call).
+        if let token, token.expires.timeIntervalSince(now()) > token.margin { return token.value }
         if let inFlight { return try await inFlight.value }
         let task = Task { try await self.fetch() }
         inFlight = task
@@ -57,12 +62,15 @@ actor AppleAdsTokenSource {
         let response = exchange.response
         let body = try exchange.body.get()
         // Never the body in errors: an answer might echo what was sent.
-        guard response.status.code == 200 else { throw Failure(description: "token endpoint answered \(response.status.code)") }
+        guard response.status.code == 200 else {
+            let code = Int(response.status.code)
+            throw Failure(description: "token endpoint answered \(code)", refusedClient: code == 400 || code == 401)
+        }
         guard let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
             let value = json["access_token"] as? String
         else { throw Failure(description: "token endpoint answered without an access_token") }
         let lifetime = (json["expires_in"] as? Int) ?? 3600
-        token = (value, now().addingTimeInterval(Double(lifetime)))
+        token = (value, now().addingTimeInterval(Double(lifetime)), min(300, Double(lifetime) / 2))
         return value
     }
 

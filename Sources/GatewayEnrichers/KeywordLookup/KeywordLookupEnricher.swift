@@ -223,6 +223,9 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         while true {
             do {
                 return try await fetchOnce(key, lookup)
+            } catch is AppleAdsHTTP.CannotAsk {
+                // Cached as unknown, it hid the name from records that carry the org id.
+                return nil
             } catch {
                 await fetches.markFailing(key)
                 // Errors name the path and status only; tokens and keys never reach them.

@@ -141,7 +141,9 @@ actor NameFetches {
         failing.remove(key)
         let now = ContinuousClock.now
         if recent.count > 10_000 { recent = recent.filter { now - $0.value.at < .seconds(60) } }
-        recent[key] = (entry, now)
+        // No entry (given up, or a record the API could not be asked for): nothing in the
+        // cache either, so the next record with the id may ask.
+        if entry != nil { recent[key] = (entry, now) }
         for waiter in waiters.removeValue(forKey: key) ?? [] { waiter.continuation.resume(returning: entry) }
     }
 

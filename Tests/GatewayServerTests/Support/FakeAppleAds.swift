@@ -30,6 +30,14 @@ final class FakeAppleAds: Sendable {
     let noAccounts = Mutex(false)
     /// Every token is refused with `401` (a revoked key or role).
     let refuseTokens = Mutex(false)
+    /// The token endpoint refuses the client (`400 invalid_client`), as for a revoked key.
+    let refuseClient = Mutex(false)
+    /// Times the token endpoint refused the client.
+    let clientRefusals = Mutex(0)
+    /// The `expires_in` of the tokens issued.
+    let tokenLifetime = Mutex(3600)
+    /// When set, the JSON value (already encoded) answered as every v1 entity's name or text.
+    let nameOverride = Mutex<String?>(nil)
     /// The next this many API requests get `429` with `Retry-After: 7`.
     let tooMany = Mutex(0)
     /// Requests made to the API (not the token endpoint), by path.
@@ -62,13 +70,19 @@ final class FakeAppleAds: Sendable {
                 let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? "" }
                 if parts.count == 2 { form[parts[0]] = parts[1] }
             }
+            if self.refuseClient.withLock({ $0 }) {
+                self.clientRefusals.withLock { $0 += 1 }
+                return Self.json(400, #"{"error":"invalid_client"}"#)
+            }
             if let problem = self.checkTokenRequest(request, form) {
                 self.refusals.withLock { $0.append(problem) }
                 return Self.json(400, #"{"error":"invalid_client"}"#)
             }
             let token = "access-\(UUID().uuidString)"
             self.issued.withLock { $0.append(token) }
-            return Self.json(200, #"{"access_token":"\#(token)","token_type":"Bearer","expires_in":3600,"scope":"searchadsorg"}"#)
+            let lifetime = self.tokenLifetime.withLock { $0 }
+            return Self.json(
+                200, #"{"access_token":"\#(token)","token_type":"Bearer","expires_in":\#(lifetime),"scope":"searchadsorg"}"#)
         }
         router.get("/v1/acls") { request, _ -> Response in
             if let refusal = self.refuse(request, context: false) { return refusal }
@@ -92,10 +106,11 @@ final class FakeAppleAds: Sendable {
                     return Self.json(403, #"{"error":{"code":"forbidden","message":"not yours","details":[]}}"#)
                 }
                 if self.malformed.withLock({ $0 }) { return Self.json(200, #"{"result":null}"#) }
+                let name = self.nameOverride.withLock { $0 } ?? #""\#(kind) \#(id)""#
                 let body =
                     kind == "keyword"
-                    ? #"{"id":\#(id),"text":"keyword \#(id)","matchType":"EXACT","adAccountId":\#(Self.adAccountID),"deleted":false}"#
-                    : #"{"id":\#(id),"name":"\#(kind) \#(id)","deleted":false}"#
+                    ? #"{"id":\#(id),"text":\#(name),"matchType":"EXACT","adAccountId":\#(Self.adAccountID),"deleted":false}"#
+                    : #"{"id":\#(id),"name":\#(name),"deleted":false}"#
                 var response = Self.json(200, #"{"result":\#(body)}"#)
                 if let remaining = self.remaining.withLock({ $0 }) {
                     response.headers[HTTPFields.Element.Name("RateLimit-Remaining")!] = String(remaining)
