@@ -43,7 +43,7 @@ struct Serve: AsyncParsableCommand {
         // SIGHUP: the keys of the file as it now stands, checked as a whole like at the start.
         let path = config
         try await GatewayHTTP.run(gateway: gateway) {
-            try ConfigLoader.load(path: path, registry: .builtIn).auth.apiKeys
+            try ConfigLoader.load(path: path, registry: .builtIn)
         }
     }
 }

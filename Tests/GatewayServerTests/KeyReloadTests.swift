@@ -72,4 +72,44 @@ import Testing
         #expect(try await gateway.stop(SIGTERM))
         #expect(gateway.process.terminationStatus == 0)
     }
+
+    /// An editor saving in place, caught by the HUP after the first key: the file still
+    /// checks out (no providers, sinks or routes needed), and it revoked the other keys.
+    @Test func aFileCutShortWhileSavedRevokesNoKey() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = env.directory.appendingPathComponent("keys.yaml").path
+        var lines = env.yaml(logLevel: "info").components(separatedBy: "\n")
+        lines.insert(
+            contentsOf: ["auth:", "  api_keys:"] + [Self.oldKey, Self.newKey].map { "    - { app_id: \"1234567890\", key: \"\($0)\" }" },
+            at: 2)
+        let full = lines.joined(separator: "\n") + "\n"
+        try full.write(toFile: config, atomically: true, encoding: .utf8)
+        let logURL = env.directory.appendingPathComponent("serve.log")
+        let gateway = try GatewayProcess(config: config, logURL: logURL)
+        try await gateway.start()
+        func log() -> String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
+        func status(_ key: String) async throws -> Int {
+            try await gateway.post(
+                "/v1/iad", body: IAdPayloads.attributed(user: "cut-\(UUID())"), headers: ["Authorization": "Bearer \(key)"]
+            ).0
+        }
+        #expect(try await status(Self.newKey) == 202)
+
+        let cut = try #require(full.range(of: Self.oldKey)).upperBound
+        let prefix = String(full[..<cut]) + "\" }\n"
+        try prefix.write(toFile: config, atomically: false, encoding: .utf8)
+        gateway.signal(SIGHUP)
+        #expect(try await env.eventually(seconds: 30) { log().contains("the file no longer has what the server runs with") })
+        #expect(log().contains("provider iad") && log().contains("sink local"))
+        #expect(try await status(Self.newKey) == 202)
+
+        // Saved whole, the same change of keys applies.
+        try full.replacingOccurrences(of: "    - { app_id: \"1234567890\", key: \"\(Self.newKey)\" }\n", with: "")
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        gateway.signal(SIGHUP)
+        #expect(try await env.eventually(seconds: 30) { try await status(Self.newKey) == 401 })
+        #expect(try await status(Self.oldKey) == 202)
+        #expect(try await gateway.stop(SIGTERM))
+    }
 }

@@ -25,11 +25,12 @@ extension GatewayHTTP {
     /// loses nothing: a request not yet answered was not acknowledged, and a batch cut
     /// short stays in the outbox, to be offered again by the next start.
     ///
-    /// With `reloadKeys`, each `SIGHUP` replaces `auth.api_keys` with what it returns (see
+    /// With `reloadKeys`, each `SIGHUP` replaces `auth.api_keys` with those of the
+    /// configuration it returns (see
     /// ``reloadKeysOnHangup(gateway:load:)``).
     public static func run(
         gateway: Gateway, signals: [UnixSignal] = [.sigterm, .sigint],
-        reloadKeys: (@Sendable () throws -> [AuthSettings.Key])? = nil
+        reloadKeys: (@Sendable () throws -> GatewayConfiguration)? = nil
     ) async throws {
         let settings = gateway.configuration.server
         let logger = gateway.logger

@@ -9,11 +9,26 @@ extension GatewayHTTP {
     /// Only the keys are applied; every other setting takes effect at the next start. A
     /// file that no longer checks out changes nothing, and the log says why.
     static func reloadKeysOnHangup(
-        gateway: Gateway, load: @escaping @Sendable () throws -> [AuthSettings.Key]
+        gateway: Gateway, load: @escaping @Sendable () throws -> GatewayConfiguration
     ) async {
         for await _ in await UnixSignalsSequence(trapping: .sighup) {
             reloadKeys(gateway: gateway, load: load)
         }
+    }
+
+    /// The providers, enrichers, sinks and routes of the running configuration that the
+    /// file re-read lacks, by name (none is secret).
+    static func partsLost(running: GatewayConfiguration, reread: GatewayConfiguration) -> [String] {
+        func missing(_ kind: String, _ before: [String], _ after: [String]) -> [String] {
+            Set(before).subtracting(after).sorted().map { "\(kind) \($0)" }
+        }
+        var lost = missing("provider", running.providers.map(\.typeName), reread.providers.map(\.typeName))
+        lost += missing("enricher", running.enrichers.map(\.typeName), reread.enrichers.map(\.typeName))
+        lost += missing("sink", running.sinks.map(\.name), reread.sinks.map(\.name))
+        if reread.routes.count < running.routes.count {
+            lost.append("\(running.routes.count - reread.routes.count) of \(running.routes.count) routes")
+        }
+        return lost
     }
 
     /// Where each issue is, not what it says: a typo such as `key "…"` (no colon) makes
@@ -24,11 +39,13 @@ extension GatewayHTTP {
         return "\(error.issues.map(\.position).joined(separator: ", ")) (attribution-gateway check-config FILE says what is wrong)"
     }
 
-    static func reloadKeys(gateway: Gateway, load: () throws -> [AuthSettings.Key]) {
+    static func reloadKeys(gateway: Gateway, load: () throws -> GatewayConfiguration) {
         let logger = gateway.logger
         let keys: [AuthSettings.Key]
+        let reread: GatewayConfiguration
         do {
-            keys = try load()
+            reread = try load()
+            keys = reread.auth.apiKeys
         } catch {
             logger.error(
                 "configuration reload refused; the API keys in use are unchanged",
@@ -44,6 +61,20 @@ extension GatewayHTTP {
                 configuration reload refused: it has no auth.api_keys, and turning authentication off takes a \
                 restart; the API keys in use are unchanged
                 """)
+            return
+        }
+        // A file cut short while being saved in place can still check out: without its
+        // last sections, and with only the first of its keys, it revoked keys in use. Such
+        // a file lacks what the server runs with; a real change of those takes a restart
+        // anyway, so a reload never needs to drop one.
+        let lost = Self.partsLost(running: gateway.configuration, reread: reread)
+        if !lost.isEmpty {
+            logger.error(
+                """
+                configuration reload refused: the file no longer has what the server runs with (a file cut short \
+                while being saved?); such changes take a restart; the API keys in use are unchanged
+                """,
+                metadata: ["missing": "\(lost.joined(separator: ", "))"])
             return
         }
         gateway.keyring.replace(with: keys)
