@@ -86,9 +86,9 @@ struct KeywordsReport: AsyncParsableCommand {
             progress.finish()
         }
         var rows = report.rows
-        let missing = KeywordReport.missingNames(rows)
-        if !missing.isEmpty {
-            rows = KeywordReport.naming(rows, from: try await KnownNames(storagePath: configuration.storage.sqlitePath).names(missing))
+        let keys = KeywordReport.nameKeys(rows)
+        if !keys.isEmpty {
+            rows = KeywordReport.naming(rows, from: try await KnownNames(storagePath: configuration.storage.sqlitePath).names(keys))
         }
         print(Self.render(rows, format: format))
     }

@@ -375,6 +375,14 @@ import Testing
         let named = try run(["report", "keywords", "--config", config, "--format", "csv"])
         #expect(named.stdout.contains("sleep sounds") && named.stdout.contains("US Search - Sleep"), "\(named.stdout)")
         #expect(named.stdout.contains("Exact - Core") && !named.stdout.contains("#87675499"))
+
+        // An app's payload names the same ids as it likes, with a date far ahead so that
+        // it would be the line's newest install: the names Apple's cache holds stand.
+        let forged = #"{"app_id":"1234567890","app_user_id":"u2","Version3.1":{"iad-attribution":"true","iad-campaign-id":"542370539","iad-campaign-name":"HIJACKED","iad-adgroup-id":"542317095","iad-adgroup-name":"HIJACKED","iad-keyword-id":"87675499","iad-keyword":"HIJACKED","iad-conversion-date":"2099-01-01T00:00:00Z","iad-conversion-type":"Download"}}"#
+        try forged.write(toFile: installs, atomically: true, encoding: .utf8)
+        #expect(try run(["import", "--provider", "iad", "--config", config, installs]).status == 0)
+        let kept = try run(["report", "keywords", "--config", config, "--format", "csv"])
+        #expect(kept.stdout.contains("sleep sounds") && !kept.stdout.contains("HIJACKED"), "\(kept.stdout)")
     }
 
     @Test func commandsThatReadTheStoreRefuseAPathWithNoStore() throws {

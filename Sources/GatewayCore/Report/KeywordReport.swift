@@ -279,7 +279,7 @@ public struct KeywordReport: Sendable {
 
     static func attribution(_ record: AttributionRecord) -> Attribution {
         Attribution(
-            network: record.network ?? (["adservices", "iad"].contains(record.provider) ? "Apple Search Ads" : record.provider),
+            network: record.network ?? (["adservices", "iad"].contains(record.provider) ? appleSearchAds : record.provider),
             campaignID: record.campaignID, campaign: record.campaignName, adGroupID: record.adGroupID,
             adGroup: record.adGroupName, keywordID: record.keywordID, keyword: record.keyword,
             matchType: record.keywordMatchType)
@@ -360,29 +360,38 @@ public struct KeywordReport: Sendable {
         }
     }
 
-    /// The cache keys (`keyword:ID`, `adgroup:ID`, `campaign:ID`) of the names `rows` lack:
-    /// their records were stored before the names were known, and the keyword cache may
-    /// know them since (Apple's API, `keywords import`).
-    public static func missingNames(_ rows: [Row]) -> [String] {
+    /// The network whose ids the keyword cache names (Apple's campaign, ad group and
+    /// keyword ids, from AdServices, iAd and vendors' Apple Search Ads callbacks).
+    static let appleSearchAds = "Apple Search Ads"
+
+    /// The cache keys (`keyword:ID`, `adgroup:ID`, `campaign:ID`) of the Apple Search Ads
+    /// ids in `rows`: the keyword cache may know their names (Apple's API, `keywords
+    /// import`), which records lacked when stored or a caller wrote otherwise.
+    public static func nameKeys(_ rows: [Row]) -> [String] {
         var keys: Set<String> = []
-        for row in rows {
-            if let id = row.keywordID, row.keyword == nil { keys.insert(AppleAdsNameKey.keyword(id)) }
-            if let id = row.adGroupID, row.adGroup == nil { keys.insert(AppleAdsNameKey.adGroup(id)) }
-            if let id = row.campaignID, row.campaign == nil { keys.insert(AppleAdsNameKey.campaign(id)) }
+        for row in rows where row.network == appleSearchAds {
+            if let id = row.keywordID { keys.insert(AppleAdsNameKey.keyword(id)) }
+            if let id = row.adGroupID { keys.insert(AppleAdsNameKey.adGroup(id)) }
+            if let id = row.campaignID { keys.insert(AppleAdsNameKey.campaign(id)) }
         }
         return keys.sorted()
     }
 
-    /// `rows` with the names they lacked taken from `names`, keyed as ``missingNames(_:)``.
+    /// `rows` named from `names`, keyed as ``nameKeys(_:)``: a cached name is Apple's (or
+    /// the operator's import) and wins over the records', which an app's iAd payload
+    /// writes as it likes: one post with a real keyword's ids, made-up names and a
+    /// far-future date renamed that keyword's line. The records' names stay where the
+    /// cache has none.
     public static func naming(_ rows: [Row], from names: [String: (name: String, matchType: String?)]) -> [Row] {
         rows.map { row in
+            guard row.network == appleSearchAds else { return row }
             var row = row
-            if row.keyword == nil, let id = row.keywordID, let known = names[AppleAdsNameKey.keyword(id)] {
+            if let id = row.keywordID, let known = names[AppleAdsNameKey.keyword(id)] {
                 row.keyword = known.name
-                row.matchType = row.matchType ?? known.matchType
+                row.matchType = known.matchType ?? row.matchType
             }
-            if row.adGroup == nil, let id = row.adGroupID { row.adGroup = names[AppleAdsNameKey.adGroup(id)]?.name }
-            if row.campaign == nil, let id = row.campaignID { row.campaign = names[AppleAdsNameKey.campaign(id)]?.name }
+            if let id = row.adGroupID, let name = names[AppleAdsNameKey.adGroup(id)]?.name { row.adGroup = name }
+            if let id = row.campaignID, let name = names[AppleAdsNameKey.campaign(id)]?.name { row.campaign = name }
             return row
         }
     }
