@@ -133,6 +133,23 @@ import Testing
         #expect(colour.message.hasPrefix("unknown key 'colour'"))
     }
 
+    /// A header the HTTP client refuses failed every delivery for good; a value with a
+    /// line break would start another header. Named at load, the value never echoed.
+    @Test func aWebhookHeaderHTTPWouldRefuseIsNamedAtLoad() {
+        let yaml = """
+            sinks:
+              hook:
+                type: webhook
+                url: https://hooks.example.com/in
+                secret: a-secret-of-sixteen-plus
+                headers: { "X-Team Name": growth, X-Token: "tok-123\\r\\nX-Evil: 1", X-Fine: "ok value" }
+            """
+        let text = problems(yaml).map(\.description).joined(separator: "\n")
+        #expect(text.contains("`X-Team Name` is not an HTTP header name"), "\(text)")
+        #expect(text.contains("sinks.hook.headers.X-Token") && text.contains("holds a line break"), "\(text)")
+        #expect(!text.contains("tok-123") && !text.contains("X-Fine"), "\(text)")
+    }
+
     /// A misspelt column was an empty column for good, a repeated one a wasted one.
     @Test func theCSVSinksColumnsMustBeRecordFieldsEachOnce() {
         let issues = problems(

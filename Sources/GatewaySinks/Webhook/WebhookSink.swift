@@ -168,7 +168,17 @@ public enum WebhookSinkPlugin: SinkPlugin {
         var headers: [(String, String)] = []
         if let mapping = reader.child("headers") {
             for name in mapping.keys {
-                if let value = mapping.string(name) { headers.append((name, value)) }
+                guard let value = mapping.string(name) else { continue }
+                // Checked here, not at the first delivery, where every batch failed with
+                // "Invalid header field names" for good. The value is never echoed: it is
+                // often a credential.
+                if !HTTPHeaderText.isName(name) {
+                    mapping.report("`\(name)` is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)", key: name)
+                } else if !HTTPHeaderText.isValue(value) {
+                    mapping.report("holds a line break or another control character", key: name)
+                } else {
+                    headers.append((name, value))
+                }
             }
             mapping.finish()
         }
