@@ -377,6 +377,81 @@ import Testing
     }
 
     /// `slow`: Apple Ads answers after the wait; `down`: it fails until it is back.
+    /// A gateway asking the fake AdServices at `applePort` and the fake Apple Ads at `adsPort`.
+    func keywordGateway(_ env: TestEnvironment, applePort: Int, adsPort: Int, waitMs: Int) throws -> GatewayConfiguration {
+        let yaml = """
+            server: { host: 127.0.0.1, port: 0, log_level: warning }
+            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+            providers:
+              adservices: { endpoint: "http://127.0.0.1:\(applePort)/api/v1/", timeout_ms: 1500 }
+            enrichers:
+              keyword_lookup:
+                client_id: \(FakeAppleAds.clientID)
+                team_id: \(FakeAppleAds.teamID)
+                key_id: \(FakeAppleAds.keyID)
+                private_key: "${ADS_PRIVATE_KEY}"
+                token_endpoint: http://127.0.0.1:\(adsPort)/auth/oauth2/token
+                endpoint: http://127.0.0.1:\(adsPort)/v1
+                wait_ms: \(waitMs)
+                backoff_initial_ms: 20
+            sinks:
+              local: { type: sqlite, backoff_initial_ms: 10, backoff_max_ms: 100 }
+            """
+        return try ConfigLoader.parse(
+            yaml: yaml, file: "keywords.yaml", environment: ["ADS_PRIVATE_KEY": key.pemRepresentation], registry: .builtIn)
+    }
+
+    /// Whether the SQLite sink's one row has all three names.
+    func named(_ env: TestEnvironment) throws -> Bool {
+        try DatabaseQueue(path: env.databasePath).read { db in
+            try Bool.fetchOne(
+                db,
+                sql: """
+                    SELECT keyword IS NOT NULL AND ad_group_name IS NOT NULL AND campaign_name IS NOT NULL
+                    FROM attribution_records
+                    """) ?? false
+        }
+    }
+
+    /// Records the store holds as still owed a name.
+    func owedNames(_ env: TestEnvironment) throws -> Int {
+        try DatabaseQueue(path: env.databasePath).read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM apple_ads_names_owed") ?? -1
+        }
+    }
+
+    /// A deploy during an Apple Ads outage: the names a record went on without were owed
+    /// only in memory, and the restart lost them; the record stayed nameless in every sink.
+    @Test func namesOwedWhenTheGatewayStoppedFollowAfterTheRestart() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 87_675_432))
+        try await withFake { fake, adsPort in
+            try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+                .test(.live) { appleClient in
+                    let config = try keywordGateway(
+                        env, applePort: try #require(appleClient.port), adsPort: adsPort, waitMs: 100)
+                    fake.down.withLock { $0 = true }
+                    try await GatewayHTTP.makeApplication(gateway: try await Gateway.build(configuration: config)).test(.live) {
+                        client in
+                        let body = #"{"token": "QUJDREVG", "app_id": "1234567890", "app_user_id": "u-1"}"#
+                        let response = try await client.execute(uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
+                        #expect(response.status == .accepted)
+                        #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
+                        #expect(try !named(env))
+                    }
+                    fake.down.withLock { $0 = false }
+                    try await GatewayHTTP.makeApplication(gateway: try await Gateway.build(configuration: config)).test(.live) {
+                        (_: TestClientProtocol) async throws in
+                        #expect(try await env.eventually { try named(env) })
+                        #expect(try env.deliveredRecordIDs().count == 1)
+                        // Nothing is owed any more (let go just after the version is stored).
+                        #expect(try await env.eventually { try owedNames(env) == 0 })
+                    }
+                }
+        }
+    }
+
     @Test(arguments: ["prompt", "slow", "down"])
     func anAdServicesRecordReachesTheSinkWithKeywordNames(apple adsState: String) async throws {
         let late = adsState != "prompt"
@@ -386,27 +461,8 @@ import Testing
         try await withFake { fake, adsPort in
             try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
                 .test(.live) { appleClient in
-                    let yaml = """
-                        server: { host: 127.0.0.1, port: 0, log_level: warning }
-                        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
-                        providers:
-                          adservices: { endpoint: "http://127.0.0.1:\(try #require(appleClient.port))/api/v1/", timeout_ms: 1500 }
-                        enrichers:
-                          keyword_lookup:
-                            client_id: \(FakeAppleAds.clientID)
-                            team_id: \(FakeAppleAds.teamID)
-                            key_id: \(FakeAppleAds.keyID)
-                            private_key: "${ADS_PRIVATE_KEY}"
-                            token_endpoint: http://127.0.0.1:\(adsPort)/auth/oauth2/token
-                            endpoint: http://127.0.0.1:\(adsPort)/v1
-                            wait_ms: \(late ? 100 : 10000)
-                            backoff_initial_ms: 20
-                        sinks:
-                          local: { type: sqlite, backoff_initial_ms: 10, backoff_max_ms: 100 }
-                        """
-                    let config = try ConfigLoader.parse(
-                        yaml: yaml, file: "keywords.yaml", environment: ["ADS_PRIVATE_KEY": key.pemRepresentation],
-                        registry: .builtIn)
+                    let config = try keywordGateway(
+                        env, applePort: try #require(appleClient.port), adsPort: adsPort, waitMs: late ? 100 : 10000)
                     let gateway = try await Gateway.build(configuration: config)
                     // Late: Apple Ads answers after the record went on with its ids; the names
                     // follow as a second version of the same record.
@@ -418,24 +474,14 @@ import Testing
                             uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
                         #expect(response.status == .accepted)
                         #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
-                        func named() throws -> Bool {
-                            try DatabaseQueue(path: env.databasePath).read { db in
-                                try Bool.fetchOne(
-                                    db,
-                                    sql: """
-                                        SELECT keyword IS NOT NULL AND ad_group_name IS NOT NULL AND campaign_name IS NOT NULL
-                                        FROM attribution_records
-                                        """) ?? false
-                            }
-                        }
                         if adsState == "down" {
                             // Delivered with its ids while Apple Ads is down…
-                            #expect(try !named())
+                            #expect(try !named(env))
                             fake.down.withLock { $0 = false }
                         }
                         if late {
                             // …and the names follow as a second version of the same record.
-                            #expect(try await env.eventually { try named() })
+                            #expect(try await env.eventually { try named(env) })
                             #expect(try env.deliveredRecordIDs().count == 1)
                         }
                         let row = try #require(

@@ -50,4 +50,36 @@ import GatewayStorage
         let queued = try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false)
         #expect(queued.map { $0.record.keyword } == ["meditation app"])
     }
+
+    /// A late version is the record as it was routed; the stored one may have changed
+    /// since (a purchase credited when Apple answered). Written whole, the late version
+    /// undid that change; only its names are taken.
+    @Test func aLateVersionBringsItsNamesAndUndoesNothingStoredSince() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("late-\(UUID()).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        let pipeline = IngestPipeline(store: store, router: RecordRouter(routes: [Route(sinks: ["local"])]))
+        let writer = LateRecordWriter(enricher: LateNames(), pipeline: pipeline, logger: Logger(label: "test"))
+
+        var record = AttributionRecord(provider: "adservices", kind: .purchase, dedupeKey: "asa:p:1", receivedAt: Date())
+        record.resolution = .pending
+        record.keywordID = 87_675_432
+        _ = try await pipeline.ingest([record])
+        var credited = record
+        credited.resolution = .resolved
+        credited.campaignID = 542_370_539
+        _ = try await store.replaceRecords([RoutedRecord(record: credited, sinks: ["local"])], now: Date())
+
+        var named = record
+        named.keyword = "meditation app"
+        named.enrichedAt = Date()
+        #expect(await writer.write([named]).isEmpty)
+        let stored = try #require(try await store.record(id: record.recordID))
+        #expect(stored.keyword == "meditation app")
+        #expect(stored.resolution == .resolved && stored.campaignID == 542_370_539)
+        // The same names again change nothing and are not queued again.
+        let queued = try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false).count
+        #expect(await writer.write([named]).isEmpty)
+        #expect(try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false).count == queued)
+    }
 }

@@ -35,6 +35,7 @@ public final class LateRecordWriter: Service, Sendable {
         let (batches, queue) = AsyncStream.makeStream(of: Batch.self)
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { tasks in
+                tasks.addTask { await self.resumeLeftWaiting() }
                 tasks.addTask {
                     for await records in self.enricher.lateRecords.cancelOnGracefulShutdown() {
                         queue.yield((records, 0))
@@ -63,6 +64,7 @@ public final class LateRecordWriter: Service, Sendable {
         guard !unstored.isEmpty else { return }
         guard batch.tries < retryDelays.count else {
             logger.debug("late names for records that were never stored", metadata: ["count": "\(unstored.count)"])
+            await enricher.forget(unstored.map(\.recordID))
             return
         }
         later((unstored, batch.tries + 1), retryDelays[batch.tries])
@@ -71,23 +73,53 @@ public final class LateRecordWriter: Service, Sendable {
     /// Writes the versions whose records are stored; returns the others.
     func write(_ records: [AttributionRecord]) async -> [AttributionRecord] {
         var merged: [AttributionRecord] = []
+        var unchanged: [String] = []
         var unstored: [AttributionRecord] = []
         for record in records {
             // Late versions can overtake each other; a name once stored is kept.
             switch await Self.stored(record.recordID, in: pipeline.store) {
-            case .some(let stored): merged.append(Self.keepNames(of: stored, in: record))
+            case .some(let stored):
+                let version = Self.keepNames(of: stored, in: record)
+                // Nothing new (an earlier version brought these names): not sent again.
+                if version == stored { unchanged.append(stored.recordID) } else { merged.append(version) }
             case .none: unstored.append(record)
             }
         }
+        if !unchanged.isEmpty { await enricher.forget(unchanged) }
         guard !merged.isEmpty else { return unstored }
         let routed = merged.map { RoutedRecord(record: $0, sinks: pipeline.router.sinks(for: $0)) }
         do {
             let replaced = try await pipeline.store.replaceRecords(routed, now: Date())
             if replaced > 0 { pipeline.onQueued(Set(routed.flatMap(\.sinks))) }
+            await enricher.forget(merged.map(\.recordID))
         } catch {
+            // Still owed: the enricher keeps the ids, and the next start asks again.
             logger.error("cannot store late enrichment", metadata: ["error": "\(error)"])
         }
         return unstored
+    }
+
+    /// The records a stopped gateway left waiting for late answers, read back and handed
+    /// to the enricher, a thousand at a time; ids with no record are let go.
+    func resumeLeftWaiting() async {
+        let ids = await enricher.recordsLeftWaiting()
+        guard !ids.isEmpty else { return }
+        logger.info("resuming records left waiting for late enrichment", metadata: ["records": "\(ids.count)"])
+        for start in stride(from: 0, to: ids.count, by: 1000) {
+            guard !Task.isCancelled, !Task.isShuttingDownGracefully else { return }
+            var records: [AttributionRecord] = []
+            var missing: [String] = []
+            for id in ids[start..<min(start + 1000, ids.count)] {
+                do {
+                    if let record = try await pipeline.store.record(id: id) { records.append(record) } else { missing.append(id) }
+                } catch {
+                    // Kept for the next start.
+                    logger.warning("cannot read a record left waiting for late enrichment", metadata: ["error": "\(error)"])
+                }
+            }
+            if !missing.isEmpty { await enricher.forget(missing) }
+            if !records.isEmpty { await enricher.resume(records) }
+        }
     }
 
     /// The stored record, nil when there is none (yet); a store that cannot answer is
@@ -96,13 +128,17 @@ public final class LateRecordWriter: Service, Sendable {
         (try? await store.record(id: id)) ?? nil
     }
 
+    /// The stored record with the late version's names: its other fields are the record
+    /// as it was routed, and the stored one may be newer since (a purchase credited, a
+    /// token's answer); written back, they undid that.
     static func keepNames(of stored: AttributionRecord, in late: AttributionRecord) -> AttributionRecord {
-        var record = late
+        var record = stored
         record.keyword = late.keyword ?? stored.keyword
         record.keywordMatchType = late.keywordMatchType ?? stored.keywordMatchType
         record.adGroupName = late.adGroupName ?? stored.adGroupName
         record.campaignName = late.campaignName ?? stored.campaignName
         record.orgName = late.orgName ?? stored.orgName
+        if record != stored { record.enrichedAt = late.enrichedAt ?? stored.enrichedAt }
         return record
     }
 }

@@ -117,8 +117,53 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
             known.merge(cached.filter { isFresh($0.value, now: now) || $0.value.name != nil }) { first, _ in first }
         }
         let result = records.map { fill($0, known) }
+        // Owed: a name neither cached nor known to be unknown. Kept past a restart.
+        let owed = result.filter { record in Self.lookups(for: record).keys.contains { known[$0] == nil } }
+        do {
+            try await cache.rememberOwed(owed.map(\.recordID), now: now())
+        } catch {
+            logger.warning("cannot keep the records owed a name", metadata: ["error": "\(error)"])
+        }
         await waitForLateNames(result)
         return result
+    }
+
+    /// How long a record stays owed a name across restarts.
+    static let owedFor: TimeInterval = 7 * 86_400
+
+    func recordsLeftWaiting() async -> [String] {
+        do {
+            return try await cache.owed(since: now().addingTimeInterval(-Self.owedFor))
+        } catch {
+            logger.warning("cannot read the records owed a name", metadata: ["error": "\(error)"])
+            return []
+        }
+    }
+
+    /// Enriched again: what is named now goes out as a late version, what is still owed
+    /// waits as a new record would, and what needs nothing more is let go.
+    func resume(_ records: [AttributionRecord]) async {
+        let result = await enrich(records)
+        var completed: [AttributionRecord] = []
+        var settled: [String] = []
+        let known = await fresh(Array(Set(result.flatMap { Self.lookups(for: $0).keys })))
+        for (before, after) in zip(records, result) {
+            if after != before {
+                completed.append(after)
+            } else if Self.lookups(for: after).keys.allSatisfy({ known[$0] != nil }) {
+                settled.append(after.recordID)
+            }
+        }
+        await forget(settled)
+        if !completed.isEmpty { lateContinuation.yield(completed) }
+    }
+
+    func forget(_ recordIDs: [String]) async {
+        do {
+            try await cache.forgetOwed(recordIDs)
+        } catch {
+            logger.warning("cannot update the records owed a name", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Each name looked up counts once: `late` (no answer in time), `unknown` (Apple has

@@ -21,7 +21,9 @@ struct KeywordNameCache: Sendable {
             try db.execute(
                 sql: """
                     CREATE TABLE IF NOT EXISTS apple_ads_names (
-                        key TEXT PRIMARY KEY, name TEXT, match_type TEXT, fetched_at REAL NOT NULL)
+                        key TEXT PRIMARY KEY, name TEXT, match_type TEXT, fetched_at REAL NOT NULL);
+                    CREATE TABLE IF NOT EXISTS apple_ads_names_owed (
+                        record_id TEXT PRIMARY KEY, since REAL NOT NULL);
                     """)
         }
     }
@@ -54,6 +56,38 @@ struct KeywordNameCache: Sendable {
                     sql: "INSERT OR REPLACE INTO apple_ads_names (key, name, match_type, fetched_at) VALUES (?, ?, ?, ?)",
                     arguments: [key, entry.name, entry.matchType, entry.fetchedAt.timeIntervalSince1970])
             }
+        }
+    }
+}
+
+/// Records routed without a name that was still on its way: kept in the store, so that a
+/// restart (a deploy during an Apple Ads outage) does not leave them nameless in every sink.
+extension KeywordNameCache {
+    func rememberOwed(_ recordIDs: [String], now: Date) async throws {
+        guard !recordIDs.isEmpty else { return }
+        try await pool.write { db in
+            for id in recordIDs {
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO apple_ads_names_owed (record_id, since) VALUES (?, ?)",
+                    arguments: [id, now.timeIntervalSince1970])
+            }
+        }
+    }
+
+    /// The records still owed a name, oldest first; those older than `since` are let go.
+    func owed(since: Date) async throws -> [String] {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM apple_ads_names_owed WHERE since < ?", arguments: [since.timeIntervalSince1970])
+            return try String.fetchAll(db, sql: "SELECT record_id FROM apple_ads_names_owed ORDER BY since, record_id")
+        }
+    }
+
+    func forgetOwed(_ recordIDs: [String]) async throws {
+        guard !recordIDs.isEmpty else { return }
+        let list = String(decoding: try JSONEncoder().encode(recordIDs), as: UTF8.self)
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM apple_ads_names_owed WHERE record_id IN (SELECT value FROM json_each(?))", arguments: [list])
         }
     }
 }
