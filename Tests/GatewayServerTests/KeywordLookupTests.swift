@@ -413,6 +413,53 @@ import Testing
         }
     }
 
+    /// Answers each kind of name when the test releases it.
+    final class GatedNames: AppleAdsNameSource, Sendable {
+        private let released = Mutex<Set<String>>([])
+
+        func release(_ kind: String) { released.withLock { _ = $0.insert(kind) } }
+
+        private func answer(_ kind: String, _ name: String) async -> String {
+            while !released.withLock({ $0.contains(kind) }) { try? await Task.sleep(for: .milliseconds(5)) }
+            return name
+        }
+
+        func keywords(ids: [Int64], orgID: Int64?) async throws -> [Int64: (text: String, matchType: String?)]? { nil }
+        func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)? {
+            (await answer("keyword", "calm app"), "EXACT")
+        }
+        func adGroupName(id: Int64, campaignID: Int64?, orgID: Int64?) async throws -> String? { await answer("adgroup", "Exact - Core") }
+        func campaignName(id: Int64, orgID: Int64?) async throws -> String? { await answer("campaign", "US Search") }
+    }
+
+    /// Three names arriving one after another made three late versions, each delivered
+    /// again to every sink (four deliveries of one install to a webhook, three Mixpanel
+    /// `$set`s): the record now waits for the names still on their way.
+    @Test func namesArrivingOneByOneMakeOneLateVersion() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let source = GatedNames()
+        let enricher = KeywordLookupEnricher(
+            source: source, cache: try KeywordNameCache(path: env.databasePath), wait: .milliseconds(10), ttl: 3600,
+            unknownTTL: 3600, logger: Logger(label: "test"))
+        let versions = Mutex<[AttributionRecord]>([])
+        let collector = Task { for await batch in enricher.lateRecords { versions.withLock { $0 += batch } } }
+        defer { collector.cancel() }
+        let record = record(keyword: 31)
+        #expect(await enricher.enrich([record]).first?.keyword == nil)
+        for (kind, key) in [("keyword", AppleAdsNameKey.keyword(31)), ("adgroup", AppleAdsNameKey.adGroup(542_317_095))] {
+            source.release(kind)
+            // Handled: its records no longer wait under it.
+            #expect(try await env.eventually { !enricher.isWaiting(for: key) })
+        }
+        #expect(versions.withLock { $0.isEmpty })
+        source.release("campaign")
+        #expect(try await env.eventually { versions.withLock { !$0.isEmpty } })
+        let late = try #require(versions.withLock { $0.first })
+        #expect(late.keyword == "calm app" && late.adGroupName == "Exact - Core" && late.campaignName == "US Search")
+        #expect(versions.withLock { $0.count } == 1)
+    }
+
     /// Records the store holds as still owed a name.
     func owedNames(_ env: TestEnvironment) throws -> Int {
         try DatabaseQueue(path: env.databasePath).read { db in

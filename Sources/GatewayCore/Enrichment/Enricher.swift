@@ -16,20 +16,22 @@ public protocol Enricher: Sendable {
 ///
 /// What it still owes outlives the process: at start the gateway asks for the records a
 /// stopped gateway left waiting, reads them from the store and hands them to `resume`;
-/// once a late version is stored (or its record is not), `forget` lets the id go.
+/// `stored` and `forget` say when a late version is stored, or its record never was.
 public protocol LateEnricher: Enricher {
     var lateRecords: AsyncStream<[AttributionRecord]> { get }
     /// Ids of records that went on without an answer still owed when the gateway stopped.
     func recordsLeftWaiting() async -> [String]
     /// Those records, read from the store: completed now or later, through `lateRecords`.
     func resume(_ records: [AttributionRecord]) async
-    /// Nothing more is owed to these records: their late version is stored, or they were
-    /// never stored at all.
+    /// These late versions are stored: what they still lack may yet be owed.
+    func stored(_ records: [AttributionRecord]) async
+    /// Nothing more is owed to these records: they were never stored.
     func forget(_ recordIDs: [String]) async
 }
 
 extension LateEnricher {
     public func recordsLeftWaiting() async -> [String] { [] }
     public func resume(_ records: [AttributionRecord]) async {}
+    public func stored(_ records: [AttributionRecord]) async {}
     public func forget(_ recordIDs: [String]) async {}
 }

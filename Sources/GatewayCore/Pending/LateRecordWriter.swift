@@ -73,7 +73,7 @@ public final class LateRecordWriter: Service, Sendable {
     /// Writes the versions whose records are stored; returns the others.
     func write(_ records: [AttributionRecord]) async -> [AttributionRecord] {
         var merged: [AttributionRecord] = []
-        var unchanged: [String] = []
+        var unchanged: [AttributionRecord] = []
         var unstored: [AttributionRecord] = []
         for record in records {
             // Late versions can overtake each other; a name once stored is kept.
@@ -81,17 +81,17 @@ public final class LateRecordWriter: Service, Sendable {
             case .some(let stored):
                 let version = Self.keepNames(of: stored, in: record)
                 // Nothing new (an earlier version brought these names): not sent again.
-                if version == stored { unchanged.append(stored.recordID) } else { merged.append(version) }
+                if version == stored { unchanged.append(stored) } else { merged.append(version) }
             case .none: unstored.append(record)
             }
         }
-        if !unchanged.isEmpty { await enricher.forget(unchanged) }
+        if !unchanged.isEmpty { await enricher.stored(unchanged) }
         guard !merged.isEmpty else { return unstored }
         let routed = merged.map { RoutedRecord(record: $0, sinks: pipeline.router.sinks(for: $0)) }
         do {
             let replaced = try await pipeline.store.replaceRecords(routed, now: Date())
             if replaced > 0 { pipeline.onQueued(Set(routed.flatMap(\.sinks))) }
-            await enricher.forget(merged.map(\.recordID))
+            await enricher.stored(merged)
         } catch {
             // Still owed: the enricher keeps the ids, and the next start asks again.
             logger.error("cannot store late enrichment", metadata: ["error": "\(error)"])

@@ -158,6 +158,15 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         if !completed.isEmpty { lateContinuation.yield(completed) }
     }
 
+    /// Late versions stored: those that owe nothing more (every name they lack is cached
+    /// as unknown) are let go; one still waiting for a failing name stays owed.
+    func stored(_ records: [AttributionRecord]) async {
+        let keys = Set(records.flatMap { Self.lookups(for: $0).keys })
+        let cached = keys.isEmpty ? [:] : (try? await cache.entries(Array(keys))) ?? [:]
+        let settled = records.filter { Self.lookups(for: $0).keys.allSatisfy { cached[$0] != nil } }
+        await forget(settled.map(\.recordID))
+    }
+
     func forget(_ recordIDs: [String]) async {
         do {
             try await cache.forgetOwed(recordIDs)
@@ -238,15 +247,39 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         }
     }
 
-    /// Hands the records waiting for `key` back, with every name now cached.
-    func completeLate(_ key: String) async {
-        let records = waitingLate.withLock { $0.removeValue(forKey: key) } ?? []
+    /// Hands the records waiting for `key` back, with every name now cached. A record
+    /// that also waits for another name still being fetched (and not failing) is handed
+    /// back when that one ends: one new version with its keyword, ad group and campaign,
+    /// not one per name, each delivered again to every sink. With `keepWaiting` (the
+    /// fetch of `key` is failing and goes on), they stay waiting for it too.
+    func completeLate(_ key: String, keepWaiting: Bool = false) async {
+        // The records, and the other names each still waits under.
+        let (records, elsewhere) = waitingLate.withLock { waiting in
+            let records = (keepWaiting ? waiting[key] : waiting.removeValue(forKey: key)) ?? []
+            let ids = Set(records.map(\.recordID))
+            var elsewhere: [String: Set<String>] = [:]
+            for (other, list) in waiting where other != key {
+                for record in list where ids.contains(record.recordID) { elsewhere[record.recordID, default: []].insert(other) }
+            }
+            return (records, elsewhere)
+        }
         guard !records.isEmpty else { return }
+        var coming: Set<String> = []
+        for other in Set(elsewhere.values.flatMap { $0 }) {
+            if await fetches.isRunning(other), await !fetches.isFailing(other) { coming.insert(other) }
+        }
+        let ready = records.filter { (elsewhere[$0.recordID] ?? []).isDisjoint(with: coming) }
+        guard !ready.isEmpty else { return }
         var keys: Set<String> = []
-        for record in records { keys.formUnion(Self.lookups(for: record).keys) }
+        for record in ready { keys.formUnion(Self.lookups(for: record).keys) }
         let known = await fresh(Array(keys))
-        let completed = records.map { fill($0, known) }.filter { $0.enrichedAt != nil }
+        let completed = ready.map { fill($0, known) }.filter { $0.enrichedAt != nil }
         if !completed.isEmpty { lateContinuation.yield(completed) }
+    }
+
+    /// Whether records wait for `key`'s name (for tests: whether its end was handled).
+    func isWaiting(for key: String) -> Bool {
+        waitingLate.withLock { $0[key] != nil }
     }
 
     /// Cached entries still within their TTL.
@@ -272,7 +305,9 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
                 // Cached as unknown, it hid the name from records that carry the org id.
                 return nil
             } catch {
-                await fetches.markFailing(key)
+                // Records held back for this name go out with the others they have
+                // now; they stay waiting for this one too.
+                if await fetches.markFailing(key) { await completeLate(key, keepWaiting: true) }
                 // Errors name the path and status only; tokens and keys never reach them.
                 logger.warning("name lookup failed", metadata: ["key": "\(key)", "error": "\(error)"])
                 guard waited < Self.retryFor, (try? await sleep(delay)) != nil else { return nil }

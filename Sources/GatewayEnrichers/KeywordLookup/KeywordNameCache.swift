@@ -158,16 +158,22 @@ actor NameFetches {
 
     func isRunning(_ key: String) -> Bool { running.contains(key) }
 
+    /// Running and answered by a failure so far (retrying): not worth waiting for.
+    func isFailing(_ key: String) -> Bool { running.contains(key) && failing.contains(key) }
+
     /// True when a fetch for `key` finished within the last minute.
     func finishedRecently(_ key: String) -> Bool {
         recent[key].map { ContinuousClock.now - $0.at < .seconds(60) } ?? false
     }
 
     /// The fetch of `key` failed and goes on retrying: its waiters go on without it.
-    func markFailing(_ key: String) {
-        guard running.contains(key) else { return }
-        failing.insert(key)
+    /// Returns true the first time, when the fetch starts failing.
+    @discardableResult
+    func markFailing(_ key: String) -> Bool {
+        guard running.contains(key) else { return false }
+        let first = failing.insert(key).inserted
         for waiter in waiters.removeValue(forKey: key) ?? [] { waiter.continuation.resume(returning: nil) }
+        return first
     }
 
     private func finish(_ key: String, _ entry: KeywordNameCache.Entry?) {
