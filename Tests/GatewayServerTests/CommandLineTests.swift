@@ -273,6 +273,27 @@ import Testing
         #expect(try JSONDecoder().decode([Row].self, from: Data(other.stdout.utf8)).isEmpty, "\(other.stdout)")
     }
 
+    /// An event with no timestamp, event_id or transaction is told from a second one alike
+    /// only by its arrival: importing the file again stored it again, unannounced.
+    @Test func importSaysWhichEventsAnotherImportWouldStoreAgain() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try storeConfig(env, providers: "s2s: {}")
+        let file = env.directory.appendingPathComponent("events.jsonl").path
+        try [
+            #"{"type":"event","name":"level_up","app_id":"1234567890","app_user_id":"u1"}"#,
+            "\t",
+            #"{"type":"event","name":"level_up","app_id":"1234567890","app_user_id":"u2","timestamp":1700000000}"#,
+            #"{"received_at":"2025-03-01T00:00:00Z","payload":{"type":"event","name":"level_up","app_id":"1234567890","app_user_id":"u3"}}"#,
+        ].joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let first = try run(["import", "--provider", "s2s", "--config", config, file])
+        #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
+        #expect(first.stdout.contains("3 stored, 0 duplicates, 0 lines rejected"), "\(first.stdout)")
+        #expect(first.stderr.contains("1 events have no timestamp, event_id or transaction_id"), "\(first.stderr)")
+        let again = try run(["import", "--provider", "s2s", "--config", config, file])
+        #expect(again.stdout.contains("1 stored, 2 duplicates"), "\(again.stdout)")
+    }
+
     @Test func importedHistoryKeepsItsTimeSoAPurchaseGoesToTheInstallBeforeIt() throws {
         let env = try TestEnvironment()
         defer { env.remove() }
