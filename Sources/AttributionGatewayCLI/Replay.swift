@@ -30,6 +30,11 @@ struct Replay: AsyncParsableCommand {
             throw ValidationError(
                 "no sink '\(sink)' in \(config); defined: \(configuration.sinks.map(\.name).joined(separator: ", "))")
         }
+        // A misspelt provider matched no record and said "0 of 0 records queued".
+        let providers = PluginRegistry.builtIn.providerTypes
+        if let provider, !providers.contains(provider) {
+            throw ValidationError("no provider '\(provider)'; known: \(providers.joined(separator: ", "))")
+        }
         var filter = ReplayFilter(provider: provider)
         if let since {
             filter.since = try TimeOption.parse(since, option: "--since")

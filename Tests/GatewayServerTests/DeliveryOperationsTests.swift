@@ -68,6 +68,10 @@ import Testing
         let unknown = try cli.run(["replay", "--config", config, "--sink", "nowhere"])
         #expect(unknown.status != 0)
         #expect(unknown.stderr.contains("no sink 'nowhere'"))
+        // A misspelt provider matched nothing and said "0 of 0 records queued".
+        let misspelt = try cli.run(["replay", "--config", config, "--sink", "local", "--provider", "adservice"])
+        #expect(misspelt.status != 0)
+        #expect(misspelt.stderr.contains("no provider 'adservice'; known: adservices"), "\(misspelt.stderr)")
     }
 
     @Test func replayToAVendorThatNeedsConsentQueuesOnlyConsentedEvents() async throws {
