@@ -43,12 +43,24 @@ enum YAMLConfigNode {
             return ConfigNode(.scalar(scalar.string, plain: plain), line: line, column: column)
         case .mapping(let mapping):
             var entries: [(key: String, value: ConfigNode)] = []
+            // `<<: *defaults` (or a list of them): the merged mappings' keys, under those
+            // written out, which win; of two merged mappings, the first listed wins.
+            var merged: [(key: String, value: ConfigNode)] = []
             for pair in mapping {
+                if let sources = mergeSources(pair) {
+                    for source in sources {
+                        guard let converted = convert(source, budget: &budget) else { return nil }
+                        guard case .mapping(let inherited) = converted.value else { continue }
+                        for entry in inherited where !merged.contains(where: { $0.key == entry.key }) { merged.append(entry) }
+                    }
+                    continue
+                }
                 guard var value = convert(pair.value, budget: &budget) else { return nil }
                 value.keyLine = pair.key.mark?.line ?? 0
                 value.keyColumn = pair.key.mark?.column ?? 0
                 entries.append((key: pair.key.string ?? "\(pair.key)", value: value))
             }
+            for entry in merged where !entries.contains(where: { $0.key == entry.key }) { entries.append(entry) }
             return ConfigNode(.mapping(entries), line: line, column: column)
         case .sequence(let sequence):
             var items: [ConfigNode] = []
@@ -59,6 +71,19 @@ enum YAMLConfigNode {
             return ConfigNode(.sequence(items), line: line, column: column)
         case .alias:
             return ConfigNode(.scalar("*alias", plain: false), line: line, column: column)
+        }
+    }
+
+    /// The mappings a merge key (`<<`, plain) brings in: one, or a list of them; nil for
+    /// any other pair, and for a `<<` holding anything else, which is then an unknown key.
+    static func mergeSources(_ pair: Node.Mapping.Element) -> [Node]? {
+        guard case .scalar(let key) = pair.key, key.string == "<<", key.style == .plain || key.style == .any else {
+            return nil
+        }
+        switch pair.value {
+        case .mapping: return [pair.value]
+        case .sequence(let list) where list.allSatisfy({ if case .mapping = $0 { true } else { false } }): return Array(list)
+        default: return nil
         }
     }
 

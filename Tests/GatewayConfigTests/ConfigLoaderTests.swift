@@ -150,6 +150,28 @@ import Testing
         #expect(!text.contains("tok-123") && !text.contains("X-Fine"), "\(text)")
     }
 
+    /// `<<: *defaults` shares settings between sinks, as YAML has it; it was refused as an
+    /// unknown key `<<`, though the README said anchors read as YAML has them.
+    @Test func aMergeKeyBringsInItsMappingUnderTheKeysWrittenOut() throws {
+        let yaml = """
+            sinks:
+              eu: &hook { type: webhook, url: "https://eu.example.com/in", secret: a-secret-of-sixteen-plus, batch_size: 7 }
+              us:
+                <<: *hook
+                url: "https://us.example.com/in"
+              both:
+                <<: [{ batch_size: 3 }, *hook]
+            """
+        let configuration = try parse(yaml)
+        let sinks = Dictionary(uniqueKeysWithValues: configuration.sinks.map { ($0.name, $0) })
+        #expect(sinks["us"]?.delivery.batchSize == 7)
+        #expect(sinks["us"]?.prepared.summary.contains("us.example.com") == true, "\(sinks["us"]?.prepared.summary ?? "")")
+        #expect(sinks["both"]?.delivery.batchSize == 3)
+        #expect(sinks["both"]?.prepared.summary.contains("eu.example.com") == true)
+        // Anything but mappings under `<<` stays an unknown key.
+        #expect(problems("sinks:\n  x: { type: sqlite, <<: 5 }\n").contains { $0.description.contains("'<<'") })
+    }
+
     /// A misspelt column was an empty column for good, a repeated one a wasted one.
     @Test func theCSVSinksColumnsMustBeRecordFieldsEachOnce() {
         let issues = problems(
