@@ -86,6 +86,12 @@ public enum StoreBackup {
         guard lstat(destination, &status) != 0 else {
             throw Refusal(description: "\(target) exists; a backup never replaces a file")
         }
+        // A side file left beside the name (an earlier store's `-journal` or `-wal`) would
+        // be taken as the copy's own when it is first opened: a hot journal rolls its
+        // pages back over the backup's, a stale WAL replays another store's.
+        for suffix in ["-journal", "-wal"] where lstat(destination + suffix, &status) == 0 {
+            throw Refusal(description: "\(target)\(suffix) exists: SQLite would apply it to the backup; move it away first")
+        }
         // The store's own side files need not exist to be its: a `-journal` made here
         // would lock the live store, and the next start would delete it as a hot journal.
         let storeFile = realPath(store.path) ?? store.path

@@ -52,8 +52,14 @@ import Testing
         try Data("an older backup".utf8).write(to: URL(fileURLWithPath: existing))
         let dangling = f.path + ".link"
         try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: folder + "/nowhere-\(UUID())")
-        defer { for path in [existing, dangling] { try? FileManager.default.removeItem(atPath: path) } }
+        // A hot journal an earlier store left under the name: SQLite would roll it over the copy.
+        let besideJournal = f.path + ".bak"
+        try Data("pages of another store".utf8).write(to: URL(fileURLWithPath: besideJournal + "-journal"))
+        defer {
+            for path in [existing, dangling, besideJournal + "-journal"] { try? FileManager.default.removeItem(atPath: path) }
+        }
         let cases = [
+            (besideJournal, ".bak-journal exists"),
             (existing, "exists"), (dangling, "exists"), ("/nonexistent-\(UUID())/copy.sqlite", "is not a folder"),
             (folder + "/", "names a folder"),
             // Not there in WAL mode, yet the store's: made here, it would lock the live store.
