@@ -33,6 +33,8 @@ enum ConfigSummary {
                 : "auth: \(keys.count) API keys for apps \(apps.joined(separator: ", "))")
         let providers = configuration.providers.map(\.typeName)
         lines.append("providers: \(providers.isEmpty ? "none enabled" : providers.joined(separator: ", "))")
+        let enrichers = configuration.enrichers.map(\.typeName)
+        lines.append("enrichers: \(enrichers.isEmpty ? "none enabled" : enrichers.joined(separator: ", "))")
         lines.append("sinks:")
         if configuration.sinks.isEmpty { lines.append("  none") }
         for sink in configuration.sinks {

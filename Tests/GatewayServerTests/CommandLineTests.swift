@@ -61,6 +61,8 @@ import Testing
         let result = try run(["check-config", root.appendingPathComponent("config.yaml").path])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("providers: adservices, iad, skadnetwork"))
+        // Commented out in the repository's file; said, so that a typo in its name shows.
+        #expect(result.stdout.contains("enrichers: none enabled"))
         #expect(result.stdout.contains("1. all records but test payloads and quarantined postbacks -> local"))
     }
 
