@@ -39,7 +39,7 @@ struct Keywords: AsyncParsableCommand {
             }
             progress?.finish()
             print("\(report.keywords) keywords, \(report.adGroups) ad groups, \(report.campaigns) campaigns; \(report.badRows.count) rows rejected")
-            for bad in report.badRows { print("line \(bad.line): \(bad.reason)") }
+            for bad in report.badRows { print("line \(bad.line): \(TerminalText.visible(bad.reason))") }
             if !report.badRows.isEmpty { throw ExitCode(1) }
         }
     }

@@ -119,19 +119,6 @@ struct KeywordsReport: AsyncParsableCommand {
         ]
     }
 
-    static func visible(_ cell: String) -> String {
-        guard cell.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return cell }
-        return cell.unicodeScalars.map { scalar in
-            switch scalar {
-            case "\n": "\\n"
-            case "\r": "\\r"
-            case "\t": "\\t"
-            case _ where scalar.properties.generalCategory == .control: "\\u{\(String(scalar.value, radix: 16))}"
-            default: String(scalar)
-            }
-        }.joined()
-    }
-
     static func render(_ rows: [KeywordReport.Row], format: Format) -> String {
         switch format {
         case .csv:
@@ -143,7 +130,7 @@ struct KeywordsReport: AsyncParsableCommand {
         case .table:
             // A keyword may hold a line break or a tab (iAd's routes take them): shown
             // escaped, so that a row stays one line.
-            let table = [header] + rows.map { cells($0).map(Self.visible) }
+            let table = [header] + rows.map { cells($0).map(TerminalText.visible) }
             let widths = header.indices.map { column in table.map { $0[column].count }.max() ?? 0 }
             if rows.isEmpty { return "no installs or purchases recorded yet" }
             return table.map { line in

@@ -395,6 +395,12 @@ import Testing
 
             """.write(toFile: csv, atomically: true, encoding: .utf8)
         #expect(try run(["keywords", "import", "--config", config, csv]).status == 0)
+        // A refused name is shown, not run: an escape sequence retitled and cleared the terminal.
+        let hostile = env.directory.appendingPathComponent("hostile.csv").path
+        try "Keyword ID,Keyword\n42,\u{1B}]0;owned\u{07}\u{1B}[2J\n".write(toFile: hostile, atomically: true, encoding: .utf8)
+        let refused = try run(["keywords", "import", "--config", config, hostile])
+        #expect(refused.status == 1 && refused.stdout.contains("line 2:"), "\(refused.stdout)")
+        #expect(!refused.stdout.contains("\u{1B}") && refused.stdout.contains("\\u{1b}"), "\(refused.stdout)")
         let named = try run(["report", "keywords", "--config", config, "--format", "csv"])
         #expect(named.stdout.contains("sleep sounds") && named.stdout.contains("US Search - Sleep"), "\(named.stdout)")
         #expect(named.stdout.contains("Exact - Core") && !named.stdout.contains("#87675499"))
