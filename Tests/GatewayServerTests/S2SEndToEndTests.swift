@@ -521,9 +521,15 @@ import Testing
                 let again = try await post(client, resend)
                 #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"), "\(resend)")
             }
-            // A second later is another event.
+            // A second later is another event; so are two a fraction of a millisecond apart,
+            // however each is written.
             #expect(try await post(client, levelUp("\(seconds + 1)", idfv)).status == .accepted)
-            #expect(try await env.eventually { try sinkRows(env).count == 2 })
+            let micro = iso.replacingOccurrences(of: "Z", with: ".1231Z")
+            #expect(try await post(client, levelUp("\"\(micro)\"", idfv)).status == .accepted)
+            #expect(try await post(client, levelUp("\(seconds).1234", idfv)).status == .accepted)
+            let again = try await post(client, levelUp("\(seconds).1231", idfv))
+            #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"))
+            #expect(try await env.eventually { try sinkRows(env).count == 4 })
         }
     }
 

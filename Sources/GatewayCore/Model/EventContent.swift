@@ -16,14 +16,12 @@ public enum EventContent {
 
     static func canonical(_ key: String, _ value: JSONValue) -> JSONValue {
         switch (key, value) {
-        // Milliseconds: a fraction read from ISO-8601 text and the same one sent as a
-        // number need not be the same double.
         case ("timestamp", .string(let text)):
-            if let date = ISO8601.parse(text) { return milliseconds(date.timeIntervalSince1970) }
+            if let seconds = seconds(iso: text) { return .string(seconds) }
         case ("timestamp", .integer(let seconds)):
-            return milliseconds(Double(seconds))
+            return .string(String(seconds))
         case ("timestamp", .double(let seconds)):
-            return milliseconds(seconds)
+            return .string(decimal(String(seconds)))
         case ("idfv", .string(let id)), ("idfa", .string(let id)):
             return .string(id.uppercased())
         case ("revenue", .integer(let amount)):
@@ -40,8 +38,33 @@ public enum EventContent {
         return value
     }
 
-    static func milliseconds(_ seconds: Double) -> JSONValue {
-        let value = (seconds * 1000).rounded()
-        return value.magnitude < 9e15 ? .integer(Int64(value)) : .double(seconds)
+    /// Unix seconds as a decimal with every digit the time was written with (never rounded:
+    /// two events a microsecond apart are two events), without trailing zeros. An ISO-8601
+    /// time's whole seconds come from its date and offset, its fraction from its text, so
+    /// that `…:03.1231Z` and `1795168803.1231` are one time.
+    static func seconds(iso text: String) -> String? {
+        guard let date = ISO8601.parse(text) else { return nil }
+        var fraction = ""
+        if let t = text.firstIndex(where: { $0 == "T" || $0 == "t" || $0 == " " }),
+            let dot = text[t...].firstIndex(of: ".")
+        {
+            fraction = String(text[text.index(after: dot)...].prefix(while: \.isASCIIDigit))
+        }
+        let fractionValue = Double("0." + (fraction.isEmpty ? "0" : fraction)) ?? 0
+        let whole = Int64((date.timeIntervalSince1970 - fractionValue).rounded())
+        return decimal("\(whole).\(fraction)")
     }
+
+    /// `123.4500` as `123.45`, `123.0` and `123.` as `123`.
+    static func decimal(_ text: String) -> String {
+        guard text.contains("."), !text.contains("e"), !text.contains("E") else { return text }
+        var trimmed = Substring(text)
+        while trimmed.last == "0" { trimmed = trimmed.dropLast() }
+        if trimmed.last == "." { trimmed = trimmed.dropLast() }
+        return String(trimmed)
+    }
+}
+
+extension Character {
+    fileprivate var isASCIIDigit: Bool { ("0"..."9").contains(self) }
 }
