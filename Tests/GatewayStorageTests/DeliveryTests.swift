@@ -1,5 +1,5 @@
 import Foundation
-import GatewayCore
+@testable import GatewayCore
 import GatewaySinks
 import GatewayStorage
 import GRDB
@@ -474,6 +474,13 @@ import Testing
         }
         #expect(try await f.attempts() == [0])
         #expect(try await f.store.deadLetters(sink: "memory", limit: 10).isEmpty)
+        // Until then the worker takes no batch: taking them, it rewrote the whole outbox
+        // once per cool-down for a dead receiver.
+        #expect(worker.postponedUntil.withLock { $0 } == f.clock.now)
+        f.sink.removeRules()
+        f.clock.advance(30)
+        #expect(try await worker.drainOnce() == 1)
+        #expect(worker.postponedUntil.withLock { $0 } == nil)
     }
 
     @Test func aRejectedRecordIsDeadLetteredAtOnceWhileItsBatchIsDelivered() async throws {

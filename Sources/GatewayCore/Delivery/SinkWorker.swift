@@ -27,6 +27,10 @@ public final class SinkWorker: Service, Sendable {
     /// batch reached the sink once a poll for as long as the store failed, and a vendor
     /// counted each copy.
     private let unwritten = Mutex<(resolutions: [OutboxResolution], at: Date)?>(nil)
+    /// Until when the sink said it would not try (its circuit open): no batch is taken
+    /// before. Taking them, the worker rewrote the whole outbox once per cool-down,
+    /// every record postponed to the same moment, a core busy for a dead receiver.
+    let postponedUntil = Mutex<Date?>(nil)
 
     public init(
         sinkName: String,
@@ -68,6 +72,11 @@ public final class SinkWorker: Service, Sendable {
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 if settings.paused {
                     await wakeUp.wait(timeout: .seconds(3600))
+                    continue
+                }
+                if let until = postponedUntil.withLock({ $0 }), case let left = until.timeIntervalSince(now()), left > 0 {
+                    // New records wake the worker; they wait for the sink like the rest.
+                    await wakeUp.wait(timeout: .milliseconds(Int64(left * 1000) + 1))
                     continue
                 }
                 do {
@@ -136,6 +145,14 @@ public final class SinkWorker: Service, Sendable {
         // outbox as it was, no attempt counted, as a batch cut short does.
         let cutShort = Task.isCancelled
         let decidedAt = now()
+        let postponements = outcomes.compactMap { outcome -> Duration? in
+            if case .postponed(_, let after) = outcome { return after }
+            return nil
+        }
+        postponedUntil.withLock {
+            $0 = !cutShort && postponements.count == outcomes.count
+                ? postponements.min().map { decidedAt.addingTimeInterval(max($0, .zero) / .seconds(1)) } : nil
+        }
         var resolutions: [OutboxResolution] = []
         var delivered = 0, declined = 0, retried = 0, postponed = 0, dead = 0
         for (entry, outcome) in zip(entries, outcomes) {
