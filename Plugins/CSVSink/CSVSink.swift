@@ -67,16 +67,19 @@ public final class CSVSink: AttributionSink {
             try append(Data((CSV.row(columns) + "\r\n").utf8), to: url)
             return []
         }
-        let scan = Scan(data, idColumn: idColumn)
+        let scan = Scan(data, idColumn: idColumn, columnCount: columns.count)
         guard scan.validUTF8 else {
             throw CSVError("\(url.path) is not UTF-8 text (saved by a spreadsheet in another encoding?); choose a new file")
         }
         guard scan.header == columns else {
             throw CSVError("\(url.path) has other columns than configured; choose a new file")
         }
-        if scan.complete < data.count {
-            // A row cut short by a crash or a full disk (every row is written with its line
-            // break): its record was not acknowledged, and comes again.
+        if scan.lastRowUnended {
+            // Ended, never deleted: see `Scan.lastRowUnended`.
+            try append(Data("\r\n".utf8), to: url)
+        } else if scan.complete < data.count {
+            // A row cut short by a crash (every row is written with its line break): its
+            // record was not acknowledged, and comes again.
             let handle = try FileHandle(forWritingTo: url)
             defer { try? handle.close() }
             try handle.truncate(atOffset: UInt64(scan.complete))
@@ -95,8 +98,12 @@ public final class CSVSink: AttributionSink {
         var complete = 0
         /// Whether every complete row is UTF-8 (the cut tail may split a character).
         var validUTF8 = true
+        /// The last row has every column, closed quotes and UTF-8 but no line break: whole
+        /// (an editor's save), or cut inside its last cell, which cannot be told apart.
+        /// Kept either way: deleting it lost an acknowledged record's row.
+        var lastRowUnended = false
 
-        init(_ data: Data, idColumn: Int) {
+        init(_ data: Data, idColumn: Int, columnCount: Int) {
             let quote = UInt8(ascii: "\""), comma = UInt8(ascii: ","), newline = UInt8(ascii: "\n")
             data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
                 var quoted = false
@@ -116,13 +123,7 @@ public final class CSVSink: AttributionSink {
                     } else if byte == newline {
                         let end = offset > rowStart && bytes[offset - 1] == UInt8(ascii: "\r") ? offset - 1 : offset
                         if cell == idColumn { id = cellStart..<end }
-                        let row = UnsafeRawBufferPointer(rebasing: bytes[rowStart..<end])
-                        if String(validating: row, as: UTF8.self) == nil { validUTF8 = false }
-                        if header == nil {
-                            header = CSV.parse(String(decoding: row, as: UTF8.self)).first ?? []
-                        } else if let id {
-                            ids.insert(Self.unquoted(UnsafeRawBufferPointer(rebasing: bytes[id])))
-                        }
+                        take(UnsafeRawBufferPointer(rebasing: bytes[rowStart..<end]), id: id.map { bytes[$0] })
                         complete = offset + 1
                         cell = 0
                         rowStart = offset + 1
@@ -130,6 +131,23 @@ public final class CSVSink: AttributionSink {
                         id = nil
                     }
                 }
+                // Its id is not taken as written: were it a row cut in its last cell, its
+                // record comes again and is written whole after it.
+                let tail = UnsafeRawBufferPointer(rebasing: bytes[rowStart...])
+                if !tail.isEmpty, !quoted, cell + 1 == columnCount, String(validating: tail, as: UTF8.self) != nil {
+                    if header == nil { take(tail, id: nil) }
+                    lastRowUnended = true
+                }
+            }
+        }
+
+        /// One row: the header, or a record's id.
+        mutating func take(_ row: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer.SubSequence?) {
+            if String(validating: row, as: UTF8.self) == nil { validUTF8 = false }
+            if header == nil {
+                header = CSV.parse(String(decoding: row, as: UTF8.self)).first ?? []
+            } else if let id {
+                ids.insert(Self.unquoted(UnsafeRawBufferPointer(rebasing: id)))
             }
         }
 
@@ -149,10 +167,13 @@ public final class CSVSink: AttributionSink {
 
     /// Appends `data`, or leaves the file as it was: a write cut short is taken back, so
     /// that the retry starts on a row boundary.
-    static func append(_ data: Data, to url: URL) throws {
+    static func append(_ data: Data, to url: URL, header: [String]? = nil) throws {
         let handle = try FileHandle(forWritingTo: url)
         defer { try? handle.close() }
         let end = try handle.seekToEnd()
+        // Emptied in place (logrotate's copytruncate): rows without their header made the
+        // next start refuse the file, and the whole gateway with it.
+        let data = end == 0 && header != nil ? Data((CSV.row(header ?? []) + "\r\n").utf8) + data : data
         do {
             try handle.write(contentsOf: data)
             try handle.synchronize()
@@ -173,7 +194,7 @@ public final class CSVSink: AttributionSink {
             }
             // Moved away (rotated): a new file with its header; the ids written stay known.
             if !FileManager.default.fileExists(atPath: url.path) { try Self.create(url, columns: columns) }
-            try Self.append(Data(text.utf8), to: url)
+            try Self.append(Data(text.utf8), to: url, header: columns)
             written.withLock { known in fresh.forEach { known.insert($0.recordID) } }
         }
         return Array(repeating: .delivered, count: records.count)

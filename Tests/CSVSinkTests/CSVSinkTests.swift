@@ -70,7 +70,7 @@ import Testing
     /// A row cut short (a crash mid-write, a full disk) was left in the file: the retry
     /// glued the next row onto it, and the torn row's id counted as written.
     /// (Cut in the middle of a character, the whole file was started again, every row lost.)
-    @Test(arguments: [4, 10]) func aRowCutShortIsRemovedAndItsRecordWrittenWhole(bytesCut: Int) async throws {
+    @Test(arguments: [10, 18]) func aRowCutShortIsRemovedAndItsRecordWrittenWhole(bytesCut: Int) async throws {
         let (path, folder) = temporaryFile()
         defer { try? FileManager.default.removeItem(at: folder) }
         let kept = record("u1", keyword: "calm")
@@ -79,7 +79,7 @@ import Testing
             let sink = try CSVSink(path: path, columns: ["app_user_id", "keyword"])
             #expect(try await sink.deliver([kept, torn]) == [.delivered, .delivered])
         }
-        // The second row cut in its keyword's `sleep`, or in the middle of `京`.
+        // The second row cut in the middle of `京`, or in its user id (a cell short).
         let data = try Data(contentsOf: URL(fileURLWithPath: path)).dropLast(bytesCut)
         try data.write(to: URL(fileURLWithPath: path))
 
@@ -88,6 +88,35 @@ import Testing
         #expect(try await reopened.deliver([torn]) == [.delivered])
         let rows = CSV.parse(try String(contentsOfFile: path, encoding: .utf8))
         #expect(rows == [["record_id", "app_user_id", "keyword"], [kept.recordID, "u1", "calm"], [torn.recordID, "u2", "東京 sleep"]])
+    }
+
+    /// A last row whole but for its line break (an editor's save, an export) was taken as
+    /// cut short and deleted: its record, acknowledged long before, never came again.
+    @Test func aLastRowWithoutItsLineBreakIsKept() async throws {
+        let (path, folder) = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let first = record("u1", keyword: "calm")
+        do {
+            let sink = try CSVSink(path: path, columns: ["app_user_id", "keyword"])
+            _ = try await sink.deliver([first])
+        }
+        try Data(try Data(contentsOf: URL(fileURLWithPath: path)).dropLast(2)).write(to: URL(fileURLWithPath: path))
+        let reopened = try CSVSink(path: path, columns: ["app_user_id", "keyword"])
+        _ = try await reopened.deliver([record("u2", keyword: nil)])
+        let rows = CSV.parse(try String(contentsOfFile: path, encoding: .utf8))
+        #expect(rows.map { $0[1] } == ["app_user_id", "u1", "u2"])
+    }
+
+    /// Emptied in place by logrotate's `copytruncate`, the file got rows without their
+    /// header, and the next start refused it, and the gateway with it.
+    @Test func aFileEmptiedInPlaceGetsItsHeaderBack() async throws {
+        let (path, folder) = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let sink = try CSVSink(path: path, columns: ["app_user_id"])
+        _ = try await sink.deliver([record("u1", keyword: nil)])
+        try FileHandle(forWritingTo: URL(fileURLWithPath: path)).truncate(atOffset: 0)
+        _ = try await sink.deliver([record("u2", keyword: nil)])
+        #expect(CSV.parse(try String(contentsOfFile: path, encoding: .utf8)).map { $0[1] } == ["app_user_id", "u2"])
     }
 
     /// With `record_id` listed after other columns, the ids read back were another
