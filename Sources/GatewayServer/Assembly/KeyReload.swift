@@ -1,3 +1,4 @@
+import Foundation
 import GatewayConfig
 import GatewayCore
 import Logging
@@ -12,7 +13,20 @@ extension GatewayHTTP {
         gateway: Gateway, load: @escaping @Sendable () throws -> GatewayConfiguration
     ) async {
         for await _ in await UnixSignalsSequence(trapping: .sighup) {
+            await waitUntilSettled(gateway.configuration.file)
             reloadKeys(gateway: gateway, load: load)
+        }
+    }
+
+    /// Waits until the file has not changed for a second (five at most): a HUP sent by the
+    /// script that is still writing the file read it half written.
+    static func waitUntilSettled(_ path: String) async {
+        for _ in 0..<5 {
+            guard let modified = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+            else { return }
+            let age = Date().timeIntervalSince(modified)
+            guard age < 1, age > -1 else { return }
+            try? await Task.sleep(for: .milliseconds(Int64((1 - age) * 1000) + 10))
         }
     }
 
