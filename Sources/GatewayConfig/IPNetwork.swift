@@ -74,8 +74,13 @@ public struct IPNetwork: Sendable, Hashable {
             return prefixBits < 96 + 8 || (prefixBits < 96 + 13 && !isPrivate)
         }
         let everyIPv4 = prefixBits <= 96 && contains(IPAddress(bytes: IPAddress.mapped([0, 0, 0, 0]))!)
-        return prefixBits < 7 || everyIPv4 || (prefixBits < 29 && !isPrivate)
+        // NAT64 prefixes hold every IPv4 address too, translated: clients behind them.
+        let translated = Self.nat64.contains { $0.prefixBits >= prefixBits && contains($0.address) }
+        return prefixBits < 7 || everyIPv4 || translated || (prefixBits < 29 && !isPrivate)
     }
+
+    /// The well-known NAT64 prefix (RFC 6052) and the local-use one (RFC 8215).
+    static let nat64 = ["64:ff9b::/96", "64:ff9b:1::/48"].compactMap(IPNetwork.init)
 
     /// Networks no public client is in: the private, shared (carrier NAT), loopback and
     /// link-local ones.
