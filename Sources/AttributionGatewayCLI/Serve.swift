@@ -34,7 +34,9 @@ struct Serve: AsyncParsableCommand {
         let logger = Logger(label: "attribution-gateway")
         let lock = try ServeLock(storePath: configuration.storage.sqlitePath) { logger.notice("\($0)") }
         defer { withExtendedLifetime(lock) {} }
-        let gateway = try await Gateway.build(configuration: configuration, logger: logger, upgrade: .whileServing(lock))
+        let gateway = try await Gateway.build(
+            configuration: configuration, logger: logger, upgrade: .whileServing(lock),
+            onWait: { logger.notice("\($0)") })
         // The lock makes this the store's only server: any claim left is a dead one's.
         let released = try await gateway.store.releaseClaims(now: Date())
         if released > 0 {

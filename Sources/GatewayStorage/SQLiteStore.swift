@@ -30,7 +30,7 @@ public final class SQLiteStore: AttributionStore {
     }
 
     /// Opens the store, upgrading its tables as `upgrade` allows (`onWait` is told when it
-    /// waits for another process's upgrade). A store that a newer binary upgraded is
+    /// waits for another process's upgrade, or makes one itself). A store that a newer binary upgraded is
     /// refused unless `upgrade` is `.never`: this one would run on tables whose meaning it
     /// does not know.
     public init(
@@ -57,14 +57,14 @@ public final class SQLiteStore: AttributionStore {
         case .whileServing(let lock):
             // The lock says `upgrading` from the moment it is taken until the tables are ready.
             defer { lock.announce(.serving) }
-            try migrateIfBehind(pool, path: path)
+            try migrateIfBehind(pool, path: path, onWait: onWait)
         case .unlessServed:
             guard case .behind = try standing(pool, path: path) else { return }
             switch try ServeLock.take(storePath: path, as: .upgrading, onWait: onWait) {
             case .success(let lock):
                 // Held until the tables are upgraded, so that no server starts on them
                 // meanwhile; another process may have upgraded them while this waited.
-                try withExtendedLifetime(lock) { try migrateIfBehind(pool, path: path) }
+                try withExtendedLifetime(lock) { try migrateIfBehind(pool, path: path, onWait: onWait) }
             case .failure(let server):
                 // A server holds it, perhaps one that has just upgraded the tables itself.
                 guard case .behind(let missing) = try standing(pool, path: path) else { return }
@@ -78,8 +78,17 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
-    private static func migrateIfBehind(_ pool: DatabasePool, path: String) throws {
-        if case .behind = try standing(pool, path: path) { try SQLiteStoreSchema.migrator.migrate(pool) }
+    /// Upgrades the tables, saying so first for a store that has any (a data upgrade reads
+    /// every row it changes: a store of a million S2S events took minutes, in silence, and
+    /// looked hung to whoever watched it start).
+    private static func migrateIfBehind(_ pool: DatabasePool, path: String, onWait: (String) -> Void) throws {
+        guard case .behind(let missing) = try standing(pool, path: path) else { return }
+        if missing.count < SQLiteStoreSchema.migrator.migrations.count {
+            onWait(
+                "upgrading the store's tables (\(missing.joined(separator: ", "))); on a large store this may take "
+                    + "minutes, and an interrupted upgrade starts again at the next start")
+        }
+        try SQLiteStoreSchema.migrator.migrate(pool)
     }
 
     /// How the tables stand; a newer binary's are refused.

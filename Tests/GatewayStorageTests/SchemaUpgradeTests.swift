@@ -24,6 +24,23 @@ import Testing
         for suffix in ["", "-wal", "-shm", "-serve.lock"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
 
+    /// A data upgrade reads every row it changes: minutes on a large store, in silence,
+    /// looked hung to whoever watched the gateway start. It is said; a new store is not.
+    @Test func anUpgradeIsAnnouncedAndANewStoreIsNot() throws {
+        let path = try olderStore()
+        defer { remove(path) }
+        let told = Mutex<[String]>([])
+        _ = try SQLiteStore(path: path, upgrade: .unlessServed, onWait: { message in told.withLock { $0.append(message) } })
+        let last = SQLiteStoreSchema.migrator.migrations.last!
+        #expect(told.withLock { $0 }.contains { $0.contains("upgrading the store's tables (\(last))") }, "\(told.withLock { $0 })")
+
+        let fresh = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID()).sqlite").path
+        defer { remove(fresh) }
+        let toldFresh = Mutex<[String]>([])
+        _ = try SQLiteStore(path: fresh, upgrade: .unlessServed, onWait: { message in toldFresh.withLock { $0.append(message) } })
+        #expect(toldFresh.withLock { $0 }.isEmpty)
+    }
+
     @Test func anOlderStoreThatAServerHoldsIsNotUpgradedUnderIt() throws {
         let path = try olderStore()
         defer { remove(path) }
