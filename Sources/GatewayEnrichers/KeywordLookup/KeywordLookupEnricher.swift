@@ -33,6 +33,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     private let lateContinuation: AsyncStream<[AttributionRecord]>.Continuation
     /// Records routed without a name, by the cache key they wait for.
     private let waitingLate = Mutex<[String: [AttributionRecord]]>([:])
+    private let owedPruning = OncePerInterval(.seconds(3600))
     /// At most this many records wait for late names; older ones keep their ids only.
     static let maxWaitingLate = 10_000
 
@@ -121,6 +122,8 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         let owed = result.filter { record in Self.lookups(for: record).keys.contains { known[$0] == nil } }
         do {
             try await cache.rememberOwed(owed.map(\.recordID), now: now())
+            // Let go after a week even without a restart (revoked credentials, for months).
+            if !owed.isEmpty, owedPruning.allow() { try await cache.letGoOwed(before: now().addingTimeInterval(-Self.owedFor)) }
         } catch {
             logger.warning("cannot keep the records owed a name", metadata: ["error": "\(error)"])
         }

@@ -76,9 +76,15 @@ extension KeywordNameCache {
 
     /// The records still owed a name, oldest first; those older than `since` are let go.
     func owed(since: Date) async throws -> [String] {
+        try await letGoOwed(before: since)
+        return try await pool.read { db in
+            try String.fetchAll(db, sql: "SELECT record_id FROM apple_ads_names_owed ORDER BY since, record_id")
+        }
+    }
+
+    func letGoOwed(before: Date) async throws {
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM apple_ads_names_owed WHERE since < ?", arguments: [since.timeIntervalSince1970])
-            return try String.fetchAll(db, sql: "SELECT record_id FROM apple_ads_names_owed ORDER BY since, record_id")
+            try db.execute(sql: "DELETE FROM apple_ads_names_owed WHERE since < ?", arguments: [before.timeIntervalSince1970])
         }
     }
 
