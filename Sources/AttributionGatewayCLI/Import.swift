@@ -76,7 +76,7 @@ struct Import: AsyncParsableCommand {
         progress.finish()
 
         print("\(stored) stored, \(duplicates) duplicates, \(rejected) lines rejected")
-        for failure in failures { print(failure) }
+        for failure in failures { print(TerminalText.visible(failure)) }
         if rejected > failures.count { print("… and \(rejected - failures.count) more") }
         if unkeyed > 0 {
             printError(
