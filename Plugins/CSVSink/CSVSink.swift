@@ -56,18 +56,23 @@ public final class CSVSink: AttributionSink {
             try create(url, columns: columns)
             return []
         }
-        let data: Data
+        // Read in chunks, not mapped: a file emptied in place while mapped (logrotate's
+        // copytruncate during a start) killed the process with SIGBUS.
+        var scan = Scan(idColumn: idColumn, columnCount: columns.count)
         do {
-            // Mapped: a file of millions of rows costs its ids, not its size twice over.
-            data = try Data(contentsOf: url, options: .alwaysMapped)
+            let handle = try FileHandle(forReadingFrom: url)
+            defer { try? handle.close() }
+            while let chunk = try handle.read(upToCount: 8 << 20), !chunk.isEmpty {
+                chunk.withUnsafeBytes { scan.feed($0) }
+            }
         } catch {
             throw CSVError("cannot read \(url.path): \(error.localizedDescription)")
         }
-        if data.isEmpty {
+        scan.finish()
+        if scan.length == 0 {
             try append(Data((CSV.row(columns) + "\r\n").utf8), to: url)
             return []
         }
-        let scan = Scan(data, idColumn: idColumn, columnCount: columns.count)
         guard scan.validUTF8 else {
             throw CSVError("\(url.path) is not UTF-8 text (saved by a spreadsheet in another encoding?); choose a new file")
         }
@@ -77,23 +82,30 @@ public final class CSVSink: AttributionSink {
         if scan.lastRowUnended {
             // Ended, never deleted: see `Scan.lastRowUnended`.
             try append(Data("\r\n".utf8), to: url)
-        } else if scan.complete < data.count {
+        } else if scan.complete < scan.length {
             // A row cut short by a crash (every row is written with its line break): its
-            // record was not acknowledged, and comes again.
+            // record was not acknowledged, and comes again. Only if the file is still as
+            // read: one emptied meanwhile must not grow back to the old length.
             let handle = try FileHandle(forWritingTo: url)
             defer { try? handle.close() }
-            try handle.truncate(atOffset: UInt64(scan.complete))
-            try handle.synchronize()
+            if try handle.seekToEnd() == UInt64(scan.length) {
+                try handle.truncate(atOffset: UInt64(scan.complete))
+                try handle.synchronize()
+            }
         }
         return scan.ids
     }
 
-    /// The header and the `record_id`s of a file's complete rows, read byte by byte: a file
-    /// of 400,000 rows parsed whole into strings took 2.8 GB and a minute before `serve`
-    /// listened.
+    /// The header and the `record_id`s of a file's complete rows, read byte by byte, a
+    /// chunk at a time: a file of 400,000 rows parsed whole into strings took 2.8 GB and a
+    /// minute before `serve` listened.
     struct Scan {
+        let idColumn: Int
+        let columnCount: Int
         var header: [String]?
         var ids: Set<String> = []
+        /// Bytes read.
+        var length = 0
         /// The length of the complete rows: up to the last line break outside quotes.
         var complete = 0
         /// Whether every complete row is UTF-8 (the cut tail may split a character).
@@ -102,57 +114,65 @@ public final class CSVSink: AttributionSink {
         /// (an editor's save), or cut inside its last cell, which cannot be told apart.
         /// Kept either way: deleting it lost an acknowledged record's row.
         var lastRowUnended = false
+        /// The row being read, and where in it its id cell is.
+        private var row: [UInt8] = []
+        private var quoted = false
+        private var cell = 0
+        private var cellStart = 0
+        private var id: Range<Int>?
 
-        init(_ data: Data, idColumn: Int, columnCount: Int) {
+        init(idColumn: Int, columnCount: Int) {
+            self.idColumn = idColumn
+            self.columnCount = columnCount
+        }
+
+        mutating func feed(_ bytes: UnsafeRawBufferPointer) {
             let quote = UInt8(ascii: "\""), comma = UInt8(ascii: ","), newline = UInt8(ascii: "\n")
-            data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
-                var quoted = false
-                var cell = 0, rowStart = 0, cellStart = 0
-                var id: Range<Int>?
-                for offset in 0..<bytes.count {
-                    let byte = bytes[offset]
-                    if byte == quote {
-                        quoted.toggle()
-                        continue
-                    }
-                    guard !quoted else { continue }
-                    if byte == comma {
-                        if cell == idColumn { id = cellStart..<offset }
-                        cell += 1
-                        cellStart = offset + 1
-                    } else if byte == newline {
-                        let end = offset > rowStart && bytes[offset - 1] == UInt8(ascii: "\r") ? offset - 1 : offset
-                        if cell == idColumn { id = cellStart..<end }
-                        take(UnsafeRawBufferPointer(rebasing: bytes[rowStart..<end]), id: id.map { bytes[$0] })
-                        complete = offset + 1
-                        cell = 0
-                        rowStart = offset + 1
-                        cellStart = offset + 1
-                        id = nil
-                    }
+            for byte in bytes {
+                length += 1
+                if byte == newline, !quoted {
+                    let end = row.last == UInt8(ascii: "\r") ? row.count - 1 : row.count
+                    if cell == idColumn { id = cellStart..<end }
+                    take(row[..<end], id: id)
+                    complete = length
+                    row.removeAll(keepingCapacity: true)
+                    cell = 0
+                    cellStart = 0
+                    id = nil
+                    continue
                 }
-                // Its id is not taken as written: were it a row cut in its last cell, its
-                // record comes again and is written whole after it.
-                let tail = UnsafeRawBufferPointer(rebasing: bytes[rowStart...])
-                if !tail.isEmpty, !quoted, cell + 1 == columnCount, String(validating: tail, as: UTF8.self) != nil {
-                    if header == nil { take(tail, id: nil) }
-                    lastRowUnended = true
+                row.append(byte)
+                if byte == quote {
+                    quoted.toggle()
+                } else if byte == comma, !quoted {
+                    if cell == idColumn { id = cellStart..<(row.count - 1) }
+                    cell += 1
+                    cellStart = row.count
                 }
             }
         }
 
+        /// The last row, if it has no line break. Its id is not taken as written: were it a
+        /// row cut in its last cell, its record comes again and is written whole after it.
+        mutating func finish() {
+            guard !row.isEmpty, !quoted, cell + 1 == columnCount, String(validating: row, as: UTF8.self) != nil else {
+                return
+            }
+            if header == nil { take(row[...], id: nil) }
+            lastRowUnended = true
+        }
+
         /// One row: the header, or a record's id.
-        mutating func take(_ row: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer.SubSequence?) {
+        private mutating func take(_ row: ArraySlice<UInt8>, id: Range<Int>?) {
             if String(validating: row, as: UTF8.self) == nil { validUTF8 = false }
             if header == nil {
                 header = CSV.parse(String(decoding: row, as: UTF8.self)).first ?? []
             } else if let id {
-                ids.insert(Self.unquoted(UnsafeRawBufferPointer(rebasing: id)))
+                ids.insert(Self.unquoted(String(decoding: row[id], as: UTF8.self)))
             }
         }
 
-        static func unquoted(_ cell: UnsafeRawBufferPointer) -> String {
-            let text = String(decoding: cell, as: UTF8.self)
+        static func unquoted(_ text: String) -> String {
             guard text.hasPrefix("\""), text.hasSuffix("\""), text.count >= 2 else { return text }
             return String(text.dropFirst().dropLast()).replacingOccurrences(of: "\"\"", with: "\"")
         }
