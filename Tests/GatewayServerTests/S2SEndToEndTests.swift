@@ -529,7 +529,12 @@ import Testing
             #expect(try await post(client, levelUp("\(seconds).1234", idfv)).status == .accepted)
             let again = try await post(client, levelUp("\(seconds).1231", idfv))
             #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"))
-            #expect(try await env.eventually { try sinkRows(env).count == 4 })
+            // ISO-8601's comma before the fraction: half a second later, not the next second.
+            let comma = iso.replacingOccurrences(of: "Z", with: ",5Z")
+            #expect(try await post(client, levelUp("\"\(comma)\"", idfv)).status == .accepted)
+            let sameAsComma = try await post(client, levelUp("\(seconds).5", idfv))
+            #expect(String(buffer: sameAsComma.body).contains("duplicate"))
+            #expect(try await env.eventually { try sinkRows(env).count == 5 })
         }
     }
 

@@ -41,12 +41,14 @@ public enum EventContent {
     /// Unix seconds as a decimal with every digit the time was written with (never rounded:
     /// two events a microsecond apart are two events), without trailing zeros. An ISO-8601
     /// time's whole seconds come from its date and offset, its fraction from its text, so
-    /// that `…:03.1231Z` and `1795168803.1231` are one time.
+    /// that `…:03.1231Z` and `1795168803.1231` are one time. (A JSON number keeps what a
+    /// double holds, about a microsecond at today's times: so it always has.)
     static func seconds(iso text: String) -> String? {
         guard let date = ISO8601.parse(text) else { return nil }
         var fraction = ""
+        // ISO-8601 allows a comma before the fraction as well as a point.
         if let t = text.firstIndex(where: { $0 == "T" || $0 == "t" || $0 == " " }),
-            let dot = text[t...].firstIndex(of: ".")
+            let dot = text[t...].firstIndex(where: { $0 == "." || $0 == "," })
         {
             fraction = String(text[text.index(after: dot)...].prefix(while: \.isASCIIDigit))
         }
