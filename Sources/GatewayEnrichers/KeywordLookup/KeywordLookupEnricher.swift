@@ -162,10 +162,11 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     }
 
     /// Late versions stored: those that owe nothing more (every name they lack is cached
-    /// as unknown) are let go; one still waiting for a failing name stays owed.
+    /// as unknown, within its TTL) are let go; one still waiting for a failing name stays owed.
     func stored(_ records: [AttributionRecord]) async {
         let keys = Set(records.flatMap { Self.lookups(for: $0).keys })
-        let cached = keys.isEmpty ? [:] : (try? await cache.entries(Array(keys))) ?? [:]
+        // Within their TTL: an id Apple did not know an hour ago is asked again, and owed.
+        let cached = keys.isEmpty ? [:] : await fresh(Array(keys))
         let settled = records.filter { Self.lookups(for: $0).keys.allSatisfy { cached[$0] != nil } }
         await forget(settled.map(\.recordID))
     }
