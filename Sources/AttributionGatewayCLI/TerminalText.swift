@@ -15,9 +15,10 @@ enum TerminalText {
         }.joined()
     }
 
-    /// Control characters, and the bidi marks that reorder what follows them.
+    /// Control characters, the bidi marks that reorder what follows them, and the line and
+    /// paragraph separators.
     static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
         scalar.properties.generalCategory == .control || (0x202A...0x202E).contains(scalar.value)
-            || (0x2066...0x2069).contains(scalar.value) || scalar.value == 0x200E || scalar.value == 0x200F
+            || (0x2066...0x2069).contains(scalar.value) || [0x200E, 0x200F, 0x061C, 0x2028, 0x2029].contains(scalar.value)
     }
 }
