@@ -117,7 +117,9 @@ enum SQLiteStoreSchema {
         migrator.registerMigration("data:s2s-purchases-keyed-by-transaction") { db in
             try SQLiteStoreSchema.keyPurchasesByTransaction(db)
         }
-        migrator.registerMigration("data:s2s-events-keyed-by-canonical-content") { db in
+        // Its first version, `data:s2s-events-keyed-by-canonical-content`, ran on main for an
+        // hour with a key that rounded times to milliseconds; this one rekeys its rows too.
+        migrator.registerMigration("data:s2s-events-keyed-by-content") { db in
             try SQLiteStoreSchema.keyEventsByCanonicalContent(db)
         }
         return migrator
@@ -153,7 +155,8 @@ enum SQLiteStoreSchema {
     /// by a hash of its text as sent (`s2s:APP:content:HASH`), so that a resend writing its
     /// time or IDFV another way was a second event. Those with a `timestamp` (the others are
     /// never deduped) get the key the provider gives now (`s2s:APP:event:HASH` of
-    /// `EventContent.canonicalText`; the rule is the provider's, this is its history). Where
+    /// `EventContent.canonicalText`; the rule is the provider's, this is its history), and
+    /// so do `event:` keys an earlier rule of the same day made. Where
     /// two records were one event spelt two ways, the first keeps the new key. Read in
     /// pages, so that a store of millions of events is not read into memory at once.
     static func keyEventsByCanonicalContent(_ db: Database) throws {
@@ -163,7 +166,8 @@ enum SQLiteStoreSchema {
                 db,
                 sql: """
                     SELECT seq, json_extract(body, '$.app_id') AS app, json_extract(body, '$.raw') AS raw
-                    FROM records WHERE seq > ? AND provider = 's2s' AND dedupe_key LIKE 's2s:%:content:%'
+                    FROM records WHERE seq > ? AND provider = 's2s'
+                        AND (dedupe_key LIKE 's2s:%:content:%' OR dedupe_key LIKE 's2s:%:event:%')
                         AND json_valid(body) AND json_type(body, '$.raw.timestamp') NOT IN ('null')
                     ORDER BY seq LIMIT 5000
                     """,

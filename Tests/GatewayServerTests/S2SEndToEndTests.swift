@@ -551,19 +551,26 @@ import Testing
             Hex.lowercase(SHA256.hash(data: Data(try JSONValue.parse(Data(raw.utf8)).jsonText.utf8))))
         try SQLiteStoreSchema.migrator.migrate(
             try DatabaseQueue(path: env.databasePath), upTo: "data:s2s-purchases-keyed-by-transaction")
+        // And one the first version of the upgrade keyed under `event:` by another rule (times
+        // in milliseconds), as main stored for an hour on 25 Nov 2026.
+        let rawLater = raw.replacingOccurrences(of: "level_up", with: "level_down")
         try await DatabaseQueue(path: env.databasePath).write { db in
-            try db.execute(
-                sql: "INSERT INTO records (record_id, dedupe_key, provider, received_at, body) VALUES ('old-1', ?, 's2s', 0, ?)",
-                arguments: [
-                    oldKey,
-                    #"{"record_id":"old-1","provider":"s2s","kind":"event","app_id":"\#(Self.appID)","raw":\#(raw)}"#,
-                ])
+            for (id, key, body) in [("old-1", oldKey, raw), ("old-2", "s2s:\(Self.appID):event:\(String(repeating: "0", count: 64))", rawLater)] {
+                try db.execute(
+                    sql: "INSERT INTO records (record_id, dedupe_key, provider, received_at, body) VALUES (?, ?, 's2s', 0, ?)",
+                    arguments: [
+                        id, key,
+                        #"{"record_id":"\#(id)","provider":"s2s","kind":"event","app_id":"\#(Self.appID)","raw":\#(body)}"#,
+                    ])
+            }
         }
         let vendors = FakeVendors()
         try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, _ in
-            let resend = #"{"type":"event","name":"level_up","app_id":"\#(Self.appID)","idfv":"\#(Self.idfv)","att_status":2,"timestamp":\#(seconds)}"#
-            let again = try await post(client, resend)
-            #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"), "\(String(buffer: again.body))")
+            for name in ["level_up", "level_down"] {
+                let resend = #"{"type":"event","name":"\#(name)","app_id":"\#(Self.appID)","idfv":"\#(Self.idfv)","att_status":2,"timestamp":\#(seconds)}"#
+                let again = try await post(client, resend)
+                #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"), "\(name): \(String(buffer: again.body))")
+            }
         }
         #expect(vendors.accepted.isEmpty)
     }

@@ -113,7 +113,7 @@ public struct S2SProvider: AttributionProvider {
     /// The key of an event by its content, written one way (`EventContent`), so that a resend
     /// spelling its time or IDFV otherwise is the same event. Until 25 Nov 2026 the key
     /// (`content`) hashed the text as sent; the store's upgrade
-    /// `data:s2s-events-keyed-by-canonical-content` rekeys those records with this rule.
+    /// `data:s2s-events-keyed-by-content` rekeys those records with this rule.
     public static func contentKey(appID: String, stored: [String: JSONValue], received: (Date, Int)?) -> String {
         var content = EventContent.canonicalText(stored)
         if let (receivedAt, index) = received { content += "@\(ISO8601.format(receivedAt))#\(index)" }
