@@ -60,8 +60,9 @@ struct Replay: AsyncParsableCommand {
             progress.finish()
             return (queued, routed, seen)
         }
-        print(
-            "\(queued) of \(seen) records queued for \(sink)"
-                + (routed < seen ? " (\(seen - routed) not routed to it)" : ""))
+        var notes: [String] = []
+        if routed < seen { notes.append("\(seen - routed) not routed to it") }
+        if queued < routed { notes.append("\(routed - queued) already waiting for it") }
+        print("\(queued) of \(seen) records queued for \(sink)" + (notes.isEmpty ? "" : " (\(notes.joined(separator: ", ")))"))
     }
 }
