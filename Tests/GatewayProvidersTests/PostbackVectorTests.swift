@@ -97,6 +97,10 @@ import Testing
             #expect(altered.isTest == genuine.isTest && !altered.isTest)
             #expect(altered.dedupeKey == genuine.dedupeKey)
         }
+        // Said, though, so that a sink can set Apple's 2.2 test postbacks apart.
+        let mark = { (record: AttributionRecord) in record.raw?["verification"]?["unsigned_test_mark"] }
+        #expect(mark(try record(try vector("skan22-unity-nonwinning-test"))) == .bool(true))
+        #expect(mark(genuine) == nil)
         // A 3.0 nonwinning postback signs no source app: one added is no test mark.
         var nonwinning = try vector("skan30-apple-doc-nonwinning")
         nonwinning["source-app-id"] = .integer(0)

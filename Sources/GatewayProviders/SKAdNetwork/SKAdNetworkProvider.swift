@@ -154,7 +154,11 @@ public struct SKAdNetworkProvider: AttributionProvider {
         // counts only where it is signed (a winning postback of 2.0 on), or a relay could
         // make any install a test, which default routes leave out.
         record.isTest = record.sourceAppID == "0" && record.fineValue == 0
-        record.raw = raw(object, verdict, unrecognized: values.unrecognized)
+        // Apple's 2.2 test postbacks carry the mark unsigned: an install by default, yet
+        // said, so that a sink or an analyst can set them apart (a relay can write it too).
+        let unsignedTestMark = !record.isTest && record.fineValue == 0
+            && !isVouched("source-app-id") && SKANSignature.text(object["source-app-id"]) == "0"
+        record.raw = raw(object, verdict, unrecognized: values.unrecognized, unsignedTestMark: unsignedTestMark)
         // A window not known here has no meaning in the model.
         if !values.unrecognized.contains("postback-sequence-index") { options.conversionModel?.decode(&record) }
         return record
@@ -235,7 +239,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
     /// The postback as received, and what its signature covers.
     func raw(
         _ object: [String: JSONValue], _ verdict: PostbackVerdict, claims: [String: JSONValue]? = nil,
-        unrecognized: [String] = []
+        unrecognized: [String] = [], unsignedTestMark: Bool = false
     ) -> JSONValue {
         var verification: [String: JSONValue] = [
             "verdict": .string(verdict.outcome.rawValue), "version": .string(verdict.version),
@@ -246,6 +250,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
         ]
         if let reason = verdict.reason { verification["reason"] = .string(reason) }
         if !unrecognized.isEmpty { verification["unrecognized_fields"] = .array(unrecognized.map(JSONValue.string)) }
+        if unsignedTestMark { verification["unsigned_test_mark"] = .bool(true) }
         var raw: [String: JSONValue] = ["postback": .object(object), "verification": .object(verification)]
         if let claims { raw["claims"] = .object(claims) }
         return .object(raw)
