@@ -16,6 +16,9 @@ struct ASASDKBackend: Sendable {
     let keyring: APIKeyring
     let bodies: BodyReader
     let logger: Logger
+    /// One crediting at a time per user: the start sweep, Apple's answer and the user's
+    /// next purchase could each read the same purchase `pending` and send it twice.
+    let crediting = PerKeySerial<Int64>()
 
     var store: any AttributionStore { pipeline.store }
 
@@ -130,6 +133,10 @@ struct ASASDKBackend: Sendable {
     /// Credits user `userID`'s pending purchases with `source`, their answered record.
     func creditPurchases(of userID: Int64, with source: AttributionRecord) async throws -> Int {
         guard source.resolution != .pending else { return 0 }
+        return try await crediting.run(userID) { try await creditPending(of: userID, with: source) }
+    }
+
+    private func creditPending(of userID: Int64, with source: AttributionRecord) async throws -> Int {
         // Transaction ids are digits (`transactionID(_:)`), never escaped in a key.
         let prefix = ASAPurchaseRecord.dedupeKey(appID: appID, transactionID: "")
         var credited: [RoutedRecord] = []
