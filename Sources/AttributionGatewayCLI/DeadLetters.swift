@@ -15,8 +15,13 @@ struct DeadLetters: AsyncParsableCommand {
         var config = "config.yaml"
         @Option(help: "Only this sink's dead letters.")
         var sink: String?
-        @Option(name: .customLong("id"), help: "Only these dead letters (repeatable).")
+        // Unconditional: "-5" is a value to refuse by name, not "missing value for --id".
+        @Option(name: .customLong("id"), parsing: .unconditionalSingleValue, help: "Only these dead letters (repeatable).")
         var ids: [Int64] = []
+
+        func validate() throws {
+            if let bad = ids.first(where: { $0 <= 0 }) { throw ValidationError("--id \(bad): ids are positive") }
+        }
 
         /// The store, once a `--sink` is known to name something: a sink of config.yaml, or
         /// one since taken out of it that still has dead letters. A misspelt name would
@@ -38,8 +43,12 @@ struct DeadLetters: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print dead letters, newest first, as JSON lines.")
         @OptionGroup var selection: Selection
-        @Option(help: "At most this many.")
+        @Option(parsing: .unconditional, help: "At most this many.")
         var limit = 100
+
+        func validate() throws {
+            guard limit > 0 else { throw ValidationError("--limit \(limit): at least 1") }
+        }
 
         /// One letter as a JSON line; numbers as numbers, so that `jq 'select(.attempts > 2)'`
         /// compares them.

@@ -66,6 +66,15 @@ import Testing
         #expect(result.stdout.contains("1. all records but test payloads and quarantined postbacks -> local"))
     }
 
+    /// "-1" was read as an option's name: "Missing value for '--limit'" said nothing of
+    /// what was wrong.
+    @Test func dlqNamesANegativeLimitOrIDForWhatItIs() throws {
+        let limit = try run(["dlq", "list", "--limit", "-1"])
+        #expect(limit.status != 0 && limit.stderr.contains("--limit -1: at least 1"), "\(limit.stderr)")
+        let id = try run(["dlq", "retry", "--id", "-5"])
+        #expect(id.status != 0 && id.stderr.contains("--id -5: ids are positive"), "\(id.stderr)")
+    }
+
     @Test func normalizePrintsTheRecordWithoutAServer() throws {
         let result = try run(["normalize", "--provider", "iad"], stdin: IAdPayloads.attributed(user: "offline"))
         #expect(result.status == 0, "\(result.stderr)")
