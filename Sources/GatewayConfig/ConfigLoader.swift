@@ -86,6 +86,7 @@ public enum ConfigLoader {
         if let ms = reader.int("idle_timeout_ms", in: 100...3_600_000) { settings.idleTimeoutMs = ms }
         if let ms = reader.int("body_timeout_ms", in: 100...3_600_000) { settings.bodyTimeoutMs = ms }
         if let count = reader.int("max_connections", in: 1...1_000_000) { settings.maxConnections = count }
+        if let count = reader.int("max_connections_per_ip", in: 1...1_000_000) { settings.maxConnectionsPerIP = count }
         if let seconds = reader.int("shutdown_delay_s", in: 0...600) { settings.shutdownDelaySeconds = seconds }
         if let seconds = reader.int("shutdown_timeout_s", in: 1...3600) { settings.shutdownTimeoutSeconds = seconds }
         for text in reader.stringList("trusted_proxies") ?? [] {

@@ -47,6 +47,9 @@ public struct ServerSettings: Sendable, Equatable {
     /// backlog until one closes. Default nil: the process's descriptor limit less 128
     /// (the store, sinks and outside calls need theirs), at most 10,000.
     public var maxConnections: Int?
+    /// `max_connections_per_ip`: open connections one client address may hold (IPv6: per
+    /// /64; trusted proxies are not counted). Default nil: no limit but `max_connections`.
+    public var maxConnectionsPerIP: Int?
     /// `rate_limits`: per API key and per client IP. Default: none.
     public var rateLimits = RateLimits()
     /// `trusted_proxies`: the load balancers and proxies in front of the gateway. A

@@ -349,6 +349,62 @@ import Testing
         #expect(answer.text.hasPrefix("HTTP/1.1 200"), "\(answer)")
     }
 
+    /// `max_connections` alone let one address take every slot with idle keep-alives, and
+    /// every other client waited. Past `max_connections_per_ip`, its next connection is
+    /// answered `429` and closed; once one of its connections closes, it may open another.
+    @Test func oneAddressHoldsNoMoreConnectionsThanItsShare() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        var configuration = try env.configuration()
+        configuration.server.maxConnectionsPerIP = 2
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            // Raw connections only: the test client is on the same address.
+            let port = try #require(client.port)
+            func answer(_ connection: RawConnection) async -> String {
+                var short = timeval(tv_sec: 1, tv_usec: 0)
+                setsockopt(connection.fd, SOL_SOCKET, SO_RCVTIMEO, &short, socklen_t(MemoryLayout<timeval>.size))
+                connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                return await connection.readAll().text
+            }
+            let held = [try RawConnection(port: port), try RawConnection(port: port)]
+            for connection in held { #expect(await answer(connection).hasPrefix("HTTP/1.1 200")) }
+            let third = try RawConnection(port: port)
+            third.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            let refused = await third.readAll()
+            #expect(refused.text.hasPrefix("HTTP/1.1 429") && refused.text.contains(#""code":"rate_limited""#), "\(refused)")
+            #expect(refused.text.lowercased().contains("retry-after: 1") && refused.closed, "\(refused)")
+            held[0].hangUp()
+            #expect(try await env.eventually(seconds: 10) { await answer(try RawConnection(port: port)).hasPrefix("HTTP/1.1 200") })
+            let metrics = try RawConnection(port: port)
+            metrics.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            let text = await metrics.readAll().text
+            // Counted (the third connection, and any the wait above tried before the close).
+            #expect(text.contains(#"gateway_rate_limited_total{limit="connections_per_ip"} "#), "\(text)")
+            #expect(!text.contains(#"gateway_rate_limited_total{limit="connections_per_ip"} 0"#), "\(text)")
+        }
+    }
+
+    /// A trusted proxy carries everyone's requests: its connections are not counted.
+    @Test func aTrustedProxyHoldsAsManyConnectionsAsItNeeds() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        var configuration = try env.configuration()
+        configuration.server.maxConnectionsPerIP = 1
+        configuration.server.trustedProxies = [try #require(IPNetwork("127.0.0.1"))]
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let port = try #require(client.port)
+            let connections = try (0..<3).map { _ in try RawConnection(port: port) }
+            for connection in connections {
+                var short = timeval(tv_sec: 1, tv_usec: 0)
+                setsockopt(connection.fd, SOL_SOCKET, SO_RCVTIMEO, &short, socklen_t(MemoryLayout<timeval>.size))
+                connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(await connection.readAll().text.hasPrefix("HTTP/1.1 200"))
+            }
+        }
+    }
+
     @Test func aPipelinedRequestIsNotTimedWhileItWaitsForTheAnswerBeforeIt() async throws {
         // The first request's answer takes about 2 s (it waits for a slow Apple); the second,
         // pipelined behind it, would have been closed at 1.1 s had its clock started at its head.

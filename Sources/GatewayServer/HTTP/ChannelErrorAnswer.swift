@@ -9,16 +9,17 @@ import NIOHTTPTypes
 enum ChannelErrorAnswer {
     /// Writes `error` as its status with the JSON body and `X-Request-Id: requestID`;
     /// returns when the answer's end is flushed.
-    static func write(_ error: GatewayError, requestID: String, to context: ChannelHandlerContext)
-        -> EventLoopFuture<Void>
-    {
+    static func write(
+        _ error: GatewayError, requestID: String, retryAfter: Int? = nil, to context: ChannelHandlerContext
+    ) -> EventLoopFuture<Void> {
         let body = ByteBuffer(bytes: ErrorBody(error).json.compactUTF8)
-        let head = HTTPResponse(
+        var head = HTTPResponse(
             status: HTTPResponse.Status(code: error.code.httpStatus),
             headerFields: [
                 .contentType: JSONResponse.contentType, .contentLength: "\(body.readableBytes)", .connection: "close",
                 RequestIDMiddleware<GatewayRequestContext>.header: requestID,
             ])
+        if let retryAfter { head.headerFields[.retryAfter] = String(retryAfter) }
         context.write(NIOAny(HTTPResponsePart.head(head)), promise: nil)
         context.write(NIOAny(HTTPResponsePart.body(body)), promise: nil)
         return context.writeAndFlush(NIOAny(HTTPResponsePart.end(nil)))

@@ -63,6 +63,7 @@ public enum GatewayHTTP {
                 gateway.logger.warning("server.rate_limits.per_key limits nothing without auth.api_keys; per_ip does")
             }
         }
+        let perIP = settings.maxConnectionsPerIP.map(ConnectionCounts.init)
         return Application(
             router: makeRouter(gateway: gateway),
             // Connections that go quiet are closed, and so are those whose request is
@@ -74,6 +75,9 @@ public enum GatewayHTTP {
                         RequestedClose.install(),
                         MalformedHTTPAnswer(
                             metrics: gateway.metrics, accessLog: settings.accessLog ? gateway.logger : nil),
+                    ] + (perIP.map { counts in
+                        [ConnectionsPerIP(counts: counts, trusted: settings.trustedProxies, metrics: gateway.metrics)]
+                    } ?? []) + [
                         RequestReadDeadline(timeout: .milliseconds(Int64(settings.bodyTimeoutMs) + 1000)),
                         StalledWriteTimeout(timeout: .milliseconds(Int64(settings.idleTimeoutMs))),
                     ],

@@ -1,0 +1,103 @@
+import GatewayConfig
+import GatewayCore
+import Hummingbird
+import NIOCore
+import NIOHTTPTypes
+import Synchronization
+
+/// Open connections per client address, shared by every connection's handler.
+final class ConnectionCounts: Sendable {
+    let limit: Int
+    private let counts = Mutex<[String: Int]>([:])
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Counts a new connection of `key`; false when it already holds `limit`.
+    func admit(_ key: String) -> Bool {
+        counts.withLock { counts in
+            let open = counts[key, default: 0]
+            guard open < limit else { return false }
+            counts[key] = open + 1
+            return true
+        }
+    }
+
+    func release(_ key: String) {
+        counts.withLock { counts in
+            let left = counts[key, default: 1] - 1
+            counts[key] = left > 0 ? left : nil
+        }
+    }
+}
+
+/// `server.max_connections_per_ip`: a client holding that many connections gets `429
+/// rate_limited` on its next one, at its first request, and the connection is closed.
+/// `max_connections` alone let one address take every slot with idle keep-alives, and
+/// every other client waited. A trusted proxy's connections are not counted (they carry
+/// everyone's requests); IPv6 clients count by their /64, as the per-IP rate limit does.
+final class ConnectionsPerIP: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    let counts: ConnectionCounts
+    let trusted: [IPNetwork]
+    let metrics: GatewayMetrics
+    /// The address this connection counts under, once admitted.
+    private var counted: String?
+    private var checked = false
+    private var refused = false
+    private var answered = false
+
+    init(counts: ConnectionCounts, trusted: [IPNetwork], metrics: GatewayMetrics) {
+        self.counts = counts
+        self.trusted = trusted
+        self.metrics = metrics
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { check(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        check(context)
+        context.fireChannelActive()
+    }
+
+    private func check(_ context: ChannelHandlerContext) {
+        guard !checked else { return }
+        checked = true
+        guard let peer = ClientAddress.peer(context.channel.remoteAddress), !ClientAddress.isTrusted(peer, trusted) else {
+            return
+        }
+        let key = RateLimitMiddleware.ipCaller(peer)
+        if counts.admit(key) {
+            counted = key
+        } else {
+            refused = true
+            metrics.rateLimited(limit: "connections_per_ip")
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard refused else {
+            context.fireChannelRead(data)
+            return
+        }
+        guard case .head = unwrapInboundIn(data), !answered else { return }
+        answered = true
+        let error = GatewayError(.rateLimited, "too many connections from this address; close one, or retry after 1 s")
+        ChannelErrorAnswer.write(error, requestID: RequestID().description, retryAfter: 1, to: context).whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let counted { counts.release(counted) }
+        counted = nil
+        context.fireChannelInactive()
+    }
+}
