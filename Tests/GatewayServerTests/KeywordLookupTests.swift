@@ -337,6 +337,8 @@ import Testing
             let bare = try #require(await enricher.enrich([orgless]).first)
             #expect(bare.keyword == nil && bare.campaignName == nil)
             #expect(fake.count("v5-keyword") == 0 && fake.count("v5-campaign") == 0)
+            // Nor owed its names: it was resumed at every start for a week, asking nothing.
+            #expect(try owedNames(env) == 0)
             let named = try #require(await enricher.enrich([record(keyword: 77)]).first)
             #expect(named.keyword == "v5 keyword 77" && named.campaignName == "v5 campaign 542370539")
         }

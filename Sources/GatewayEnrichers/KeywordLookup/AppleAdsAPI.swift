@@ -11,6 +11,12 @@ protocol AppleAdsNameSource: Sendable {
     func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)?
     func adGroupName(id: Int64, campaignID: Int64?, orgID: Int64?) async throws -> String?
     func campaignName(id: Int64, orgID: Int64?) async throws -> String?
+    /// True when an entity is found only by its org (and campaign and ad group): v5.
+    var asksByOrg: Bool { get }
+}
+
+extension AppleAdsNameSource {
+    var asksByOrg: Bool { false }
 }
 
 /// Authenticated GETs with Apple's retry rules: `429` waits for `Retry-After` (or 2, 4, 8,
@@ -238,6 +244,7 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
 /// `X-AP-Context: orgId=…`, the `data` envelope, keywords under their ad group.
 struct AppleAdsCampaignManagementV5: AppleAdsNameSource {
     let http: AppleAdsHTTP
+    var asksByOrg: Bool { true }
 
     /// v5's bulk find is per campaign; lookups go one by one.
     func keywords(ids: [Int64], orgID: Int64?) async throws -> [Int64: (text: String, matchType: String?)]? { nil }

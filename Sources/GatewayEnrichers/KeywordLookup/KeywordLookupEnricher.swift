@@ -79,9 +79,24 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         return lookups
     }
 
+    /// The record's lookups the API can make: v5 finds an entity by org (and campaign and
+    /// ad group), and a record without them (an iAd payload with no `iad-org-id`) is not
+    /// looked up, waited for or owed its names; the next record that has them asks.
+    func askable(for record: AttributionRecord) -> [String: Lookup] {
+        let lookups = Self.lookups(for: record)
+        guard source.asksByOrg else { return lookups }
+        return lookups.filter { _, lookup in
+            switch lookup {
+            case .keyword(_, let adGroupID, let campaignID, let orgID): adGroupID != nil && campaignID != nil && orgID != nil
+            case .adGroup(_, let campaignID, let orgID): campaignID != nil && orgID != nil
+            case .campaign(_, let orgID): orgID != nil
+            }
+        }
+    }
+
     func enrich(_ records: [AttributionRecord]) async -> [AttributionRecord] {
         var wanted: [String: Lookup] = [:]
-        for record in records { wanted.merge(Self.lookups(for: record)) { first, _ in first } }
+        for record in records { wanted.merge(askable(for: record)) { first, _ in first } }
         guard !wanted.isEmpty else { return records }
 
         var known = await fresh(Array(wanted.keys))
@@ -119,7 +134,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         }
         let result = records.map { fill($0, known) }
         // Owed: a name neither cached nor known to be unknown. Kept past a restart.
-        let owed = result.filter { record in Self.lookups(for: record).keys.contains { known[$0] == nil } }
+        let owed = result.filter { record in askable(for: record).keys.contains { known[$0] == nil } }
         do {
             try await cache.rememberOwed(owed.map(\.recordID), now: now())
             // Let go after a week even without a restart (revoked credentials, for months).
@@ -149,11 +164,11 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         let result = await enrich(records)
         var completed: [AttributionRecord] = []
         var settled: [String] = []
-        let known = await fresh(Array(Set(result.flatMap { Self.lookups(for: $0).keys })))
+        let known = await fresh(Array(Set(result.flatMap { askable(for: $0).keys })))
         for (before, after) in zip(records, result) {
             if after != before {
                 completed.append(after)
-            } else if Self.lookups(for: after).keys.allSatisfy({ known[$0] != nil }) {
+            } else if askable(for: after).keys.allSatisfy({ known[$0] != nil }) {
                 settled.append(after.recordID)
             }
         }
@@ -164,10 +179,10 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     /// Late versions stored: those that owe nothing more (every name they lack is cached
     /// as unknown, within its TTL) are let go; one still waiting for a failing name stays owed.
     func stored(_ records: [AttributionRecord]) async {
-        let keys = Set(records.flatMap { Self.lookups(for: $0).keys })
+        let keys = Set(records.flatMap { askable(for: $0).keys })
         // Within their TTL: an id Apple did not know an hour ago is asked again, and owed.
         let cached = keys.isEmpty ? [:] : await fresh(Array(keys))
-        let settled = records.filter { Self.lookups(for: $0).keys.allSatisfy { cached[$0] != nil } }
+        let settled = records.filter { askable(for: $0).keys.allSatisfy { cached[$0] != nil } }
         await forget(settled.map(\.recordID))
     }
 
@@ -223,7 +238,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     /// completes them; a fetch that already ended completes them now.
     func waitForLateNames(_ records: [AttributionRecord]) async {
         var candidates: Set<String> = []
-        for record in records { candidates.formUnion(Self.lookups(for: record).keys) }
+        for record in records { candidates.formUnion(askable(for: record).keys) }
         // Only names still on their way: an id Apple does not know stays without one.
         var running: Set<String> = []
         var finished: Set<String> = []
@@ -239,7 +254,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         waitingLate.withLock { waiting in
             var total = waiting.values.reduce(0) { $0 + $1.count }
             for record in records {
-                for key in Self.lookups(for: record).keys where keys.contains(key) && total < Self.maxWaitingLate {
+                for key in askable(for: record).keys where keys.contains(key) && total < Self.maxWaitingLate {
                     waiting[key, default: []].append(record)
                     total += 1
                 }
@@ -275,7 +290,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         let ready = records.filter { (elsewhere[$0.recordID] ?? []).isDisjoint(with: coming) }
         guard !ready.isEmpty else { return }
         var keys: Set<String> = []
-        for record in ready { keys.formUnion(Self.lookups(for: record).keys) }
+        for record in ready { keys.formUnion(askable(for: record).keys) }
         let known = await fresh(Array(keys))
         let completed = ready.map { fill($0, known) }.filter { $0.enrichedAt != nil }
         if !completed.isEmpty { lateContinuation.yield(completed) }
