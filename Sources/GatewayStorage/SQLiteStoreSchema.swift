@@ -154,8 +154,8 @@ enum SQLiteStoreSchema {
     /// Until 25 Nov 2026 an S2S event with neither a transaction nor an `event_id` was keyed
     /// by a hash of its text as sent (`s2s:APP:content:HASH`), so that a resend writing its
     /// time or IDFV another way was a second event. Those with a `timestamp` (the others are
-    /// never deduped) get the key the provider gives now (`s2s:APP:event:HASH` of
-    /// `EventContent.canonicalText`; the rule is the provider's, this is its history), and
+    /// never deduped) get the key the provider gives now (`EventContent.dedupeKey`, which
+    /// both use), and
     /// so do `event:` keys an earlier rule of the same day made. Where
     /// two records were one event spelt two ways, the first keeps the new key. Read in
     /// pages, so that a store of millions of events is not read into memory at once.
@@ -178,10 +178,11 @@ enum SQLiteStoreSchema {
                 guard let app = row["app"] as String?, let text = row["raw"] as String?,
                     case .object(let raw)? = try? JSONValue.parse(Data(text.utf8))
                 else { continue }
-                let hash = Hex.lowercase(SHA256.hash(data: Data(EventContent.canonicalText(raw).utf8)))
+                let key = EventContent.dedupeKey(appID: app, stored: raw, received: nil) { content in
+                    Hex.lowercase(SHA256.hash(data: Data(content.utf8)))
+                }
                 try db.execute(
-                    sql: "UPDATE OR IGNORE records SET dedupe_key = ? WHERE seq = ?",
-                    arguments: [DedupeKey.make("s2s", app, "event", hash), row["seq"] as Int64])
+                    sql: "UPDATE OR IGNORE records SET dedupe_key = ? WHERE seq = ?", arguments: [key, row["seq"] as Int64])
             }
         }
     }

@@ -5,6 +5,18 @@ import Foundation
 /// time as ISO-8601 with an offset or as Unix seconds, an IDFV in lower case, an amount
 /// as a string) is the same event, not a second one forwarded to the vendors.
 public enum EventContent {
+    /// The S2S provider's key for an event known by its content (`s2s:APP:event:HASH`), and
+    /// the store's upgrade's for the events keyed before: one rule for both. With
+    /// `received`, the arrival joins the content (an event with no time of its own).
+    /// `sha256Hex` is the caller's: this module has no cryptography.
+    public static func dedupeKey(
+        appID: String, stored: [String: JSONValue], received: (Date, Int)?, sha256Hex: (String) -> String
+    ) -> String {
+        var content = canonicalText(stored)
+        if let (receivedAt, index) = received { content += "@\(ISO8601.format(receivedAt))#\(index)" }
+        return DedupeKey.make("s2s", appID, "event", sha256Hex(content))
+    }
+
     /// The stored event's fields as sorted JSON, each written one way; a null is no field.
     public static func canonicalText(_ object: [String: JSONValue]) -> String {
         var canonical: [String: JSONValue] = [:]

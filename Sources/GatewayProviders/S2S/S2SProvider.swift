@@ -107,16 +107,11 @@ public struct S2SProvider: AttributionProvider {
             return DedupeKey.make(typeName, event.appID, "purchase", transaction)
         }
         if let id = event.eventID { return DedupeKey.make(typeName, event.appID, "id", id) }
-        return contentKey(appID: event.appID, stored: event.stored, received: event.timestamp == nil ? (receivedAt, index) : nil)
-    }
-
-    /// The key of an event by its content, written one way (`EventContent`), so that a resend
-    /// spelling its time or IDFV otherwise is the same event. Until 25 Nov 2026 the key
-    /// (`content`) hashed the text as sent; the store's upgrade
-    /// `data:s2s-events-keyed-by-content` rekeys those records with this rule.
-    public static func contentKey(appID: String, stored: [String: JSONValue], received: (Date, Int)?) -> String {
-        var content = EventContent.canonicalText(stored)
-        if let (receivedAt, index) = received { content += "@\(ISO8601.format(receivedAt))#\(index)" }
-        return DedupeKey.make(typeName, appID, "event", SHA256Text.hex(content))
+        // By its content written one way, so that a resend spelling its time or IDFV
+        // otherwise is the same event. Until 25 Nov 2026 the key (`content`) hashed the text
+        // as sent; the store's upgrade `data:s2s-events-keyed-by-content` rekeys those.
+        return EventContent.dedupeKey(
+            appID: event.appID, stored: event.stored, received: event.timestamp == nil ? (receivedAt, index) : nil,
+            sha256Hex: SHA256Text.hex)
     }
 }
