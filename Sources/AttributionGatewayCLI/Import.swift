@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayConfig
 import GatewayCore
+import GatewayProviders
 import GatewayServer
 
 struct Import: AsyncParsableCommand {
@@ -56,9 +57,9 @@ struct Import: AsyncParsableCommand {
             batch.removeAll(keepingCapacity: true)
         }
 
+        let blank: Set<UInt8> = [UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r")]
         for (index, line) in lines.enumerated() {
             progress.advance(to: index + 1)
-            let blank: Set<UInt8> = [UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r")]
             guard !line.allSatisfy(blank.contains) else { continue }
             do {
                 let now = Date()
@@ -88,12 +89,10 @@ struct Import: AsyncParsableCommand {
         if rejected > 0 { throw ExitCode(1) }
     }
 
-    /// An S2S event the provider can tell from a second one alike only by its arrival (see
-    /// `S2SProvider.dedupeKey`): imported twice, it is stored twice.
+    /// An S2S event the provider can tell from a second one alike only by its arrival:
+    /// imported twice, it is stored twice.
     static func isKeyedByArrival(_ record: AttributionRecord) -> Bool {
-        guard record.provider == "s2s", case .object(let raw)? = record.raw else { return false }
-        let has = { (key: String) in raw[key].map { $0 != .null } ?? false }
-        let transaction = (record.kind == .purchase || record.kind == .refund) && has("transaction_id")
-        return !has("timestamp") && !has("event_id") && !transaction
+        guard record.provider == S2SProvider.typeName, let event = try? RawEvent(stored: record.raw) else { return false }
+        return S2SProvider.isKeyedByArrival(event)
     }
 }

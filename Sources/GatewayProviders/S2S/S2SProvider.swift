@@ -114,4 +114,11 @@ public struct S2SProvider: AttributionProvider {
             appID: event.appID, stored: event.stored, received: event.timestamp == nil ? (receivedAt, index) : nil,
             sha256Hex: SHA256Text.hex)
     }
+
+    /// Whether `dedupeKey` keys the event by its arrival, so that it is never a duplicate:
+    /// imported twice, it is stored twice. Asked of the key itself, so that the answer
+    /// follows the rule wherever it goes.
+    public static func isKeyedByArrival(_ event: RawEvent) -> Bool {
+        dedupeKey(event, receivedAt: .distantPast, index: 0) != dedupeKey(event, receivedAt: .distantFuture, index: 0)
+    }
 }
