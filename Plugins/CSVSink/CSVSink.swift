@@ -70,7 +70,7 @@ public final class CSVSink: AttributionSink {
         }
         scan.finish()
         if scan.length == 0 {
-            try append(Data((CSV.row(columns) + "\r\n").utf8), to: url)
+            try append(Data(), to: url, header: columns)
             return []
         }
         guard scan.validUTF8 else {
@@ -178,22 +178,26 @@ public final class CSVSink: AttributionSink {
         }
     }
 
+    static func headerLine(_ columns: [String]) -> Data {
+        Data((CSV.row(columns) + "\r\n").utf8)
+    }
+
     static func create(_ url: URL, columns: [String]) throws {
         guard FileManager.default.createFile(
-            atPath: url.path, contents: Data((CSV.row(columns) + "\r\n").utf8),
+            atPath: url.path, contents: headerLine(columns),
             attributes: [.posixPermissions: 0o600])
         else { throw CSVError("cannot create \(url.path)") }
     }
 
-    /// Appends `data`, or leaves the file as it was: a write cut short is taken back, so
-    /// that the retry starts on a row boundary.
+    /// Appends `data`, after `header` when the file is empty, or leaves the file as it was:
+    /// a write cut short is taken back, so that the retry starts on a row boundary.
     static func append(_ data: Data, to url: URL, header: [String]? = nil) throws {
         let handle = try FileHandle(forWritingTo: url)
         defer { try? handle.close() }
         let end = try handle.seekToEnd()
         // Emptied in place (logrotate's copytruncate): rows without their header made the
         // next start refuse the file, and the whole gateway with it.
-        let data = end == 0 && header != nil ? Data((CSV.row(header ?? []) + "\r\n").utf8) + data : data
+        let data = if end == 0, let header { headerLine(header) + data } else { data }
         do {
             try handle.write(contentsOf: data)
             try handle.synchronize()
