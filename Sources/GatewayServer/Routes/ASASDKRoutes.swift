@@ -136,11 +136,13 @@ struct ASASDKBackend: Sendable {
         return try await crediting.run(userID) { try await creditPending(of: userID, with: source) }
     }
 
+    /// The dedupe keys of this app's SDK purchases, less the transaction id. Transaction ids
+    /// are digits (`transactionID(_:)`), never escaped in a key.
+    var purchaseKeyPrefix: String { ASAPurchaseRecord.dedupeKey(appID: appID, transactionID: "") }
+
     private func creditPending(of userID: Int64, with source: AttributionRecord) async throws -> Int {
-        // Transaction ids are digits (`transactionID(_:)`), never escaped in a key.
-        let prefix = ASAPurchaseRecord.dedupeKey(appID: appID, transactionID: "")
         var credited: [RoutedRecord] = []
-        for recordID in try await store.sdkPendingPurchaseIDs(userID: userID, keyPrefix: prefix) {
+        for recordID in try await store.sdkPendingPurchaseIDs(userID: userID, keyPrefix: purchaseKeyPrefix) {
             guard var purchase = try await store.record(id: recordID), purchase.resolution == .pending else { continue }
             ASAPurchaseRecord.credit(&purchase, with: source)
             credited.append(RoutedRecord(record: purchase, sinks: pipeline.router.sinks(for: purchase)))
@@ -153,8 +155,7 @@ struct ASASDKBackend: Sendable {
     /// again kept them `pending`, with no keyword, in every sink.
     func creditPurchasesLeftPending() async {
         do {
-            let prefix = ASAPurchaseRecord.dedupeKey(appID: appID, transactionID: "")
-            let answered = try await store.sdkAnsweredUsersWithPendingPurchases(keyPrefix: prefix)
+            let answered = try await store.sdkAnsweredUsersWithPendingPurchases(keyPrefix: purchaseKeyPrefix)
             guard !answered.isEmpty else { return }
             logger.info("crediting SDK purchases left pending", metadata: ["users": "\(answered.count)"])
             await creditPurchases(answered: answered)
