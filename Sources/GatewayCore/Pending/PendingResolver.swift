@@ -19,7 +19,7 @@ public final class PendingResolver: Service, Sendable {
     private let finishedHandlers = Mutex<[@Sendable ([String]) async -> Void]>([])
     private let startHandlers = Mutex<[@Sendable () async -> Void]>([])
 
-    /// Runs `handler` once when the resolver starts, before its first round: for what a
+    /// Runs `handler` once when the resolver starts, alongside its rounds: for what a
     /// stopped gateway left undone after an answer (`onFinished`'s work cut short).
     public func onStart(_ handler: @escaping @Sendable () async -> Void) {
         startHandlers.withLock { $0.append(handler) }
@@ -93,7 +93,10 @@ public final class PendingResolver: Service, Sendable {
 
     public func run() async throws {
         logger.info("pending resolver started")
-        for handler in startHandlers.withLock({ $0 }) { await handler() }
+        // Alongside, not before: a sweep of a large store must not hold back the tokens
+        // waiting for Apple. Cancelled, if still running, when `run` returns at shutdown.
+        let handlers = startHandlers.withLock { $0 }
+        async let _ = { for handler in handlers { await handler() } }()
         await withGracefulShutdownHandler {
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 do {
