@@ -145,13 +145,14 @@ public final class SinkWorker: Service, Sendable {
         // outbox as it was, no attempt counted, as a batch cut short does.
         let cutShort = Task.isCancelled
         let decidedAt = now()
+        /// When a record the sink postponed by `after` is due.
+        func dueDate(after: Duration) -> Date { decidedAt.addingTimeInterval(max(after, .zero) / .seconds(1)) }
         let postponements = outcomes.compactMap { outcome -> Duration? in
             if case .postponed(_, let after) = outcome { return after }
             return nil
         }
         postponedUntil.withLock {
-            $0 = !cutShort && postponements.count == outcomes.count
-                ? postponements.min().map { decidedAt.addingTimeInterval(max($0, .zero) / .seconds(1)) } : nil
+            $0 = !cutShort && postponements.count == outcomes.count ? postponements.min().map(dueDate) : nil
         }
         var resolutions: [OutboxResolution] = []
         var delivered = 0, declined = 0, retried = 0, postponed = 0, dead = 0
@@ -168,8 +169,7 @@ public final class SinkWorker: Service, Sendable {
             case .retry where cutShort, .postponed where cutShort:
                 continue
             case .postponed(let reason, let after):
-                let at = decidedAt.addingTimeInterval(max(after, .zero) / .seconds(1))
-                resolutions.append(.retry(id: entry.id, attempts: entry.attempts, at: at, error: reason))
+                resolutions.append(.retry(id: entry.id, attempts: entry.attempts, at: dueDate(after: after), error: reason))
                 postponed += 1
             case .retry(let reason, let after):
                 let attempts = entry.attempts + 1
