@@ -403,6 +403,22 @@ import Testing
             yaml: yaml, file: "keywords.yaml", environment: ["ADS_PRIVATE_KEY": key.pemRepresentation], registry: .builtIn)
     }
 
+    /// The fake Apple Ads, and a gateway's configuration asking it and a fake AdServices
+    /// (every token answered with keyword 87675432).
+    func withKeywordGateway(
+        _ env: TestEnvironment, waitMs: Int,
+        _ body: @escaping @Sendable (FakeAppleAds, GatewayConfiguration) async throws -> Void
+    ) async throws {
+        let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 87_675_432))
+        try await withFake { fake, adsPort in
+            try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+                .test(.live) { appleClient in
+                    try await body(
+                        fake, try keywordGateway(env, applePort: try #require(appleClient.port), adsPort: adsPort, waitMs: waitMs))
+                }
+        }
+    }
+
     /// Whether the SQLite sink's one row has all three names.
     func named(_ env: TestEnvironment) throws -> Bool {
         try DatabaseQueue(path: env.databasePath).read { db in
@@ -474,30 +490,24 @@ import Testing
     @Test func namesOwedWhenTheGatewayStoppedFollowAfterTheRestart() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 87_675_432))
-        try await withFake { fake, adsPort in
-            try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-                .test(.live) { appleClient in
-                    let config = try keywordGateway(
-                        env, applePort: try #require(appleClient.port), adsPort: adsPort, waitMs: 100)
-                    fake.down.withLock { $0 = true }
-                    try await GatewayHTTP.makeApplication(gateway: try await Gateway.build(configuration: config)).test(.live) {
-                        client in
-                        let body = #"{"token": "QUJDREVG", "app_id": "1234567890", "app_user_id": "u-1"}"#
-                        let response = try await client.execute(uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
-                        #expect(response.status == .accepted)
-                        #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
-                        #expect(try !named(env))
-                    }
-                    fake.down.withLock { $0 = false }
-                    try await GatewayHTTP.makeApplication(gateway: try await Gateway.build(configuration: config)).test(.live) {
-                        (_: TestClientProtocol) async throws in
-                        #expect(try await env.eventually { try named(env) })
-                        #expect(try env.deliveredRecordIDs().count == 1)
-                        // Nothing is owed any more (let go just after the version is stored).
-                        #expect(try await env.eventually { try owedNames(env) == 0 })
-                    }
-                }
+        try await withKeywordGateway(env, waitMs: 100) { fake, config in
+            fake.down.withLock { $0 = true }
+            try await GatewayHTTP.makeApplication(gateway: try await Gateway.build(configuration: config)).test(.live) {
+                client in
+                let body = #"{"token": "QUJDREVG", "app_id": "1234567890", "app_user_id": "u-1"}"#
+                let response = try await client.execute(uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
+                #expect(response.status == .accepted)
+                #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
+                #expect(try !named(env))
+            }
+            fake.down.withLock { $0 = false }
+            try await GatewayHTTP.makeApplication(gateway: try await Gateway.build(configuration: config)).test(.live) {
+                (_: TestClientProtocol) async throws in
+                #expect(try await env.eventually { try named(env) })
+                #expect(try env.deliveredRecordIDs().count == 1)
+                // Nothing is owed any more (let go just after the version is stored).
+                #expect(try await env.eventually { try owedNames(env) == 0 })
+            }
         }
     }
 
@@ -506,53 +516,47 @@ import Testing
         let late = adsState != "prompt"
         let env = try TestEnvironment()
         defer { env.remove() }
-        let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 87_675_432))
-        try await withFake { fake, adsPort in
-            try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-                .test(.live) { appleClient in
-                    let config = try keywordGateway(
-                        env, applePort: try #require(appleClient.port), adsPort: adsPort, waitMs: late ? 100 : 10000)
-                    let gateway = try await Gateway.build(configuration: config)
-                    // Late: Apple Ads answers after the record went on with its ids; the names
-                    // follow as a second version of the same record.
-                    if adsState == "slow" { fake.delay.withLock { $0 = .seconds(1) } }
-                    if adsState == "down" { fake.down.withLock { $0 = true } }
-                    try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
-                        let body = #"{"token": "QUJDREVG", "app_id": "1234567890", "app_user_id": "u-1"}"#
-                        let response = try await client.execute(
-                            uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
-                        #expect(response.status == .accepted)
-                        #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
-                        if adsState == "down" {
-                            // Delivered with its ids while Apple Ads is down…
-                            #expect(try !named(env))
-                            fake.down.withLock { $0 = false }
-                        }
-                        if late {
-                            // …and the names follow as a second version of the same record.
-                            #expect(try await env.eventually { try named(env) })
-                            #expect(try env.deliveredRecordIDs().count == 1)
-                        }
-                        let row = try #require(
-                            try DatabaseQueue(path: env.databasePath).read { db in
-                                try Row.fetchOne(
-                                    db,
-                                    sql: "SELECT keyword, keyword_match_type, ad_group_name, campaign_name, keyword_id FROM attribution_records")
-                            })
-                        #expect(row["keyword"] as String? == "keyword 87675432")
-                        #expect(row["keyword_match_type"] as String? == "EXACT")
-                        #expect(row["ad_group_name"] as String? == "adgroup 542317095")
-                        #expect(row["campaign_name"] as String? == "campaign 542370539")
-
-                        // Three names (keyword, ad group, campaign) were looked up: in time, or late.
-                        let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
-                        let outcome = late ? "late" : "fetched"
-                        #expect(metrics.contains(#"gateway_enrichment_lookups_total{enricher="keyword_lookup",outcome="\#(outcome)"} 3"#))
-                        #expect(metrics.contains(#"gateway_delivery_latency_seconds_count{sink="local"}"#))
-                        // Buckets reach a day: an outage's deliveries are not all in +Inf.
-                        #expect(metrics.contains(#"gateway_delivery_latency_seconds_bucket{sink="local",le="86400.0"}"#))
-                    }
+        try await withKeywordGateway(env, waitMs: late ? 100 : 10000) { fake, config in
+            let gateway = try await Gateway.build(configuration: config)
+            // Late: Apple Ads answers after the record went on with its ids; the names
+            // follow as a second version of the same record.
+            if adsState == "slow" { fake.delay.withLock { $0 = .seconds(1) } }
+            if adsState == "down" { fake.down.withLock { $0 = true } }
+            try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+                let body = #"{"token": "QUJDREVG", "app_id": "1234567890", "app_user_id": "u-1"}"#
+                let response = try await client.execute(
+                    uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
+                #expect(response.status == .accepted)
+                #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
+                if adsState == "down" {
+                    // Delivered with its ids while Apple Ads is down…
+                    #expect(try !named(env))
+                    fake.down.withLock { $0 = false }
                 }
+                if late {
+                    // …and the names follow as a second version of the same record.
+                    #expect(try await env.eventually { try named(env) })
+                    #expect(try env.deliveredRecordIDs().count == 1)
+                }
+                let row = try #require(
+                    try DatabaseQueue(path: env.databasePath).read { db in
+                        try Row.fetchOne(
+                            db,
+                            sql: "SELECT keyword, keyword_match_type, ad_group_name, campaign_name, keyword_id FROM attribution_records")
+                    })
+                #expect(row["keyword"] as String? == "keyword 87675432")
+                #expect(row["keyword_match_type"] as String? == "EXACT")
+                #expect(row["ad_group_name"] as String? == "adgroup 542317095")
+                #expect(row["campaign_name"] as String? == "campaign 542370539")
+
+                // Three names (keyword, ad group, campaign) were looked up: in time, or late.
+                let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                let outcome = late ? "late" : "fetched"
+                #expect(metrics.contains(#"gateway_enrichment_lookups_total{enricher="keyword_lookup",outcome="\#(outcome)"} 3"#))
+                #expect(metrics.contains(#"gateway_delivery_latency_seconds_count{sink="local"}"#))
+                // Buckets reach a day: an outage's deliveries are not all in +Inf.
+                #expect(metrics.contains(#"gateway_delivery_latency_seconds_bucket{sink="local",le="86400.0"}"#))
+            }
         }
     }
 
