@@ -71,7 +71,7 @@ struct DeadLetters: AsyncParsableCommand {
                 let line = Line(
                     id: letter.id, sink: letter.sink, record_id: letter.recordID, attempts: letter.attempts,
                     error: letter.error, failed_at: ISO8601.format(letter.failedAt))
-                print(String(decoding: try encoder.encode(line), as: UTF8.self))
+                print(TerminalText.visibleJSON(String(decoding: try encoder.encode(line), as: UTF8.self)))
             }
         }
     }

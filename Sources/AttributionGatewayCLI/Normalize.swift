@@ -23,7 +23,7 @@ struct Normalize: ParsableCommand {
             let encoder = AttributionRecord.makeEncoder()
             encoder.outputFormatting.insert(.prettyPrinted)
             let output = records.count == 1 ? try encoder.encode(records[0]) : try encoder.encode(records)
-            print(String(decoding: output, as: UTF8.self))
+            print(TerminalText.visibleJSON(String(decoding: output, as: UTF8.self)))
         } catch let error as GatewayError {
             printError(error.description)
             throw ExitCode(1)

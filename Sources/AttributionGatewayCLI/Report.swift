@@ -126,7 +126,7 @@ struct KeywordsReport: AsyncParsableCommand {
         case .json:
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            return String(decoding: (try? encoder.encode(rows)) ?? Data("[]".utf8), as: UTF8.self)
+            return TerminalText.visibleJSON(String(decoding: (try? encoder.encode(rows)) ?? Data("[]".utf8), as: UTF8.self))
         case .table:
             // A keyword may hold a line break or a tab (iAd's routes take them): shown
             // escaped, so that a row stays one line.

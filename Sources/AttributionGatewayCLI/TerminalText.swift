@@ -15,6 +15,26 @@ enum TerminalText {
         }.joined()
     }
 
+    /// JSON text with the hidden characters JSONEncoder leaves as they are (DEL, C1
+    /// controls such as CSI, bidi marks, line separators) written as `\uXXXX` escapes:
+    /// the same JSON to a parser, nothing a terminal acts on. Line breaks and tabs are the
+    /// pretty-printed layout (JSONEncoder escapes those within strings); every other one
+    /// is in the BMP and can only stand inside a string, so the text stays valid JSON.
+    static func visibleJSON(_ json: String) -> String {
+        func escaped(_ scalar: Unicode.Scalar) -> Bool { isHidden(scalar) && !["\n", "\r", "\t"].contains(scalar) }
+        guard json.unicodeScalars.contains(where: escaped) else { return json }
+        var text = String.UnicodeScalarView()
+        for scalar in json.unicodeScalars {
+            if escaped(scalar) {
+                let hex = String(scalar.value, radix: 16)
+                text.append(contentsOf: "\\u\(String(repeating: "0", count: 4 - hex.count))\(hex)".unicodeScalars)
+            } else {
+                text.append(scalar)
+            }
+        }
+        return String(text)
+    }
+
     /// Control characters, the bidi marks that reorder what follows them, and the line and
     /// paragraph separators.
     static func isHidden(_ scalar: Unicode.Scalar) -> Bool {

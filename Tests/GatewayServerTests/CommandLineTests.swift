@@ -207,7 +207,7 @@ import Testing
             // A keyword of its own holding a line break, as iAd's routes take it.
             + [IAdPayloads.attributed(user: "spaced").replacingOccurrences(of: "\n", with: "")
                 .replacingOccurrences(of: #""iad-keyword-id":"87675432""#, with: #""iad-keyword-id":"11""#)
-                .replacingOccurrences(of: #""iad-keyword":"meditation app""#, with: #""iad-keyword":"calm\nsleep""#)]
+                .replacingOccurrences(of: #""iad-keyword":"meditation app""#, with: #""iad-keyword":"calm\nsleep\u202e""#)]
         func purchase(_ user: String, _ transaction: String, _ amount: String) -> String {
             #"{"type":"purchase","app_id":"1234567890","app_user_id":"\#(user)","revenue":\#(amount),"currency":"USD","transaction_id":"\#(transaction)","timestamp":1700000000}"#
         }
@@ -236,6 +236,10 @@ import Testing
         let organic = try #require(rows.first { $0.network == "organic" })
         #expect(organic.installs == 1 && organic.paying_users == 1 && organic.revenue == ["USD": 1])
         #expect(rows.first?.keyword == "meditation app")
+        // A bidi override is written as a JSON escape: the same name to a parser, nothing
+        // that reverses the terminal's line.
+        #expect(rows.contains { $0.keyword == "calm\nsleep\u{202E}" })
+        #expect(!result.stdout.unicodeScalars.contains("\u{202E}") && result.stdout.contains(#"\u202e"#))
 
         let table = try run(["report", "keywords", "--config", config])
         #expect(table.stdout.contains("meditation app") && table.stdout.contains("USD 14.98"))
@@ -243,7 +247,7 @@ import Testing
         let keywordRow = try #require(table.stdout.split(separator: "\n").first { $0.contains("meditation app") })
         #expect(keywordRow.contains("50.0"), "\(keywordRow)")
         // The line break is shown, not printed: every row one line.
-        #expect(table.stdout.contains(#"calm\nsleep"#), "\(table.stdout)")
+        #expect(table.stdout.contains(#"calm\nsleep\u{202e}"#), "\(table.stdout)")
         #expect(table.stdout.split(separator: "\n").count == 1 + rows.count, "\(table.stdout)")
         #expect(table.stdout.split(separator: "\n").first?.hasPrefix("network") == true)
     }

@@ -119,12 +119,21 @@ import Testing
         let entries = try await store.dueEntries(sink: "local", now: Date(), limit: 10)
         #expect(entries.count == 2)
         try await store.resolve(
-            sink: "local", entries.map { .deadLetter(id: $0.id, attempts: 10, error: "answered 400") }, now: Date())
+            sink: "local", [.deadLetter(id: entries[0].id, attempts: 10, error: "answered 400")], now: Date())
+        // A receiver's answer is kept as the error, and printed: a C1 CSI or a bidi
+        // override in it would act on the terminal, so they are written as JSON escapes.
+        try await store.resolve(
+            sink: "local", [.deadLetter(id: entries[1].id, attempts: 10, error: "answered 400 \u{9B}2J\u{202E}gnp.exe")],
+            now: Date())
 
         let list = try cli.run(["dlq", "list", "--config", config])
         let lines = list.stdout.split(separator: "\n")
         #expect(lines.count == 2)
-        #expect(lines.allSatisfy { $0.contains(#""error":"answered 400""#) && $0.contains(#""sink":"local""#) })
+        #expect(lines.allSatisfy { $0.contains(#""error":"answered 400"#) && $0.contains(#""sink":"local""#) })
+        #expect(list.stdout.contains(#""error":"answered 400 \u009b2J\u202egnp.exe""#), "\(list.stdout)")
+        #expect(!list.stdout.unicodeScalars.contains { $0.value == 0x9B || $0.value == 0x202E })
+        let parsed = try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any]
+        #expect(parsed?["error"] as? String == "answered 400 \u{9B}2J\u{202E}gnp.exe")
         // Numbers are JSON numbers, so that `jq 'select(.attempts > 2)'` compares them.
         #expect(lines.allSatisfy { $0.contains(#""attempts":10,"#) })
         // An id is found past the newest `--limit` letters.
