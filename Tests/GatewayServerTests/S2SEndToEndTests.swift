@@ -277,6 +277,26 @@ import Testing
         }
     }
 
+    /// A vendor's refusal is kept as the dead letter's reason (shown by `dlq list`, logged):
+    /// an error page quoting the request must not put the vendor's key there, in a header
+    /// (AppsFlyer, Adjust) or in the URL's query (Singular).
+    @Test(arguments: ["singular", "appsflyer", "adjust"])
+    func aRefusalQuotingTheRequestKeepsNoKeyInTheDeadLetter(vendor: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        vendors.echoes.withLock { $0 = 1 }
+        let key = ["singular": FakeVendors.singularKey, "appsflyer": FakeVendors.appsFlyerKey, "adjust": FakeVendors.adjustToken][vendor]!
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: vendor) }) { client, gateway in
+            #expect(try await post(client, Self.event("event", name: "level_up")).status == .accepted)
+            #expect(try await env.eventually { try await !gateway.store.deadLetters(sink: "s2s.\(vendor)", limit: 10).isEmpty })
+            let reason = try #require(try await gateway.store.deadLetters(sink: "s2s.\(vendor)", limit: 10).first?.error)
+            // The page was kept, and the key taken out of it.
+            #expect(reason.contains("answered 400") && reason.contains("<key>"), "\(reason)")
+            #expect(!reason.contains(key), "\(reason)")
+        }
+    }
+
     @Test func aVendorOutageDelaysEventsAndLosesNoneNorSendsOneTwice() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

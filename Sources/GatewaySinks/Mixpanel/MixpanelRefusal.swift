@@ -9,8 +9,6 @@ enum MixpanelRefusal {
     static func reason(_ text: String, token: String) -> String {
         var said = text
         if case .string(let error)? = (try? JSONValue.parse(Data(text.utf8)))?["error"] { said = error }
-        // Taken out before the cut: a token across the 200th character would leave its start.
-        if !token.isEmpty { said = said.replacingOccurrences(of: token, with: "<project token>") }
-        return String(said.prefix(200))
+        return String(SecretText.removing([token], from: said, as: "project token").prefix(200))
     }
 }

@@ -39,6 +39,10 @@ final class FakeVendors: Sendable {
     /// not found" to this many more of their events.
     let unknownToAdjust = Mutex<[String: Int]>([:])
 
+    /// While above zero, every vendor answers `400` with a page quoting the request's URL
+    /// and headers, as a proxy's or a debugging endpoint's error page does, and counts down.
+    let echoes = Mutex(0)
+
     var accepted: [Seen] { seen.withLock { $0 } }
     func accepted(_ vendor: String) -> [Seen] { accepted.filter { $0.vendor == vendor } }
     /// Requests a vendor refused or (AppsFlyer) silently dropped.
@@ -48,7 +52,7 @@ final class FakeVendors: Sendable {
         let router = Router()
         for path in ["/api/v1/launch", "/api/v1/evt"] {
             router.get(RouterPath(path)) { request, _ -> Response in
-                if let down = self.down() { return down }
+                if let down = self.down(request) { return down }
                 var query: [String: String] = [:]
                 for (key, value) in request.uri.queryParameters { query[String(key)] = String(value) }
                 let required = ["a", "p", "i", "ip", "ve"] + (path.hasSuffix("evt") ? ["n"] : [])
@@ -79,7 +83,7 @@ final class FakeVendors: Sendable {
             }
         }
         router.post("/inappevent/:app") { request, context -> Response in
-            if let down = self.down() { return down }
+            if let down = self.down(request) { return down }
             guard request.headers[HTTPFields.Element.Name("authentication")!] == Self.appsFlyerKey else {
                 return Response(status: .unauthorized, body: .init(byteBuffer: ByteBuffer(string: "Unauthorized")))
             }
@@ -106,7 +110,7 @@ final class FakeVendors: Sendable {
         }
         for path in ["/session", "/event"] {
             router.post(RouterPath(path)) { request, _ -> Response in
-                if let down = self.down() { return down }
+                if let down = self.down(request) { return down }
                 guard request.headers[.authorization] == "Bearer \(Self.adjustToken)" else {
                     self.refusals.withLock { $0.append("adjust token") }
                     return Response(status: .accepted, body: .init(byteBuffer: ByteBuffer(string: "Missing/Wrong authentication token")))
@@ -152,7 +156,17 @@ final class FakeVendors: Sendable {
         return router
     }
 
-    private func down() -> Response? {
+    private func down(_ request: Request) -> Response? {
+        let echoing = echoes.withLock { remaining -> Bool in
+            guard remaining > 0 else { return false }
+            remaining -= 1
+            return true
+        }
+        if echoing {
+            let headers = request.headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
+            let page = "<html>Bad request\n\(request.uri)\n\(headers)</html>"
+            return Response(status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: page)))
+        }
         let isDown = outage.withLock { remaining -> Bool in
             guard remaining > 0 else { return false }
             remaining -= 1

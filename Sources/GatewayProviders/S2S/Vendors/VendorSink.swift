@@ -142,7 +142,10 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
             return unanswered("answered \(status) but its body did not arrive in time")
         }
         let retryAfter = answer.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
-        let body = String(buffer: answer.body)
+        // An answer quoting the request (an error page's echo of the headers or the URL)
+        // would put the vendor's key into the dead letter's reason and the log.
+        let credentials = [settings.apiKey ?? ""] + prepared.headers.filter { $0.0.lowercased() != "content-type" }.map(\.1)
+        let body = SecretText.removing(credentials, from: String(buffer: answer.body), as: "key")
         let age = Duration.milliseconds(Int64(max(0, now().timeIntervalSince(record.receivedAt)) * 1000))
         return adapter.outcome(status: status, body: body, retryAfter: retryAfter, age: age)
     }

@@ -1,0 +1,19 @@
+import Foundation
+
+/// Text an outside service answered, with the credentials of the request it answered
+/// taken out: an error page (a proxy's, a firewall's, a debugging endpoint's) can quote
+/// the request, and such text goes into dead letters and log lines.
+public enum SecretText {
+    /// `text` with each secret, as written and percent-encoded (as a URL quoted back
+    /// holds it), replaced by `<name>`. Taken out before any cut: a secret across the
+    /// cut would leave its start.
+    public static func removing(_ secrets: [String], from text: String, as name: String) -> String {
+        var text = text
+        let spellings = Set(secrets.filter { !$0.isEmpty }.flatMap { [$0, FormEncoding.escape($0)] })
+        // Longest first: one secret may hold another.
+        for secret in spellings.sorted(by: { $0.count > $1.count }) {
+            text = text.replacingOccurrences(of: secret, with: "<\(name)>")
+        }
+        return text
+    }
+}
