@@ -1,5 +1,7 @@
 import Foundation
 import GRDB
+import Hummingbird
+import HummingbirdTesting
 import Testing
 
 /// SIGTERM as an orchestrator sends it, to the real executable: readiness fails first,
@@ -91,5 +93,64 @@ import Testing
             try String.fetchAll(db, sql: "SELECT record_id FROM records")
         }
         #expect(stored.contains(try #require(json["record_id"] as? String)))
+    }
+
+    /// With Apple silent, a stop waits for the calls already made and begins no others:
+    /// every call would hold the stop for its whole timeout. The tokens not tried stay
+    /// claimed in the store, and the next start tries them.
+    @Test func aStopBeginsNoCallToAppleAndTheNextStartTriesTheTokensLeft() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let tokens = (0..<6).map { AdServicesEndToEndTests.token("stop-\($0)") }
+        // Apple, seen by each gateway through a port of its own, so that each one's calls
+        // are counted apart; it holds every token until the test lets them go.
+        let apples = [FakeAppleAdServices(), FakeAppleAdServices()]
+        for apple in apples { apple.held.withLock { $0 = Set(tokens) } }
+        @Sendable func yaml(_ port: Int) -> String {
+            """
+            server: { host: 127.0.0.1, port: 0, log_level: info, shutdown_timeout_s: 60 }
+            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+            providers:
+              adservices: { endpoint: "http://127.0.0.1:\(port)/api/v1/", answer_wait_ms: 0, timeout_ms: 10000, concurrency: 2 }
+            sinks: { local: { type: sqlite } }
+            """
+        }
+        func serve(_ apple: FakeAppleAdServices, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+            try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+                .test(.live) { try await body(try #require($0.port)) }
+        }
+        // The tokens are taken and the gateway dies with them claimed: the next start
+        // finds all six due at once, one round of six for two calls at a time.
+        try await serve(apples[0]) { port in
+            let first = try await launch(env, yaml(port), log: "first")
+            for (index, token) in tokens.enumerated() {
+                let body = #"{"token": "\#(token)", "app_id": "1234567890", "app_user_id": "user-\#(index)"}"#
+                #expect(try await first.post("/v1/adservices", body: body).0 == 202)
+            }
+            first.kill(SIGKILL)
+            apples[0].held.withLock { $0 = [] }  // its calls end, and its server with them
+        }
+        try await serve(apples[1]) { port in
+            let second = try await launch(env, yaml(port), log: "second")
+            #expect(try await env.eventually { apples[1].totalCalls == 2 })
+            // Both calls hang until their timeout, after the signal; the four other tokens
+            // of the round are not sent.
+            #expect(try await second.stop(SIGTERM))
+            #expect(second.process.terminationStatus == 0)
+            #expect(apples[1].totalCalls == 2, "a call was begun after the signal")
+            let log = try String(contentsOf: second.logURL, encoding: .utf8)
+            #expect(log.contains("waiting for attempts in flight"), "\(log)")
+            #expect(log.contains("attempts not begun because of shutdown"), "\(log)")
+
+            apples[1].held.withLock { $0 = [] }
+            let third = try await launch(env, yaml(port), log: "third")
+            #expect(try await env.eventually {
+                try await DatabaseQueue(path: env.databasePath).read { db in
+                    try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending") == 0
+                        && Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records") == 6
+                }
+            })
+            #expect(try await third.stop(SIGTERM))
+        }
     }
 }

@@ -18,6 +18,8 @@ public final class PendingResolver: Service, Sendable {
     private let wakeUp = WakeUp()
     private let finishedHandlers = Mutex<[@Sendable ([String]) async -> Void]>([])
     private let startHandlers = Mutex<[@Sendable () async -> Void]>([])
+    /// Attempts under way, for the shutdown's log: a stop waiting on a silent Apple says so.
+    private let attemptsInFlight = Mutex(0)
 
     /// Runs `handler` once when the resolver starts, alongside its rounds: for what a
     /// stopped gateway left undone after an answer (`onFinished`'s work cut short).
@@ -112,6 +114,10 @@ public final class PendingResolver: Service, Sendable {
                 await wakeUp.wait(timeout: wait)
             }
         } onGracefulShutdown: {
+            let inFlight = self.attemptsInFlight.withLock { $0 }
+            if inFlight > 0 {
+                self.logger.info("waiting for attempts in flight", metadata: ["count": "\(inFlight)"])
+            }
             self.wake()
         }
     }
@@ -126,14 +132,26 @@ public final class PendingResolver: Service, Sendable {
         guard !due.isEmpty else { return 0 }
         let attempts = await withTaskGroup(of: (PendingWork, ResolutionStep).self) { group in
             var rest = due.makeIterator()
+            @Sendable func begin(_ work: PendingWork) async -> (PendingWork, ResolutionStep) {
+                attemptsInFlight.withLock { $0 += 1 }
+                defer { attemptsInFlight.withLock { $0 -= 1 } }
+                return (work, await provider.resolve(work))
+            }
             for _ in 0..<concurrency {
                 guard let work = rest.next() else { break }
-                group.addTask { (work, await self.provider.resolve(work)) }
+                group.addTask { await begin(work) }
             }
             var done: [(work: PendingWork, step: ResolutionStep)] = []
             while let attempt = await group.next() {
                 done.append(attempt)
-                if let work = rest.next() { group.addTask { (work, await self.provider.resolve(work)) } }
+                // Shutting down: no call begins, since with Apple hanging each would hold
+                // the stop for its whole timeout. The rest stay claimed, and the next start
+                // releases every claim.
+                guard !Task.isShuttingDownGracefully else { continue }
+                if let work = rest.next() { group.addTask { await begin(work) } }
+            }
+            if Task.isShuttingDownGracefully, due.count > done.count {
+                logger.info("attempts not begun because of shutdown", metadata: ["count": "\(due.count - done.count)"])
             }
             return done
         }
