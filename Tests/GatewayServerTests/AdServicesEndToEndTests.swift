@@ -4,6 +4,7 @@ import GatewayCore
 import GatewayServer
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import Synchronization
 import Testing
 
@@ -54,12 +55,13 @@ import Testing
     /// Runs `body` with the fake Apple endpoint and a gateway that talks to it.
     func withGateway(
         _ apple: FakeAppleAdServices, env: TestEnvironment, options: [String: String] = [:],
+        logger: Logger = Logger(label: "gateway"),
         _ body: @escaping @Sendable (TestClientProtocol, Gateway) async throws -> Void
     ) async throws {
         try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             .test(.live) { appleClient in
                 let config = try configuration(env, applePort: try #require(appleClient.port), options: options)
-                let gateway = try await Gateway.build(configuration: config)
+                let gateway = try await Gateway.build(configuration: config, logger: logger)
                 try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
                     try await body(client, gateway)
                 }
@@ -79,6 +81,34 @@ import Testing
     func eventuallyStored(_ gateway: Gateway, _ id: String, env: TestEnvironment) async throws -> AttributionRecord {
         #expect(try await env.eventually { try await gateway.store.record(id: id) != nil })
         return try #require(try await gateway.store.record(id: id))
+    }
+
+    /// A store that cannot be written (a full disk) fails every claim at once: the resolver
+    /// pauses, doubling from 100 ms, rather than trying again a millisecond later, which
+    /// wrote hundreds of error lines a second on half a core. The token waits and resolves.
+    @Test func aStoreThatCannotBeWrittenPausesTheResolverRatherThanSpinning() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let apple = FakeAppleAdServices()
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        let logger = Logger(label: "gateway", factory: { _ in handler })
+        try await withGateway(apple, env: env, options: ["answer_wait_ms": "0"], logger: logger) { client, gateway in
+            try await gateway.store.pool.write { db in
+                try db.execute(
+                    sql: "CREATE TRIGGER full BEFORE UPDATE ON pending BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+            }
+            let (status, answer) = try await post(client, Self.body(Self.token("disk-full")))
+            #expect(status == .accepted)
+            try await Task.sleep(for: .seconds(2))
+            // At most six tries in two seconds however fast the machine (0.1 + 0.2 + 0.4 +
+            // 0.8 s of pauses); a slower one makes fewer.
+            let failures = lines.withLock { $0.filter { $0.contains("cannot read pending work") }.count }
+            #expect((1...6).contains(failures), "\(failures) failed claims")
+            #expect(apple.totalCalls == 0)
+            try await gateway.store.pool.write { db in try db.execute(sql: "DROP TRIGGER full") }
+            #expect(try await env.eventually { try await stored(gateway, answer.record_id) != nil })
+        }
     }
 
     @Test func anAttributedAnswerIsNormalisedStoredDeliveredAndTheTokenSentOnce() async throws {

@@ -100,11 +100,19 @@ public final class PendingResolver: Service, Sendable {
         let handlers = startHandlers.withLock { $0 }
         async let _ = { for handler in handlers { await handler() } }()
         await withGracefulShutdownHandler {
+            var failures = 0
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 do {
-                    if try await drainOnce() > 0 { continue }
+                    let attempted = try await drainOnce()
+                    failures = 0
+                    if attempted > 0 { continue }
                 } catch {
-                    logger.error("cannot read pending work", metadata: ["error": "\(error)"])
+                    // A store that cannot be written (a full disk) fails at once: without
+                    // a pause this looped, hundreds of lines a second, on half a core.
+                    failures += 1
+                    logger.error("cannot read pending work", metadata: ["error": "\(error)", "failures": "\(failures)"])
+                    await wakeUp.wait(timeout: min(.milliseconds(100) * (1 << min(failures - 1, 9)), .seconds(30)))
+                    continue
                 }
                 var wait = Duration.seconds(60)
                 if let next = try? await store.nextPendingDate(provider: provider.name) {
