@@ -229,6 +229,23 @@ extension KeywordReportTests {
         report.add(test)
         report.add(Self.purchase("tester", "t1", "9.99"))
         #expect(report.rows.isEmpty)
+
+        // The ASA SDK's test user bought, and the backend posted the same transaction and
+        // a renewal under its own user id: one tester, in any order, left out whole.
+        var sdkPurchase = Self.purchase("7", "t2", "9.99")
+        sdkPurchase.isTest = true
+        var sdkInstall = Self.install("7", keyword: "calm")
+        sdkInstall.isTest = true
+        let records = [sdkInstall, sdkPurchase, Self.purchase("user-42", "t2", "9.99"), Self.purchase("user-42", "t3", "9.99")]
+        for order in [records, records.reversed()] {
+            var report = KeywordReport()
+            order.forEach { report.add($0) }
+            #expect(report.rows.isEmpty, "\(report.rows)")
+        }
+        // A test purchase alone (its install not stored) is left out with its buyer too.
+        var alone = KeywordReport()
+        [sdkPurchase, Self.purchase("user-42", "t2", "9.99")].forEach { alone.add($0) }
+        #expect(alone.rows.isEmpty, "\(alone.rows)")
     }
 
     @Test func aPurchaseWithoutAUserIDIsItsDevicesAndOneWithNeitherStillCounts() {

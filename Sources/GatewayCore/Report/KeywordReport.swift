@@ -143,6 +143,8 @@ public struct KeywordReport: Sendable {
         var amountFrom: (Date, String)?
         var purchasedAt: Date?
         var firstReceived = Date.distantFuture
+        /// A record of it was a test's (the ASA SDK's user with Apple's test token).
+        var isTest = false
 
         var time: Date { purchasedAt ?? firstReceived }
     }
@@ -215,10 +217,12 @@ public struct KeywordReport: Sendable {
                 recordID: record.recordID))
             users[key] = entry
         case .purchase:
-            guard !record.isTest else { return }
+            // A test's purchase is kept for its claim: the backend posting the same
+            // transaction under its own user id is the same tester, left out with it.
             let transaction = record.transactionRef.map { Self.transactionKey(app, $0) } ?? app + "\u{1F}r:" + record.recordID
             var purchase = purchases[transaction] ?? Purchase()
             purchase.claims.insert(key)
+            purchase.isTest = purchase.isTest || record.isTest
             purchase.firstReceived = min(purchase.firstReceived, record.receivedAt)
             if let date = record.purchaseDate { purchase.purchasedAt = min(purchase.purchasedAt ?? date, date) }
             // An amount is never replaced by a record without one, and the earliest record
@@ -273,6 +277,9 @@ public struct KeywordReport: Sendable {
             person.installs += user.installs
             person.isTest = person.isTest || user.isTest
             merged[find(key)] = person
+        }
+        for purchase in purchases.values where purchase.isTest {
+            for claimant in purchase.claims { merged[find(claimant), default: User()].isTest = true }
         }
         return (find, merged)
     }
