@@ -28,6 +28,13 @@ import Testing
         #expect(!text.contains("SECRETTOKEN") && !text.contains("E7DC"), "\(text)")
         // Apple's answer alone, as `normalize` reads it, has no request.
         #expect(try normalize(#"{"attribution":false}"#).raw?["request"] == nil)
+        // Apple's organic `{}`, kept with the user it was for: organic, not refused as
+        // another source's payload for having none of Apple's fields.
+        let organic = try normalize(#"{"app_id":"1","app_user_id":"u3","att_status":3}"#)
+        #expect(!organic.attributed && organic.resolution == .resolved && organic.appUserID == "u3")
+        #expect(organic.raw?["apple"]?["body"] == .object([:]))
+        // The app's fields alone do not make an iAd payload an answer.
+        #expect(throws: GatewayError.self) { try normalize(#"{"app_id":"1","app_user_id":"u3","Version3.1":{}}"#) }
     }
 
     @Test func everyFieldOfAnAttributedAnswer() throws {

@@ -244,7 +244,6 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         record.appUserID = try fields.string("app_user_id")
         let device = try DeviceFields(fields)
         device.apply(to: &record)
-        try AdServicesAnswer.apply(fields, to: &record)
         // The app's fields apart from Apple's answer, as a live record keeps them: the IDFA
         // not at all (the record has it, with consent), a token only as its hash.
         var apple = fields.object
@@ -252,6 +251,8 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         for key in Self.appFields {
             if let value = apple.removeValue(forKey: key) { request[key] = value }
         }
+        // Apple's answer alone: its organic `{}` beside the app's fields is still `{}`.
+        try AdServicesAnswer.apply(PayloadFields(apple, path: fields.path), to: &record)
         request["idfa"] = nil
         if case .string(let token)? = request.removeValue(forKey: "token") {
             request["token_sha256"] = .string(SHA256Text.hex(token))
