@@ -24,6 +24,8 @@ public final class CommitHealth: Sendable {
         var cause = ""
         /// Failures that said the file is damaged, since the last commit that wrote.
         var damage = 0
+        /// The store file's path no longer names it: not mended by time either.
+        var gone = false
     }
 
     private let state = Mutex(State())
@@ -34,6 +36,7 @@ public final class CommitHealth: Sendable {
         state.withLock { state in
             state.failuresInARow = 0
             state.damage = 0
+            state.gone = false
         }
     }
 
@@ -44,12 +47,15 @@ public final class CommitHealth: Sendable {
             state.lastFailure = now
             state.cause = Self.describe(error)
             if Self.isDamage(error) { state.damage += 1 }
+            state.gone = error is StoreFileIdentity.Gone
         }
     }
 
     /// What `/readyz` reports, or nil while commits go through.
     public func problem(now: Date = Date()) -> String? {
         state.withLock { state in
+            // At once, not after three: every commit from now on goes nowhere.
+            if state.gone { return state.cause }
             guard state.failuresInARow >= threshold else { return nil }
             if state.damage >= threshold {
                 return "the store is damaged (\(state.failuresInARow) commits failed in a row: \(state.cause));"
@@ -61,6 +67,7 @@ public final class CommitHealth: Sendable {
     }
 
     static func isStorageFault(_ error: any Error) -> Bool {
+        if error is StoreFileIdentity.Gone { return true }
         guard let error = error as? DatabaseError else { return false }
         return [
             ResultCode.SQLITE_FULL, .SQLITE_IOERR, .SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_READONLY,
@@ -80,6 +87,7 @@ public final class CommitHealth: Sendable {
         if let error = error as? DatabaseError {
             return "SQLite error \(error.resultCode.rawValue): \(error.message ?? "")"
         }
+        if let error = error as? StoreFileIdentity.Gone { return error.description }
         return String(reflecting: type(of: error))
     }
 }

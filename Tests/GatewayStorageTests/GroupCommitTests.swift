@@ -154,3 +154,36 @@ import Testing
         #expect(health.problem(now: start.addingTimeInterval(31)) == nil)
     }
 }
+
+/// A store file deleted or replaced while the server runs: commits still go into the file
+/// the server holds open, which no path names, and vanished at the next start.
+@Suite struct StoreFileGoneTests {
+    @Test func aCommitAfterTheStorePathStoppedNamingItsFileIsNotAcknowledged() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("gone-\(UUID().uuidString).sqlite").path
+        let moved = path + ".moved"
+        defer {
+            for file in [path, moved] {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file + suffix) }
+            }
+        }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        let tests = GroupCommitTests()
+        _ = try await store.ingest([tests.record("before")])
+        #expect(store.commitHealth.problem() == nil)
+
+        try FileManager.default.moveItem(atPath: path, toPath: moved)
+        await #expect(throws: StoreFileIdentity.Gone.self) { _ = try await store.ingest([tests.record("while-moved")]) }
+        // Not ready at once, whatever the count of failures, and not let back in by time.
+        let problem = try #require(store.commitHealth.problem(now: Date().addingTimeInterval(3600)))
+        #expect(problem.contains("deleted or replaced") && problem.contains(path), "\(problem)")
+        // A file of that name again, a new one: still not the store.
+        FileManager.default.createFile(atPath: path, contents: Data())
+        await #expect(throws: StoreFileIdentity.Gone.self) { _ = try await store.ingest([tests.record("replaced")]) }
+        try FileManager.default.removeItem(atPath: path)
+
+        // Put back: commits are acknowledged again.
+        try FileManager.default.moveItem(atPath: moved, toPath: path)
+        _ = try await store.ingest([tests.record("after")])
+        #expect(store.commitHealth.problem() == nil)
+    }
+}
