@@ -512,6 +512,27 @@ import Testing
         #expect(log.messages.filter { $0 == "delivery incomplete" }.count == 1)
     }
 
+    /// A poison record after a retried batch: the retry's minute of silence must not hide
+    /// it; each dead letter's line names its record and the reason.
+    @Test func aDeadLetterIsLoggedEvenWithinTheRetriesMinute() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(2)
+        let log = CapturedLog()
+        let clock = f.clock
+        let worker = SinkWorker(
+            sinkName: "memory", sink: f.sink, store: f.store,
+            settings: DeliverySettings(batchSize: 1, maxAttempts: 100, backoffInitial: .seconds(60), backoffMax: .seconds(60)),
+            logger: log.logger, now: { clock.now }, random: { 0 })
+        f.sink.addRule { $0.appUserID == "u0" ? .retry(reason: "answered 503") : .reject(reason: "answered 400: bad field") }
+        for _ in 0..<2 { #expect(try await worker.drainOnce() == 1) }
+        #expect(log.messages.filter { $0 == "delivery incomplete" }.count == 1, "\(log.messages)")
+        let dead = log.entries.withLock { $0.filter { $0.message == "records moved to the dead letters" } }
+        #expect(dead.count == 1, "\(log.messages)")
+        #expect(dead.first?.metadata["record_id"] == .string(records[1].recordID))
+        #expect(dead.first?.metadata["error"] == .string("answered 400: bad field"))
+    }
+
     @Test func aSinkAnsweringTheWrongNumberOfOutcomesLosesNothing() async throws {
         struct OneAnswerSink: AttributionSink {
             let maxBatchSize = 100

@@ -22,6 +22,10 @@ public final class SinkWorker: Service, Sendable {
     /// While a sink is down every batch fails; its metrics count each one, the log says
     /// so once a minute rather than at the rate records arrive.
     private let incompleteWarnings = OncePerInterval(.seconds(60))
+    /// Dead letters are logged apart, at most once a second: sharing the retries' minute,
+    /// a poison record behind a retried batch was never logged at all.
+    private let deadLetterWarnings = OncePerInterval(.seconds(1))
+    private let deadLettersNotLogged = Mutex(0)
     /// The sink's answers for a batch that the store could not take (a full disk, a lock
     /// held): written before anything is offered again. Offered again instead, the same
     /// batch reached the sink once a poll for as long as the store failed, and a vendor
@@ -156,6 +160,7 @@ public final class SinkWorker: Service, Sendable {
         }
         var resolutions: [OutboxResolution] = []
         var delivered = 0, declined = 0, retried = 0, postponed = 0, dead = 0
+        var firstDead: (recordID: String, error: String)?
         for (entry, outcome) in zip(entries, outcomes) {
             switch outcome {
             case .delivered:
@@ -176,6 +181,7 @@ public final class SinkWorker: Service, Sendable {
                 if attempts >= settings.maxAttempts {
                     resolutions.append(.deadLetter(id: entry.id, attempts: attempts, error: reason))
                     dead += 1
+                    firstDead = firstDead ?? (entry.record.recordID, reason)
                 } else {
                     let delay = settings.backoff(attempt: attempts, retryAfter: after, unit: random())
                     let at = decidedAt.addingTimeInterval(delay / .seconds(1))
@@ -185,6 +191,7 @@ public final class SinkWorker: Service, Sendable {
             case .reject(let reason):
                 resolutions.append(.deadLetter(id: entry.id, attempts: entry.attempts + 1, error: reason))
                 dead += 1
+                firstDead = firstDead ?? (entry.record.recordID, reason)
             }
         }
         metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
@@ -213,12 +220,11 @@ public final class SinkWorker: Service, Sendable {
                 logger.warning("could not hold the lanes of retried records", metadata: ["error": "\(error)"])
             }
         }
-        if retried + dead > 0, incompleteWarnings.allow() {
+        if let firstDead { logDeadLetters(dead, first: firstDead) }
+        if retried > 0, incompleteWarnings.allow() {
             let firstError: String? = outcomes.lazy.compactMap { outcome -> String? in
-                switch outcome {
-                case .retry(let reason, _), .reject(let reason), .postponed(let reason, _): reason
-                case .delivered, .declined: nil
-                }
+                if case .retry(let reason, _) = outcome { return reason }
+                return nil
             }.first
             logger.warning(
                 "delivery incomplete",
@@ -228,6 +234,25 @@ public final class SinkWorker: Service, Sendable {
                 ])
         }
         return due.count
+    }
+
+    /// One line for the batch's dead letters, with the first one's record and reason, and
+    /// how many went unlogged since the last such line.
+    private func logDeadLetters(_ count: Int, first: (recordID: String, error: String)) {
+        guard deadLetterWarnings.allow() else {
+            deadLettersNotLogged.withLock { $0 += count }
+            return
+        }
+        let unlogged = deadLettersNotLogged.withLock { held in
+            defer { held = 0 }
+            return held
+        }
+        logger.error(
+            "records moved to the dead letters",
+            metadata: [
+                "dead_letter": "\(count)", "record_id": "\(first.recordID)", "error": "\(first.error)",
+                "similar_failures_not_logged": "\(unlogged)",
+            ])
     }
 
     /// Writes the answers the store could not take before, if any.
