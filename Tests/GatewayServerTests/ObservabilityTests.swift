@@ -97,6 +97,8 @@ import Testing
             #expect(response.status == .serviceUnavailable)
             #expect(String(buffer: response.body).contains(#""code":"storage_unavailable""#))
             #expect(!String(buffer: response.body).contains("no room"))
+            // Send it again, not at once: every caller would during an outage.
+            #expect(response.headers[.retryAfter] == "5")
         }
         let failure = try #require(lines.withLock { $0 }.first { $0.contains("request failed") })
         #expect(failure.contains("SQLite error 19: no room"), "\(failure)")

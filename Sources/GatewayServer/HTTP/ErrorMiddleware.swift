@@ -31,9 +31,17 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             default:
                 context.logger.error("request failed", metadata: ["error": "\(String(reflecting: type(of: error)))"])
             }
-            return try Self.answer(to: error, for: request).response(from: request, context: context)
+            let answer = Self.answer(to: error, for: request)
+            var response = try answer.response(from: request, context: context)
+            // Nothing was recorded and the caller must send it again: not at once, as every
+            // caller would during an outage (a full disk).
+            if answer.code == .storageUnavailable { response.headers[.retryAfter] = String(Self.storageRetryAfter) }
+            return response
         }
     }
+
+    /// Seconds a caller is asked to wait after `storage_unavailable`.
+    static var storageRetryAfter: Int { 5 }
 
     /// What any error a route throws is answered as: the gateway's own as they are,
     /// Hummingbird's mapped to the gateway's codes, anything else `500` with no details.

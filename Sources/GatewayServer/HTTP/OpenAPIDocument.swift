@@ -38,7 +38,7 @@ paths:
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
-        "503": {$ref: "#/components/responses/Error"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/adservices:
     post:
       summary: An AdServices token, resolved with Apple
@@ -67,7 +67,7 @@ paths:
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
-        "503": {$ref: "#/components/responses/Error"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/events:
     post:
       summary: Raw sessions, events and purchases, forwarded to the configured vendors
@@ -94,7 +94,7 @@ paths:
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
-        "503": {$ref: "#/components/responses/Error"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/s2s/{vendor}/callbacks:
     parameters:
       - name: vendor
@@ -125,7 +125,7 @@ paths:
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
-        "503": {$ref: "#/components/responses/Error"}
+        "503": {$ref: "#/components/responses/Unavailable"}
     get:
       summary: A vendor's attribution result as query parameters (Adjust's callbacks)
       operationId: vendorCallbackGet
@@ -136,7 +136,7 @@ paths:
         "404": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
-        "503": {$ref: "#/components/responses/Error"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/skadnetwork/postbacks:
     post:
       summary: One SKAdNetwork or AdAttributionKit postback, or an array of up to 1,000
@@ -163,7 +163,7 @@ paths:
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
-        "503": {$ref: "#/components/responses/Error"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /.well-known/skadnetwork/report-attribution/:
     post:
       summary: Apple's developer copy of a SKAdNetwork postback (answered 200, new or not)
@@ -180,7 +180,7 @@ paths:
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
-        "503": {$ref: "#/components/responses/Error"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /.well-known/appattribution/report-attribution/:
     post:
       summary: Apple's copy of an AdAttributionKit postback (answered 200, new or not)
@@ -197,7 +197,7 @@ paths:
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
-        "503": {$ref: "#/components/responses/Error"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/skadnetwork/conversion-value:
     get:
       summary: The next SKAN conversion value from the conversion model
@@ -255,7 +255,7 @@ paths:
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
-        "503": {$ref: "#/components/responses/Error"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /functions/v1/resolve-asa-attribution:
     post:
       summary: ASA Attribution SDK backend — resolve a user's token
@@ -290,7 +290,7 @@ paths:
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
-        "503": {$ref: "#/components/responses/Error"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /functions/v1/associate-user:
     post:
       summary: ASA Attribution SDK backend — tie a StoreKit transaction to a user
@@ -331,7 +331,7 @@ paths:
         "408": {$ref: "#/components/responses/Error"}
         "422": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
-        "503": {$ref: "#/components/responses/Error"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /healthz:
     get:
       summary: Liveness
@@ -419,6 +419,16 @@ components:
       headers:
         Retry-After:
           description: Seconds until the caller may send again
+          required: true
+          schema: {type: string, pattern: "^[0-9]+$"}
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/Error"}
+    Unavailable:
+      description: The store could not take the record (`storage_unavailable`); nothing was recorded, send it again
+      headers:
+        Retry-After:
+          description: Seconds to wait before sending again
           required: true
           schema: {type: string, pattern: "^[0-9]+$"}
       content:
