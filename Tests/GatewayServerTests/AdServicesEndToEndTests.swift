@@ -207,6 +207,8 @@ import Testing
             #expect(attempts("retry") == "4")
             #expect(attempts("resolved") == "1")
             #expect(attempts("not_found") == "1")
+            // An outcome not seen yet is there at zero, so that its first rise counts.
+            #expect(attempts("invalid") == "0")
             #expect(metrics.contains(#"gateway_pending_depth{provider="adservices"} 0"#))
         }
     }

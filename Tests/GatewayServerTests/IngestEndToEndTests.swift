@@ -174,6 +174,9 @@ import Testing
             // Series that alerts take increase() of exist from the start, at zero.
             #expect(text.contains(#"gateway_deliveries_total{sink="local",outcome="dead_letter"} 0"#))
             #expect(text.contains(#"gateway_deliveries_total{sink="local",outcome="declined"} 0"#))
+            #expect(text.contains(#"gateway_deliveries_total{sink="local",outcome="postponed"} 0"#))
+            #expect(text.contains(#"gateway_deliveries_total{sink="local",outcome="inline_fallback"} 0"#))
+            #expect(text.contains(#"gateway_rate_limited_total{limit="connections_per_ip"} 0"#))
             #expect(text.contains(#"gateway_records_duplicate_total{provider="iad"} 0"#))
             // And the gateway's own faults, which IngestFailing takes rate() of.
             #expect(text.contains(#"gateway_records_rejected_total{provider="iad",code="storage_unavailable"} 0"#))

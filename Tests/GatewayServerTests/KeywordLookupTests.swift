@@ -553,6 +553,8 @@ import Testing
                 let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
                 let outcome = late ? "late" : "fetched"
                 #expect(metrics.contains(#"gateway_enrichment_lookups_total{enricher="keyword_lookup",outcome="\#(outcome)"} 3"#))
+                // KeywordNamesLate takes rate() of `late`: there from the start, at zero.
+                #expect(metrics.contains(#"gateway_enrichment_lookups_total{enricher="keyword_lookup",outcome="unknown"} 0"#))
                 #expect(metrics.contains(#"gateway_delivery_latency_seconds_count{sink="local"}"#))
                 // Buckets reach a day: an outage's deliveries are not all in +Inf.
                 #expect(metrics.contains(#"gateway_delivery_latency_seconds_bucket{sink="local",le="86400.0"}"#))

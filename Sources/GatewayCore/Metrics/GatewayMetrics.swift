@@ -20,7 +20,10 @@ public struct GatewayMetrics: Sendable {
     /// in a series that first appears above zero: the first dead letter or forged
     /// postback after each start would otherwise go unnoticed. `postbackProviders` are
     /// those whose records carry a signature verdict.
-    public func registerAtZero(providers: [String], postbackProviders: [String], sinks: [String]) {
+    public func registerAtZero(
+        providers: [String], postbackProviders: [String], deferredProviders: [String] = [], enrichers: [String] = [],
+        sinks: [String]
+    ) {
         for provider in providers {
             for label in ["gateway_records_received_total", "gateway_records_stored_total", "gateway_records_duplicate_total"] {
                 counter(label, [("provider", provider)]).increment(by: 0)
@@ -43,10 +46,23 @@ public struct GatewayMetrics: Sendable {
                 .increment(by: 0)
         }
         counter("gateway_malformed_requests_total", []).increment(by: 0)
-        for limit in ["per_key", "per_ip"] { counter("gateway_rate_limited_total", [("limit", limit)]).increment(by: 0) }
+        for limit in ["per_key", "per_ip", "connections_per_ip"] {
+            counter("gateway_rate_limited_total", [("limit", limit)]).increment(by: 0)
+        }
         for sink in sinks {
-            for outcome in ["delivered", "declined", "retry", "dead_letter"] {
+            for outcome in ["delivered", "declined", "retry", "postponed", "dead_letter", "inline_fallback"] {
                 counter("gateway_deliveries_total", [("sink", sink), ("outcome", outcome)]).increment(by: 0)
+            }
+        }
+        // `KeywordNamesLate` watches `late`; the others, so that every rate starts at zero.
+        for enricher in enrichers {
+            for outcome in ["hit", "fetched", "stale", "unknown", "late"] {
+                counter("gateway_enrichment_lookups_total", [("enricher", enricher), ("outcome", outcome)]).increment(by: 0)
+            }
+        }
+        for provider in deferredProviders {
+            for outcome in Resolution.allCases.filter({ $0 != .pending }).map(\.rawValue) + ["retry"] {
+                counter("gateway_resolution_attempts_total", [("provider", provider), ("outcome", outcome)]).increment(by: 0)
             }
         }
     }

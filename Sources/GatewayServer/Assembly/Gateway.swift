@@ -82,7 +82,8 @@ public final class Gateway: Sendable {
         metrics.registerAtZero(
             providers: providers.map(\.name),
             postbackProviders: providers.filter { $0 is SKAdNetworkProvider }.map(\.name),
-            sinks: configuration.sinks.map(\.name))
+            deferredProviders: providers.filter { $0 is any DeferredAttributionProvider }.map(\.name),
+            enrichers: configuration.enrichers.map(\.typeName), sinks: configuration.sinks.map(\.name))
         let health = WorkerHealth()
 
         var workers: [SinkWorker] = []
