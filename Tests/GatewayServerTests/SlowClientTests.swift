@@ -400,8 +400,17 @@ import Testing
                 let text = await answer(connection)
                 #expect(text.hasPrefix("HTTP/1.1 200"), "\(text)")
             }
+            // A probe or a scrape from that address is answered all the same, and closed:
+            // a health check sharing an address with busy clients must not fail.
+            for path in ["/healthz", "/metrics"] {
+                let probe = try RawConnection(port: port)
+                probe.send("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n")
+                let answered = await probe.readAll()
+                #expect(answered.text.hasPrefix("HTTP/1.1 200") && answered.closed, "\(answered)")
+                #expect(answered.text.lowercased().contains("connection: close"), "\(answered)")
+            }
             let third = try RawConnection(port: port)
-            third.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            third.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
             let refused = await third.readAll()
             #expect(refused.text.hasPrefix("HTTP/1.1 429") && refused.text.contains(#""code":"rate_limited""#), "\(refused)")
             #expect(refused.text.lowercased().contains("retry-after: 1") && refused.closed, "\(refused)")

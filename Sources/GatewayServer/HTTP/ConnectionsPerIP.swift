@@ -37,6 +37,9 @@ final class ConnectionCounts: Sendable {
 /// `max_connections` alone let one address take every slot with idle keep-alives, and
 /// every other client waited. A trusted proxy's connections are not counted (they carry
 /// everyone's requests); IPv6 clients count by their /64, as the per-IP rate limit does.
+/// A probe or a scrape (the operator routes, never limited) is answered on such a
+/// connection all the same, which then closes: a health check sharing an address with
+/// busy clients must not take the instance out.
 final class ConnectionsPerIP: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -51,6 +54,9 @@ final class ConnectionsPerIP: ChannelDuplexHandler, RemovableChannelHandler {
     private var checked = false
     private var refused = false
     private var answered = false
+    /// Refused, but its one request is an operator route's: served, then closed.
+    private var serving = false
+    private var probeRead = false
 
     init(counts: ConnectionCounts, trusted: [IPNetwork], metrics: GatewayMetrics) {
         self.counts = counts
@@ -78,7 +84,6 @@ final class ConnectionsPerIP: ChannelDuplexHandler, RemovableChannelHandler {
             counted = key
         } else {
             refused = true
-            metrics.rateLimited(limit: "connections_per_ip")
         }
     }
 
@@ -87,11 +92,45 @@ final class ConnectionsPerIP: ChannelDuplexHandler, RemovableChannelHandler {
             context.fireChannelRead(data)
             return
         }
-        guard case .head = unwrapInboundIn(data), !answered else { return }
+        if serving {
+            // The rest of the probe; nothing after it is read.
+            guard !probeRead else { return }
+            if case .end = unwrapInboundIn(data) { probeRead = true }
+            context.fireChannelRead(data)
+            return
+        }
+        guard case .head(let head) = unwrapInboundIn(data), !answered else { return }
         answered = true
+        if [.get, .head].contains(head.method), let path = head.path?.split(separator: "?").first,
+            RateLimitMiddleware.exempt.contains(String(path))
+        {
+            serving = true
+            context.fireChannelRead(data)
+            return
+        }
+        metrics.rateLimited(limit: "connections_per_ip")
         let error = GatewayError(.rateLimited, "too many connections from this address; close one, or retry after 1 s")
         ChannelErrorAnswer.write(error, requestID: RequestID().description, retryAfter: 1, to: context).whenComplete { _ in
             context.close(promise: nil)
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard serving else {
+            context.write(data, promise: promise)
+            return
+        }
+        switch unwrapOutboundIn(data) {
+        case .head(var head):
+            head.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .body:
+            context.write(data, promise: promise)
+        case .end:
+            context.writeAndFlush(data).whenComplete { result in
+                promise?.completeWith(result)
+                context.close(promise: nil)
+            }
         }
     }
 
