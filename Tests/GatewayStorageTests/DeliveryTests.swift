@@ -512,6 +512,24 @@ import Testing
         #expect(log.messages.filter { $0 == "delivery incomplete" }.count == 1)
     }
 
+    /// A sink failing whole batches (its destination down, its disk full) with a backlog:
+    /// taking the next batch at once failed the whole backlog through at full speed, 8,600
+    /// retries a second on a full disk. The worker waits for the first record due again.
+    @Test func aBatchThatFailedWholePausesTheWorkerUntilItsFirstRecordIsDue() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(4)
+        let worker = f.worker(batchSize: 2)
+        f.sink.failNextBatches(1)
+        #expect(try await worker.drainOnce() == 2)
+        // Backoff of a first attempt at random 0: half the initial second.
+        #expect(worker.postponedUntil.withLock { $0 } == f.clock.now.addingTimeInterval(0.5))
+        // A batch the sink took in part does not pause it.
+        f.sink.addRule { $0.appUserID == "u2" ? .retry(reason: "answered 503") : nil }
+        #expect(try await worker.drainOnce() == 2)
+        #expect(worker.postponedUntil.withLock { $0 } == nil)
+    }
+
     /// A poison record after a retried batch: the retry's minute of silence must not hide
     /// it; each dead letter's line names its record and the reason.
     @Test func aDeadLetterIsLoggedEvenWithinTheRetriesMinute() async throws {

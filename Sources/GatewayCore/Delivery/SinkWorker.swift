@@ -31,9 +31,8 @@ public final class SinkWorker: Service, Sendable {
     /// batch reached the sink once a poll for as long as the store failed, and a vendor
     /// counted each copy.
     private let unwritten = Mutex<(resolutions: [OutboxResolution], at: Date)?>(nil)
-    /// Until when the sink said it would not try (its circuit open): no batch is taken
-    /// before. Taking them, the worker rewrote the whole outbox once per cool-down,
-    /// every record postponed to the same moment, a core busy for a dead receiver.
+    /// Until when the last batch, which waits whole, keeps the worker from taking another
+    /// (the sink's circuit open, its destination down): see `drainOnce`.
     let postponedUntil = Mutex<Date?>(nil)
 
     public init(
@@ -151,13 +150,6 @@ public final class SinkWorker: Service, Sendable {
         let decidedAt = now()
         /// When a record the sink postponed by `after` is due.
         func dueDate(after: Duration) -> Date { decidedAt.addingTimeInterval(max(after, .zero) / .seconds(1)) }
-        let postponements = outcomes.compactMap { outcome -> Duration? in
-            if case .postponed(_, let after) = outcome { return after }
-            return nil
-        }
-        postponedUntil.withLock {
-            $0 = !cutShort && postponements.count == outcomes.count ? postponements.min().map(dueDate) : nil
-        }
         var resolutions: [OutboxResolution] = []
         var delivered = 0, declined = 0, retried = 0, postponed = 0, dead = 0
         var firstDead: (recordID: String, error: String)?
@@ -194,6 +186,16 @@ public final class SinkWorker: Service, Sendable {
                 firstDead = firstDead ?? (entry.record.recordID, reason)
             }
         }
+        // A batch that waits whole (the sink's circuit open, its destination down, its
+        // disk full) pauses the worker until the first of its records is due. Taking the
+        // next batch at once failed the whole backlog through at full speed: 8,600
+        // retries a second on a full disk, or every record rewritten once per cool-down.
+        let waitingWhole = !cutShort && retried + postponed == outcomes.count
+        let firstDue = resolutions.compactMap { resolution -> Date? in
+            if case .retry(_, _, let at, _) = resolution { return at }
+            return nil
+        }.min()
+        postponedUntil.withLock { $0 = waitingWhole ? firstDue : nil }
         metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
         metrics.delivery(sink: sinkName, outcome: "declined", count: declined)
         metrics.delivery(sink: sinkName, outcome: "retry", count: retried)
