@@ -32,6 +32,7 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "attribution-gateway")
+        try ListenCheck.check(host: configuration.server.host, port: configuration.server.port)
         let lock = try ServeLock(storePath: configuration.storage.sqlitePath) { logger.notice("\($0)") }
         defer { withExtendedLifetime(lock) {} }
         let gateway = try await Gateway.build(

@@ -706,3 +706,30 @@ final class Flag: Sendable {
     var isSet: Bool { state.withLock { $0 } }
     func set() { state.withLock { $0 = true } }
 }
+
+extension CommandLineTests {
+    /// A port already taken is said plainly, before the store is opened or made: NIO's own
+    /// message named neither the address nor the setting, after the workers had started.
+    @Test func servingOnATakenPortSaysWhichAndLeavesNoStore() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(taken) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, length) == 0 && getsockname(taken, $0, &length) == 0 }
+        }
+        let listening = Glibc.listen(taken, 1) == 0
+        try #require(bound && listening)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let config = env.directory.appendingPathComponent("taken.yaml").path
+        try env.yaml(port: port, logLevel: "info").write(toFile: config, atomically: true, encoding: .utf8)
+        let result = try run(["serve", "--config", config])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("cannot listen on 127.0.0.1:\(port) (server.host, server.port)"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: env.databasePath))
+    }
+}
