@@ -34,6 +34,8 @@ public final class SinkWorker: Service, Sendable {
     /// Until when the last batch, which waits whole, keeps the worker from taking another
     /// (the sink's circuit open, its destination down): see `drainOnce`.
     let postponedUntil = Mutex<Date?>(nil)
+    /// Batches in a row that the sink retried or postponed whole.
+    private let batchesWaitingWhole = Mutex(0)
 
     public init(
         sinkName: String,
@@ -186,16 +188,23 @@ public final class SinkWorker: Service, Sendable {
                 firstDead = firstDead ?? (entry.record.recordID, reason)
             }
         }
-        // A batch that waits whole (the sink's circuit open, its destination down, its
-        // disk full) pauses the worker until the first of its records is due. Taking the
-        // next batch at once failed the whole backlog through at full speed: 8,600
-        // retries a second on a full disk, or every record rewritten once per cool-down.
+        // The sink down (its circuit open, its destination gone, its disk full) pauses the
+        // worker until the first record of the batch is due: taking the next batch at once
+        // failed the whole backlog through at full speed, 8,600 retries a second on a full
+        // disk, or every record rewritten once per cool-down. Down is a batch postponed
+        // whole, or two batches in a row retried whole: one alone may be one record that
+        // a sink cannot take (a plugin crashing on it), which must not hold back the rest.
         let waitingWhole = !cutShort && retried + postponed == outcomes.count
+        let streak = batchesWaitingWhole.withLock { count in
+            count = waitingWhole ? count + 1 : 0
+            return count
+        }
+        let down = waitingWhole && (postponed == outcomes.count || streak >= 2)
         let firstDue = resolutions.compactMap { resolution -> Date? in
             if case .retry(_, _, let at, _) = resolution { return at }
             return nil
         }.min()
-        postponedUntil.withLock { $0 = waitingWhole ? firstDue : nil }
+        postponedUntil.withLock { $0 = down ? firstDue : nil }
         metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
         metrics.delivery(sink: sinkName, outcome: "declined", count: declined)
         metrics.delivery(sink: sinkName, outcome: "retry", count: retried)
