@@ -696,6 +696,34 @@ import Testing
         #expect(options.command == ["python3", "/etc/gateway/plugins/forward.py", "--mode", "fast", "/etc/shared/extra.py", "/opt/x.py"])
     }
 
+    /// A program the machine cannot run, or a file beside config.yaml that is not there,
+    /// is a config error: found only at the first record, the gateway started ready and
+    /// every record failed with "Broken pipe" for days.
+    @Test func anExecCommandThatCannotRunIsAnError() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("exec-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("plugins"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        FileManager.default.createFile(atPath: folder.appendingPathComponent("plugins/forward.py").path, contents: Data())
+        func issues(_ words: [String]) -> [String] {
+            let diagnostics = ConfigDiagnostics(file: folder.appendingPathComponent("config.yaml").path)
+            let node = ConfigNode(
+                .mapping([(key: "command", value: ConfigNode(.sequence(words.map { ConfigNode(.scalar($0, plain: true)) })))]))
+            let reader = ConfigReader(node: node, path: "sinks.plugin", diagnostics: diagnostics, environment: [:])
+            _ = ExecSinkPlugin.readOptions(
+                reader, context: SinkContext(name: "plugin", storagePath: "/tmp/s.sqlite", logger: .init(label: "t")))
+            return diagnostics.issues.map { "\($0.path): \($0.message)" }
+        }
+        #expect(issues(["python3", "./plugins/forward.py"]).isEmpty)
+        #expect(issues(["/bin/sh", "-c", "cat"]).isEmpty)
+        let missing = issues(["no-such-program-7f3a", "./plugins/forward.py"])
+        #expect(missing.count == 1 && missing[0].contains("sinks.plugin.command: names no program"), "\(missing)")
+        #expect(missing[0].contains("no-such-program-7f3a"))
+        let notExecutable = issues([folder.appendingPathComponent("plugins/forward.py").path])
+        #expect(notExecutable.count == 1, "\(notExecutable)")
+        let noFile = issues(["python3", "./plugins/gone.py"])
+        #expect(noFile.count == 1 && noFile[0].contains("./plugins/gone.py"), "\(noFile)")
+    }
+
     /// Kubernetes may name a variable with `.` or `-`; `${…}` reads it as before.
     @Test func aVariableNameMayHoldDotsAndDashes() throws {
         let config = try parse("server: { host: \"${pod.host-ip}\" }", environment: ["pod.host-ip": "10.1.2.3"])

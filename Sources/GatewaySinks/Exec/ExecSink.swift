@@ -306,7 +306,24 @@ public enum ExecSinkPlugin: SinkPlugin {
         let resolved = command.map { word in
             word.hasPrefix("./") || word.hasPrefix("../") ? reader.resolvedPath(word) : word
         }
+        // Found now, not at the first record: a missing program passed `check-config`, the
+        // gateway started ready, and every record failed with "Broken pipe" for days.
+        if !isProgram(resolved[0]) {
+            reader.report("names no program this machine can run: \(resolved[0]) (not found, or not executable)", key: "command")
+        }
+        for (word, file) in zip(command, resolved) where word != file && !FileManager.default.fileExists(atPath: file) {
+            reader.report("names \(word), relative to config.yaml's folder, and there is no \(file)", key: "command")
+        }
         return Options(command: resolved, timeout: .milliseconds(timeout), maxBatchSize: batch)
+    }
+
+    /// A path to an executable file, or a name found on `PATH` (as `/usr/bin/env` runs it).
+    static func isProgram(_ name: String) -> Bool {
+        if name.contains("/") { return FileManager.default.isExecutableFile(atPath: name) }
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        return path.split(separator: ":").contains { folder in
+            FileManager.default.isExecutableFile(atPath: "\(folder)/\(name)")
+        }
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
