@@ -36,7 +36,19 @@ public struct StoreOpenError: Error, CustomStringConvertible {
     /// as an opening failure is; nil for an error that is not SQLite's.
     public static func using(_ path: String, _ error: any Error) -> StoreOpenError? {
         guard error is DatabaseError else { return nil }
-        return StoreOpenError(path: path, reason: CommitHealth.describe(error))
+        return StoreOpenError(path: path, reason: CommitHealth.describe(error) + fullDisk(path))
+    }
+
+    /// What SQLite says of a full disk depends on where it noticed (`SQLITE_FULL`, or a
+    /// `disk I/O error` when its `-shm` could not grow): the folder's free space says it.
+    static func fullDisk(_ path: String) -> String {
+        var info = statvfs()
+        let folder = URL(fileURLWithPath: path).standardizedFileURL.deletingLastPathComponent().path
+        guard statvfs(folder, &info) == 0 else { return "" }
+        let free = UInt64(info.f_bavail) * UInt64(info.f_frsize)
+        // Less than a store's page cache and log need to open and upgrade: full, for SQLite.
+        guard free < 1 << 20 else { return "" }
+        return "; the disk holding it is full (\(free / 1024) KiB free): make room, then start again"
     }
 
     /// Runs `open`, turning its failure into one that names the path and the likely cause.
@@ -47,7 +59,7 @@ public struct StoreOpenError: Error, CustomStringConvertible {
         } catch let error as StoreOpenError {
             throw error
         } catch {
-            throw StoreOpenError(path: path, reason: "\(error)")
+            throw StoreOpenError(path: path, reason: "\(error)" + fullDisk(path))
         }
     }
 }
