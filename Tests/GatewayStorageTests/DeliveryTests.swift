@@ -538,6 +538,22 @@ import Testing
         #expect(worker.postponedUntil.withLock { $0 } == nil)
     }
 
+    /// One record retried alone, again and again (a device Adjust has not learned yet),
+    /// is no sink down: batches smaller than the limit never pause the worker, so other
+    /// devices' records go out at once rather than at that record's next retry.
+    @Test func oneRecordRetriedAloneNeverPausesTheWorker() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(1)
+        let worker = f.worker(batchSize: 10)
+        f.sink.addRule { $0.appUserID == "u0" ? .retry(reason: "404 Device not found") : nil }
+        for _ in 0..<3 {
+            #expect(try await worker.drainOnce() == 1)
+            #expect(worker.postponedUntil.withLock { $0 } == nil)
+            f.clock.advance(3600)
+        }
+    }
+
     /// A poison record after a retried batch: the retry's minute of silence must not hide
     /// it; each dead letter's line names its record and the reason.
     @Test func aDeadLetterIsLoggedEvenWithinTheRetriesMinute() async throws {

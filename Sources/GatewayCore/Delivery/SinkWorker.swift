@@ -34,7 +34,7 @@ public final class SinkWorker: Service, Sendable {
     /// Until when the last batch, which waits whole, keeps the worker from taking another
     /// (the sink's circuit open, its destination down): see `drainOnce`.
     let postponedUntil = Mutex<Date?>(nil)
-    /// Batches in a row that the sink retried or postponed whole.
+    /// Full batches in a row that the sink retried or postponed whole.
     private let batchesWaitingWhole = Mutex(0)
 
     public init(
@@ -192,11 +192,12 @@ public final class SinkWorker: Service, Sendable {
         // worker until the first record of the batch is due: taking the next batch at once
         // failed the whole backlog through at full speed, 8,600 retries a second on a full
         // disk, or every record rewritten once per cool-down. Down is a batch postponed
-        // whole, or two batches in a row retried whole: one alone may be one record that
-        // a sink cannot take (a plugin crashing on it), which must not hold back the rest.
+        // whole, or two full batches in a row retried whole. Not one record's retry, nor a
+        // batch smaller than the limit (nothing more was due): a device Adjust does not
+        // know yet, or a record a plugin crashes on, must not hold back other devices.
         let waitingWhole = !cutShort && retried + postponed == outcomes.count
         let streak = batchesWaitingWhole.withLock { count in
-            count = waitingWhole ? count + 1 : 0
+            count = waitingWhole && due.count >= limit ? count + 1 : 0
             return count
         }
         let down = waitingWhole && (postponed == outcomes.count || streak >= 2)
