@@ -33,6 +33,12 @@ import Testing
         let organic = try normalize(#"{"app_id":"1","app_user_id":"u3","att_status":3}"#)
         #expect(!organic.attributed && organic.resolution == .resolved && organic.appUserID == "u3")
         #expect(organic.raw?["apple"]?["body"] == .object([:]))
+        // A token with the app's fields and nothing of Apple's is the route's request: read
+        // as organic, a file of requests stored every user organic, Apple never asked.
+        #expect(throws: GatewayError.self) {
+            try normalize(#"{"token":"QUJDREVG","app_id":"1","app_user_id":"u3","att_status":3}"#)
+        }
+        #expect(try !normalize(#"{"attribution":false,"token":"QUJDREVG","app_id":"1","app_user_id":"u3"}"#).attributed)
         // The app's fields alone do not make an iAd payload an answer.
         #expect(throws: GatewayError.self) { try normalize(#"{"app_id":"1","app_user_id":"u3","Version3.1":{}}"#) }
     }

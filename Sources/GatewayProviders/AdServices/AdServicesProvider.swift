@@ -252,6 +252,14 @@ public struct AdServicesProvider: DeferredAttributionProvider {
             if let value = apple.removeValue(forKey: key) { request[key] = value }
         }
         // Apple's answer alone: its organic `{}` beside the app's fields is still `{}`.
+        // But a token with nothing of Apple's is the route's request, not an answer: read
+        // as organic, a file of requests stored every user as organic, Apple never asked.
+        if request["token"] != nil, apple.isEmpty {
+            throw GatewayError.invalid(
+                "attribution",
+                "a token with none of Apple's answer is a request for POST /v1/adservices, not an answer; "
+                    + #"post it there, or write Apple's organic answer as {"attribution": false} beside the token"#)
+        }
         try AdServicesAnswer.apply(PayloadFields(apple, path: fields.path), to: &record)
         request["idfa"] = nil
         if case .string(let token)? = request.removeValue(forKey: "token") {
