@@ -230,13 +230,15 @@ extension KeywordReportTests {
         report.add(Self.purchase("tester", "t1", "9.99"))
         #expect(report.rows.isEmpty)
 
-        // The ASA SDK's test user bought, and the backend posted the same transaction and
-        // a renewal under its own user id: one tester, in any order, left out whole.
+        // The ASA SDK's test user bought, and the backend posted the same transaction after
+        // it, and a renewal, under its own user id: one tester, read in any order, left out.
         var sdkPurchase = Self.purchase("7", "t2", "9.99")
         sdkPurchase.isTest = true
         var sdkInstall = Self.install("7", keyword: "calm")
         sdkInstall.isTest = true
-        let records = [sdkInstall, sdkPurchase, Self.purchase("user-42", "t2", "9.99"), Self.purchase("user-42", "t3", "9.99")]
+        var backendCopy = Self.purchase("user-42", "t2", "9.99")
+        backendCopy.receivedAt = Self.start.addingTimeInterval(5)
+        let records = [sdkInstall, sdkPurchase, backendCopy, Self.purchase("user-42", "t3", "9.99")]
         for order in [records, records.reversed()] {
             var report = KeywordReport()
             order.forEach { report.add($0) }
@@ -244,8 +246,25 @@ extension KeywordReportTests {
         }
         // A test purchase alone (its install not stored) is left out with its buyer too.
         var alone = KeywordReport()
-        [sdkPurchase, Self.purchase("user-42", "t2", "9.99")].forEach { alone.add($0) }
+        [sdkPurchase, backendCopy].forEach { alone.add($0) }
         #expect(alone.rows.isEmpty, "\(alone.rows)")
+
+        // Anyone can get Apple's test answer from a device in developer mode: a tester
+        // claiming a buyer's transaction after the buyer's own record takes nothing from
+        // the buyer (their install, that purchase and their others stay).
+        var buyerInstall = Self.install("buyer", keyword: "calm")
+        buyerInstall.receivedAt = Self.start.addingTimeInterval(-60)
+        var stolen = Self.purchase("7", "t9", "49.99")
+        stolen.isTest = true
+        stolen.receivedAt = Self.start.addingTimeInterval(60)
+        let attack = [sdkInstall, buyerInstall, Self.purchase("buyer", "t9", "49.99"), stolen, Self.purchase("buyer", "t10", "1.00")]
+        for order in [attack, attack.reversed()] {
+            var report = KeywordReport()
+            order.forEach { report.add($0) }
+            let calm = report.rows.first { $0.keyword == "calm" }
+            #expect(calm?.installs == 1 && calm?.payingUsers == 1 && calm?.purchases == 2, "\(report.rows)")
+            #expect(calm?.revenue == ["USD": Decimal(string: "50.99")!])
+        }
     }
 
     @Test func aPurchaseWithoutAUserIDIsItsDevicesAndOneWithNeitherStillCounts() {

@@ -135,16 +135,26 @@ public struct KeywordReport: Sendable {
 
     /// One transaction, however many records told of it.
     struct Purchase {
-        /// Each user (or device) that a record of it named.
+        /// Each user (or device) that a record of it named, tests' records aside.
         var claims: Set<String> = []
+        /// Those a test's record named (the ASA SDK's user with Apple's test token).
+        var testClaims: Set<String> = []
+        /// The earliest record of it (received at, record id) and whether it was a test's.
+        var first: (at: Date, recordID: String, isTest: Bool)?
         var revenue: Decimal?
         var currency: String?
         /// Which record the amount came from (received at, record id): the earliest wins.
         var amountFrom: (Date, String)?
         var purchasedAt: Date?
         var firstReceived = Date.distantFuture
-        /// A record of it was a test's (the ASA SDK's user with Apple's test token).
-        var isTest = false
+
+        /// A test's purchase: its first record was a test's. A test's claim on a purchase
+        /// another user had made before is left out instead: anyone can get Apple's test
+        /// answer from a device in developer mode, and claiming a buyer's transaction with
+        /// it took the buyer, installs and purchases, out of the report.
+        var isTest: Bool { first?.isTest ?? false }
+        /// Everyone it joins into one person: the testers too, when it is theirs.
+        var claimants: Set<String> { isTest ? claims.union(testClaims) : claims }
 
         var time: Date { purchasedAt ?? firstReceived }
     }
@@ -221,8 +231,10 @@ public struct KeywordReport: Sendable {
             // transaction under its own user id is the same tester, left out with it.
             let transaction = record.transactionRef.map { Self.transactionKey(app, $0) } ?? app + "\u{1F}r:" + record.recordID
             var purchase = purchases[transaction] ?? Purchase()
-            purchase.claims.insert(key)
-            purchase.isTest = purchase.isTest || record.isTest
+            if record.isTest { purchase.testClaims.insert(key) } else { purchase.claims.insert(key) }
+            if purchase.first.map({ (record.receivedAt, record.recordID) < ($0.at, $0.recordID) }) ?? true {
+                purchase.first = (record.receivedAt, record.recordID, record.isTest)
+            }
             purchase.firstReceived = min(purchase.firstReceived, record.receivedAt)
             if let date = record.purchaseDate { purchase.purchasedAt = min(purchase.purchasedAt ?? date, date) }
             // An amount is never replaced by a record without one, and the earliest record
@@ -268,7 +280,7 @@ public struct KeywordReport: Sendable {
         }
         for link in links { union(link[0], link[1]) }
         for purchase in purchases.values {
-            let claims = purchase.claims.sorted()
+            let claims = purchase.claimants.sorted()
             for claimant in claims.dropFirst() { union(claims[0], claimant) }
         }
         var merged: [String: User] = [:]
@@ -279,7 +291,7 @@ public struct KeywordReport: Sendable {
             merged[find(key)] = person
         }
         for purchase in purchases.values where purchase.isTest {
-            for claimant in purchase.claims { merged[find(claimant), default: User()].isTest = true }
+            for claimant in purchase.claimants { merged[find(claimant), default: User()].isTest = true }
         }
         return (find, merged)
     }
@@ -335,7 +347,7 @@ public struct KeywordReport: Sendable {
         for (transaction, purchase) in purchases {
             if let purchasesSince, purchase.time < purchasesSince { continue }
             if let purchasesUntil, purchase.time >= purchasesUntil { continue }
-            guard let claimant = purchase.claims.first else { continue }
+            guard !purchase.isTest, let claimant = purchase.claims.first else { continue }
             let owner = person(claimant)
             guard people[owner]?.isTest != true else { continue }
             let line = (people[owner]?.credited(at: purchase.time)?.attribution ?? .unattributed).line(app: Self.app(of: owner))
