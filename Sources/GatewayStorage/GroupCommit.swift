@@ -107,6 +107,17 @@ final class GroupCommit: Sendable {
         }
     }
 
+    /// Throws unless the store's path still names the file the pool opened, and tells
+    /// readiness: for a write made outside the shared commits that a caller is told of.
+    func checkFile() throws {
+        do {
+            try file?.check()
+        } catch {
+            health.failed(error)
+            throw error
+        }
+    }
+
     /// Runs `jobs` in one transaction. Only a commit that wrote shows the store writable:
     /// one of duplicates alone writes nothing, and goes through on a full disk too.
     private func commit(_ jobs: [Job]) throws {

@@ -10,7 +10,7 @@ extension SQLiteStore {
     /// claim transactions for N. A random id below 2^53 (a JSON number every client reads
     /// exactly), from the system's secure generator.
     public func createSDKUser(now: Date) async throws -> SDKUser {
-        try await pool.write { db in
+        try await acknowledgedWrite { db in
             while true {
                 let id = Int64.random(in: 1...(1 << 53 - 1))
                 try db.execute(
@@ -67,7 +67,7 @@ extension SQLiteStore {
     }
 
     public func setSDKUserAttribution(userID: Int64, recordID: String) async throws {
-        try await pool.write { db in
+        try await acknowledgedWrite { db in
             try db.execute(
                 sql: "UPDATE sdk_users SET attribution_record_id = ? WHERE id = ?", arguments: [recordID, userID])
         }
@@ -76,7 +76,7 @@ extension SQLiteStore {
     public func associateTransaction(userID: Int64, transactionID: String, now: Date) async throws
         -> TransactionAssociation
     {
-        try await pool.write { db in
+        try await acknowledgedWrite { db in
             if let owner = try Int64.fetchOne(
                 db, sql: "SELECT user_id FROM sdk_transactions WHERE transaction_id = ?", arguments: [transactionID])
             {
@@ -87,5 +87,16 @@ extension SQLiteStore {
                 arguments: [transactionID, userID, now.timeIntervalSince1970])
             return .associated
         }
+    }
+}
+
+extension SQLiteStore {
+    /// A write whose success a caller is told of (an SDK user's id, a claimed transaction):
+    /// not acknowledged once the store's path names another file, or none, as the shared
+    /// commits are not (``StoreFileIdentity``).
+    func acknowledgedWrite<T: Sendable>(_ write: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let value = try await pool.write(write)
+        try groupCommit.checkFile()
+        return value
     }
 }

@@ -172,6 +172,10 @@ import Testing
         #expect(store.commitHealth.problem() == nil)
 
         try FileManager.default.moveItem(atPath: path, toPath: moved)
+        // The ASA SDK's writes too: a user id handed out for a store about to vanish was
+        // unknown after the restart, and its installs and purchases with it.
+        await #expect(throws: StoreFileIdentity.Gone.self) { _ = try await store.createSDKUser(now: Date()) }
+        #expect(store.commitHealth.problem()?.contains("deleted or replaced") == true)
         await #expect(throws: StoreFileIdentity.Gone.self) { _ = try await store.ingest([tests.record("while-moved")]) }
         // Not ready at once, whatever the count of failures, and not let back in by time.
         let problem = try #require(store.commitHealth.problem(now: Date().addingTimeInterval(3600)))
