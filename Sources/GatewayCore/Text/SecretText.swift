@@ -12,7 +12,8 @@ public enum SecretText {
         let spellings = Set(secrets.filter { !$0.isEmpty }.flatMap { [$0, FormEncoding.escape($0)] })
         // Longest first: one secret may hold another.
         for secret in spellings.sorted(by: { $0.count > $1.count }) {
-            text = text.replacingOccurrences(of: secret, with: "<\(name)>")
+            // In any case: a page may lower-case what it quotes (headers, `%2F` as `%2f`).
+            text = text.replacingOccurrences(of: secret, with: "<\(name)>", options: .caseInsensitive)
         }
         return text
     }
