@@ -575,6 +575,32 @@ import Testing
         #expect(dead.first?.metadata["error"] == .string("answered 400: bad field"))
     }
 
+    /// Dead letters held back by the once-a-second limit, with none after them, are told
+    /// at a later poll: before, they were never logged.
+    @Test func deadLettersHeldBackByTheLimitAreLoggedAtALaterPoll() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(3)
+        let log = CapturedLog()
+        let clock = f.clock
+        let worker = SinkWorker(
+            sinkName: "memory", sink: f.sink, store: f.store,
+            settings: DeliverySettings(batchSize: 1, maxAttempts: 100, backoffInitial: .seconds(60), backoffMax: .seconds(60)),
+            logger: log.logger, now: { clock.now }, random: { 0 })
+        f.sink.addRule { _ in .reject(reason: "answered 400") }
+        for _ in 0..<3 { #expect(try await worker.drainOnce() == 1) }
+        // The limit's second passes (a bound: a slower machine logged more of them at once).
+        try await Task.sleep(for: .milliseconds(1100))
+        #expect(try await worker.drainOnce() == 0)
+        let told = log.entries.withLock { entries in
+            entries.filter { $0.message == "records moved to the dead letters" }.compactMap { entry -> Int? in
+                if case .string(let count)? = entry.metadata["dead_letter"] { return Int(count) }
+                return nil
+            }
+        }
+        #expect(told.reduce(0, +) == 3, "\(told)")
+    }
+
     @Test func aSinkAnsweringTheWrongNumberOfOutcomesLosesNothing() async throws {
         struct OneAnswerSink: AttributionSink {
             let maxBatchSize = 100

@@ -109,6 +109,7 @@ public final class SinkWorker: Service, Sendable {
     /// Returns how many records were offered (0 when nothing was due).
     @discardableResult
     public func drainOnce() async throws -> Int {
+        logDeadLettersNotLogged()
         try await writeUnwritten()
         let limit = max(1, min(settings.batchSize, sink.maxBatchSize))
         let due = try await store.dueEntries(
@@ -265,6 +266,17 @@ public final class SinkWorker: Service, Sendable {
                 "dead_letter": "\(count)", "record_id": "\(first.recordID)", "error": "\(first.error)",
                 "similar_failures_not_logged": "\(unlogged)",
             ])
+    }
+
+    /// Dead letters the once-a-second limit held back, told at the next poll after it: with
+    /// no dead letter after them, they were never logged.
+    private func logDeadLettersNotLogged() {
+        guard deadLettersNotLogged.withLock({ $0 }) > 0, deadLetterWarnings.allow() else { return }
+        let unlogged = deadLettersNotLogged.withLock { held in
+            defer { held = 0 }
+            return held
+        }
+        logger.error("records moved to the dead letters", metadata: ["dead_letter": "\(unlogged)"])
     }
 
     /// Writes the answers the store could not take before, if any.
