@@ -256,10 +256,7 @@ public final class SinkWorker: Service, Sendable {
             deadLettersNotLogged.withLock { $0 += count }
             return
         }
-        let unlogged = deadLettersNotLogged.withLock { held in
-            defer { held = 0 }
-            return held
-        }
+        let unlogged = takeDeadLettersNotLogged()
         logger.error(
             "records moved to the dead letters",
             metadata: [
@@ -272,11 +269,14 @@ public final class SinkWorker: Service, Sendable {
     /// no dead letter after them, they were never logged.
     private func logDeadLettersNotLogged() {
         guard deadLettersNotLogged.withLock({ $0 }) > 0, deadLetterWarnings.allow() else { return }
-        let unlogged = deadLettersNotLogged.withLock { held in
+        logger.error("records moved to the dead letters", metadata: ["dead_letter": "\(takeDeadLettersNotLogged())"])
+    }
+
+    private func takeDeadLettersNotLogged() -> Int {
+        deadLettersNotLogged.withLock { held in
             defer { held = 0 }
             return held
         }
-        logger.error("records moved to the dead letters", metadata: ["dead_letter": "\(unlogged)"])
     }
 
     /// Writes the answers the store could not take before, if any.
