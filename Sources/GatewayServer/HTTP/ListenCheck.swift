@@ -9,9 +9,9 @@ public enum ListenCheck {
         public let description: String
     }
 
-    /// Binds and closes a socket on each address `host` names, as the server will (with
-    /// `SO_REUSEADDR`, so a port left in `TIME_WAIT` by a stopped gateway passes); port 0
-    /// is any free port, and always passes.
+    /// Binds and closes a socket on the first address `host` names that a socket can be
+    /// made for, as the server binds it (with `SO_REUSEADDR`, so a port left in
+    /// `TIME_WAIT` by a stopped gateway passes); port 0 is any free port, and always passes.
     public static func check(host: String, port: Int) throws {
         guard port != 0 else { return }
         var hints = addrinfo()
@@ -36,7 +36,6 @@ public enum ListenCheck {
                     description: "cannot listen on \(host):\(port) (server.host, server.port): \(reason)"
                         + (errno == EADDRINUSE ? "; another process (a gateway still running?) has that port" : ""))
             }
-            // One address is the server's: it binds the first the name resolves to.
             return
         }
     }
