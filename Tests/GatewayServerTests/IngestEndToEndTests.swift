@@ -164,6 +164,13 @@ import Testing
             #expect(try await env.eventually { gateway.health.stoppedSinks.isEmpty })
             let ready = try await client.execute(uri: "/readyz", method: .get)
             #expect(ready.status == .ok)
+            // Load balancers and uptime checks often probe with HEAD: the same status, no
+            // body. An ingest route takes no HEAD (it would store nothing, and say so).
+            for path in ["/healthz", "/readyz", "/metrics", "/openapi.yaml"] {
+                let head = try await client.execute(uri: path, method: .head)
+                #expect(head.status == .ok && head.body.readableBytes == 0, "\(path)")
+            }
+            #expect(try await client.execute(uri: "/v1/iad", method: .head).status == .notFound)
 
             let metrics = try await client.execute(uri: "/metrics", method: .get)
             let text = String(buffer: metrics.body)

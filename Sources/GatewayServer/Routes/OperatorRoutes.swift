@@ -7,11 +7,17 @@ extension GatewayHTTP {
     /// and every sink worker runs), `/metrics` (Prometheus text) and `/openapi.yaml` (the contract).
     static func addOperatorRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         let outbox = OutboxStatsCache(store: gateway.store)
-        router.get("/healthz") { _, _ in
+        // `HEAD` as well as `GET`: load balancers and uptime checks often probe with it, and
+        // got 404. Only here: a `HEAD` of an ingest route must not store anything.
+        func get(_ path: RouterPath, _ handler: @escaping @Sendable (Request, GatewayRequestContext) async throws -> Response) {
+            router.get(path, use: handler)
+            router.head(path) { request, context in try await handler(request, context).createHeadResponse() }
+        }
+        get("/healthz") { _, _ in
             JSONResponse.make(status: .ok, ["status": "ok"])
         }
 
-        router.get("/readyz") { _, context -> Response in
+        get("/readyz") { _, context -> Response in
             var problems: [String] = []
             if gateway.shutdown.isDraining { problems.append("shutting down") }
             do {
@@ -47,13 +53,13 @@ extension GatewayHTTP {
             return JSONResponse.make(status: .serviceUnavailable, ReadinessProblems(status: "not_ready", problems: problems))
         }
 
-        router.get("/openapi.yaml") { _, _ -> Response in
+        get("/openapi.yaml") { _, _ -> Response in
             Response(
                 status: .ok, headers: [.contentType: "application/yaml"],
                 body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
         }
 
-        router.get("/metrics") { _, _ -> Response in
+        get("/metrics") { _, _ -> Response in
             let now = Date()
             let stats = (try? await outbox.stats()) ?? [:]
             // Configured sinks, and any whose rows outlived its removal from config.yaml
