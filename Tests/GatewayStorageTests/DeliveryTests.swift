@@ -514,8 +514,9 @@ import Testing
 
     /// A sink failing whole batches (its destination down, its disk full) with a backlog:
     /// taking the next batch at once failed the whole backlog through at full speed, 8,600
-    /// retries a second on a full disk. Two batches failed whole in a row pause the worker
-    /// until the first record is due again; one alone (a record a plugin crashes on) does not.
+    /// retries a second on a full disk. Two batches it failed whole (threw) in a row pause
+    /// the worker until the first record is due again; one alone (a record a plugin
+    /// crashes on) does not.
     @Test func twoBatchesFailedWholeInARowPauseTheWorkerUntilTheFirstRecordIsDue() async throws {
         let f = try Fixture()
         defer { f.remove() }
@@ -538,18 +539,21 @@ import Testing
         #expect(worker.postponedUntil.withLock { $0 } == nil)
     }
 
-    /// One record retried alone, again and again (a device Adjust has not learned yet),
-    /// is no sink down: batches smaller than the limit never pause the worker, so other
-    /// devices' records go out at once rather than at that record's next retry.
-    @Test func oneRecordRetriedAloneNeverPausesTheWorker() async throws {
+    /// Records retried one by one (devices Adjust has not learned yet), however many and
+    /// in however full batches, are no sink down: other devices' records go out at once
+    /// rather than at those records' next retry, up to an hour away.
+    @Test func recordsRetriedOneByOneNeverPauseTheWorker() async throws {
         let f = try Fixture()
         defer { f.remove() }
-        try await f.ingest(1)
-        let worker = f.worker(batchSize: 10)
-        f.sink.addRule { $0.appUserID == "u0" ? .retry(reason: "404 Device not found") : nil }
-        for _ in 0..<3 {
-            #expect(try await worker.drainOnce() == 1)
-            #expect(worker.postponedUntil.withLock { $0 } == nil)
+        try await f.ingest(6)
+        for batchSize in [1, 2] {
+            let worker = f.worker(batchSize: batchSize)
+            f.sink.addRule { _ in .retry(reason: "404 Device not found") }
+            for _ in 0..<3 {
+                #expect(try await worker.drainOnce() == batchSize)
+                #expect(worker.postponedUntil.withLock { $0 } == nil, "batch size \(batchSize)")
+            }
+            f.sink.removeRules()
             f.clock.advance(3600)
         }
     }

@@ -34,8 +34,8 @@ public final class SinkWorker: Service, Sendable {
     /// Until when the last batch, which waits whole, keeps the worker from taking another
     /// (the sink's circuit open, its destination down): see `drainOnce`.
     let postponedUntil = Mutex<Date?>(nil)
-    /// Full batches in a row that the sink retried or postponed whole.
-    private let batchesWaitingWhole = Mutex(0)
+    /// Batches in a row that the sink failed whole by throwing; none due resets it.
+    private let batchesFailedWhole = Mutex(0)
 
     public init(
         sinkName: String,
@@ -101,6 +101,7 @@ public final class SinkWorker: Service, Sendable {
         // Answers the store could not take yet: one last try, or the batch is offered again
         // after the restart (at least once, as after a crash).
         try? await writeUnwritten()
+        logDeadLettersNotLogged(atStop: true)
         await sink.shutdown()
         logger.info("sink worker stopped")
     }
@@ -114,7 +115,10 @@ public final class SinkWorker: Service, Sendable {
         let limit = max(1, min(settings.batchSize, sink.maxBatchSize))
         let due = try await store.dueEntries(
             sink: sinkName, now: now(), limit: limit, laneOrdered: settings.inDeviceOrder)
-        guard !due.isEmpty else { return 0 }
+        guard !due.isEmpty else {
+            batchesFailedWhole.withLock { $0 = 0 }
+            return 0
+        }
         let entries = due.filter { $0.unreadable == nil }
         let unreadable = due.filter { $0.unreadable != nil }
         if !unreadable.isEmpty {
@@ -129,6 +133,9 @@ public final class SinkWorker: Service, Sendable {
         }
 
         var outcomes: [DeliveryOutcome]
+        /// The sink failed the batch whole, its own failure (the protocol's contract for a
+        /// throw: its destination down, its disk full), not one record's.
+        var threw = false
         do {
             outcomes = try await sink.deliver(entries.map(\.record))
             if outcomes.count != entries.count {
@@ -144,6 +151,7 @@ public final class SinkWorker: Service, Sendable {
                 return due.count
             }
             outcomes = Array(repeating: .retry(reason: "\(error)"), count: entries.count)
+            threw = true
         }
 
         // Shutdown came while the sink answered for part of the batch (the exec sink keeps
@@ -193,15 +201,14 @@ public final class SinkWorker: Service, Sendable {
         // worker until the first record of the batch is due: taking the next batch at once
         // failed the whole backlog through at full speed, 8,600 retries a second on a full
         // disk, or every record rewritten once per cool-down. Down is a batch postponed
-        // whole, or two full batches in a row retried whole. Not one record's retry, nor a
-        // batch smaller than the limit (nothing more was due): a device Adjust does not
-        // know yet, or a record a plugin crashes on, must not hold back other devices.
-        let waitingWhole = !cutShort && retried + postponed == outcomes.count
-        let streak = batchesWaitingWhole.withLock { count in
-            count = waitingWhole && due.count >= limit ? count + 1 : 0
+        // whole, or two batches in a row the sink failed whole by throwing. Never records
+        // retried one by one, however many (devices a vendor does not know yet), nor one
+        // batch alone (a record a plugin crashes on): they must not hold back the others.
+        let streak = batchesFailedWhole.withLock { count in
+            count = threw && !cutShort ? count + 1 : 0
             return count
         }
-        let down = waitingWhole && (postponed == outcomes.count || streak >= 2)
+        let down = !cutShort && (postponed == outcomes.count || streak >= 2)
         let firstDue = resolutions.compactMap { resolution -> Date? in
             if case .retry(_, _, let at, _) = resolution { return at }
             return nil
@@ -265,10 +272,10 @@ public final class SinkWorker: Service, Sendable {
             ])
     }
 
-    /// Dead letters the once-a-second limit held back, told at the next poll after it: with
-    /// no dead letter after them, they were never logged.
-    private func logDeadLettersNotLogged() {
-        guard deadLettersNotLogged.withLock({ $0 }) > 0, deadLetterWarnings.allow() else { return }
+    /// Dead letters the once-a-second limit held back, told at the next poll after it, or
+    /// at the stop: with no dead letter after them, they were never logged.
+    private func logDeadLettersNotLogged(atStop: Bool = false) {
+        guard deadLettersNotLogged.withLock({ $0 }) > 0, atStop || deadLetterWarnings.allow() else { return }
         logger.error("records moved to the dead letters", metadata: ["dead_letter": "\(takeDeadLettersNotLogged())"])
     }
 
