@@ -38,6 +38,9 @@ import Testing
         #expect(throws: GatewayError.self) {
             try normalize(#"{"token":"QUJDREVG","app_id":"1","app_user_id":"u3","att_status":3}"#)
         }
+        #expect(throws: GatewayError.self) {
+            try normalize(#"{"token":"QUJDREVG","attribution":null,"app_id":"1","app_user_id":"u3"}"#)
+        }
         #expect(try !normalize(#"{"attribution":false,"token":"QUJDREVG","app_id":"1","app_user_id":"u3"}"#).attributed)
         // The app's fields alone do not make an iAd payload an answer.
         #expect(throws: GatewayError.self) { try normalize(#"{"app_id":"1","app_user_id":"u3","Version3.1":{}}"#) }

@@ -254,7 +254,8 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         // Apple's answer alone: its organic `{}` beside the app's fields is still `{}`.
         // But a token with nothing of Apple's is the route's request, not an answer: read
         // as organic, a file of requests stored every user as organic, Apple never asked.
-        if request["token"] != nil, apple.isEmpty {
+        // (A field of Apple's left empty, `null`, as an export of requests writes it, is none.)
+        if request["token"] != nil, apple.values.allSatisfy({ $0 == .null }) {
             throw GatewayError.invalid(
                 "attribution",
                 "a token with none of Apple's answer is a request for POST /v1/adservices, not an answer; "
