@@ -9,5 +9,10 @@ import Testing
         let kept = SecretText.removing([key, ""], from: page, as: "key")
         #expect(!kept.lowercased().contains("adjkey"), "\(kept)")
         #expect(kept.components(separatedBy: "<key>").count == 4, "\(kept)")
+        // As a form writes a space, a URL leaves a slash, and JSON may escape one.
+        for spelling in [#"AdjKey%2B%2F%3DSecret+9"#, #"AdjKey%2B/%3DSecret%209"#, #"AdjKey+\/=Secret 9"#] {
+            let quoted = SecretText.removing([key], from: "echo: \(spelling) end", as: "key")
+            #expect(quoted == "echo: <key> end", "\(spelling): \(quoted)")
+        }
     }
 }
