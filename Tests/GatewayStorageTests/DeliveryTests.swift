@@ -32,7 +32,7 @@ import Testing
 
         func worker(
             sinkName: String = "memory", sink: (any AttributionSink)? = nil, batchSize: Int = 10, maxAttempts: Int = 3,
-            random: Double = 0
+            random: Double = 0, logger: Logger = Logger(label: "gateway.delivery")
         ) -> SinkWorker {
             let clock = clock
             return SinkWorker(
@@ -40,7 +40,7 @@ import Testing
                 settings: DeliverySettings(
                     batchSize: batchSize, maxAttempts: maxAttempts, backoffInitial: .seconds(1),
                     backoffMax: .seconds(10)),
-                now: { clock.now }, random: { random })
+                logger: logger, now: { clock.now }, random: { random })
         }
 
         /// `count` events of one device (app `1`, IDFV `A`), named `e0`, `e1`, ….
@@ -502,11 +502,7 @@ import Testing
         defer { f.remove() }
         try await f.ingest(3)
         let log = CapturedLog()
-        let clock = f.clock
-        let worker = SinkWorker(
-            sinkName: "memory", sink: f.sink, store: f.store,
-            settings: DeliverySettings(batchSize: 1, maxAttempts: 100, backoffInitial: .seconds(1), backoffMax: .seconds(10)),
-            logger: log.logger, now: { clock.now }, random: { 0 })
+        let worker = f.worker(batchSize: 1, maxAttempts: 100, logger: log.logger)
         f.sink.failNextBatches(3)
         for _ in 0..<3 { #expect(try await worker.drainOnce() == 1) }
         #expect(log.messages.filter { $0 == "delivery incomplete" }.count == 1)
@@ -565,11 +561,7 @@ import Testing
         defer { f.remove() }
         let records = try await f.ingest(2)
         let log = CapturedLog()
-        let clock = f.clock
-        let worker = SinkWorker(
-            sinkName: "memory", sink: f.sink, store: f.store,
-            settings: DeliverySettings(batchSize: 1, maxAttempts: 100, backoffInitial: .seconds(60), backoffMax: .seconds(60)),
-            logger: log.logger, now: { clock.now }, random: { 0 })
+        let worker = f.worker(batchSize: 1, maxAttempts: 100, logger: log.logger)
         f.sink.addRule { $0.appUserID == "u0" ? .retry(reason: "answered 503") : .reject(reason: "answered 400: bad field") }
         for _ in 0..<2 { #expect(try await worker.drainOnce() == 1) }
         #expect(log.messages.filter { $0 == "delivery incomplete" }.count == 1, "\(log.messages)")
@@ -586,11 +578,7 @@ import Testing
         defer { f.remove() }
         try await f.ingest(3)
         let log = CapturedLog()
-        let clock = f.clock
-        let worker = SinkWorker(
-            sinkName: "memory", sink: f.sink, store: f.store,
-            settings: DeliverySettings(batchSize: 1, maxAttempts: 100, backoffInitial: .seconds(60), backoffMax: .seconds(60)),
-            logger: log.logger, now: { clock.now }, random: { 0 })
+        let worker = f.worker(batchSize: 1, maxAttempts: 100, logger: log.logger)
         f.sink.addRule { _ in .reject(reason: "answered 400") }
         for _ in 0..<3 { #expect(try await worker.drainOnce() == 1) }
         // The limit's second passes (a bound: a slower machine logged more of them at once).
