@@ -155,10 +155,9 @@ enum SQLiteStoreSchema {
     /// by a hash of its text as sent (`s2s:APP:content:HASH`), so that a resend writing its
     /// time or IDFV another way was a second event. Those with a `timestamp` (the others are
     /// never deduped) get the key the provider gives now (`EventContent.dedupeKey`, which
-    /// both use), and
-    /// so do `event:` keys an earlier rule of the same day made. Where
-    /// two records were one event spelt two ways, the first keeps the new key. Read in
-    /// pages, so that a store of millions of events is not read into memory at once.
+    /// both use), and so do `event:` keys an earlier rule of the same day made. Where two
+    /// records were one event spelt two ways, the first keeps the new key. Read in pages,
+    /// so that a store of millions of events is not read into memory at once.
     static func keyEventsByCanonicalContent(_ db: Database) throws {
         var after: Int64 = 0
         while true {

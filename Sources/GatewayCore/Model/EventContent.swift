@@ -62,7 +62,7 @@ public enum EventContent {
         if let t = text.firstIndex(where: { $0 == "T" || $0 == "t" || $0 == " " }),
             let dot = text[t...].firstIndex(where: { $0 == "." || $0 == "," })
         {
-            fraction = String(text[text.index(after: dot)...].prefix(while: \.isASCIIDigit))
+            fraction = String(text[text.index(after: dot)...].prefix(while: { $0.isASCII && $0.isNumber }))
         }
         let fractionValue = Double("0." + (fraction.isEmpty ? "0" : fraction)) ?? 0
         let whole = Int64((date.timeIntervalSince1970 - fractionValue).rounded())
@@ -79,6 +79,3 @@ public enum EventContent {
     }
 }
 
-extension Character {
-    fileprivate var isASCIIDigit: Bool { ("0"..."9").contains(self) }
-}
