@@ -149,6 +149,19 @@ import Testing
             #expect(response.status == .notFound)
             let error = try JSONDecoder().decode(ErrorAnswer.self, from: Data(response.body.readableBytesView))
             #expect(error.error.code == "not_found")
+
+            // A path served with another method is not "no route": the caller's method is
+            // wrong, and `Allow` says which it should be.
+            for (path, method, allow) in [
+                ("/v1/iad", HTTPRequest.Method.get, "POST"), ("/v1/iad/", .put, "POST"),
+                ("/metrics", .post, "GET, HEAD"), ("/readyz", .delete, "GET, HEAD"),
+            ] {
+                let wrong = try await client.execute(uri: path, method: method)
+                #expect(wrong.status == .methodNotAllowed, "\(method) \(path)")
+                #expect(wrong.headers[.allow] == allow, "\(method) \(path)")
+                let answer = try JSONDecoder().decode(ErrorAnswer.self, from: Data(wrong.body.readableBytesView))
+                #expect(answer.error.code == "method_not_allowed", "\(method) \(path)")
+            }
         }
     }
 
@@ -170,7 +183,7 @@ import Testing
                 let head = try await client.execute(uri: path, method: .head)
                 #expect(head.status == .ok && head.body.readableBytes == 0, "\(path)")
             }
-            #expect(try await client.execute(uri: "/v1/iad", method: .head).status == .notFound)
+            #expect(try await client.execute(uri: "/v1/iad", method: .head).status == .methodNotAllowed)
 
             let metrics = try await client.execute(uri: "/metrics", method: .get)
             let text = String(buffer: metrics.body)

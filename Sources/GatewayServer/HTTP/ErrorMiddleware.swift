@@ -1,5 +1,6 @@
 import GatewayCore
 import GatewayStorage
+import HTTPTypes
 import Hummingbird
 import Logging
 import Synchronization
@@ -11,6 +12,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// During an outage (a full disk) every request fails alike: one line a second per
     /// error code says so, with how many of that code it held back since its last line.
     let failureLines = FailureLines()
+    /// The methods each path answers, for `405` and its `Allow`.
+    let routeMethods: RouteMethods
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -31,8 +34,16 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             default:
                 context.logger.error("request failed", metadata: ["error": "\(String(reflecting: type(of: error)))"])
             }
-            let answer = Self.answer(to: error, for: request)
+            var allowed: [HTTPRequest.Method] = []
+            if let error = error as? HTTPError, error.status == .notFound {
+                allowed = routeMethods.allowed(for: request.uri.path)
+            }
+            let answer =
+                allowed.isEmpty
+                ? Self.answer(to: error, for: request)
+                : GatewayError(.methodNotAllowed, "\(request.method) is not allowed on \(request.uri.path)")
             var response = try answer.response(from: request, context: context)
+            if !allowed.isEmpty { response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ") }
             // Nothing was recorded and the caller must send it again: not at once, as every
             // caller would during an outage (a full disk).
             if answer.code == .storageUnavailable { response.headers[.retryAfter] = String(Self.storageRetryAfter) }

@@ -32,7 +32,8 @@ public enum GatewayHTTP {
         router.add(middleware: RequestIDMiddleware())
         // Outside ErrorMiddleware, so that it sees the answers errors became.
         if gateway.configuration.server.accessLog { router.add(middleware: AccessLogMiddleware()) }
-        router.add(middleware: ErrorMiddleware())
+        let routeMethods = RouteMethods()
+        router.add(middleware: ErrorMiddleware(routeMethods: routeMethods))
         let limits = gateway.configuration.server.rateLimits
         if limits.perKey != nil || limits.perIP != nil {
             router.add(
@@ -46,6 +47,7 @@ public enum GatewayHTTP {
         addASASDKRoutes(to: router, gateway: gateway)
         addConversionValueRoute(to: router, gateway: gateway)
         addOperatorRoutes(to: router, gateway: gateway)
+        routeMethods.learn(router)
         return router
     }
 
