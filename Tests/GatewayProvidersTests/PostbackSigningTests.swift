@@ -246,8 +246,9 @@ import Testing
     }
 
     /// Apple's device retries a refused postback nine times, then drops it: values the
-    /// gateway does not know yet must not refuse one whose signature verified.
-    @Test func aVerifiedPostbackWithValuesNotKnownHereIsKeptAndAForgedOneRefused() throws {
+    /// gateway does not know yet must not refuse a postback, whatever its verdict. Those
+    /// it cannot verify (a new version, a rotated key) are the likeliest to carry them.
+    @Test func postbacksWithValuesNotKnownHereAreKeptWhateverTheirVerdict() throws {
         let fields: [String: JSONValue] = [
             "version": .string("4.0"), "ad-network-id": .string("KBD757YWX3.skadnetwork"),
             "source-identifier": .string("5239"), "app-id": .integer(525_463_029),
@@ -276,10 +277,67 @@ import Testing
         // Told apart from the first postback of the same install by its index's text.
         #expect(record.dedupeKey.hasSuffix("3"))
 
-        // Not signed by Apple: the payload's fault, answered as any other's.
-        #expect { try normalize(try signed(fields, order: order, with: otherKey)) } throws: { error in
-            (error as? GatewayError)?.code == .invalidField
+        // Not signed by Apple: kept as the forgery it is (quarantined), and so counted
+        // among the signature verdicts rather than hidden behind a value refused.
+        let forged = try #require(try normalize(try signed(fields, order: order, with: otherKey)))
+        #expect(forged.signature == "invalid" && forged.fidelityType == nil)
+        #expect(forged.raw?["verification"]?["unrecognized_fields"] == record.raw?["verification"]?["unrecognized_fields"])
+        // A version not known here: stored, unverifiable.
+        var future = fields
+        future["version"] = .string("5.0")
+        let unverifiable = try #require(try normalize(try signed(future, order: order)))
+        #expect(unverifiable.signature == "unverifiable" && unverifiable.coarseValue == nil)
+        #expect(unverifiable.raw?["verification"]?["unrecognized_fields"] != nil)
+        // Refused only where the operator asked for refusals, and then for its signature.
+        options.onInvalidSignature = .reject
+        #expect {
+            try SKAdNetworkProvider(options: options).normalize(IngestPayload(
+                body: try JSONEncoder().encode(JSONValue.object(try signed(fields, order: order, with: otherKey))),
+                receivedAt: Date(), path: "/.well-known/skadnetwork/report-attribution"))
+        } throws: { error in
+            (error as? GatewayError)?.code == .invalidSignature
         }
+    }
+
+    /// An AdAttributionKit postback's record: the signed index held to Apple's windows,
+    /// the conversion type as signed, and the unsigned interaction type only as Apple
+    /// defines it.
+    @Test func adAttributionKitRecordsTakeOnlyValuesTheyKnow() throws {
+        var options = SKAdNetworkProvider.Options()
+        options.keys = keys
+        options.conversionModel = ConversionModel(windows: [
+            0: .init(fine: [], coarse: ["low": .init(events: ["session"])]),
+            1: .init(fine: [], coarse: ["low": .init(events: ["retained"])]),
+        ])
+        let provider = SKAdNetworkProvider(options: options)
+        func record(_ claims: String, interaction: String = "click") throws -> AttributionRecord {
+            let body: JSONValue = .object([
+                "jws-string": .string(try jws(kid: "test-network/0", claims: claims)),
+                "coarse-conversion-value": .string("low"), "ad-interaction-type": .string(interaction),
+            ])
+            return try #require(try provider.normalize(IngestPayload(
+                body: try JSONEncoder().encode(body), receivedAt: Date(),
+                path: "/.well-known/appattribution/report-attribution/")).first)
+        }
+        let download = try record(Self.claims)
+        #expect(download.signature == "verified" && download.postbackSequenceIndex == 1)
+        #expect(download.conversionType == "download" && download.redownload == false && download.fidelityType == 1)
+        #expect(download.events == ["retained"])
+
+        let reengagement = try record(
+            Self.claims.replacingOccurrences(of: #""download""#, with: #""re-engagement""#), interaction: "view")
+        #expect(reengagement.conversionType == "re-engagement" && reengagement.redownload == nil)
+        #expect(reengagement.fidelityType == 0)
+
+        // An index past Apple's three windows, and an interaction type Apple does not
+        // define, are left out and named; the model is not read for an unknown window.
+        let unknown = try record(
+            Self.claims.replacingOccurrences(of: #""postback-sequence-index":1"#, with: #""postback-sequence-index":7"#),
+            interaction: "banana")
+        #expect(unknown.postbackSequenceIndex == nil && unknown.fidelityType == nil && unknown.events == nil)
+        #expect(unknown.raw?["verification"]?["unrecognized_fields"] == .array([
+            .string("postback-sequence-index"), .string("ad-interaction-type"),
+        ]))
     }
 
     /// SKAN 3.0 signs no sequence index: copies of a genuine postback with one made up

@@ -107,7 +107,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
         let fields = PayloadFields(object, path: String(prefix.dropLast()))
         let text = { (key: String) in try Self.limited(SKANSignature.text(object[key]), field: prefix + key) }
         let verified = verdict.outcome == .verified
-        var values = PostbackValues(verified: verified)
+        var values = PostbackValues()
         // A verified postback vouches only for what Apple signed, and the first copy of a
         // postback keeps its key: a relay's copy with an unsigned field added or changed
         // (a 2.1 `did-win: false`, a 3.0 `source-identifier`) would otherwise stand for
@@ -173,7 +173,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
         try enforce(decoded.verdict, field: prefix + "jws-string")
         let claims = decoded.claims
         let fields = PayloadFields(object, path: String(prefix.dropLast()))
-        var values = PostbackValues(verified: decoded.verdict.outcome == .verified)
+        var values = PostbackValues()
         let claim = { (key: String) in
             try Self.limited(SKANSignature.text(claims[key]), field: prefix + "jws-string." + key)
         }
@@ -190,18 +190,33 @@ public struct SKAdNetworkProvider: AttributionProvider {
         record.transactionID = postbackID
         record.sourceIdentifier = try claim("source-identifier")
         record.sourceAppID = try claim("publisher-item-identifier")
-        record.postbackSequenceIndex = claims["postback-sequence-index"].flatMap { SKANSignature.text($0) }.flatMap { Int($0) }
+        let signed = PayloadFields(claims, path: prefix + "jws-string")
+        record.postbackSequenceIndex = try values.read("postback-sequence-index") {
+            try signed.int("postback-sequence-index", in: 0...2)
+        }
         record.didWin = didWin
-        record.redownload = try claim("conversion-type").map { $0 == "redownload" }
+        // `download`, `redownload` or `re-engagement` (AdAttributionKit 2): a re-engagement
+        // is no download at all, so it says nothing of `redownload`.
+        record.conversionType = try claim("conversion-type")
+        record.redownload = record.conversionType.flatMap { ["download": false, "redownload": true][$0] }
         record.fineValue = try values.read("conversion-value") { try fields.int("conversion-value", in: 0...63) }
         record.coarseValue = try values.read("coarse-conversion-value") { try coarse(fields) }
+        // Like conversion values, these two sit outside the JWS in Apple's own format: no
+        // signature covers them, so they are the postback's as received.
         record.countryOrRegion = try fields.string("country-code")
-        record.fidelityType = try fields.string("ad-interaction-type").map { $0 == "view" ? 0 : 1 }
+        record.fidelityType = try values.read("ad-interaction-type") {
+            guard let type = try fields.string("ad-interaction-type") else { return nil }
+            guard let fidelity = ["view": 0, "click": 1][type] else {
+                throw GatewayError.invalid(fields.fieldPath("ad-interaction-type"), "expected view or click")
+            }
+            return fidelity
+        }
         record.signature = decoded.verdict.outcome.rawValue
         // Postbacks made in developer settings come from this ad network.
         record.isTest = record.adNetworkID == "development.adattributionkit"
         record.raw = raw(object, decoded.verdict, claims: claims, unrecognized: values.unrecognized)
-        options.conversionModel?.decode(&record)
+        // A window not known here has no meaning in the model.
+        if !values.unrecognized.contains("postback-sequence-index") { options.conversionModel?.decode(&record) }
         return record
     }
 
