@@ -57,6 +57,52 @@ import Testing
         #expect(model.fineValue(event: "__SESSION__", revenue: [:]) == 0)
         #expect(model.fineValue(event: "purchase", revenue: ["USD": 4.99]) == 10)
         #expect(model.fineValue(event: "purchase", revenue: ["EUR": 4.99]) == nil)
+        // Past the top range's max is the best payer, not no payer.
+        #expect(model.fineValue(event: "purchase", revenue: ["USD": 250]) == 10)
+        #expect(model.coarseValue(window: 0, event: "purchase", revenue: ["USD": 250]) == "high")
+        #expect(model.coarseValue(window: 0, event: "purchase", revenue: [:]) == nil)
+        #expect(model.coarseValue(window: 1, event: "retained", revenue: [:]) == "medium")
+    }
+
+    /// Only the top range is open upward: a purchase between two ranges' bounds, or
+    /// past a lower range's max when a higher one exists, is not stretched to fit.
+    @Test func onlyTheHighestRevenueRangeTakesAmountsPastItsMax() throws {
+        let config = try load("""
+            windows:
+              - postback: 0
+                fine:
+                  - { values: 0, events: [session] }
+                  - { values: 1-9, events: [purchase], revenue: { min: 0.99, max: 9.99 }, currency: USD }
+                  - { values: 10-63, events: [purchase], revenue: { min: 20, max: 49.99 }, currency: USD }
+            """).get()
+        let provider = try #require(try config.providers.first?.build() as? SKAdNetworkProvider)
+        let model = try #require(provider.options.conversionModel)
+        #expect(model.fineValue(event: "purchase", revenue: ["USD": 5]) == 1)
+        #expect(model.fineValue(event: "purchase", revenue: ["USD": 15]) == nil)
+        #expect(model.fineValue(event: "purchase", revenue: ["USD": 1000]) == 10)
+    }
+
+    /// Amounts, ranges and currencies written almost right were read as something else
+    /// (`1,5` as 1, `.nan` as 0, `-1` as 1) without a word.
+    @Test func amountsRangesAndCurrenciesAreReadExactlyOrRefused() throws {
+        for (line, message) in [
+            ("{ values: 0-63, events: [purchase], revenue: { min: \"1,5\" } }", "found '1,5'"),
+            ("{ values: 0-63, events: [purchase], revenue: { min: 1.5abc } }", "found '1.5abc'"),
+            ("{ values: 0-63, events: [purchase], revenue: { min: .nan } }", "found '.nan'"),
+            ("{ values: 0-63, events: [purchase], revenue: { min: 1. } }", "found '1.'"),
+            ("{ values: \"-1\", events: [purchase] }", "found '-1'"),
+            ("{ values: \"1-\", events: [purchase] }", "found '1-'"),
+            ("{ values: 0-63, events: [purchase], currency: US Dollars }", "found 'US Dollars'"),
+        ] {
+            let model = "windows:\n  - postback: 0\n    fine:\n      - \(line)\n"
+            guard case .failure(let error) = try load(model) else {
+                Issue.record("accepted: \(line)")
+                continue
+            }
+            #expect(error.issues.contains { $0.message.contains(message) }, "\(error.issues.map(\.description))")
+        }
+        let good = "windows:\n  - postback: 0\n    fine:\n      - { values: 0-63, events: [p], revenue: { min: 0, max: 10.5 }, currency: EUR }\n"
+        #expect(throws: Never.self) { try load(good).get() }
     }
 
     @Test func overlapsGapsAndOutOfRangeValuesAreErrorsInTheModelFile() throws {

@@ -63,18 +63,41 @@ public struct ConversionModel: Sendable, Equatable {
     /// within the range's bounds. Values stand for the lowest value of their range.
     public func fineValue(event: String, revenue: [String: Decimal]) -> Int? {
         guard let first = windows[0] else { return nil }
-        var best: Int?
-        for range in first.fine {
-            let outcome = range.outcome
-            guard outcome.events.contains(event) || (event == "__SESSION__" && outcome.events.contains("session")) else {
-                continue
-            }
-            let amount = outcome.currency.map { revenue[$0] ?? 0 } ?? revenue.values.reduce(0, +)
-            if let min = outcome.revenueMin, amount < min { continue }
-            if let max = outcome.revenueMax, amount > max { continue }
-            best = Swift.max(best ?? range.values.lowerBound, range.values.lowerBound)
+        let outcomes = first.fine.map(\.outcome)
+        return first.fine.filter { Self.qualifies($0.outcome, among: outcomes, event: event, revenue: revenue) }
+            .map(\.values.lowerBound).max()
+    }
+
+    /// Coarse values from lowest to highest.
+    public static let coarseLevels = ["low", "medium", "high"]
+
+    /// The highest coarse value of `window` that an app state qualifies for, by the same
+    /// rule as ``fineValue(event:revenue:)``.
+    public func coarseValue(window: Int, event: String, revenue: [String: Decimal]) -> String? {
+        guard let model = windows[window] else { return nil }
+        let outcomes = Array(model.coarse.values)
+        return Self.coarseLevels.last { level in
+            model.coarse[level].map { Self.qualifies($0, among: outcomes, event: event, revenue: revenue) } ?? false
         }
-        return best
+    }
+
+    /// Whether an app state qualifies for `outcome`. Revenue past the `max` of the
+    /// highest range for the event (the one with the highest `min`) still counts there: a
+    /// user who spends more than the top bucket names is the best payer, not no payer.
+    static func qualifies(_ outcome: Outcome, among outcomes: [Outcome], event: String, revenue: [String: Decimal])
+        -> Bool
+    {
+        func isFor(_ outcome: Outcome) -> Bool {
+            outcome.events.contains(event) || (event == "__SESSION__" && outcome.events.contains("session"))
+        }
+        guard isFor(outcome) else { return false }
+        let amount = outcome.currency.map { revenue[$0] ?? 0 } ?? revenue.values.reduce(0, +)
+        if let min = outcome.revenueMin, amount < min { return false }
+        if let max = outcome.revenueMax, amount > max {
+            let top = outcomes.filter(isFor).compactMap(\.revenueMin).max()
+            guard let min = outcome.revenueMin, min == top else { return false }
+        }
+        return true
     }
 
     // MARK: reading
@@ -133,7 +156,11 @@ public struct ConversionModel: Sendable, Equatable {
             item.report("is required", key: "values")
             return nil
         }
-        let bounds = text.split(separator: "-").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        // Empty pieces kept: `-1` and `1-` are mistakes, not the value 1.
+        let bounds = text.split(separator: "-", omittingEmptySubsequences: false).map { piece in
+            let digits = piece.trimmingCharacters(in: .whitespaces)
+            return digits.isASCIIDigits ? Int(digits) : nil
+        }
         guard (1...2).contains(bounds.count), let low = bounds.first ?? nil, let high = bounds.last ?? nil, low <= high
         else {
             item.report("expected a value or a range such as 1-9, found '\(text)'", key: "values")
@@ -156,14 +183,23 @@ public struct ConversionModel: Sendable, Equatable {
             }
             revenue.finish()
         }
-        outcome.currency = item.string("currency")
+        if let currency = item.string("currency") {
+            if currency.count == 3 && currency.allSatisfy({ $0.isASCII && $0.isUppercase }) {
+                outcome.currency = currency
+            } else {
+                item.report("expected an ISO 4217 code such as USD, found '\(currency)'", key: "currency")
+            }
+        }
         return outcome
     }
 
     static func decimal(_ reader: ConfigReader, _ key: String) -> Decimal? {
         guard let text = reader.string(key) else { return nil }
-        guard let value = Decimal(string: text), value >= 0 else {
-            reader.report("expected a non-negative amount, found '\(text)'", key: key)
+        // Digits with an optional fraction only: `Decimal(string:)` reads a prefix, so
+        // `1,5` was 1 and `.nan` 0, both without a word.
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), parts.allSatisfy(\.isASCIIDigits), let value = Decimal(string: text) else {
+            reader.report("expected a non-negative amount such as 4.99, found '\(text)'", key: key)
             return nil
         }
         return value
