@@ -277,4 +277,66 @@ import Testing
             #expect(row.first?["currency"] as String? == "USD")
         }
     }
+
+    /// SKAN 4 and AdAttributionKit place a device in one of three windows fixed from its
+    /// first call: the first takes a fine and a coarse value, the later two a coarse one.
+    /// Answered by SKAN 3's 24-hour timer, a purchase on day 2 was missed, and a fine
+    /// value was given for windows that carry only coarse ones.
+    @Test func skan4AppsAreAnsweredForTheirPostbackWindow() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let model = Self.model + """
+
+                coarse:
+                  low: { events: [session] }
+                  high: { events: [purchase], revenue: { min: 0.99 }, currency: USD }
+              - postback: 1
+                coarse:
+                  medium: { events: [retained] }
+                  high: { events: [purchase], revenue: { min: 0.99 }, currency: USD }
+            """
+        let gateway = try await Gateway.build(configuration: try configuration(env, model: model))
+        let now = Int(Date().timeIntervalSince1970)
+        let hour = 3600
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func ask(_ query: String) async throws -> (Int, String) {
+                let response = try await client.execute(uri: "/v1/skadnetwork/conversion-value?" + query, method: .get)
+                return (Int(response.status.code), String(buffer: response.body))
+            }
+            let revenue = "total_revenue_by_currency=%7B%22USD%22%3A4.99%7D"
+            func calls(first: Int, last: Int) -> String {
+                "skan_version=4.0&first_call_to_skadnetwork_timestamp=\(now - first)&last_call_to_skadnetwork_timestamp=\(now - last)"
+            }
+            // A purchase 30 hours after the only call: SKAN 3's timer had closed, SKAN 4's
+            // first window is open.
+            #expect(try await ask(calls(first: 30 * hour, last: 30 * hour) + "&n=purchase&conversion_value=0&" + revenue)
+                == (200, #"{"coarse_value":"high","conversion_value":10,"postback_sequence_index":0,"status":"ok"}"#))
+            // Day 4: the second window, coarse only, and only upward within it.
+            #expect(try await ask(calls(first: 96 * hour, last: hour) + "&n=retained&conversion_value=10")
+                == (200, #"{"coarse_value":"medium","postback_sequence_index":1,"status":"ok"}"#))
+            #expect(try await ask(calls(first: 96 * hour, last: hour) + "&n=retained&coarse_value=high")
+                == (200, #"{"postback_sequence_index":1,"status":"ok"}"#))
+            // Day 10: a window the model says nothing of; day 40: every window closed.
+            #expect(try await ask(calls(first: 240 * hour, last: hour) + "&n=purchase&" + revenue)
+                == (200, #"{"postback_sequence_index":2,"status":"ok"}"#))
+            #expect(try await ask(calls(first: 960 * hour, last: hour) + "&n=purchase&" + revenue) == (200, #"{"status":"ok"}"#))
+            // AdAttributionKit follows the same windows.
+            #expect(try await ask(
+                "skan_version=aak&first_call_to_skadnetwork_timestamp=\(now - 96 * hour)&n=purchase&" + revenue)
+                == (200, #"{"coarse_value":"high","postback_sequence_index":1,"status":"ok"}"#))
+
+            // Without its first call the window is unknown; calls out of order are a mistake.
+            let (status, missing) = try await ask("skan_version=4&n=purchase&" + revenue)
+            #expect(status == 400 && missing.contains(#""field":"first_call_to_skadnetwork_timestamp""#))
+            let reversed = try await ask(calls(first: hour, last: 2 * hour) + "&n=purchase").1
+            #expect(reversed.contains(#""field":"last_call_to_skadnetwork_timestamp""#))
+            #expect(try await ask(calls(first: hour, last: hour) + "&n=purchase&coarse_value=huge").1
+                .contains(#""field":"coarse_value""#))
+            #expect(try await ask("skan_version=four&n=purchase").1.contains(#""field":"skan_version""#))
+            // SKAN 3 callers are answered as before: no window, the 24-hour timer.
+            #expect(try await ask(
+                "skan_version=3.0&last_call_to_skadnetwork_timestamp=\(now - 30 * hour)&n=purchase&" + revenue)
+                == (200, #"{"status":"ok"}"#))
+        }
+    }
 }

@@ -209,6 +209,8 @@ paths:
         - {name: total_revenue_by_currency, in: query, description: "a JSON object such as {\"USD\": 4.99}", schema: {type: string}}
         - {name: first_call_to_skadnetwork_timestamp, in: query, schema: {type: string}}
         - {name: last_call_to_skadnetwork_timestamp, in: query, schema: {type: string}}
+        - {name: skan_version, in: query, description: "4.0 or later, or aak: answered for the postback window the first call places the device in", schema: {type: string}}
+        - {name: coarse_value, in: query, description: "the current window's coarse value (SKAN 4 and AdAttributionKit)", schema: {enum: [low, medium, high]}}
       responses:
         "200":
           description: The value to set, or none when nothing changes
@@ -571,6 +573,8 @@ components:
       required: [status]
       properties:
         conversion_value: {type: integer, minimum: 0, maximum: 63}
+        coarse_value: {enum: [low, medium, high]}
+        postback_sequence_index: {type: integer, minimum: 0, maximum: 2, description: "the SKAN 4 window answered for"}
         status: {enum: [ok, error]}
         reason: {type: string}
         error:

@@ -6,12 +6,18 @@ import Hummingbird
 /// `GET /v1/skadnetwork/conversion-value`: the SKAN server-to-server pattern, where the
 /// app reports each session, event and revenue and asks which conversion value to set.
 /// It takes the query names of the widely copied client snippet of Singular's SKAN S2S
-/// guide, so an app using it switches by changing one URL. Values never go down, and
-/// nothing changes once the update window (24 h after the last SKAdNetwork call) closed.
+/// guide, so an app using it switches by changing one URL. Values never go down. For
+/// SKAN 3 nothing changes once the update window (24 h after the last SKAdNetwork call)
+/// closed; an app that says it is on SKAN 4 or AdAttributionKit (`skan_version`) is
+/// answered for the postback window its first call places it in, a coarse value with
+/// the fine one in the first, a coarse value alone in the two later ones.
 /// A refusal carries the snippet's `status`/`reason` and the gateway's `error` object, so
 /// both the snippet and a client reading every route's errors one way understand it.
 struct ConversionValueAnswer: Encodable {
     let conversion_value: Int?
+    var coarse_value: String? = nil
+    /// The SKAN 4 window answered for (0, 1, 2); absent for SKAN 3.
+    var postback_sequence_index: Int? = nil
     let status: String
     let reason: String?
     let error: ErrorBody?
@@ -91,11 +97,74 @@ extension GatewayHTTP {
             }
             calls[name] = seconds
         }
-        // SKAN's timer: each update allows another within 24 hours, then the window closes.
+        if let first = calls["first_call_to_skadnetwork_timestamp"], let last = calls["last_call_to_skadnetwork_timestamp"],
+            first > last
+        {
+            return .refusal(
+                .invalidField, field: "last_call_to_skadnetwork_timestamp",
+                "last_call_to_skadnetwork_timestamp is before first_call_to_skadnetwork_timestamp")
+        }
+        var windowed = false
+        if let version = text("skan_version") {
+            if version.lowercased() == "aak" {
+                windowed = true
+            } else if let number = Double(version), number.isFinite {
+                windowed = number >= 4
+            } else {
+                return .refusal(
+                    .invalidField, field: "skan_version", "skan_version must be a SKAdNetwork version such as 4.0, or aak")
+            }
+        }
+        if windowed {
+            return windowedValue(
+                event: event, revenue: revenue, current: current, query: query, calls: calls, model: model, now: now)
+        }
+        // SKAN 3's timer: each update allows another within 24 hours, then the window closes.
         if let last = calls["last_call_to_skadnetwork_timestamp"], now.timeIntervalSince1970 > last + 24 * 3600 {
             return .value(nil)
         }
         guard let next = model.fineValue(event: event, revenue: revenue), next > current else { return .value(nil) }
         return .value(next)
+    }
+
+    /// SKAN 4 and AdAttributionKit: three windows fixed from the first call (days 0–2, 3–7,
+    /// 8–35, postbacks 0, 1, 2), the first with a fine and a coarse value, the later two
+    /// with a coarse value only; no 24-hour timer. Each value only goes up within its window.
+    static func windowedValue(
+        event: String, revenue: [String: Decimal], current: Int, query: [String: String], calls: [String: Double],
+        model: ConversionModel, now: Date
+    ) -> ConversionValueAnswer {
+        guard let first = calls["first_call_to_skadnetwork_timestamp"] else {
+            return .refusal(
+                .missingField, field: "first_call_to_skadnetwork_timestamp",
+                "first_call_to_skadnetwork_timestamp is required with skan_version 4 and later: it sets the window")
+        }
+        var currentCoarse = -1
+        if let coarse = query["coarse_value"], !coarse.isEmpty {
+            guard let level = ConversionModel.coarseLevels.firstIndex(of: coarse) else {
+                return .refusal(.invalidField, field: "coarse_value", "coarse_value must be low, medium or high")
+            }
+            currentCoarse = level
+        }
+        let day = 86_400.0
+        let elapsed = now.timeIntervalSince1970 - first
+        let window: Int
+        switch elapsed {
+        case ..<(2 * day): window = 0
+        case ..<(7 * day): window = 1
+        case ..<(35 * day): window = 2
+        default: return .value(nil)  // every window has closed
+        }
+        var answer = ConversionValueAnswer.value(nil)
+        if window == 0, let next = model.fineValue(event: event, revenue: revenue), next > current {
+            answer = .value(next)
+        }
+        if let coarse = model.coarseValue(window: window, event: event, revenue: revenue),
+            let level = ConversionModel.coarseLevels.firstIndex(of: coarse), level > currentCoarse
+        {
+            answer.coarse_value = coarse
+        }
+        answer.postback_sequence_index = window
+        return answer
     }
 }
