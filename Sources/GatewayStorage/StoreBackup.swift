@@ -122,6 +122,7 @@ public enum StoreBackup {
     private static func write(
         _ store: SQLiteStore, to path: String, pagesPerStep: Int32, progress: (Int, Int) -> Void
     ) throws -> Summary {
+        let takenAt = Date()
         let copy = try DatabaseQueue(path: path)
         // GRDB calls it only during the backup.
         try withoutActuallyEscaping(progress) { progress in
@@ -133,6 +134,7 @@ public enum StoreBackup {
             // The store's pages say WAL; a copy that needs no log beside it is what an
             // operator expects to move around.
             try db.execute(sql: "PRAGMA journal_mode = DELETE")
+            try RestoredBackup.mark(db, takenAt: takenAt)
             let check = try String.fetchAll(db, sql: "PRAGMA quick_check")
             guard check == ["ok"] else {
                 throw Refusal(description: "the copy failed SQLite's quick_check: \(check.prefix(3).joined(separator: "; "))")

@@ -318,6 +318,44 @@ import Testing
         }
     }
 
+    /// Restoring a backup brings back its outboxes as they stood. A vendor counts every
+    /// event it is sent (none deduplicates), and the original store may have sent these
+    /// after the backup: the restored store must not send them again unasked.
+    @Test func aRestoredBackupSendsVendorsNothingAgainUnasked() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        vendors.outage.withLock { $0 = 1_000_000 }
+        let copy = env.directory.appendingPathComponent("restored.sqlite").path
+        let body = "[" + (0..<3).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
+            .joined(separator: ",") + "]"
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, gateway in
+            #expect(try await post(client, body).status == .accepted)
+            #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.singular"]?.depth == 3 })
+            _ = try StoreBackup.copy(gateway.store, to: copy)
+        }
+        vendors.outage.withLock { $0 = 0 }
+        let restored: @Sendable (Int) -> String = { port in
+            yaml(env, vendorPort: port, vendor: "singular").replacingOccurrences(of: env.databasePath, with: copy)
+        }
+        try await withGateway(vendors, env: env, yaml: restored) { client, gateway in
+            let letters = try await gateway.store.deadLetters(sink: "s2s.singular", limit: 10)
+            #expect(letters.count == 3)
+            #expect(letters.allSatisfy { $0.error.contains("restored from a backup taken at") })
+            #expect(try await gateway.store.outboxStats()["s2s.singular"] == nil)
+            // New events go out as ever.
+            let later = "[" + Self.event("event", name: "level_up", user: "user-9", idfv: UUID().uuidString) + "]"
+            #expect(try await post(client, later).status == .accepted)
+            #expect(try await env.eventually { vendors.accepted("singular").count == 1 })
+        }
+        // Only the first start on the copy is a restore: what the operator retries goes out.
+        try await withGateway(vendors, env: env, yaml: restored) { _, gateway async throws in
+            #expect(try await gateway.store.retryDeadLetters(ids: nil, sink: "s2s.singular", now: Date()) == 3)
+            gateway.workers.first { $0.sinkName == "s2s.singular" }?.wake()
+            #expect(try await env.eventually { vendors.accepted("singular").count == 4 })
+        }
+    }
+
     /// `on_no_answer: retry` sends such an event again, as an outage; and an answer whose
     /// body stalls is its status (a `503`, retried), never a request left unanswered.
     @Test(arguments: [(true, false), (false, true)])

@@ -40,7 +40,11 @@ import Testing
         #expect(!hasMeanwhile)
         #expect(ids == Set(records.map(\.recordID)))
         #expect(summary.records == records.count)
-        #expect(summary.bytes == total * 4096)
+        // The pages copied, and the one of the mark that tells the first start on the copy
+        // it is a restore.
+        #expect(summary.bytes == (total + 1) * 4096)
+        #expect(try await copy.read { db in try db.tableExists("restored_from_backup") })
+        #expect(try await f.store.settleRestoredBackup(sinks: ["memory"]) == nil)
     }
 
     @Test func aTargetThatWouldReplaceAnythingIsRefusedAndLeftAlone() async throws {

@@ -12,10 +12,16 @@ public protocol AttributionSink: Sendable {
     /// Called once its worker has stopped (the gateway shutting down): release what the
     /// sink holds outside the process (a program it started). Nothing by default.
     func shutdown() async
+    /// Whether the destination counts a record sent to it twice as two (an S2S vendor;
+    /// none deduplicates). The first start on a store restored from a backup moves such a
+    /// sink's outbox to the dead letters, to be checked before `dlq retry`, rather than
+    /// send again what the original store may have delivered after the backup.
+    var countsEveryCopy: Bool { get }
 }
 
 extension AttributionSink {
     public func shutdown() async {}
+    public var countsEveryCopy: Bool { false }
 }
 
 /// What happened to one record offered to a sink.

@@ -87,11 +87,13 @@ public final class Gateway: Sendable {
         let health = WorkerHealth()
 
         var workers: [SinkWorker] = []
+        var countingSinks: [String] = []
         for configured in configuration.sinks {
             let context = SinkContext(
                 name: configured.name, storagePath: configuration.storage.sqlitePath,
                 logger: logger.with(metadataKey: "sink", value: configured.name))
             let sink = try await configured.prepared.build(context)
+            if sink.countsEveryCopy { countingSinks.append(configured.name) }
             // A paused sink keeps its records in its outbox until it is resumed, and one in
             // device order must let a device's waiting records go first.
             if !configured.delivery.paused && !configured.delivery.inDeviceOrder,
@@ -103,6 +105,17 @@ public final class Gateway: Sendable {
                 SinkWorker(
                     sinkName: configured.name, sink: sink, store: store, settings: configured.delivery,
                     metrics: metrics, logger: logger, health: health))
+        }
+        if let settled = try await store.settleRestoredBackup(sinks: countingSinks) {
+            let moved = settled.deadLettered.values.reduce(0, +)
+            logger.warning(
+                "this store is a backup's copy, run on for the first time",
+                metadata: [
+                    "backup_taken_at": "\(ISO8601DateFormatter().string(from: settled.takenAt))",
+                    "dead_lettered": "\(moved)",
+                    "sinks": "\(settled.deadLettered.keys.sorted().joined(separator: ","))",
+                    "next": "\(moved == 0 ? "nothing to do" : "check each vendor, then dlq retry what it lacks")",
+                ])
         }
         let byName = Dictionary(uniqueKeysWithValues: workers.map { ($0.sinkName, $0) })
         for (sink, stats) in (try await store.outboxStats()).sorted(by: { $0.key < $1.key }) where byName[sink] == nil {

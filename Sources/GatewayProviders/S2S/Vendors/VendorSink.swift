@@ -15,6 +15,7 @@ import NIOHTTP1
 /// must wait, the later ones of that device wait too rather than overtake it.
 public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
     public let maxBatchSize: Int
+    public var countsEveryCopy: Bool { true }
     let adapter: Adapter
     let settings: VendorSettings
     let client: HTTPClient
