@@ -1,6 +1,7 @@
 import Foundation
 @testable import GatewayCore
 import Logging
+import Synchronization
 import Testing
 
 import GatewayStorage
@@ -81,5 +82,43 @@ import GatewayStorage
         let queued = try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false).count
         #expect(await writer.write([named]).isEmpty)
         #expect(try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false).count == queued)
+    }
+
+    /// Owes names to records another process left in the store, and says which it resumed.
+    final class OwedElsewhere: LateEnricher, Sendable {
+        let name = "owed_elsewhere"
+        let lateRecords = AsyncStream<[AttributionRecord]>.makeStream().stream
+        let owed = Mutex<[String]>([])
+        let resumed = Mutex<[String]>([])
+
+        func enrich(_ records: [AttributionRecord]) async -> [AttributionRecord] { records }
+        func recordsLeftWaiting() async -> [String] { owed.withLock { $0 } }
+        func resume(_ records: [AttributionRecord]) async {
+            resumed.withLock { $0 += records.map(\.recordID) }
+            owed.withLock { $0.removeAll() }
+        }
+    }
+
+    /// `import` stores records whose names Apple Ads did not give in time and exits; only
+    /// a restart of `serve` used to read them back. A running one now does, on its own.
+    @Test func namesOwedToRecordsAnotherProcessStoredAreAskedForWithoutARestart() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("late-\(UUID()).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        let pipeline = IngestPipeline(store: store, router: RecordRouter(routes: [Route(sinks: ["local"])]))
+        let enricher = OwedElsewhere()
+        let writer = LateRecordWriter(
+            enricher: enricher, pipeline: pipeline, logger: Logger(label: "test"), rescanEvery: .milliseconds(20))
+        let running = Task { try await writer.run() }
+        defer { running.cancel() }
+
+        let record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "iad:1:imported", receivedAt: Date())
+        _ = try await pipeline.ingest([record])
+        enricher.owed.withLock { $0 = [record.recordID] }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while enricher.resumed.withLock({ $0.isEmpty }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(enricher.resumed.withLock { $0 } == [record.recordID])
     }
 }

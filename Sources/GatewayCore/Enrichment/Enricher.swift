@@ -14,12 +14,13 @@ public protocol Enricher: Sendable {
 /// late; the gateway stores them in place of the first version and delivers them again to
 /// the same sinks, which write by `record_id` (SQLite upserts, Mixpanel `$set`).
 ///
-/// What it still owes outlives the process: at start the gateway asks for the records a
-/// stopped gateway left waiting, reads them from the store and hands them to `resume`;
+/// What it still owes outlives the process: at start, and every few minutes after, the
+/// gateway asks for the records left waiting, reads them from the store and hands them to `resume`;
 /// `stored` and `forget` say when a late version is stored, or its record never was.
 public protocol LateEnricher: Enricher {
     var lateRecords: AsyncStream<[AttributionRecord]> { get }
-    /// Ids of records that went on without an answer still owed when the gateway stopped.
+    /// Ids of records that went on without an answer still owed, and that this enricher
+    /// is not waiting on in memory: a stopped gateway's, an `import`'s, those past its limit.
     func recordsLeftWaiting() async -> [String]
     /// Those records, read from the store: completed now or later, through `lateRecords`.
     func resume(_ records: [AttributionRecord]) async

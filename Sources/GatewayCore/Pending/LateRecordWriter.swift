@@ -14,15 +14,21 @@ public final class LateRecordWriter: Service, Sendable {
     let pipeline: IngestPipeline
     let logger: Logger
     let retryDelays: [Duration]
+    /// How often the records owed a name are read again from the store: not only at the
+    /// start, since another process (`import`) leaves its own there when it exits, and
+    /// records past the enricher's in-memory limit wait there too.
+    let rescanEvery: Duration
 
     public init(
         enricher: any LateEnricher, pipeline: IngestPipeline, logger: Logger,
-        retryDelays: [Duration] = [.milliseconds(200), .seconds(1), .seconds(5), .seconds(30)]
+        retryDelays: [Duration] = [.milliseconds(200), .seconds(1), .seconds(5), .seconds(30)],
+        rescanEvery: Duration = .seconds(300)
     ) {
         self.enricher = enricher
         self.pipeline = pipeline
         self.logger = logger
         self.retryDelays = retryDelays
+        self.rescanEvery = rescanEvery
     }
 
     /// Late versions, and how many times they were tried already.
@@ -35,7 +41,12 @@ public final class LateRecordWriter: Service, Sendable {
         let (batches, queue) = AsyncStream.makeStream(of: Batch.self)
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { tasks in
-                tasks.addTask { await self.resumeLeftWaiting() }
+                tasks.addTask {
+                    await self.resumeLeftWaiting()
+                    while (try? await Task.sleep(for: self.rescanEvery)) != nil, !Task.isShuttingDownGracefully {
+                        await self.resumeLeftWaiting()
+                    }
+                }
                 tasks.addTask {
                     for await records in self.enricher.lateRecords.cancelOnGracefulShutdown() {
                         queue.yield((records, 0))
@@ -99,8 +110,9 @@ public final class LateRecordWriter: Service, Sendable {
         return unstored
     }
 
-    /// The records a stopped gateway left waiting for late answers, read back and handed
-    /// to the enricher, a thousand at a time; ids with no record are let go.
+    /// The records left waiting for late answers that the enricher is not waiting on
+    /// itself (a stopped gateway's, an import's), read back and handed to the enricher, a
+    /// thousand at a time; ids with no record are let go.
     func resumeLeftWaiting() async {
         let ids = await enricher.recordsLeftWaiting()
         guard !ids.isEmpty else { return }

@@ -151,7 +151,9 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
 
     func recordsLeftWaiting() async -> [String] {
         do {
-            return try await cache.owed(since: now().addingTimeInterval(-Self.owedFor))
+            let owed = try await cache.owed(since: now().addingTimeInterval(-Self.owedFor))
+            let waiting = waitingLate.withLock { Set($0.values.joined().map(\.recordID)) }
+            return waiting.isEmpty ? owed : owed.filter { !waiting.contains($0) }
         } catch {
             logger.warning("cannot read the records owed a name", metadata: ["error": "\(error)"])
             return []
