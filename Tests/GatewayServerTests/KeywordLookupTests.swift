@@ -578,6 +578,22 @@ import Testing
         #expect(FileManager.default.currentDirectoryPath != folder.path)
         let loaded = try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn)
         #expect(loaded.enrichers.count == 1)
+
+        // `openssl ecparam -genkey -out` writes the curve's parameters before the key: the
+        // key is still found, and a text without any key says so.
+        let parameters = "-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n"
+        try (parameters + P256.Signing.PrivateKey().pemRepresentation).write(
+            to: folder.appendingPathComponent("keys/ads.pem"), atomically: true, encoding: .utf8)
+        #expect(try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn).enrichers.count == 1)
+        try parameters.write(to: folder.appendingPathComponent("keys/ads.pem"), atomically: true, encoding: .utf8)
+        #expect(throws: ConfigError.self) {
+            do {
+                try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn)
+            } catch let error as ConfigError {
+                #expect(error.issues.contains { $0.message.contains("holds no PEM block BEGIN EC PRIVATE KEY") })
+                throw error
+            }
+        }
     }
 
     @Test func aKeywordReportImportFillsTheCacheAndReportsBadLines() async throws {

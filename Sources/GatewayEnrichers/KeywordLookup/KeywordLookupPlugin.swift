@@ -41,8 +41,14 @@ public enum KeywordLookupPlugin: EnricherPlugin {
             reader.report("private_key_file or private_key (PEM, from the environment) is required", key: nil)
         }
         // Checked now, so a bad key fails check-config; the key itself is never echoed.
-        if let pem, (try? P256.Signing.PrivateKey(pemRepresentation: pem)) == nil {
-            reader.report("is not a P-256 private key in PEM", key: reader.has("private_key_file") ? "private_key_file" : "private_key")
+        if let text = pem {
+            let key = reader.has("private_key_file") ? "private_key_file" : "private_key"
+            pem = PrivateKeyPEM.block(in: text)
+            if pem == nil {
+                reader.report("holds no PEM block BEGIN EC PRIVATE KEY or BEGIN PRIVATE KEY", key: key)
+            } else if (try? P256.Signing.PrivateKey(pemRepresentation: pem!)) == nil {
+                reader.report("is not a P-256 private key in PEM", key: key)
+            }
         }
         // Checked as URLs, as every other outside base URL is: a typo passed check-config
         // and failed every lookup at run time.
