@@ -22,7 +22,7 @@ struct Backup: AsyncParsableCommand {
     var to: String
 
     func run() async throws {
-        let configuration = try loadConfiguration(config)
+        let configuration = try loadConfiguration(config, enrichers: false)
         let started = ContinuousClock.now
         let summary = try await withExistingStore(configuration, upgrade: .never) { store in
             var progress: ProgressBar?

@@ -9,9 +9,9 @@ import GatewayStorage
 /// `forLog` (`serve`, whose stderr is a log), an issue under `auth` or naming a key that is
 /// no plain name is shown by position only: a typo such as `key "…"` (no colon) makes the
 /// key itself part of the message. `check-config` shows everything.
-func loadConfiguration(_ path: String, forLog: Bool = false) throws -> GatewayConfiguration {
+func loadConfiguration(_ path: String, forLog: Bool = false, enrichers: Bool = true) throws -> GatewayConfiguration {
     do {
-        return try ConfigLoader.load(path: path, registry: .builtIn)
+        return try ConfigLoader.load(path: path, registry: .builtIn, enrichers: enrichers)
     } catch {
         printError(forLog ? error.issues.map(describeForLog).joined(separator: "\n") : error.description)
         throw ExitCode(1)

@@ -27,7 +27,7 @@ struct DeadLetters: AsyncParsableCommand {
         /// one since taken out of it that still has dead letters. A misspelt name would
         /// otherwise answer "0 dead letters", exit 0, as if there were nothing to do.
         func withStore<T>(_ body: (SQLiteStore) async throws -> T) async throws -> T {
-            let configuration = try loadConfiguration(config)
+            let configuration = try loadConfiguration(config, enrichers: false)
             return try await withExistingStore(configuration) { store in
                 let names = configuration.sinks.map(\.name)
                 if let sink, !names.contains(sink), try await store.deadLetters(sink: sink, limit: 1).isEmpty {
@@ -85,7 +85,7 @@ struct DeadLetters: AsyncParsableCommand {
 
         func run() async throws {
             try requireSelection(selection, all: all)
-            let configured = try loadConfiguration(selection.config).sinks.map(\.name)
+            let configured = try loadConfiguration(selection.config, enrichers: false).sinks.map(\.name)
             let ids = selection.ids.isEmpty ? nil : selection.ids
             let (moved, left) = try await selection.withStore { store in
                 // An outbox of a sink no longer in the config has no worker: letters moved

@@ -25,7 +25,7 @@ struct Keywords: AsyncParsableCommand {
         var file: String
 
         func run() async throws {
-            let configuration = try loadConfiguration(config)
+            let configuration = try loadConfiguration(config, enrichers: false)
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 printError("cannot read \(file)")
                 throw ExitCode(2)

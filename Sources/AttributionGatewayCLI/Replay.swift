@@ -25,7 +25,7 @@ struct Replay: AsyncParsableCommand {
     var provider: String?
 
     func run() async throws {
-        let configuration = try loadConfiguration(config)
+        let configuration = try loadConfiguration(config, enrichers: false)
         guard configuration.sinks.contains(where: { $0.name == sink }) else {
             throw ValidationError(
                 "no sink '\(sink)' in \(config); defined: \(configuration.sinks.map(\.name).joined(separator: ", "))")

@@ -41,7 +41,7 @@ struct KeywordsReport: AsyncParsableCommand {
     var format: Format = .table
 
     func run() async throws {
-        let configuration = try loadConfiguration(config)
+        let configuration = try loadConfiguration(config, enrichers: false)
         func time(_ text: String?, _ option: String) throws -> Date? {
             guard let text else { return nil }
             return try TimeOption.parse(text, option: option)

@@ -7,10 +7,13 @@ import GatewayCore
 public enum ConfigLoader {
     public static let defaultFile = "config.yaml"
 
-    /// Loads and checks the file at `path`.
+    /// Loads and checks the file at `path`. Without `enrichers`, the `enrichers:` section
+    /// is left unread: the commands that never enrich (`dlq`, `report`, `backup`, `replay`,
+    /// `keywords import`) then need none of its secrets (the Apple Ads private key) in
+    /// their environment; `serve`, `import` and `check-config` read it.
     public static func load(
         path: String, environment: [String: String] = ProcessInfo.processInfo.environment,
-        registry: PluginRegistry
+        registry: PluginRegistry, enrichers: Bool = true
     ) throws(ConfigError) -> GatewayConfiguration {
         let text: String
         do {
@@ -20,12 +23,12 @@ public enum ConfigLoader {
                 ConfigIssue(file: path, path: "", line: 0, column: 0, message: "cannot read the file: \(error.localizedDescription)")
             ])
         }
-        return try parse(yaml: text, file: path, environment: environment, registry: registry)
+        return try parse(yaml: text, file: path, environment: environment, registry: registry, enrichers: enrichers)
     }
 
     /// Checks YAML text; `file` names it in messages.
     public static func parse(
-        yaml: String, file: String, environment: [String: String], registry: PluginRegistry
+        yaml: String, file: String, environment: [String: String], registry: PluginRegistry, enrichers readsEnrichers: Bool = true
     ) throws(ConfigError) -> GatewayConfiguration {
         let root = try YAMLConfigNode.parse(yaml, file: file)
         let diagnostics = ConfigDiagnostics(file: file) { path in
@@ -47,7 +50,8 @@ public enum ConfigLoader {
         let storage = readStorage(reader.child("storage"), root: reader)
         let auth = readAuth(reader.child("auth"))
         let providers = readProviders(reader.child("providers"), registry: registry)
-        let enrichers = readEnrichers(reader.child("enrichers"), registry: registry)
+        let enrichersSection = reader.child("enrichers")
+        let enrichers = readsEnrichers ? readEnrichers(enrichersSection, registry: registry) : []
         var sinks = readSinks(reader.child("sinks"), storage: storage, registry: registry)
         // Routes are checked against every name under `sinks:`, also those with errors of
         // their own: those are reported there, not again as missing.

@@ -442,6 +442,35 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: missing))
     }
 
+    /// The Apple Ads private key is the enricher's, and only the commands that enrich need
+    /// it: an operator's shell or cron job running `dlq` or `report` had to hold it too.
+    @Test func commandsThatNeverEnrichNeedNoneOfTheEnrichersSecrets() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = env.directory.appendingPathComponent("keys.yaml").path
+        try """
+            storage: { sqlite: { path: \(env.databasePath) } }
+            providers: { iad: {} }
+            enrichers:
+              keyword_lookup: { client_id: c, team_id: t, key_id: k, private_key: "${ADS_KEY_NEVER_SET_IN_TESTS}" }
+            sinks: { local: { type: sqlite } }
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let csv = env.directory.appendingPathComponent("keywords.csv").path
+        try "Campaign Name,Campaign ID,Ad Group Name,Ad Group ID,Keyword,Match Type,Keyword ID\nUS,1,Core,2,calm,Exact,3\n"
+            .write(toFile: csv, atomically: true, encoding: .utf8)
+        let commands = [
+            ["keywords", "import", csv], ["dlq", "list"], ["report", "keywords"], ["replay", "--sink", "local"],
+            ["backup", "--to", env.directory.appendingPathComponent("copy.sqlite").path],
+        ]
+        for command in commands {
+            let result = try run(command + ["--config", config])
+            #expect(result.status == 0, "\(command): \(result.stderr)")
+        }
+        // Those that enrich, or check, still need it, and say which.
+        let checked = try run(["check-config", config])
+        #expect(checked.status == 1 && checked.stderr.contains("ADS_KEY_NEVER_SET_IN_TESTS"), "\(checked)")
+    }
+
     @Test func aSecondServerOnOneStoreRefusesToStartUntilTheFirstIsGone() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
