@@ -20,8 +20,9 @@ extension AppleAdsNameSource {
 }
 
 /// Authenticated GETs with Apple's retry rules: `429` waits for `Retry-After` (or 2, 4, 8,
-/// 16 s, then 16 s), every request of the client with it; a `5xx` is the caller's to
-/// retry; a `401` fetches a new token
+/// 16 s, then 16 s), every request of the client with it; a `5xx` or no answer is the
+/// caller's to retry, and until one request (a probe, after 2 s doubling to a minute)
+/// gets an answer again, every other is refused without being sent; a `401` fetches a new token
 /// once, and a second refuses every request for a minute; `404` means unknown, `403`
 /// not this account's.
 struct AppleAdsHTTP: Sendable {
@@ -59,6 +60,11 @@ struct AppleAdsHTTP: Sendable {
             if let left = await gate.refusedCredentials() {
                 throw Failure(description: "\(path): Apple Ads refused the credentials (401); asking again in \(left.components.seconds) s")
             }
+            // Apple Ads failing: one request at a time finds out when it is back, not every
+            // name's own retries (12,000 requests in 75 s for 1,500 names).
+            if let left = await gate.outageWait() {
+                throw Failure(description: "\(path): Apple Ads is failing; asking again in \(max(1, left.components.seconds)) s")
+            }
             let token: String
             do {
                 token = try await tokens.accessToken()
@@ -77,9 +83,21 @@ struct AppleAdsHTTP: Sendable {
             request.headers.add(name: "Authorization", value: "Bearer \(token)")
             request.headers.add(name: "Accept", value: "application/json")
             if let context { request.headers.add(name: "X-AP-Context", value: context) }
-            let exchange = try await client.exchange(request, timeout: .seconds(30), bodyLimit: 4 << 20)
-            let response = exchange.response
-            let body = try exchange.body.get()
+            let response: HTTPClientResponse
+            let body: ByteBuffer
+            do {
+                let exchange = try await client.exchange(request, timeout: .seconds(30), bodyLimit: 4 << 20)
+                response = exchange.response
+                body = try exchange.body.get()
+            } catch {
+                await gate.noteFailure(initial: initialBackoff)
+                throw error
+            }
+            if (500...599).contains(response.status.code) {
+                await gate.noteFailure(initial: initialBackoff)
+            } else {
+                await gate.noteAnswer()
+            }
             await gate.note(
                 remaining: response.headers.first(name: "RateLimit-Remaining").flatMap(Int.init),
                 reset: response.headers.first(name: "RateLimit-Reset").flatMap(Int.init))
@@ -326,6 +344,39 @@ actor RateGate {
     func refuseCredentials(for duration: Duration) {
         refusedUntil = ContinuousClock.now.advanced(by: duration)
     }
+
+    /// Apple Ads failing (`5xx`, no answer): until when requests are refused at once, the
+    /// wait (doubling to a minute), and until when one request is out to find whether it
+    /// is back (a probe that never reports, cancelled, is replaced after the timeout).
+    private var outage: (until: ContinuousClock.Instant, backoff: Duration, probeUntil: ContinuousClock.Instant?)?
+
+    /// How long requests are refused because Apple Ads is failing; nil lets this one go,
+    /// as the probe when Apple Ads was failing.
+    func outageWait() -> Duration? {
+        guard var current = outage else { return nil }
+        let now = ContinuousClock.now
+        if now < current.until { return current.until - now }
+        if let probe = current.probeUntil, now < probe { return probe - now }
+        current.probeUntil = now.advanced(by: .seconds(35))
+        outage = current
+        return nil
+    }
+
+    /// A `5xx` or no answer: the first starts an outage; a failed probe doubles its wait.
+    /// Failures of requests sent before the outage was seen change nothing.
+    func noteFailure(initial: Duration) {
+        let now = ContinuousClock.now
+        guard let current = outage else {
+            outage = (now.advanced(by: initial), initial, nil)
+            return
+        }
+        guard current.probeUntil != nil else { return }
+        let next = min(current.backoff * 2, .seconds(60))
+        outage = (now.advanced(by: next), next, nil)
+    }
+
+    /// Apple Ads answered (anything but a `5xx`): the outage, if any, is over.
+    func noteAnswer() { outage = nil }
 
     /// How long the credentials stay refused, if they are.
     func refusedCredentials() -> Duration? { Self.left(&refusedUntil) }

@@ -33,6 +33,8 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     private let lateContinuation: AsyncStream<[AttributionRecord]>.Continuation
     /// Records routed without a name, by the cache key they wait for.
     private let waitingLate = Mutex<[String: [AttributionRecord]]>([:])
+    /// At most one `name lookup failed` line each 10 s, saying how many it stands for.
+    private let failureLines = OncePerInterval(.seconds(10))
     private let owedPruning = OncePerInterval(.seconds(3600))
     /// At most this many records wait for late names; older ones keep their ids only.
     static let maxWaitingLate = 10_000
@@ -330,7 +332,13 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
                 // now; they stay waiting for this one too.
                 if await fetches.markFailing(key) { await completeLate(key, keepWaiting: true) }
                 // Errors name the path and status only; tokens and keys never reach them.
-                logger.warning("name lookup failed", metadata: ["key": "\(key)", "error": "\(error)"])
+                // One line per interval: each name's retries logged theirs, 11,000 lines
+                // in 75 s of an outage for 1,500 names.
+                if let held = failureLines.pass() {
+                    var metadata: Logger.Metadata = ["key": "\(key)", "error": "\(error)"]
+                    if held > 0 { metadata["similar_failures_not_logged"] = "\(held)" }
+                    logger.warning("name lookup failed", metadata: metadata)
+                }
                 guard waited < Self.retryFor, (try? await sleep(delay)) != nil else { return nil }
                 waited += delay
                 delay = min(delay * 2, retryInitial * 30)
