@@ -9,7 +9,7 @@ struct Normalize: ParsableCommand {
         abstract: "Normalise one payload from stdin and print the record(s) as JSON; no server, no storage.",
         discussion: """
             Reads what a line of `import` may hold, {"received_at": …, "payload": …} included. Exits 1 \
-            with the JSON error on stderr when the payload cannot be read.
+            with the error (its code, field and message) on stderr when the payload cannot be read.
             """)
 
     @Option(help: "The provider that reads the payload (e.g. iad).")

@@ -59,6 +59,11 @@ public enum GatewayHTTP {
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         let settings = gateway.configuration.server
+        // A provider is on only when listed: a config without `providers:` serves no
+        // ingest route, and every post would be a 404 with nothing else to say why.
+        if gateway.providers.isEmpty {
+            gateway.logger.warning("no provider is enabled: no ingest route is served; list them under providers:")
+        }
         if gateway.configuration.auth.apiKeys.isEmpty {
             gateway.logger.warning("auth.api_keys is empty: the app-facing routes accept any caller")
             if settings.rateLimits.perKey != nil {

@@ -11,6 +11,10 @@ info:
     The HTTP contract of Attribution Gateway: what apps, backends, Apple and vendors send,
     and what operators read. Every error is `{"error": {"code", "message", "field"}}`.
     A `2xx` to an ingest route means the payload is on disk.
+    A path below asked with a method it does not list is answered `405 method_not_allowed`
+    with `Allow`. Apple's two `.well-known` paths are served without their trailing slash
+    too. `/v1/noop` and `/v1/noop/iad` (with `server.noop_route`, for the benchmark only)
+    are not part of the contract.
 servers:
   - url: http://127.0.0.1:8080
 security:
@@ -465,7 +469,7 @@ components:
           properties:
             code:
               type: string
-              examples: [malformed_json, missing_field, invalid_field, payload_too_large, request_timeout, incomplete_body, unauthorized, forbidden, rate_limited, conflict, invalid_signature, not_found, storage_unavailable]
+              examples: [malformed_json, missing_field, invalid_field, payload_too_large, request_timeout, incomplete_body, unauthorized, forbidden, rate_limited, conflict, invalid_signature, not_found, method_not_allowed, malformed_http, storage_unavailable, internal_error]
             message: {type: string}
             field: {type: string, description: "the dotted path of the faulty field, e.g. [1].att_status"}
     IngestAnswer:
