@@ -19,6 +19,8 @@ import Testing
         /// `/import` requests: authorization, query and events.
         let importBodies = Mutex<[(query: String, body: Data)]>([])
         let importStatus = Mutex<[Int]>([])
+        /// Whole answers to give `/import` next, before any validation.
+        let importAnswers = Mutex<[(status: Int, body: String)]>([])
 
         func router() -> Router<BasicRequestContext> {
             let router = Router()
@@ -51,6 +53,9 @@ import Testing
             router.post("/import") { request, _ -> Response in
                 if let status = self.importStatus.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
                     return Response(status: .init(code: status))
+                }
+                if let answer = self.importAnswers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+                    return Response(status: .init(code: answer.status), body: .init(byteBuffer: ByteBuffer(string: answer.body)))
                 }
                 let body = try await request.body.collect(upTo: 10 << 20)
                 let expected = "Basic " + Data("\(MixpanelSinkTests.token):".utf8).base64EncodedString()
@@ -336,6 +341,22 @@ import Testing
                 try await sink.deliver([record(user: "u1")])
                     == [.retry(reason: "Mixpanel /import answered 503", after: .seconds(2))])
             #expect(try await sink.deliver([record(user: "u1")]) == [.delivered])
+        }
+    }
+
+    /// A `2xx` is no proof the events are in Mixpanel unless it counts them: a proxy's
+    /// `200 OK` page, or Mixpanel importing none, counted them delivered with nothing there.
+    @Test func anImportAnswerThatDoesNotCountEveryEventIsRetried() async throws {
+        try await run(eventName: "ASA Install") { fake, sink throws in
+            fake.importAnswers.withLock {
+                $0 = [(200, "OK"), (200, #"{"code":200,"num_records_imported":1,"status":"OK"}"#)]
+            }
+            let records = [record(user: "u1"), record(user: "u2")]
+            let proxy = try await sink.deliver(records)
+            #expect(proxy.allSatisfy { if case .retry(let reason, _) = $0 { reason.contains("without num_records_imported") } else { false } })
+            let partial = try await sink.deliver(records)
+            #expect(partial.allSatisfy { if case .retry(let reason, _) = $0 { reason.contains("1 of 2 events") } else { false } })
+            #expect(try await sink.deliver(records) == [.delivered, .delivered])
         }
     }
 

@@ -64,7 +64,17 @@ struct MixpanelImport: Sendable {
         }
         switch status {
         case 200..<300:
-            return
+            // Mixpanel's answer counts what it imported; in strict mode every event, or a
+            // 400. A 2xx without that count (a proxy's page) or with fewer is no proof
+            // the events are there: sent again, Mixpanel drops copies by `$insert_id`.
+            let imported = (try? JSONValue.parse(Data(text.utf8)))?["num_records_imported"]
+            guard case .integer(let count)? = imported else {
+                all(.retry(reason: "Mixpanel /import answered \(status) without num_records_imported: not Mixpanel's answer"))
+                return
+            }
+            if count < events.count {
+                all(.retry(reason: "Mixpanel /import answered \(status) with \(count) of \(events.count) events imported"))
+            }
         case 400:
             // Strict mode: the failed events by index; the others were imported.
             let answer = try? JSONValue.parse(Data(text.utf8))
