@@ -535,6 +535,26 @@ import Testing
         #expect(worker.postponedUntil.withLock { $0 } == nil)
     }
 
+    /// A destination that asks every record of a batch to wait (Mixpanel's `429` with
+    /// `Retry-After`) is throttling the sink, not refusing records: with a backlog, each
+    /// next batch was sent at once only to get the same `429`.
+    @Test func aBatchTheDestinationAsksToWaitWholePausesTheWorkerForThatWait() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(6)
+        let worker = f.worker(batchSize: 2, random: 0.5)
+        f.sink.addRule { _ in .retry(reason: "answered 429", after: .seconds(7)) }
+        #expect(try await worker.drainOnce() == 2)
+        #expect(worker.postponedUntil.withLock { $0 } == f.clock.now.addingTimeInterval(7))
+        f.sink.removeRules()
+        // A wait asked for one record alone is that record's.
+        f.clock.advance(7)
+        f.sink.addRule { $0.appUserID == "u2" ? .retry(reason: "answered 429", after: .seconds(7)) : nil }
+        #expect(try await worker.drainOnce() == 2)
+        #expect(f.sink.delivered.count == 1, "the batch held u2 and one other")
+        #expect(worker.postponedUntil.withLock { $0 } == nil)
+    }
+
     /// Records retried one by one (devices Adjust has not learned yet), however many and
     /// in however full batches, are no sink down: other devices' records go out at once
     /// rather than at those records' next retry, up to an hour away.

@@ -204,11 +204,18 @@ public final class SinkWorker: Service, Sendable {
         // whole, or two batches in a row the sink failed whole by throwing. Never records
         // retried one by one, however many (devices a vendor does not know yet), nor one
         // batch alone (a record a plugin crashes on): they must not hold back the others.
+        // A batch whose every record the destination asked to wait for (`429` or `503`
+        // with `Retry-After`: its quota or its outage, not one record's) is down too:
+        // each next batch of a backlog was sent only to be told the same.
         let streak = batchesFailedWhole.withLock { count in
             count = threw && !cutShort ? count + 1 : 0
             return count
         }
-        let down = !cutShort && (postponed == outcomes.count || streak >= 2)
+        let throttled = !threw && outcomes.allSatisfy { outcome in
+            if case .retry(_, let after?) = outcome { return after > .zero }
+            return false
+        }
+        let down = !cutShort && (postponed == outcomes.count || streak >= 2 || throttled)
         let firstDue = resolutions.compactMap { resolution -> Date? in
             if case .retry(_, _, let at, _) = resolution { return at }
             return nil
