@@ -528,6 +528,19 @@ import Testing
         #expect(config.sinks.first?.prepared.summary.contains("NDJSON files in ./out") == true)
     }
 
+    /// `endpoint` wins over `region`: one naming another region's Mixpanel host sent EU
+    /// data to the US host, which does not ingest it, and check-config said valid.
+    @Test func aMixpanelEndpointOfAnotherRegionsHostIsRefused() throws {
+        let clash = problems("sinks:\n  mp: { type: mixpanel, token: t, region: eu, endpoint: \"https://api.mixpanel.com/\" }")
+        #expect(try problem(at: "sinks.mp.endpoint", in: clash).message.contains("Mixpanel's us host, but region is eu"))
+        // A proxy, or the region's own host, is the operator's choice.
+        for endpoint in ["https://mixpanel-proxy.example.com", "https://api-eu.mixpanel.com"] {
+            #expect(throws: Never.self) {
+                try parse("sinks:\n  mp: { type: mixpanel, token: t, region: eu, endpoint: \"\(endpoint)\" }")
+            }
+        }
+    }
+
     /// Apple Ads' base URLs are checked as every outside base URL is, so that a typo fails
     /// check-config rather than every lookup.
     @Test func keywordLookupsEndpointsMustBeURLs() throws {

@@ -218,6 +218,13 @@ public enum MixpanelSinkPlugin: SinkPlugin {
         if URL(string: endpoint)?.scheme.map({ ["http", "https"].contains($0) }) != true {
             reader.report("must be an http or https URL", key: "endpoint")
         }
+        // `endpoint` wins over `region`: one naming another region's Mixpanel host would
+        // send EU data to the US host, which does not take it, with check-config silent.
+        if reader.has("region"), reader.has("endpoint"),
+            let other = regions.first(where: { $0.value == endpoint && $0.key != region })
+        {
+            reader.report("is Mixpanel's \(other.key) host, but region is \(region): leave endpoint out", key: "endpoint")
+        }
         let prefix = reader.string("property_prefix") ?? "asa_"
         let timeout = reader.int("timeout_ms", in: 100...600_000) ?? 10_000
         let eventName = reader.string("event_name")
