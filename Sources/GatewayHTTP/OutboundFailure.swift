@@ -1,4 +1,11 @@
 import AsyncHTTPClient
+import NIOCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Why an outbound call failed, for logs and dead letters.
 public enum OutboundFailure {
@@ -7,6 +14,9 @@ public enum OutboundFailure {
     public static func describe(_ error: any Error) -> String {
         if let error = error as? HTTPClientError { return error.shortDescription }
         if let error = error as? BoundedExchange.BodyTimeout { return error.description }
+        // The system's reason alone ("Connection refused"): `IOError` told an operator
+        // nothing about whether the host refused, reset or could not be reached.
+        if let error = error as? IOError { return "IOError: " + String(cString: strerror(error.errnoCode)) }
         return String(describing: type(of: error))
     }
 }

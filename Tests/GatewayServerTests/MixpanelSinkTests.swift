@@ -395,6 +395,17 @@ import Testing
         #expect(trap.calls.map(\.method) == [])
     }
 
+    /// "Mixpanel unreachable: IOError" did not tell a refused connection from a DNS or
+    /// TLS failure; the system's reason does.
+    @Test func anUnreachableMixpanelIsNamedWithTheSystemsReason() async throws {
+        let sink = MixpanelSink(options: .init(token: Self.token, endpoint: "http://127.0.0.1:1"))
+        await #expect {
+            try await sink.deliver([record(user: "u1")])
+        } throws: { error in
+            "\(error)".contains("Connection refused")
+        }
+    }
+
     @Test func configuredNamesReplaceThePrefixedOnes() {
         var options = MixpanelSink.Options(token: Self.token, endpoint: "http://127.0.0.1:9")
         options.propertyNames = ["keyword": "Search Term"]
