@@ -577,6 +577,24 @@ import Testing
         let issues = problems("sinks:\n  mp: { type: mixpanel, token: t, properties: { keywrd: X, keyword: $bad } }")
         #expect(try problem(at: "sinks.mp.properties.keywrd", in: issues).message.contains("unknown property"))
         #expect(try problem(at: "sinks.mp.properties.keyword", in: issues).message.contains("not starting with $"))
+
+        // Names that would hide another property, or Mixpanel's own ones.
+        let clashes = problems(
+            """
+            sinks:
+              mp:
+                type: mixpanel
+                token: t
+                property_prefix: "$"
+                event_name: $identify
+                properties: { keyword: Term, campaign_name: Term, ad_group_name: time, country: asa_org_id }
+            """)
+        #expect(try problem(at: "sinks.mp.properties.campaign_name", in: clashes).message.contains("also the name of keyword"))
+        #expect(try problem(at: "sinks.mp.properties.ad_group_name", in: clashes).message.contains("sets itself"))
+        #expect(try problem(at: "sinks.mp.property_prefix", in: clashes).message.contains("must not start with $"))
+        #expect(try problem(at: "sinks.mp.event_name", in: clashes).message.contains("$identify"))
+        let prefixed = problems("sinks:\n  mp: { type: mixpanel, token: t, properties: { country: asa_org_id } }")
+        #expect(try problem(at: "sinks.mp.properties.country", in: prefixed).message.contains("org_id, prefixed"))
     }
 
     @Test func postbackKeysAndPolicyAreChecked() throws {

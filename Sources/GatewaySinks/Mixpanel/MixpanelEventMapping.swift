@@ -9,6 +9,13 @@ struct MixpanelEventMapping: Sendable {
     let name: String
     let profile: MixpanelProfileMapping
 
+    /// The properties every event carries besides the record's attribution: a property
+    /// renamed to one of them would be overwritten, or overwrite it.
+    static let ownProperties: Set<String> = [
+        "distinct_id", "time", "ip", "gateway_provider", "gateway_kind", "gateway_resolution", "gateway_record_id",
+        "revenue", "currency",
+    ]
+
     /// The event, or nil when the record has no real user.
     func event(for record: AttributionRecord) -> JSONValue? {
         guard let distinctID = MixpanelProfileMapping.distinctID(record) else { return nil }

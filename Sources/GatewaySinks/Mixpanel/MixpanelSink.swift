@@ -264,12 +264,25 @@ public enum MixpanelSinkPlugin: SinkPlugin {
                 if let name = properties.string(key) {
                     if name.isEmpty || name.hasPrefix("$") {
                         properties.report("must be a non-empty name not starting with $", key: key)
+                    } else if MixpanelEventMapping.ownProperties.contains(name) {
+                        properties.report("'\(name)' is a property the gateway sets itself on every event", key: key)
+                    } else if let other = names.first(where: { $0.value == name })?.key {
+                        properties.report("'\(name)' is also the name of \(other): one would hide the other", key: key)
                     } else {
                         names[key] = name
                     }
                 }
             }
+            for (key, name) in names.sorted(by: { $0.key < $1.key }) {
+                if let other = MixpanelProfileMapping.propertyNames.first(where: { names[$0] == nil && prefix + $0 == name }) {
+                    properties.report("'\(name)' is also the name of \(other), prefixed: one would hide the other", key: key)
+                }
+            }
             properties.finish()
+        }
+        if prefix.hasPrefix("$") { reader.report("must not start with $ (Mixpanel's own properties)", key: "property_prefix") }
+        if eventName?.hasPrefix("$") == true {
+            reader.report("must not start with $ (Mixpanel's own events, such as $identify)", key: "event_name")
         }
         guard let token, !noDirectory else { return nil }
         var options = Options(
