@@ -637,8 +637,9 @@ import Testing
         defer { env.remove() }
         let config = try env.writeConfig()
         let csv = #"""
-            Campaign Name,Campaign ID,Ad Group Name,Ad Group ID,Keyword,Match Type,Keyword ID
-            "US Search - Meditation, Core",542370539,Exact - Core,542317095,meditation app,Exact,87675432
+            Campaign Name,Campaign ID,Ad Group Name,Ad Group ID,Keyword,Match Type,Keyword ID,Notes
+            "US Search - Meditation, Core",542370539,Exact - Core,542317095,meditation app,Exact,87675432,"two
+            lines"
             US Search - Meditation,542370539,Broad,542317096,"sleep ""sounds""",Broad,87675433
             US Search - Meditation,542370539,Broad,542317096,calm,Broad,abc
             US Search - Meditation,542370539,Broad,542317096,,Broad,87675434
@@ -651,10 +652,11 @@ import Testing
         #expect(result.status == 1)
         // Distinct ids, not rows: the campaign of every row is one campaign.
         #expect(result.stdout.contains("2 keywords, 2 ad groups, 1 campaigns; 3 rows rejected"), "\(result.stdout)")
-        #expect(result.stdout.contains("line 4: keyword_id 'abc' is not a positive integer"))
-        #expect(result.stdout.contains("line 5: keyword is empty"))
+        // Lines of the file, counted past the line break inside a quoted cell.
+        #expect(result.stdout.contains("line 5: keyword_id 'abc' is not a positive integer"), "\(result.stdout)")
+        #expect(result.stdout.contains("line 6: keyword is empty"))
         // A name is held to the length a record's text is.
-        #expect(result.stdout.contains("line 6: keyword 'kkkk"), "\(result.stdout)")
+        #expect(result.stdout.contains("line 7: keyword 'kkkk"), "\(result.stdout)")
         #expect(result.stdout.contains("is longer than 1024 characters"), "\(result.stdout)")
 
         // The enricher finds them without asking Apple (nothing listens on port 9).

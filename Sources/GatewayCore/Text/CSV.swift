@@ -22,16 +22,30 @@ public enum CSV {
 
     /// Rows of cells; quoted cells may hold commas, quotes and line breaks.
     public static func parse(_ text: String) -> [[String]] {
-        var rows: [[String]] = []
+        numberedRows(text).map(\.cells)
+    }
+
+    /// Rows of cells with the 1-based line each starts on: a quoted cell's line breaks
+    /// move the rows after it down, so a row's position is not its line.
+    public static func numberedRows(_ text: String) -> [(line: Int, cells: [String])] {
+        var rows: [(line: Int, cells: [String])] = []
         var row: [String] = []
         var cell = ""
         var quoted = false
+        var line = 1, rowStart = 1
         var iterator = Array(text).makeIterator()
+        func isBreak(_ c: Character) -> Bool { c == "\r\n" || c == "\n" || c == "\r" }
         func handle(_ c: Character) {
             switch c {
             case "\"": quoted = true
             case ",": row.append(cell); cell = ""
-            case "\r\n", "\n", "\r": row.append(cell); rows.append(row); row = []; cell = ""
+            case _ where isBreak(c):
+                row.append(cell)
+                rows.append((rowStart, row))
+                row = []
+                cell = ""
+                line += 1
+                rowStart = line
             default: cell.append(c)
             }
         }
@@ -44,12 +58,15 @@ public enum CSV {
                             handle(next)
                         }
                     } else { quoted = false }
-                } else { cell.append(c) }
+                } else {
+                    if isBreak(c) { line += 1 }
+                    cell.append(c)
+                }
             } else {
                 handle(c)
             }
         }
-        if !cell.isEmpty || !row.isEmpty { row.append(cell); rows.append(row) }
+        if !cell.isEmpty || !row.isEmpty { row.append(cell); rows.append((rowStart, row)) }
         return rows
     }
 }

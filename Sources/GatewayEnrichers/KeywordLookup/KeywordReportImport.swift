@@ -41,7 +41,8 @@ public struct KeywordReportImport {
     /// Reads `text`, calling `progress` with rows done and rows in all.
     public func run(_ text: String, progress: (Int, Int) -> Void = { _, _ in }) async throws -> Report {
         var report = Report()
-        let rows = CSV.parse(text)
+        let numbered = CSV.numberedRows(text)
+        let rows = numbered.map(\.cells)
         guard let header = rows.first else {
             report.badRows.append(BadRow(line: 1, reason: "the file is empty"))
             return report
@@ -57,12 +58,10 @@ public struct KeywordReportImport {
             report.badRows.append(BadRow(line: 1, reason: "the header needs at least 'Keyword ID' and 'Keyword' columns"))
             return report
         }
-        // Line numbers count the header; quoted line breaks inside cells are rare in
-        // these exports, so a row's number is its position.
         var entries: [String: KeywordNameCache.Entry] = [:]
         var named: (keywords: Set<Int64>, adGroups: Set<Int64>, campaigns: Set<Int64>) = ([], [], [])
         for (offset, row) in rows.dropFirst().enumerated() {
-            let line = offset + 2
+            let line = numbered[offset + 1].line
             progress(offset + 1, rows.count - 1)
             if row.allSatisfy({ $0.trimmingCharacters(in: .whitespaces).isEmpty }) { continue }
             func cell(_ column: String) -> String? {
