@@ -402,5 +402,15 @@ import Testing
             let error = error as? GatewayError
             return error?.code == .invalidSignature && error?.field == "[1].attribution-signature"
         }
+        // A signed field missing is named itself, not the signature over it.
+        var missing = try v3()
+        missing["transaction-id"] = nil
+        let body2 = try JSONEncoder().encode(JSONValue.array([.object(missing)]))
+        #expect {
+            try SKAdNetworkProvider(options: options).normalize(
+                IngestPayload(body: body2, receivedAt: Date(), path: "/v1/skadnetwork/postbacks"))
+        } throws: { error in
+            (error as? GatewayError)?.field == "[0].transaction-id"
+        }
     }
 }

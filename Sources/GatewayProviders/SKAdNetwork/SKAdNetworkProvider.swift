@@ -103,7 +103,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
 
     func skanRecord(_ object: [String: JSONValue], prefix: String, receivedAt: Date) throws -> AttributionRecord {
         let verdict = SKANSignature.verify(object, keys: options.keys)
-        try enforce(verdict, field: prefix + "attribution-signature")
+        try enforce(verdict, prefix: prefix, signature: "attribution-signature")
         let fields = PayloadFields(object, path: String(prefix.dropLast()))
         let text = { (key: String) in try Self.limited(SKANSignature.text(object[key]), field: prefix + key) }
         let verified = verdict.outcome == .verified
@@ -170,7 +170,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
 
     func aakRecord(_ object: [String: JSONValue], prefix: String, receivedAt: Date) throws -> AttributionRecord {
         let decoded = AAKSignature.verify(object, keys: options.keys)
-        try enforce(decoded.verdict, field: prefix + "jws-string")
+        try enforce(decoded.verdict, prefix: prefix, signature: "jws-string")
         let claims = decoded.claims
         let fields = PayloadFields(object, path: String(prefix.dropLast()))
         var values = PostbackValues()
@@ -238,11 +238,14 @@ public struct SKAdNetworkProvider: AttributionProvider {
         try text.map { try PayloadFields.limited($0, field: field) }
     }
 
-    func enforce(_ verdict: PostbackVerdict, field: String) throws {
+    func enforce(_ verdict: PostbackVerdict, prefix: String, signature: String) throws {
         guard verdict.outcome == .invalid, options.onInvalidSignature == .reject else { return }
+        // A signed field that is missing is the field to name, not the signature.
+        let reason = verdict.reason ?? "bad signature"
+        let missing = reason.hasPrefix("missing field ") ? String(reason.dropFirst("missing field ".count)) : nil
         throw GatewayError(
-            .invalidSignature, "the postback's signature does not verify (\(verdict.reason ?? "bad signature"))",
-            field: field)
+            .invalidSignature, "the postback's signature does not verify (\(reason))",
+            field: prefix + (missing ?? signature))
     }
 
     func coarse(_ fields: PayloadFields) throws -> String? {
