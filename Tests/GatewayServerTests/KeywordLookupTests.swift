@@ -234,6 +234,37 @@ import Testing
         }
     }
 
+    /// When Apple Ads came back, each failing name was asked again at its own next retry,
+    /// up to a minute apart, and a record got a late version per name (two or three for
+    /// most records of an outage): the first answer now wakes them all, and the record
+    /// waits for the others.
+    @Test func namesFailingInAnOutageComeBackTogetherInOneLateVersion() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            var options = options(port: port, wait: .milliseconds(50))
+            options.backoffInitial = .milliseconds(100)
+            let enricher = try makeEnricher(options, env: env)
+            let versions = Mutex<[AttributionRecord]>([])
+            let collector = Task { for await batch in enricher.lateRecords { versions.withLock { $0 += batch } } }
+            defer { collector.cancel() }
+            _ = await enricher.enrich([record(keyword: 7)])
+            fake.down.withLock { $0 = true }
+            var waiting = record(keyword: 71)
+            waiting.adGroupID = 71_001
+            waiting.campaignID = 71_002
+            #expect(await enricher.enrich([waiting]).first?.keyword == nil)
+            // Long enough for the retries to spread out (100 ms doubling).
+            try await Task.sleep(for: .milliseconds(1500))
+            fake.down.withLock { $0 = false }
+            #expect(try await env.eventually { versions.withLock { $0.contains { $0.campaignName != nil } } })
+            try await Task.sleep(for: .milliseconds(300))
+            let late = versions.withLock { $0 }.filter { $0.recordID == waiting.recordID }
+            #expect(late.count == 1, "\(late.map { [$0.keyword, $0.adGroupName, $0.campaignName] })")
+            #expect(late.first?.keyword != nil && late.first?.adGroupName != nil && late.first?.campaignName != nil)
+        }
+    }
+
     /// An outage of Apple Ads held every record its full `wait` (a second by default), one
     /// after another: the AdServices resolver settled one token a second. A name whose
     /// fetch has failed is not waited for; the fetch goes on retrying in the background.

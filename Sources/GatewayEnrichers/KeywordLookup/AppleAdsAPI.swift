@@ -17,6 +17,10 @@ protocol AppleAdsNameSource: Sendable {
 
 extension AppleAdsNameSource {
     var asksByOrg: Bool { false }
+    /// Returns when Apple Ads, failing, answers again; until cancelled when it never does.
+    func untilRecovered() async {
+        while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+    }
 }
 
 /// Authenticated GETs with Apple's retry rules: `429` waits for `Retry-After` (or 2, 4, 8,
@@ -139,6 +143,8 @@ struct AppleAdsHTTP: Sendable {
 /// `orgId` through `GET /v1/acls`), the `result` envelope, entities by id.
 actor AppleAdsPlatformV1: AppleAdsNameSource {
     let http: AppleAdsHTTP
+
+    func untilRecovered() async { await http.gate.untilRecovered() }
     /// Ad account ids by org id (concurrent lookups share the request), and when it was asked.
     private var accounts: (task: Task<[Int64: [Int64]], Error>, at: ContinuousClock.Instant)?
     /// How long the accounts are kept; an org not among them is asked for again sooner.
@@ -262,6 +268,8 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
 /// `X-AP-Context: orgId=…`, the `data` envelope, keywords under their ad group.
 struct AppleAdsCampaignManagementV5: AppleAdsNameSource {
     let http: AppleAdsHTTP
+
+    func untilRecovered() async { await http.gate.untilRecovered() }
     var asksByOrg: Bool { true }
 
     /// v5's bulk find is per campaign; lookups go one by one.
@@ -375,8 +383,36 @@ actor RateGate {
         outage = (now.advanced(by: next), next, nil)
     }
 
-    /// Apple Ads answered (anything but a `5xx`): the outage, if any, is over.
-    func noteAnswer() { outage = nil }
+    /// Apple Ads answered (anything but a `5xx`): the outage, if any, is over, and the
+    /// retries waiting for that are woken together, so that a record's names come back
+    /// at once rather than each at its own retry, up to a minute apart.
+    func noteAnswer() {
+        guard outage != nil else { return }
+        outage = nil
+        let waiting = recoveryWaiters.values
+        recoveryWaiters = [:]
+        for waiter in waiting { waiter.resume() }
+    }
+
+    private var recoveryWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    private var nextWaiter = 0
+
+    /// Returns when an outage ends (one under way, or one yet to begin), or when cancelled.
+    func untilRecovered() async {
+        nextWaiter += 1
+        let id = nextWaiter
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                if Task.isCancelled { continuation.resume() } else { recoveryWaiters[id] = continuation }
+            }
+        } onCancel: {
+            Task { await self.stopWaiting(id) }
+        }
+    }
+
+    private func stopWaiting(_ id: Int) {
+        recoveryWaiters.removeValue(forKey: id)?.resume()
+    }
 
     /// How long the credentials stay refused, if they are.
     func refusedCredentials() -> Duration? { Self.left(&refusedUntil) }

@@ -321,15 +321,22 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     func fetch(_ key: String, _ lookup: Lookup) async -> KeywordNameCache.Entry? {
         var delay = retryInitial
         var waited = Duration.zero
+        var failed = false
         while true {
             do {
-                return try await fetchOnce(key, lookup)
+                let entry = try await fetchOnce(key, lookup)
+                // Answered after failing (Apple Ads back): the other failing names are
+                // being asked now too, and records wait for them rather than go on with
+                // this one name alone, a late version per name.
+                if failed { await fetches.clearFailing() }
+                return entry
             } catch is AppleAdsHTTP.CannotAsk {
                 // Cached as unknown, it hid the name from records that carry the org id.
                 return nil
             } catch {
                 // Records held back for this name go out with the others they have
                 // now; they stay waiting for this one too.
+                failed = true
                 if await fetches.markFailing(key) { await completeLate(key, keepWaiting: true) }
                 // Errors name the path and status only; tokens and keys never reach them.
                 // One line per interval: each name's retries logged theirs, 11,000 lines
@@ -339,10 +346,35 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
                     if held > 0 { metadata["similar_failures_not_logged"] = "\(held)" }
                     logger.warning("name lookup failed", metadata: metadata)
                 }
-                guard waited < Self.retryFor, (try? await sleep(delay)) != nil else { return nil }
-                waited += delay
-                delay = min(delay * 2, retryInitial * 30)
+                guard waited < Self.retryFor else { return nil }
+                switch await pause(delay) {
+                case .cancelled:
+                    return nil
+                case .slept:
+                    waited += delay
+                    delay = min(delay * 2, retryInitial * 30)
+                case .recovered:
+                    // Apple Ads is back: every failing name is asked now, together.
+                    await fetches.clearFailing()
+                    delay = retryInitial
+                }
             }
+        }
+    }
+
+    enum Pause { case slept, recovered, cancelled }
+
+    /// `delay`, cut short when Apple Ads, failing, answers again.
+    func pause(_ delay: Duration) async -> Pause {
+        await withTaskGroup(of: Pause.self) { group in
+            group.addTask { (try? await self.sleep(delay)) != nil ? .slept : .cancelled }
+            group.addTask {
+                await self.source.untilRecovered()
+                return Task.isCancelled ? .cancelled : .recovered
+            }
+            let first = await group.next() ?? .cancelled
+            group.cancelAll()
+            return first
         }
     }
 

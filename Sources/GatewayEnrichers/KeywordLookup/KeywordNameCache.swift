@@ -182,6 +182,10 @@ actor NameFetches {
         return first
     }
 
+    /// Apple Ads answers again: every fetch that was failing is retried now, so each is
+    /// worth waiting for again, and a record gets its names in one late version.
+    func clearFailing() { failing.removeAll() }
+
     private func finish(_ key: String, _ entry: KeywordNameCache.Entry?) {
         running.remove(key)
         failing.remove(key)
