@@ -13,7 +13,9 @@ struct Backup: AsyncParsableCommand {
             name, readable by its owner only, and it is one file. An existing file is never \
             replaced. To restore: stop the \
             gateway, put the copy at storage.sqlite.path (removing any PATH-wal and PATH-shm left \
-            there), start it. Its first start moves what the copy's outboxes hold for S2S vendors,             which count every event they are sent, to the dead letters: check each vendor, then dlq retry.
+            there), start it. Its first start moves what the copy's outboxes hold for S2S vendors \
+            (which count every event they are sent) and for sinks its config does not name to the \
+            dead letters: check each destination, then dlq retry.
             """)
 
     @Option(name: .shortAndLong, help: "The configuration file.")

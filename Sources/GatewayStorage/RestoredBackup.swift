@@ -24,10 +24,14 @@ public enum RestoredBackup {
 }
 
 extension SQLiteStore {
-    /// When the store is a backup's copy not yet run on: moves the outbox rows of `sinks`
-    /// (destinations that count a record sent twice twice) to the dead letters, naming the
-    /// backup, and removes the mark, in one transaction. Nil for any other store.
-    public func settleRestoredBackup(sinks: [String], now: Date = Date()) async throws -> RestoredBackup.Settled? {
+    /// When the store is a backup's copy not yet run on: moves to the dead letters, naming
+    /// the backup, the outbox rows of `counting` (destinations that count a record sent
+    /// twice twice) and of every sink not in `built` (what they are, this run cannot tell:
+    /// a vendor left out of the first start's config would get its rows again at the next),
+    /// and removes the mark, in one transaction. Nil for any other store.
+    public func settleRestoredBackup(counting: [String], built: [String], now: Date = Date()) async throws
+        -> RestoredBackup.Settled?
+    {
         try await pool.write { db in
             guard try db.tableExists(RestoredBackup.table),
                 let takenAt = try Double.fetchOne(db, sql: "SELECT MIN(taken_at) FROM \(RestoredBackup.table)")
@@ -35,9 +39,10 @@ extension SQLiteStore {
             let taken = Date(timeIntervalSince1970: takenAt)
             let error =
                 "restored from a backup taken at \(ISO8601DateFormatter().string(from: taken)): the destination may have "
-                + "been sent it after the backup and counts each copy; check it before dlq retry"
+                + "been sent it after the backup, and may count each copy; check it before dlq retry"
             var moved: [String: Int] = [:]
-            for sink in sinks {
+            let queued = try String.fetchAll(db, sql: "SELECT DISTINCT sink FROM outbox")
+            for sink in queued where counting.contains(sink) || !built.contains(sink) {
                 try db.execute(
                     sql: """
                         INSERT OR REPLACE INTO dead_letters (sink, record_id, attempts, error, failed_at)

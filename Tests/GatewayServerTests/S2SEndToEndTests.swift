@@ -333,7 +333,17 @@ import Testing
             #expect(try await post(client, body).status == .accepted)
             #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.singular"]?.depth == 3 })
             _ = try StoreBackup.copy(gateway.store, to: copy)
+            _ = try StoreBackup.copy(gateway.store, to: copy + ".2")
         }
+        // A first start whose config leaves the vendor out cannot tell what its outbox is
+        // for: it is dead-lettered too, or the next start, with the vendor, sent it again.
+        let cautious = try ConfigLoader.parse(
+            yaml: "storage: { sqlite: { path: \(copy).2, durability: normal } }\nsinks:\n  local: { type: sqlite }\n",
+            file: "cautious.yaml", environment: [:], registry: .builtIn)
+        let first = try await Gateway.build(configuration: cautious)
+        #expect(try await first.store.deadLetters(sink: "s2s.singular", limit: 10).count == 3)
+        #expect(try await first.store.outboxStats()["s2s.singular"] == nil)
+        #expect(try await first.store.outboxStats()["local"] == nil, "delivered inline before the backup")
         vendors.outage.withLock { $0 = 0 }
         let restored: @Sendable (Int) -> String = { port in
             yaml(env, vendorPort: port, vendor: "singular").replacingOccurrences(of: env.databasePath, with: copy)

@@ -44,7 +44,7 @@ import Testing
         // it is a restore.
         #expect(summary.bytes == (total + 1) * 4096)
         #expect(try await copy.read { db in try db.tableExists("restored_from_backup") })
-        #expect(try await f.store.settleRestoredBackup(sinks: ["memory"]) == nil)
+        #expect(try await f.store.settleRestoredBackup(counting: ["memory"], built: ["memory"]) == nil)
     }
 
     @Test func aTargetThatWouldReplaceAnythingIsRefusedAndLeftAlone() async throws {

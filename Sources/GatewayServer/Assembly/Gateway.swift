@@ -106,7 +106,9 @@ public final class Gateway: Sendable {
                     sinkName: configured.name, sink: sink, store: store, settings: configured.delivery,
                     metrics: metrics, logger: logger, health: health))
         }
-        if let settled = try await store.settleRestoredBackup(sinks: countingSinks) {
+        if let settled = try await store.settleRestoredBackup(
+            counting: countingSinks, built: configuration.sinks.map(\.name))
+        {
             let moved = settled.deadLettered.values.reduce(0, +)
             logger.warning(
                 "this store is a backup's copy, run on for the first time",
