@@ -321,22 +321,24 @@ import Testing
         }
         let download = try record(Self.claims)
         #expect(download.signature == "verified" && download.postbackSequenceIndex == 1)
-        #expect(download.conversionType == "download" && download.redownload == false && download.fidelityType == 1)
+        #expect(download.conversionType == "Download" && download.redownload == false && download.fidelityType == 1)
         #expect(download.events == ["retained"])
 
         let reengagement = try record(
             Self.claims.replacingOccurrences(of: #""download""#, with: #""re-engagement""#), interaction: "view")
-        #expect(reengagement.conversionType == "re-engagement" && reengagement.redownload == nil)
+        #expect(reengagement.conversionType == "ReEngagement" && reengagement.redownload == nil)
         #expect(reengagement.fidelityType == 0)
 
         // An index past Apple's three windows, and an interaction type Apple does not
         // define, are left out and named; the model is not read for an unknown window.
         let unknown = try record(
-            Self.claims.replacingOccurrences(of: #""postback-sequence-index":1"#, with: #""postback-sequence-index":7"#),
+            Self.claims.replacingOccurrences(of: #""postback-sequence-index":1"#, with: #""postback-sequence-index":7"#)
+                .replacingOccurrences(of: #""download""#, with: #""pre-order""#),
             interaction: "banana")
+        #expect(unknown.conversionType == nil && unknown.redownload == nil)
         #expect(unknown.postbackSequenceIndex == nil && unknown.fidelityType == nil && unknown.events == nil)
         #expect(unknown.raw?["verification"]?["unrecognized_fields"] == .array([
-            .string("postback-sequence-index"), .string("ad-interaction-type"),
+            .string("postback-sequence-index"), .string("conversion-type"), .string("ad-interaction-type"),
         ]))
     }
 

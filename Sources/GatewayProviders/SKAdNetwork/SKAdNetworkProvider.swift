@@ -195,10 +195,17 @@ public struct SKAdNetworkProvider: AttributionProvider {
             try signed.int("postback-sequence-index", in: 0...2)
         }
         record.didWin = didWin
-        // `download`, `redownload` or `re-engagement` (AdAttributionKit 2): a re-engagement
-        // is no download at all, so it says nothing of `redownload`.
-        record.conversionType = try claim("conversion-type")
-        record.redownload = record.conversionType.flatMap { ["download": false, "redownload": true][$0] }
+        // `download`, `redownload` or `re-engagement` (AdAttributionKit 2), written as
+        // AdServices writes its own (`Download`, `Redownload`), so that one column holds one
+        // spelling; a re-engagement is no download at all, so it says nothing of `redownload`.
+        record.conversionType = try values.read("conversion-type") {
+            guard let type = try claim("conversion-type") else { return nil }
+            guard let spelled = Self.conversionTypes[type] else {
+                throw GatewayError.invalid(prefix + "jws-string.conversion-type", "expected download, redownload or re-engagement")
+            }
+            return spelled
+        }
+        record.redownload = record.conversionType.flatMap { ["Download": false, "Redownload": true][$0] }
         record.fineValue = try values.read("conversion-value") { try fields.int("conversion-value", in: 0...63) }
         record.coarseValue = try values.read("coarse-conversion-value") { try coarse(fields) }
         // Like conversion values, these two sit outside the JWS in Apple's own format: no
@@ -219,6 +226,9 @@ public struct SKAdNetworkProvider: AttributionProvider {
         if !values.unrecognized.contains("postback-sequence-index") { options.conversionModel?.decode(&record) }
         return record
     }
+
+    /// AdAttributionKit's conversion types, as AdServices spells its own.
+    static let conversionTypes = ["download": "Download", "redownload": "Redownload", "re-engagement": "ReEngagement"]
 
     // MARK: shared
 
