@@ -332,7 +332,17 @@ import Testing
             #expect(reversed.contains(#""field":"last_call_to_skadnetwork_timestamp""#))
             #expect(try await ask(calls(first: hour, last: hour) + "&n=purchase&coarse_value=huge").1
                 .contains(#""field":"coarse_value""#))
-            #expect(try await ask("skan_version=four&n=purchase").1.contains(#""field":"skan_version""#))
+            for version in ["four", "0x4", "1e9", "-4"] {
+                #expect(try await ask("skan_version=\(version)&n=purchase").1.contains(#""field":"skan_version""#), "\(version)")
+            }
+            // As a form encoder writes a stray space: `4+`.
+            #expect(try await ask("skan_version=4+&first_call_to_skadnetwork_timestamp=\(now - hour)&n=session").1
+                .contains(#""postback_sequence_index":0"#))
+            // The current coarse value is checked whatever the version.
+            #expect(try await ask("n=purchase&coarse_value=extreme").1.contains(#""field":"coarse_value""#))
+            // It changes nothing: `HEAD` answers as `GET` does.
+            let head = try await client.execute(uri: "/v1/skadnetwork/conversion-value?n=session", method: .head)
+            #expect(head.status == .ok && head.body.readableBytes == 0)
             // SKAN 3 callers are answered as before: no window, the 24-hour timer.
             #expect(try await ask(
                 "skan_version=3.0&last_call_to_skadnetwork_timestamp=\(now - 30 * hour)&n=purchase&" + revenue)

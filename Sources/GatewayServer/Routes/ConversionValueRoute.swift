@@ -46,11 +46,16 @@ extension GatewayHTTP {
             let model = provider.options.conversionModel
         else { return }
         let keyring = gateway.keyring
-        router.get("/v1/skadnetwork/conversion-value") { request, _ -> Response in
+        let handler: @Sendable (Request, GatewayRequestContext) async throws -> Response = { request, _ in
             _ = try keyring.admit(request.headers)
             // Read as a form is, `+` a space: Python's, Go's and Java's encoders write one so.
             let answer = conversionValue(FormEncoding.decode(request.uri.query ?? ""), model: model, now: Date())
             return JSONResponse.make(status: answer.status == "ok" ? .ok : .badRequest, answer)
+        }
+        router.get("/v1/skadnetwork/conversion-value", use: handler)
+        // It changes nothing, so `HEAD` answers as `GET` does, as HTTP expects wherever `GET` is served.
+        router.head("/v1/skadnetwork/conversion-value") { request, context in
+            try await handler(request, context).createHeadResponse()
         }
     }
 
@@ -105,15 +110,21 @@ extension GatewayHTTP {
                 "last_call_to_skadnetwork_timestamp is before first_call_to_skadnetwork_timestamp")
         }
         var windowed = false
-        if let version = text("skan_version") {
+        if let version = text("skan_version")?.trimmingCharacters(in: .whitespaces) {
+            // A version as Apple writes one (`4.0`, `3`), or `aak`: `Double` also read
+            // `0x4` and `1e9` as versions.
+            let parts = version.split(separator: ".", omittingEmptySubsequences: false)
             if version.lowercased() == "aak" {
                 windowed = true
-            } else if let number = Double(version), number.isFinite {
-                windowed = number >= 4
+            } else if parts.allSatisfy(\.isASCIIDigits), let major = Int(parts[0]) {
+                windowed = major >= 4
             } else {
                 return .refusal(
                     .invalidField, field: "skan_version", "skan_version must be a SKAdNetwork version such as 4.0, or aak")
             }
+        }
+        if let coarse = text("coarse_value"), !ConversionModel.coarseLevels.contains(coarse) {
+            return .refusal(.invalidField, field: "coarse_value", "coarse_value must be low, medium or high")
         }
         if windowed {
             return windowedValue(
@@ -139,13 +150,8 @@ extension GatewayHTTP {
                 .missingField, field: "first_call_to_skadnetwork_timestamp",
                 "first_call_to_skadnetwork_timestamp is required with skan_version 4 and later: it sets the window")
         }
-        var currentCoarse = -1
-        if let coarse = query["coarse_value"], !coarse.isEmpty {
-            guard let level = ConversionModel.coarseLevels.firstIndex(of: coarse) else {
-                return .refusal(.invalidField, field: "coarse_value", "coarse_value must be low, medium or high")
-            }
-            currentCoarse = level
-        }
+        // Checked by the caller: low, medium or high.
+        let currentCoarse = query["coarse_value"].flatMap { ConversionModel.coarseLevels.firstIndex(of: $0) } ?? -1
         let day = 86_400.0
         let elapsed = now.timeIntervalSince1970 - first
         let window: Int
