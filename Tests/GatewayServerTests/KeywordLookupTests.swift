@@ -648,19 +648,29 @@ import Testing
 
         // `openssl ecparam -genkey -out` writes the curve's parameters before the key: the
         // key is still found, and a text without any key says so.
-        let parameters = "-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n"
-        try (parameters + P256.Signing.PrivateKey().pemRepresentation).write(
-            to: folder.appendingPathComponent("keys/ads.pem"), atomically: true, encoding: .utf8)
-        #expect(try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn).enrichers.count == 1)
-        try parameters.write(to: folder.appendingPathComponent("keys/ads.pem"), atomically: true, encoding: .utf8)
-        #expect(throws: ConfigError.self) {
+        let file = folder.appendingPathComponent("keys/ads.pem")
+        func loads(_ pem: String) throws -> Bool {
+            try pem.write(to: file, atomically: true, encoding: .utf8)
+            return try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn).enrichers.count == 1
+        }
+        func refusal(_ pem: String) throws -> String {
+            try pem.write(to: file, atomically: true, encoding: .utf8)
             do {
-                try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn)
-            } catch let error as ConfigError {
-                #expect(error.issues.contains { $0.message.contains("holds no PEM block BEGIN EC PRIVATE KEY") })
-                throw error
+                _ = try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn)
+                return "accepted"
+            } catch {
+                return error.issues.map(\.message).joined(separator: "; ")
             }
         }
+        let parameters = "-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n"
+        #expect(try loads(parameters + P256.Signing.PrivateKey().pemRepresentation))
+        // The first key in the file, whatever its label; indented as pasted into YAML.
+        let later = P384.Signing.PrivateKey().pemRepresentation.replacingOccurrences(of: "PRIVATE KEY", with: "EC PRIVATE KEY")
+        let indented = P256.Signing.PrivateKey().pemRepresentation.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n")
+        #expect(try loads(indented + "\n" + later))
+        #expect(try refusal("-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n")
+            .contains("is encrypted"))
+        #expect(try refusal(parameters).contains("holds no PEM block BEGIN EC PRIVATE KEY"))
     }
 
     @Test func aKeywordReportImportFillsTheCacheAndReportsBadLines() async throws {

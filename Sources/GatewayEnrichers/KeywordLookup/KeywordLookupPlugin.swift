@@ -44,7 +44,10 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         if let text = pem {
             let key = reader.has("private_key_file") ? "private_key_file" : "private_key"
             pem = PrivateKeyPEM.block(in: text)
-            if pem == nil {
+            if PrivateKeyPEM.isEncrypted(text) {
+                pem = nil
+                reader.report("is encrypted; write it without a passphrase: openssl pkcs8 -topk8 -nocrypt -in KEY", key: key)
+            } else if pem == nil {
                 reader.report("holds no PEM block BEGIN EC PRIVATE KEY or BEGIN PRIVATE KEY", key: key)
             } else if (try? P256.Signing.PrivateKey(pemRepresentation: pem!)) == nil {
                 reader.report("is not a P-256 private key in PEM", key: key)
