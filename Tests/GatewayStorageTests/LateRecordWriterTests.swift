@@ -92,7 +92,14 @@ import GatewayStorage
         let resumed = Mutex<[String]>([])
 
         func enrich(_ records: [AttributionRecord]) async -> [AttributionRecord] { records }
-        func recordsLeftWaiting() async -> [String] { owed.withLock { $0 } }
+        let forgotten = Mutex<[String]>([])
+        let scans = Mutex(0)
+        func recordsLeftWaiting() async -> [String] {
+            let ids = owed.withLock { $0 }
+            scans.withLock { $0 += 1 }
+            return ids
+        }
+        func forget(_ recordIDs: [String]) async { forgotten.withLock { $0 += recordIDs } }
         func resume(_ records: [AttributionRecord]) async {
             resumed.withLock { $0 += records.map(\.recordID) }
             owed.withLock { $0.removeAll() }
@@ -114,11 +121,19 @@ import GatewayStorage
 
         let record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "iad:1:imported", receivedAt: Date())
         _ = try await pipeline.ingest([record])
-        enricher.owed.withLock { $0 = [record.recordID] }
+        // Past the start's read: what follows is found by the reads while serving.
+        let started = ContinuousClock.now + .seconds(30)
+        while enricher.scans.withLock({ $0 }) == 0 && ContinuousClock.now < started {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        // The other is owed before its record's commit has ended: while serving, that is no
+        // reason to let it go, or the next start would not know it.
+        enricher.owed.withLock { $0 = [record.recordID, "committing-meanwhile"] }
         let deadline = ContinuousClock.now + .seconds(30)
         while enricher.resumed.withLock({ $0.isEmpty }) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
         #expect(enricher.resumed.withLock { $0 } == [record.recordID])
+        #expect(enricher.forgotten.withLock { $0 }.isEmpty)
     }
 }

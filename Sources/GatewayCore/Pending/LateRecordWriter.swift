@@ -42,9 +42,9 @@ public final class LateRecordWriter: Service, Sendable {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { tasks in
                 tasks.addTask {
-                    await self.resumeLeftWaiting()
+                    await self.resumeLeftWaiting(forgettingUnstored: true)
                     while (try? await Task.sleep(for: self.rescanEvery)) != nil, !Task.isShuttingDownGracefully {
-                        await self.resumeLeftWaiting()
+                        await self.resumeLeftWaiting(forgettingUnstored: false)
                     }
                 }
                 tasks.addTask {
@@ -112,8 +112,10 @@ public final class LateRecordWriter: Service, Sendable {
 
     /// The records left waiting for late answers that the enricher is not waiting on
     /// itself (a stopped gateway's, an import's), read back and handed to the enricher, a
-    /// thousand at a time; ids with no record are let go.
-    func resumeLeftWaiting() async {
+    /// thousand at a time. Ids with no record are let go at the start only: while serving,
+    /// an id is owed before its record's commit ends, and let go then, it was lost to the
+    /// next start (those never stored go after the enricher's week).
+    func resumeLeftWaiting(forgettingUnstored: Bool) async {
         let ids = await enricher.recordsLeftWaiting()
         guard !ids.isEmpty else { return }
         logger.info("resuming records left waiting for late enrichment", metadata: ["records": "\(ids.count)"])
@@ -129,7 +131,7 @@ public final class LateRecordWriter: Service, Sendable {
                     logger.warning("cannot read a record left waiting for late enrichment", metadata: ["error": "\(error)"])
                 }
             }
-            if !missing.isEmpty { await enricher.forget(missing) }
+            if forgettingUnstored, !missing.isEmpty { await enricher.forget(missing) }
             if !records.isEmpty { await enricher.resume(records) }
         }
     }
