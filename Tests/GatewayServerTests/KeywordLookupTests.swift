@@ -257,9 +257,13 @@ import Testing
             // Long enough for the retries to spread out (100 ms doubling).
             try await Task.sleep(for: .milliseconds(1500))
             fake.down.withLock { $0 = false }
-            #expect(try await env.eventually { versions.withLock { $0.contains { $0.campaignName != nil } } })
+            let id = waiting.recordID
+            #expect(try await env.eventually {
+                versions.withLock { $0.contains { $0.recordID == id && $0.campaignName != nil } }
+            })
+            // Nothing follows it.
             try await Task.sleep(for: .milliseconds(300))
-            let late = versions.withLock { $0 }.filter { $0.recordID == waiting.recordID }
+            let late = versions.withLock { $0 }.filter { $0.recordID == id }
             #expect(late.count == 1, "\(late.map { [$0.keyword, $0.adGroupName, $0.campaignName] })")
             #expect(late.first?.keyword != nil && late.first?.adGroupName != nil && late.first?.campaignName != nil)
         }

@@ -17,8 +17,12 @@ protocol AppleAdsNameSource: Sendable {
 
 extension AppleAdsNameSource {
     var asksByOrg: Bool { false }
-    /// Returns when Apple Ads, failing, answers again; until cancelled when it never does.
-    func untilRecovered() async {
+    /// How many outages have ended: a retry that failed during one and then waits knows
+    /// by it whether the outage ended meanwhile.
+    func recoveries() async -> Int { 0 }
+    /// Returns when an outage ends after `recoveries` had ended (at once if one has);
+    /// until cancelled when none does.
+    func untilRecovered(after recoveries: Int) async {
         while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
     }
 }
@@ -144,7 +148,8 @@ struct AppleAdsHTTP: Sendable {
 actor AppleAdsPlatformV1: AppleAdsNameSource {
     let http: AppleAdsHTTP
 
-    func untilRecovered() async { await http.gate.untilRecovered() }
+    func recoveries() async -> Int { await http.gate.recoveries }
+    func untilRecovered(after recoveries: Int) async { await http.gate.untilRecovered(after: recoveries) }
     /// Ad account ids by org id (concurrent lookups share the request), and when it was asked.
     private var accounts: (task: Task<[Int64: [Int64]], Error>, at: ContinuousClock.Instant)?
     /// How long the accounts are kept; an org not among them is asked for again sooner.
@@ -269,7 +274,8 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
 struct AppleAdsCampaignManagementV5: AppleAdsNameSource {
     let http: AppleAdsHTTP
 
-    func untilRecovered() async { await http.gate.untilRecovered() }
+    func recoveries() async -> Int { await http.gate.recoveries }
+    func untilRecovered(after recoveries: Int) async { await http.gate.untilRecovered(after: recoveries) }
     var asksByOrg: Bool { true }
 
     /// v5's bulk find is per campaign; lookups go one by one.
@@ -389,6 +395,7 @@ actor RateGate {
     func noteAnswer() {
         guard outage != nil else { return }
         outage = nil
+        recoveries += 1
         let waiting = recoveryWaiters.values
         recoveryWaiters = [:]
         for waiter in waiting { waiter.resume() }
@@ -396,14 +403,21 @@ actor RateGate {
 
     private var recoveryWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
     private var nextWaiter = 0
+    /// Outages ended so far.
+    private(set) var recoveries = 0
 
-    /// Returns when an outage ends (one under way, or one yet to begin), or when cancelled.
-    func untilRecovered() async {
+    /// Returns when an outage ends after `count` had (at once if one already has: the
+    /// outage may end between a retry's failure and its wait), or when cancelled.
+    func untilRecovered(after count: Int) async {
         nextWaiter += 1
         let id = nextWaiter
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                if Task.isCancelled { continuation.resume() } else { recoveryWaiters[id] = continuation }
+                if Task.isCancelled || recoveries > count {
+                    continuation.resume()
+                } else {
+                    recoveryWaiters[id] = continuation
+                }
             }
         } onCancel: {
             Task { await self.stopWaiting(id) }

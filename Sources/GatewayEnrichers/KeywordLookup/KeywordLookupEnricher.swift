@@ -323,6 +323,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         var waited = Duration.zero
         var failed = false
         while true {
+            let recoveries = await source.recoveries()
             do {
                 let entry = try await fetchOnce(key, lookup)
                 // Answered after failing (Apple Ads back): the other failing names are
@@ -337,6 +338,9 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
                 // Records held back for this name go out with the others they have
                 // now; they stay waiting for this one too.
                 failed = true
+                // Apple Ads came back while this attempt failed: asked again at once, and not
+                // marked failing, which would let its records go on without this name.
+                if await source.recoveries() > recoveries { continue }
                 if await fetches.markFailing(key) { await completeLate(key, keepWaiting: true) }
                 // Errors name the path and status only; tokens and keys never reach them.
                 // One line per interval: each name's retries logged theirs, 11,000 lines
@@ -347,7 +351,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
                     logger.warning("name lookup failed", metadata: metadata)
                 }
                 guard waited < Self.retryFor else { return nil }
-                switch await pause(delay) {
+                switch await pause(delay, unless: recoveries) {
                 case .cancelled:
                     return nil
                 case .slept:
@@ -364,12 +368,13 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
 
     enum Pause { case slept, recovered, cancelled }
 
-    /// `delay`, cut short when Apple Ads, failing, answers again.
-    func pause(_ delay: Duration) async -> Pause {
+    /// `delay`, cut short when an Apple Ads outage ends after `recoveries` had (at once
+    /// if one has ended since the attempt began).
+    func pause(_ delay: Duration, unless recoveries: Int) async -> Pause {
         await withTaskGroup(of: Pause.self) { group in
             group.addTask { (try? await self.sleep(delay)) != nil ? .slept : .cancelled }
             group.addTask {
-                await self.source.untilRecovered()
+                await self.source.untilRecovered(after: recoveries)
                 return Task.isCancelled ? .cancelled : .recovered
             }
             let first = await group.next() ?? .cancelled
