@@ -213,15 +213,15 @@ import Testing
                 options: options,
                 context: EnricherContext(
                     storagePath: env.databasePath, logger: Logger(label: "test", factory: { _ in handler })),
-                sleep: { _ in })
+                sleep: { try await Task.sleep(for: $0) })
             _ = await enricher.enrich([record(keyword: 7)])
             fake.down.withLock { $0 = true }
             let before = fake.requests
-            // Fifty names, each retrying at once (the test's sleeps take no time).
+            // Fifty names, each retrying (100 ms doubling).
             _ = await enricher.enrich((0..<50).map { record(keyword: 100 + Int64($0)) })
             try await Task.sleep(for: .seconds(1))
             // Those sent before the first failure came back, and a probe per wait (100 ms
-            // doubling): not the thousands of fifty names' own retries.
+            // doubling): not the hundreds of fifty names' own retries.
             let during = fake.requests - before
             #expect(during <= 60, "\(during) requests")
             let failures = lines.withLock { $0.filter { $0.contains("name lookup failed") }.count }

@@ -29,7 +29,7 @@ extension AppleAdsNameSource {
 
 /// Authenticated GETs with Apple's retry rules: `429` waits for `Retry-After` (or 2, 4, 8,
 /// 16 s, then 16 s), every request of the client with it; a `5xx` or no answer is the
-/// caller's to retry, and until one request (a probe, after 2 s doubling to a minute)
+/// caller's to retry, and until one request (a probe, after 2 s doubling to 15 s)
 /// gets an answer again, every other is refused without being sent; a `401` fetches a new token
 /// once, and a second refuses every request for a minute; `404` means unknown, `403`
 /// not this account's.
@@ -48,6 +48,8 @@ struct AppleAdsHTTP: Sendable {
 
     struct Failure: Error, CustomStringConvertible {
         let description: String
+        /// Refused without being sent, Apple Ads failing: when to ask again (the next probe).
+        var retryIn: Duration? = nil
     }
 
     /// The JSON object answered, or nil for 404 and 403.
@@ -71,7 +73,9 @@ struct AppleAdsHTTP: Sendable {
             // Apple Ads failing: one request at a time finds out when it is back, not every
             // name's own retries (12,000 requests in 75 s for 1,500 names).
             if let left = await gate.outageWait() {
-                throw Failure(description: "\(path): Apple Ads is failing; asking again in \(max(1, left.components.seconds)) s")
+                throw Failure(
+                    description: "\(path): Apple Ads is failing; asking again in \(max(1, left.components.seconds)) s",
+                    retryIn: left)
             }
             let token: String
             do {
@@ -360,7 +364,7 @@ actor RateGate {
     }
 
     /// Apple Ads failing (`5xx`, no answer): until when requests are refused at once, the
-    /// wait (doubling to a minute), and until when one request is out to find whether it
+    /// wait (doubling to 15 s), and until when one request is out to find whether it
     /// is back (a probe that never reports, cancelled, is replaced after the timeout).
     private var outage: (until: ContinuousClock.Instant, backoff: Duration, probeUntil: ContinuousClock.Instant?)?
 
@@ -370,7 +374,8 @@ actor RateGate {
         guard var current = outage else { return nil }
         let now = ContinuousClock.now
         if now < current.until { return current.until - now }
-        if let probe = current.probeUntil, now < probe { return probe - now }
+        // The probe is out: the next may go when it fails, a wait from now at the most.
+        if let probe = current.probeUntil, now < probe { return min(probe - now, current.backoff) }
         current.probeUntil = now.advanced(by: .seconds(35))
         outage = current
         return nil
@@ -385,7 +390,9 @@ actor RateGate {
             return
         }
         guard current.probeUntil != nil else { return }
-        let next = min(current.backoff * 2, .seconds(60))
+        // At most 15 s apart: names come back within that of Apple Ads, and one request
+        // in 15 s asks nothing of an API that is down.
+        let next = min(current.backoff * 2, .seconds(15))
         outage = (now.advanced(by: next), next, nil)
     }
 

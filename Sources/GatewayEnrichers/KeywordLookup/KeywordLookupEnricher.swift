@@ -351,12 +351,15 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
                     logger.warning("name lookup failed", metadata: metadata)
                 }
                 guard waited < Self.retryFor else { return nil }
-                switch await pause(delay, unless: recoveries) {
+                // Refused by the outage gate without being sent: back when the next probe
+                // may go, not after this name's own doubling wait (up to a minute).
+                let refusedFor = (error as? AppleAdsHTTP.Failure)?.retryIn.map { max($0, .milliseconds(100)) }
+                switch await pause(refusedFor ?? delay, unless: recoveries) {
                 case .cancelled:
                     return nil
                 case .slept:
-                    waited += delay
-                    delay = min(delay * 2, retryInitial * 30)
+                    waited += refusedFor ?? delay
+                    if refusedFor == nil { delay = min(delay * 2, retryInitial * 30) }
                 case .recovered:
                     // Apple Ads is back: every failing name is asked now, together.
                     await fetches.clearFailing()
