@@ -208,8 +208,14 @@ import Testing
             let outcomes = try await sink.deliver(users.map { record(user: $0) })
             #expect(outcomes[41] == .reject(reason: "Mixpanel: $distinct_id is invalid"))
             #expect(outcomes.enumerated().allSatisfy { $0.offset == 41 || $0.element == .delivered })
-            // The whole batch, then two halves at each of six levels.
+            // The whole batch, two halves at each of four levels, then the four alone.
             #expect(fake.queries.withLock { $0.count } == 13)
+            // Every record refused: halves of four or fewer are sent record by record, not
+            // halved down to one (eight records took 15 requests that way, now 11).
+            let before = fake.queries.withLock { $0.count }
+            let allBad = try await sink.deliver((0..<8).map { record(user: "bad-\($0)") })
+            #expect(allBad.allSatisfy { if case .reject = $0 { true } else { false } })
+            #expect(fake.queries.withLock { $0.count } - before == 11)
         }
     }
 

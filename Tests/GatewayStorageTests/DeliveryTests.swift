@@ -543,7 +543,8 @@ import Testing
         defer { f.remove() }
         try await f.ingest(6)
         let worker = f.worker(batchSize: 2, random: 0.5)
-        f.sink.addRule { _ in .retry(reason: "answered 429", after: .seconds(7)) }
+        // One of the batch declined by the sink itself (no user to send) asked nothing.
+        f.sink.addRule { $0.appUserID == "u1" ? .declined(reason: "no real user id") : .retry(reason: "answered 429", after: .seconds(7)) }
         #expect(try await worker.drainOnce() == 2)
         #expect(worker.postponedUntil.withLock { $0 } == f.clock.now.addingTimeInterval(7))
         f.sink.removeRules()

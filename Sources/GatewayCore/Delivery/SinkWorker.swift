@@ -211,7 +211,10 @@ public final class SinkWorker: Service, Sendable {
             count = threw && !cutShort ? count + 1 : 0
             return count
         }
-        let throttled = !threw && outcomes.allSatisfy { outcome in
+        // Records the sink kept from the destination by design (declined: a Mixpanel
+        // record without a user) asked it nothing, and say nothing of a throttle.
+        let asked = outcomes.filter { if case .declined = $0 { false } else { true } }
+        let throttled = !threw && !asked.isEmpty && asked.allSatisfy { outcome in
             if case .retry(_, let after?) = outcome { return after > .zero }
             return false
         }

@@ -44,13 +44,14 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         if let text = pem {
             let key = reader.has("private_key_file") ? "private_key_file" : "private_key"
             pem = PrivateKeyPEM.block(in: text)
-            if PrivateKeyPEM.isEncrypted(text) {
-                pem = nil
+            // The key read is the first block; a text with no plain key block may hold an
+            // encrypted one (`BEGIN ENCRYPTED PRIVATE KEY`), and so may that block itself.
+            if PrivateKeyPEM.isEncrypted(pem ?? text) {
                 reader.report("is encrypted; write it without a passphrase: openssl pkcs8 -topk8 -nocrypt -in KEY", key: key)
             } else if pem == nil {
                 reader.report("holds no PEM block BEGIN EC PRIVATE KEY or BEGIN PRIVATE KEY", key: key)
             } else if (try? P256.Signing.PrivateKey(pemRepresentation: pem!)) == nil {
-                reader.report("is not a P-256 private key in PEM", key: key)
+                reader.report("holds a first key block that is not a P-256 private key", key: key)
             }
         }
         // Checked as URLs, as every other outside base URL is: a typo passed check-config

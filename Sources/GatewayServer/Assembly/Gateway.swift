@@ -116,7 +116,7 @@ public final class Gateway: Sendable {
                     "backup_taken_at": "\(ISO8601DateFormatter().string(from: settled.takenAt))",
                     "dead_lettered": "\(moved)",
                     "sinks": "\(settled.deadLettered.keys.sorted().joined(separator: ","))",
-                    "next": "\(moved == 0 ? "nothing to do" : "check each vendor, then dlq retry what it lacks")",
+                    "next": "\(moved == 0 ? "nothing to do" : "check each destination, then dlq retry what it lacks")",
                 ])
         }
         let byName = Dictionary(uniqueKeysWithValues: workers.map { ($0.sinkName, $0) })

@@ -150,6 +150,11 @@ public final class MixpanelSink: AttributionSink {
             return Array(repeating: .retry(reason: reason, after: after), count: updates.count)
         case .rejected(let reason) where updates.count == 1:
             return [.reject(reason: reason)]
+        case .rejected where updates.count <= 4:
+            // Halves of a few records cost more requests than the records themselves.
+            var outcomes: [DeliveryOutcome] = []
+            for record in updates { outcomes += try await self.outcomes(of: [record][...], batch: record) }
+            return outcomes
         case .rejected:
             let half = updates.startIndex + updates.count / 2
             let first = updates[..<half], second = updates[half...]
