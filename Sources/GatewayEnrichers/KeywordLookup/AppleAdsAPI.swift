@@ -374,8 +374,10 @@ actor RateGate {
         guard var current = outage else { return nil }
         let now = ContinuousClock.now
         if now < current.until { return current.until - now }
-        // The probe is out: the next may go when it fails, a wait from now at the most.
-        if let probe = current.probeUntil, now < probe { return min(probe - now, current.backoff) }
+        // The probe is out: asked again a second from now, when it has usually failed and
+        // set the next probe's time (waiting a whole wait, a name then slept past it, and
+        // names came back 30 s after Apple Ads rather than 15); its success wakes them.
+        if let probe = current.probeUntil, now < probe { return min(probe - now, .seconds(1)) }
         current.probeUntil = now.advanced(by: .seconds(35))
         outage = current
         return nil
