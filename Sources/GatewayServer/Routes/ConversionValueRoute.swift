@@ -46,16 +46,12 @@ extension GatewayHTTP {
             let model = provider.options.conversionModel
         else { return }
         let keyring = gateway.keyring
-        let handler: @Sendable (Request, GatewayRequestContext) async throws -> Response = { request, _ in
+        // It changes nothing, so `HEAD` answers as `GET` does.
+        router.getAndHead("/v1/skadnetwork/conversion-value") { request, _ in
             _ = try keyring.admit(request.headers)
             // Read as a form is, `+` a space: Python's, Go's and Java's encoders write one so.
             let answer = conversionValue(FormEncoding.decode(request.uri.query ?? ""), model: model, now: Date())
             return JSONResponse.make(status: answer.status == "ok" ? .ok : .badRequest, answer)
-        }
-        router.get("/v1/skadnetwork/conversion-value", use: handler)
-        // It changes nothing, so `HEAD` answers as `GET` does, as HTTP expects wherever `GET` is served.
-        router.head("/v1/skadnetwork/conversion-value") { request, context in
-            try await handler(request, context).createHeadResponse()
         }
     }
 

@@ -7,11 +7,9 @@ extension GatewayHTTP {
     /// and every sink worker runs), `/metrics` (Prometheus text) and `/openapi.yaml` (the contract).
     static func addOperatorRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         let outbox = OutboxStatsCache(store: gateway.store)
-        // `HEAD` as well as `GET`: load balancers and uptime checks often probe with it, and
-        // got 404. Only here: a `HEAD` of an ingest route must not store anything.
+        // `HEAD` as well as `GET`: load balancers and uptime checks probed with it, and got 404.
         func get(_ path: RouterPath, _ handler: @escaping @Sendable (Request, GatewayRequestContext) async throws -> Response) {
-            router.get(path, use: handler)
-            router.head(path) { request, context in try await handler(request, context).createHeadResponse() }
+            router.getAndHead(path, use: handler)
         }
         get("/healthz") { _, _ in
             JSONResponse.make(status: .ok, ["status": "ok"])
