@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCore
 import GRDB
 
 /// The mark `backup` leaves in its copy, so that the first gateway to run on the copy
@@ -38,7 +39,7 @@ extension SQLiteStore {
             else { return nil }
             let taken = Date(timeIntervalSince1970: takenAt)
             let error =
-                "restored from a backup taken at \(ISO8601DateFormatter().string(from: taken)): the destination may have "
+                "restored from a backup taken at \(ISO8601.format(taken)): the destination may have "
                 + "been sent it after the backup, and may count each copy; check it before dlq retry"
             var moved: [String: Int] = [:]
             let queued = try String.fetchAll(db, sql: "SELECT DISTINCT sink FROM outbox")

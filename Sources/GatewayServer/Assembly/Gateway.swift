@@ -113,7 +113,7 @@ public final class Gateway: Sendable {
             logger.warning(
                 "this store is a backup's copy, run on for the first time",
                 metadata: [
-                    "backup_taken_at": "\(ISO8601DateFormatter().string(from: settled.takenAt))",
+                    "backup_taken_at": "\(ISO8601.format(settled.takenAt))",
                     "dead_lettered": "\(moved)",
                     "sinks": "\(settled.deadLettered.keys.sorted().joined(separator: ","))",
                     "next": "\(moved == 0 ? "nothing to do" : "check each destination, then dlq retry what it lacks")",
