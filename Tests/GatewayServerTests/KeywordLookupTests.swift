@@ -36,12 +36,17 @@ import Testing
 
     /// The enricher as the gateway builds it, caching in `env`'s SQLite file.
     func makeEnricher(
-        _ options: KeywordLookupPlugin.Options, env: TestEnvironment,
+        _ options: KeywordLookupPlugin.Options, env: TestEnvironment, logger: Logger = Logger(label: "test"),
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) throws -> KeywordLookupEnricher {
         try KeywordLookupPlugin.make(
-            options: options, context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")),
-            sleep: sleep)
+            options: options, context: EnricherContext(storagePath: env.databasePath, logger: logger), sleep: sleep)
+    }
+
+    /// A logger handing each JSON line to `line`.
+    func capturing(_ line: @escaping @Sendable (String) -> Void) -> Logger {
+        let handler = JSONLogHandler(label: "gateway", level: .trace, write: line)
+        return Logger(label: "test", factory: { _ in handler })
     }
 
     func record(keyword: Int64) -> AttributionRecord {
@@ -177,13 +182,9 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let lines = Mutex<[String]>([])
-        let handler = JSONLogHandler(label: "gateway", level: .trace) { line in lines.withLock { $0.append(line) } }
         try await withFake { fake, port in
-            let enricher = try KeywordLookupPlugin.make(
-                options: options(port: port, wait: .milliseconds(200)),
-                context: EnricherContext(
-                    storagePath: env.databasePath, logger: Logger(label: "test", factory: { _ in handler })),
-                sleep: { _ in })
+            let enricher = try makeEnricher(
+                options(port: port, wait: .milliseconds(200)), env: env, logger: capturing { line in lines.withLock { $0.append(line) } }, sleep: { _ in })
             // Apple answers, so a token exists; then its API goes down.
             _ = await enricher.enrich([record(keyword: 7)])
             fake.down.withLock { $0 = true }
@@ -205,15 +206,10 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let lines = Mutex<[String]>([])
-        let handler = JSONLogHandler(label: "gateway", level: .trace) { line in lines.withLock { $0.append(line) } }
         try await withFake { fake, port in
             var options = options(port: port, wait: .milliseconds(50))
             options.backoffInitial = .milliseconds(100)
-            let enricher = try KeywordLookupPlugin.make(
-                options: options,
-                context: EnricherContext(
-                    storagePath: env.databasePath, logger: Logger(label: "test", factory: { _ in handler })),
-                sleep: { try await Task.sleep(for: $0) })
+            let enricher = try makeEnricher(options, env: env, logger: capturing { line in lines.withLock { $0.append(line) } })
             _ = await enricher.enrich([record(keyword: 7)])
             fake.down.withLock { $0 = true }
             let before = fake.requests
