@@ -86,14 +86,16 @@ public final class MixpanelSink: AttributionSink {
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         // Mixpanel keeps nothing of a record without a real user: `declined`, so that the
         // sink's `delivered` counts what Mixpanel holds.
-        let sent = try await send(records)
+        let sent = try await deliverAll(records)
         return zip(records, sent).map { record, outcome in
             guard outcome == .delivered, MixpanelProfileMapping.distinctID(record) == nil else { return outcome }
             return .declined(reason: "no real user id: nothing is sent to Mixpanel")
         }
     }
 
-    func send(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+    /// Profiles and events of `records`, to Mixpanel or its files; a record without a
+    /// real user, with nothing to send, comes back `delivered`.
+    func deliverAll(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         let indexedEvents = events.map { events in
             records.enumerated().compactMap { index, record in events.event(for: record).map { (index, $0) } }
         } ?? []
