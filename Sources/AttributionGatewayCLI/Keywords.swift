@@ -15,7 +15,8 @@ struct Keywords: AsyncParsableCommand {
                 For teams without Apple Ads API access: the names go into the gateway's name cache, \
                 which keyword_lookup reads before it asks Apple. Columns are found by header: \
                 Keyword ID, Keyword, Match Type, Ad Group ID, Ad Group Name, Campaign ID, Campaign Name. \
-                Bad rows are listed by line number and the exit status is 1.
+                Bad rows are listed by line number and the exit status is 1. An id two lines name \
+                differently keeps the later line's name, and is listed.
                 """)
 
         @Option(name: .shortAndLong, help: "The configuration file (for the storage path).")
@@ -40,6 +41,13 @@ struct Keywords: AsyncParsableCommand {
             progress?.finish()
             print("\(report.keywords) keywords, \(report.adGroups) ad groups, \(report.campaigns) campaigns; \(report.badRows.count) rows rejected")
             for bad in report.badRows { print("line \(bad.line): \(TerminalText.visible(bad.reason))") }
+            if !report.renames.isEmpty {
+                print("\(report.renames.count) ids named differently on two lines; the later line's name is kept:")
+                for rename in report.renames.prefix(20) {
+                    print("\(rename.kind) \(rename.id): line \(rename.earlierLine), then line \(rename.laterLine)")
+                }
+                if report.renames.count > 20 { print("and \(report.renames.count - 20) more") }
+            }
             if !report.badRows.isEmpty { throw ExitCode(1) }
         }
     }

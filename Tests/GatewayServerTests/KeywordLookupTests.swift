@@ -701,6 +701,9 @@ import Testing
         // A name is held to the length a record's text is.
         #expect(result.stdout.contains("line 7: keyword 'kkkk"), "\(result.stdout)")
         #expect(result.stdout.contains("is longer than 1024 characters"), "\(result.stdout)")
+        // The campaign renamed between two rows is named with both lines, not replaced silently.
+        #expect(result.stdout.contains("1 ids named differently on two lines"), "\(result.stdout)")
+        #expect(result.stdout.contains("campaign 542370539: line 2, then line 4"), "\(result.stdout)")
 
         // The enricher finds them without asking Apple (nothing listens on port 9).
         var options = options(port: 9)

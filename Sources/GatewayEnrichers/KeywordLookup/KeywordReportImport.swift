@@ -12,12 +12,22 @@ public struct KeywordReportImport {
         public var reason: String
     }
 
+    /// An id two lines name differently: the later line's name is the one kept.
+    public struct Rename: Sendable, Equatable {
+        /// `keyword`, `ad group` or `campaign`.
+        public var kind: String
+        public var id: Int64
+        public var earlierLine: Int
+        public var laterLine: Int
+    }
+
     /// Distinct ids named, of each kind.
     public struct Report: Sendable, Equatable {
         public var keywords = 0
         public var adGroups = 0
         public var campaigns = 0
         public var badRows: [BadRow] = []
+        public var renames: [Rename] = []
     }
 
     static let columns: [String: [String]] = [
@@ -59,6 +69,16 @@ public struct KeywordReportImport {
             return report
         }
         var entries: [String: KeywordNameCache.Entry] = [:]
+        // The line each entry's name came from, so that a second name for one id is
+        // reported rather than silently replacing the first (an export spanning a rename).
+        var lineOf: [String: Int] = [:]
+        func put(_ kind: String, _ id: Int64, _ key: String, _ entry: KeywordNameCache.Entry, line: Int) {
+            if let earlier = entries[key], earlier.name != entry.name, let earlierLine = lineOf[key] {
+                report.renames.append(Rename(kind: kind, id: id, earlierLine: earlierLine, laterLine: line))
+            }
+            entries[key] = entry
+            lineOf[key] = line
+        }
         var named: (keywords: Set<Int64>, adGroups: Set<Int64>, campaigns: Set<Int64>) = ([], [], [])
         for (offset, row) in rows.dropFirst().enumerated() {
             let line = numbered[offset + 1].line
@@ -93,14 +113,20 @@ public struct KeywordReportImport {
                 let matchType = try name("match_type")?.uppercased()
                 let adGroupName = try name("ad_group_name")
                 let campaignName = try name("campaign_name")
-                entries[AppleAdsNameKey.keyword(keywordID)] = .init(name: keyword, matchType: matchType, fetchedAt: now)
+                put(
+                    "keyword", keywordID, AppleAdsNameKey.keyword(keywordID),
+                    .init(name: keyword, matchType: matchType, fetchedAt: now), line: line)
                 named.keywords.insert(keywordID)
                 if let adGroupID, let adGroupName {
-                    entries[AppleAdsNameKey.adGroup(adGroupID)] = .init(name: adGroupName, matchType: nil, fetchedAt: now)
+                    put(
+                        "ad group", adGroupID, AppleAdsNameKey.adGroup(adGroupID),
+                        .init(name: adGroupName, matchType: nil, fetchedAt: now), line: line)
                     named.adGroups.insert(adGroupID)
                 }
                 if let campaignID, let campaignName {
-                    entries[AppleAdsNameKey.campaign(campaignID)] = .init(name: campaignName, matchType: nil, fetchedAt: now)
+                    put(
+                        "campaign", campaignID, AppleAdsNameKey.campaign(campaignID),
+                        .init(name: campaignName, matchType: nil, fetchedAt: now), line: line)
                     named.campaigns.insert(campaignID)
                 }
             } catch let error as BadID {
