@@ -108,7 +108,10 @@ public struct KeywordReport: Sendable {
     struct Install {
         var time: Date
         var rank: Rank
-        var attribution: Attribution
+        /// An index into the report's `attributions`: thousands of installs share one
+        /// campaign, ad group and keyword, and a copy of their names each was most of the
+        /// memory a large store's report took.
+        var attribution: Int32
         var recordID: String
 
         /// The better answer first; among equals, the earlier (then by record id, so that
@@ -130,7 +133,7 @@ public struct KeywordReport: Sendable {
             return (before.isEmpty ? installs : before).max(by: Install.isWorse)
         }
 
-        var attribution: Attribution? { credited()?.attribution }
+        var attribution: Int32? { credited()?.attribution }
     }
 
     /// One transaction, however many records told of it.
@@ -165,6 +168,9 @@ public struct KeywordReport: Sendable {
     static let signalDelay: TimeInterval = 3600
 
     private var users: [String: User] = [:]
+    /// Every distinct attribution of an install, each once; `Install.attribution` indexes it.
+    private var attributions: [Attribution] = []
+    private var attributionIndex: [Attribution: Int32] = [:]
     private var purchases: [String: Purchase] = [:]
     /// The transactions (app and `transaction_ref`) given back.
     private var refunded: Set<String> = []
@@ -223,7 +229,7 @@ public struct KeywordReport: Sendable {
             // When the install happened, where the source says (a vendor's `installed_at`,
             // iAd's conversion date), else when its signal arrived.
             entry.installs.append(Install(
-                time: record.conversionDate ?? record.receivedAt, rank: rank, attribution: attribution,
+                time: record.conversionDate ?? record.receivedAt, rank: rank, attribution: intern(attribution),
                 recordID: record.recordID))
             users[key] = entry
         case .purchase:
@@ -251,6 +257,14 @@ public struct KeywordReport: Sendable {
         default:
             return
         }
+    }
+
+    mutating func intern(_ attribution: Attribution) -> Int32 {
+        if let index = attributionIndex[attribution] { return index }
+        let index = Int32(attributions.count)
+        attributions.append(attribution)
+        attributionIndex[attribution] = index
+        return index
     }
 
     static func transactionKey(_ app: String, _ transaction: String) -> String {
@@ -283,12 +297,17 @@ public struct KeywordReport: Sendable {
             let claims = purchase.claimants.sorted()
             for claimant in claims.dropFirst() { union(claims[0], claimant) }
         }
-        var merged: [String: User] = [:]
+        // Users who are one person alone, most of them, stay as they are: copying every
+        // user's installs doubled the report's memory.
+        var merged = users
         for (key, user) in users {
-            var person = merged[find(key)] ?? User()
+            let root = find(key)
+            guard root != key else { continue }
+            merged[key] = nil
+            var person = merged.removeValue(forKey: root) ?? User()
             person.installs += user.installs
             person.isTest = person.isTest || user.isTest
-            merged[find(key)] = person
+            merged[root] = person
         }
         for purchase in purchases.values where purchase.isTest {
             for claimant in purchase.claimants { merged[find(claimant), default: User()].isTest = true }
@@ -319,7 +338,7 @@ public struct KeywordReport: Sendable {
         let (person, people) = people()
         let credited = people.compactMap { key, user in user.credited().map { (key, $0) } }
         for (key, install) in credited.sorted(by: { ($0.1.time, $0.0) < ($1.1.time, $1.0) }) {
-            let attribution = install.attribution
+            let attribution = attributions[Int(install.attribution)]
             let line = attribution.line(app: Self.app(of: key))
             var named = names[line] ?? attribution
             named.campaign = attribution.campaign ?? named.campaign
@@ -338,7 +357,7 @@ public struct KeywordReport: Sendable {
                 purchases: 0, revenue: [:])
         }
         for (key, user) in people where !user.isTest {
-            guard let line = user.attribution?.line(app: Self.app(of: key)) else { continue }
+            guard let line = user.attribution.map({ attributions[Int($0)].line(app: Self.app(of: key)) }) else { continue }
             var row = row(line)
             row.installs += 1
             lines[line] = row
@@ -350,7 +369,8 @@ public struct KeywordReport: Sendable {
             guard !purchase.isTest, let claimant = purchase.claims.first else { continue }
             let owner = person(claimant)
             guard people[owner]?.isTest != true else { continue }
-            let line = (people[owner]?.credited(at: purchase.time)?.attribution ?? .unattributed).line(app: Self.app(of: owner))
+            let attribution = people[owner]?.credited(at: purchase.time).map { attributions[Int($0.attribution)] }
+            let line = (attribution ?? .unattributed).line(app: Self.app(of: owner))
             var row = row(line)
             if refunded.contains(transaction) {
                 row.refunds += 1
@@ -366,7 +386,9 @@ public struct KeywordReport: Sendable {
         }
         for (line, owners) in paying {
             lines[line]?.payingUsers = owners.count
-            lines[line]?.convertedInstalls = owners.filter { people[$0]?.attribution?.line(app: Self.app(of: $0)) == line }.count
+            lines[line]?.convertedInstalls = owners.filter { owner in
+                people[owner]?.attribution.map { attributions[Int($0)].line(app: Self.app(of: owner)) } == line
+            }.count
         }
         return lines.values.sorted { a, b in
             if (a.payingUsers, a.installs) != (b.payingUsers, b.installs) {
