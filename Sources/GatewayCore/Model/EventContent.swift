@@ -7,13 +7,17 @@ import Foundation
 public enum EventContent {
     /// The S2S provider's key for an event known by its content (`s2s:APP:event:HASH`), and
     /// the store's upgrade's for the events keyed before: one rule for both. With
-    /// `received`, the arrival joins the content (an event with no time of its own).
+    /// `received`, the arrival joins the content (an event with no time of its own): its
+    /// time and place in the request, and for a live one (`arrivalID`, the record's id)
+    /// what no other arrival has, since two requests alike arrive in one millisecond.
     /// `sha256Hex` is the caller's: this module has no cryptography.
     public static func dedupeKey(
-        appID: String, stored: [String: JSONValue], received: (Date, Int)?, sha256Hex: (String) -> String
+        appID: String, stored: [String: JSONValue], received: (Date, Int)?, arrivalID: String? = nil,
+        sha256Hex: (String) -> String
     ) -> String {
         var content = canonicalText(stored)
         if let (receivedAt, index) = received { content += "@\(ISO8601.format(receivedAt))#\(index)" }
+        if received != nil, let arrivalID { content += "/" + arrivalID }
         return DedupeKey.make("s2s", appID, "event", sha256Hex(content))
     }
 

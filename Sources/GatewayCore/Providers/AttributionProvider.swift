@@ -57,14 +57,20 @@ public struct IngestPayload: Sendable {
     /// The query parameters, without the `secret` that authenticated the call.
     public var query: [String: String]
     public var contentType: String?
+    /// `receivedAt` is a time the payload was given (an `import` envelope's
+    /// `received_at`), not this arrival's: what is keyed by its arrival keeps one key
+    /// however often it is imported, where each live arrival is a new one.
+    public var hasFixedArrival: Bool
 
     public init(
-        body: Data, receivedAt: Date, path: String = "", query: [String: String] = [:], contentType: String? = nil
+        body: Data, receivedAt: Date, path: String = "", query: [String: String] = [:], contentType: String? = nil,
+        hasFixedArrival: Bool = false
     ) {
         self.body = body
         self.receivedAt = receivedAt
         self.path = path
         self.query = query
         self.contentType = contentType
+        self.hasFixedArrival = hasFixedArrival
     }
 }

@@ -51,7 +51,7 @@ public struct HistoricalLine: Sendable {
         default:
             throw GatewayError.invalid("payload", "expected the payload as posted: a JSON object or array")
         }
-        payload = IngestPayload(body: Data(object["payload"]!.compactUTF8), receivedAt: receivedAt)
+        payload = IngestPayload(body: Data(object["payload"]!.compactUTF8), receivedAt: receivedAt, hasFixedArrival: true)
     }
 
     /// `received_at`, or a typo of it (two edits at most: `recieved_at`, `received-at`),

@@ -49,7 +49,7 @@ public struct S2SProvider: AttributionProvider {
             index, fields in
             let event = try RawEvent(fields)
             try checkBundle(event, fields)
-            return Self.record(event, receivedAt: payload.receivedAt, index: index)
+            return Self.record(event, receivedAt: payload.receivedAt, index: index, isLive: !payload.hasFixedArrival)
         }
     }
 
@@ -69,7 +69,7 @@ public struct S2SProvider: AttributionProvider {
         }
     }
 
-    static func record(_ event: RawEvent, receivedAt: Date, index: Int = 0) -> AttributionRecord {
+    static func record(_ event: RawEvent, receivedAt: Date, index: Int = 0, isLive: Bool = true) -> AttributionRecord {
         let kind: RecordKind =
             switch event.type {
             case .session: .session
@@ -77,8 +77,11 @@ public struct S2SProvider: AttributionProvider {
             case .purchase: .purchase
             case .refund: .refund
             }
+        let recordID = AttributionRecord.newRecordID()
         var record = AttributionRecord(
-            provider: typeName, kind: kind, dedupeKey: dedupeKey(event, receivedAt: receivedAt, index: index), receivedAt: receivedAt)
+            provider: typeName, kind: kind,
+            dedupeKey: dedupeKey(event, receivedAt: receivedAt, index: index, arrivalID: isLive ? recordID : nil),
+            receivedAt: receivedAt, recordID: recordID)
         record.appID = event.appID
         record.appUserID = event.appUserID
         event.device.apply(to: &record)
@@ -93,9 +96,12 @@ public struct S2SProvider: AttributionProvider {
 
     /// A resent event is the same record: a purchase or a refund by its transaction, others
     /// by their `event_id`, anything else by its content. An event with none of these and no
-    /// `timestamp` cannot be told from a second one alike, so its arrival time and place
-    /// in the request join its content: it is never deduped.
-    static func dedupeKey(_ event: RawEvent, receivedAt: Date, index: Int) -> String {
+    /// `timestamp` cannot be told from a second one alike, so its arrival joins its
+    /// content: it is never deduped. A live arrival's `arrivalID` (its record's id) tells
+    /// apart two such requests in one millisecond, which were one record until 25 Nov
+    /// 2026; an import envelope's fixed `received_at` with its place in the line keeps one
+    /// key, so that importing the file again stores the event once.
+    static func dedupeKey(_ event: RawEvent, receivedAt: Date, index: Int, arrivalID: String? = nil) -> String {
         // A transaction is one purchase, and has one refund, whatever else a resend changes
         // (a backend's retry with a new `event_id`, or none; App Store Server Notifications
         // resend theirs): before `event_id`, which would let a second through to the vendors,
@@ -112,7 +118,7 @@ public struct S2SProvider: AttributionProvider {
         // as sent; the store's upgrade `data:s2s-events-keyed-by-content` rekeys those.
         return EventContent.dedupeKey(
             appID: event.appID, stored: event.stored, received: event.timestamp == nil ? (receivedAt, index) : nil,
-            sha256Hex: SHA256Text.hex)
+            arrivalID: arrivalID, sha256Hex: SHA256Text.hex)
     }
 
     /// Whether `dedupeKey` keys the event by its arrival, so that it is never a duplicate:
