@@ -67,6 +67,33 @@ import Testing
         }
     }
 
+    /// Review 68: a duplicate was answered from the payload thrown away, so an attributed
+    /// dictionary posted after an organic one was answered `attributed: true` while every
+    /// sink and the report hold the organic record.
+    @Test func aDuplicateIsAnsweredWithWhatWasStoredNotWithWhatWasThrownAway() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration())
+        let app = GatewayHTTP.makeApplication(gateway: gateway)
+        struct Attributed: Decodable {
+            let record_id: String
+            let status: String
+            let attributed: Bool
+        }
+        try await app.test(.live) { client in
+            let organic = #"{"app_id":"1234567890","app_user_id":"user-7","Version3.1":{"iad-attribution":"false"}}"#
+            let first = try await client.execute(uri: "/v1/iad", method: .post, body: ByteBuffer(string: organic))
+            let stored = try JSONDecoder().decode(Attributed.self, from: Data(first.body.readableBytesView))
+            #expect(first.status == .accepted && !stored.attributed)
+            let later = ByteBuffer(string: IAdPayloads.attributed(user: "user-7"))
+            let second = try await client.execute(uri: "/v1/iad", method: .post, body: later)
+            let duplicate = try JSONDecoder().decode(Attributed.self, from: Data(second.body.readableBytesView))
+            #expect(second.status == .ok && duplicate.status == "duplicate")
+            #expect(duplicate.record_id == stored.record_id)
+            #expect(!duplicate.attributed, "\(String(buffer: second.body))")
+        }
+    }
+
     @Test(arguments: [
         ("not json at all", 400, "malformed_json", nil),
         ("[1, 2]", 400, "malformed_json", nil),

@@ -479,7 +479,7 @@ components:
         record_id: {type: string}
         status: {enum: [accepted, duplicate]}
         duplicate_of: {type: string}
-        provider: {type: string}
+        provider: {type: string, description: "For a duplicate, the stored original's, as are resolution and attributed."}
         resolution: {enum: [resolved, pending, not_found, invalid]}
         attributed: {type: boolean}
     BatchAnswer:

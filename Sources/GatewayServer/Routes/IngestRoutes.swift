@@ -18,8 +18,12 @@ struct IngestAnswer: Encodable {
     let resolved: Bool?
     let attributed: Bool?
 
-    init(_ outcome: IngestOutcome) {
-        self.init(record: outcome.record, recordID: outcome.recordID, duplicateOf: outcome.duplicateOf)
+    /// A duplicate is answered from `original`, the record stored before: the payload
+    /// posted again was thrown away, and an answer from it (an attributed iAd dictionary
+    /// after an organic one) told the client what no sink or report holds.
+    init(_ outcome: IngestOutcome, original: AttributionRecord?) {
+        let record = outcome.isDuplicate ? original ?? outcome.record : outcome.record
+        self.init(record: record, recordID: outcome.recordID, duplicateOf: outcome.duplicateOf)
     }
 
     /// What `/v1/iad` would answer for `record`, had it been stored (the no-op routes).
@@ -114,7 +118,9 @@ extension GatewayHTTP {
                     }
                     let status: HTTPResponse.Status =
                         outcomes.allSatisfy(\.isDuplicate) ? .ok : .init(code: route.acceptedStatus)
-                    return BatchAnswer.response(status: status, outcomes.map(IngestAnswer.init), body: body)
+                    let originals = try await storedOriginals(of: outcomes, in: gateway.store)
+                    let answers = outcomes.map { IngestAnswer($0, original: originals[$0.recordID]) }
+                    return BatchAnswer.response(status: status, answers, body: body)
                 }
                 switch route.method {
                 case .post: router.post(RouterPath(route.path), use: handler)
@@ -146,5 +152,18 @@ extension GatewayHTTP {
                 }
             }
         }
+    }
+
+    /// The stored records that `outcomes`' duplicates repeat, read only when there are any.
+    static func storedOriginals(of outcomes: [IngestOutcome], in store: any AttributionStore) async throws -> [String: AttributionRecord] {
+        var originals: [String: AttributionRecord] = [:]
+        for outcome in outcomes where outcome.isDuplicate && originals[outcome.recordID] == nil {
+            do {
+                originals[outcome.recordID] = try await store.record(id: outcome.recordID)
+            } catch {
+                throw GatewayError.storageUnavailable(cause: error)
+            }
+        }
+        return originals
     }
 }
