@@ -118,7 +118,7 @@ extension GatewayHTTP {
                     }
                     let status: HTTPResponse.Status =
                         outcomes.allSatisfy(\.isDuplicate) ? .ok : .init(code: route.acceptedStatus)
-                    let originals = try await storedOriginals(of: outcomes, in: gateway.store)
+                    let originals = await storedOriginals(of: outcomes, in: gateway.store)
                     let answers = outcomes.map { IngestAnswer($0, original: originals[$0.recordID]) }
                     return BatchAnswer.response(status: status, answers, body: body)
                 }
@@ -155,14 +155,13 @@ extension GatewayHTTP {
     }
 
     /// The stored records that `outcomes`' duplicates repeat, read only when there are any.
-    static func storedOriginals(of outcomes: [IngestOutcome], in store: any AttributionStore) async throws -> [String: AttributionRecord] {
+    /// One that cannot be read (a body an old release wrote, the store gone since the
+    /// insert found it) is left out: the answer is then the resend's, as before, rather
+    /// than an error for a payload that is safely stored.
+    static func storedOriginals(of outcomes: [IngestOutcome], in store: any AttributionStore) async -> [String: AttributionRecord] {
         var originals: [String: AttributionRecord] = [:]
         for outcome in outcomes where outcome.isDuplicate && originals[outcome.recordID] == nil {
-            do {
-                originals[outcome.recordID] = try await store.record(id: outcome.recordID)
-            } catch {
-                throw GatewayError.storageUnavailable(cause: error)
-            }
+            originals[outcome.recordID] = try? await store.record(id: outcome.recordID)
         }
         return originals
     }
