@@ -243,17 +243,19 @@ public final class SQLiteStore: AttributionStore {
             for row in try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT o.id, o.attempts, o.created_at, r.body FROM outbox o JOIN records r ON r.record_id = o.record_id
+                        SELECT o.id, o.attempts, o.created_at, o.sending_since, r.body
+                        FROM outbox o JOIN records r ON r.record_id = o.record_id
                         WHERE o.sink = ? AND o.next_attempt_at <= ? \(laneOrdered ? "AND NOT \(Self.behindItsLane)" : "")
                         ORDER BY o.next_attempt_at, o.id LIMIT ?
                         """),
                 arguments: [sink, now.timeIntervalSince1970, limit])
             {
                 do {
-                    entries.append(
-                        OutboxEntry(
-                            id: row["id"], record: try AttributionRecord(jsonData: try Self.body(of: row)),
-                            attempts: row["attempts"], queuedAt: Date(timeIntervalSince1970: row["created_at"])))
+                    var entry = OutboxEntry(
+                        id: row["id"], record: try AttributionRecord(jsonData: try Self.body(of: row)),
+                        attempts: row["attempts"], queuedAt: Date(timeIntervalSince1970: row["created_at"]))
+                    entry.wasBeingSent = (row["sending_since"] as Double?) != nil
+                    entries.append(entry)
                 } catch {
                     entries.append(
                         .unreadable(
@@ -302,7 +304,10 @@ public final class SQLiteStore: AttributionStore {
                     try db.executeCached("DELETE FROM outbox WHERE id = ?", [id])
                 case .retry(let id, let attempts, let at, let error):
                     try db.executeCached(
-                        "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
+                        """
+                        UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ?, sending_since = NULL
+                        WHERE id = ?
+                        """,
                         [attempts, at.timeIntervalSince1970, error, id])
                 case .deadLetter(let id, let attempts, let error):
                     try db.executeCached(
@@ -314,6 +319,12 @@ public final class SQLiteStore: AttributionStore {
                     try db.executeCached("DELETE FROM outbox WHERE id = ?", [id])
                 }
             }
+        }
+    }
+
+    public func markSending(id: Int64, now: Date) async throws {
+        try await pool.write { db in
+            try db.executeCached("UPDATE outbox SET sending_since = ? WHERE id = ?", [now.timeIntervalSince1970, id])
         }
     }
 

@@ -122,6 +122,12 @@ enum SQLiteStoreSchema {
         migrator.registerMigration("data:s2s-events-keyed-by-content") { db in
             try SQLiteStoreSchema.keyEventsByCanonicalContent(db)
         }
+        migrator.registerMigration("store-v8-outbox-sending") { db in
+            // When a sink whose destination counts every copy (a vendor) began sending the
+            // row's record (NULL: not being sent). A row found so marked after a crash may
+            // have been counted: it is not sent again unasked.
+            try db.execute(sql: "ALTER TABLE outbox ADD COLUMN sending_since REAL")
+        }
         return migrator
     }
 

@@ -366,6 +366,64 @@ import Testing
         }
     }
 
+    /// Review 67: killed mid-batch, the gateway sent a vendor again the events it had
+    /// answered and counted. Each is now marked before its request and settled at its
+    /// answer; one found still marked after a restart may have been counted, and is
+    /// dead-lettered rather than sent again.
+    @Test func anEventTheGatewayStoppedWhileSendingIsNotSentAgainUnasked() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        vendors.outage.withLock { $0 = 1_000_000 }
+        let body = "[" + (0..<2).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
+            .joined(separator: ",") + "]"
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) {
+            (client: TestClientProtocol, gateway: Gateway) async throws in
+            #expect(try await post(client, body).status == .accepted)
+            #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.singular"]?.depth == 2 })
+        }
+        // As a kill leaves it: the first event's request was out, its answer not written.
+        let queue = try DatabaseQueue(path: env.databasePath)
+        try await queue.write { db in
+            try db.execute(sql: "UPDATE outbox SET sending_since = 1 WHERE id = (SELECT MIN(id) FROM outbox WHERE sink = 's2s.singular')")
+        }
+        vendors.outage.withLock { $0 = 0 }
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) {
+            (_: TestClientProtocol, gateway: Gateway) async throws in
+            #expect(try await env.eventually { vendors.accepted("singular").count == 1 })
+            // Written with the rest of the batch, after the other event's answer.
+            #expect(try await env.eventually { try await gateway.store.deadLetters(sink: "s2s.singular", limit: 10).count == 1 })
+            let letters = try await gateway.store.deadLetters(sink: "s2s.singular", limit: 10)
+            #expect(letters.first?.error.contains("the gateway stopped before its answer was written: it may have counted it") == true)
+            #expect(try await gateway.store.outboxStats()["s2s.singular"] == nil)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(vendors.accepted("singular").count == 1)
+        }
+    }
+
+    /// The mark is on disk while the request is out, and gone with the answer.
+    @Test func aVendorsEventIsMarkedAsBeingSentWhileItsRequestIsOut() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        vendors.slowAnswers.withLock { $0 = 1 }
+        let body = Self.event("event", name: "level_up", user: "user-1", idfv: UUID().uuidString)
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) {
+            (client: TestClientProtocol, gateway: Gateway) async throws in
+            #expect(try await post(client, body).status == .accepted)
+            // Singular holds its answer two seconds (the default timeout is longer).
+            let marked = try await env.eventually {
+                try await gateway.store.pool.read { db in
+                    try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE sending_since IS NOT NULL") == 1
+                }
+            }
+            #expect(marked)
+            #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.singular"] == nil })
+            #expect(vendors.accepted("singular").count == 1)
+            #expect(try await gateway.store.deadLetters(sink: "s2s.singular", limit: 10).isEmpty)
+        }
+    }
+
     /// `on_no_answer: retry` sends such an event again, as an outage; and an answer whose
     /// body stalls is its status (a `503`, retried), never a request left unanswered.
     @Test(arguments: [(true, false), (false, true)])

@@ -428,6 +428,62 @@ import Testing
         #expect(rows.allSatisfy { ($0["next_attempt_at"] as Double) <= f.clock.now.timeIntervalSince1970 })
     }
 
+    /// A destination that counts every copy, sent to one record at a time: the first is
+    /// answered, the second hangs (the gateway about to be killed), the rest wait.
+    final class OneByOneThenHanging: AttributionSink {
+        let maxBatchSize = 100
+        var countsEveryCopy: Bool { true }
+        let sent = Mutex<[String]>([])
+        let hangs: Bool
+        init(hangs: Bool) { self.hangs = hangs }
+        func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+            try await deliver(records, progress: .none)
+        }
+        func deliver(_ records: [AttributionRecord], progress: DeliveryProgress) async throws -> [DeliveryOutcome] {
+            var outcomes: [DeliveryOutcome] = []
+            for (index, record) in records.enumerated() {
+                try await progress.sending(index)
+                sent.withLock { $0.append(record.recordID) }
+                if hangs, sent.withLock({ $0.count }) == 2 { try await Task.sleep(for: .seconds(3600)) }
+                await progress.answered(index, .delivered)
+                outcomes.append(.delivered)
+            }
+            return outcomes
+        }
+        func interruptedSend(of record: AttributionRecord) -> DeliveryOutcome {
+            .reject(reason: "may have counted it")
+        }
+    }
+
+    /// Review 67: a vendor's answers were written when its whole batch ended, so a crash
+    /// mid-batch sent again every event the vendor had already answered and counted.
+    @Test func aSinkCountingEveryCopyHasEachAnswerWrittenAsItComesAndNothingSentTwiceAfterACrash() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(3)
+        let sink = OneByOneThenHanging(hangs: true)
+        let drain = Task { try await f.worker(sink: sink).drainOnce() }
+        for _ in 0..<1000 where sink.sent.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        // While the second hangs, the first's answer is already on disk, and the second is
+        // marked as being sent.
+        let rows = try await f.store.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT record_id, sending_since FROM outbox ORDER BY id")
+        }
+        #expect(rows.map { $0["record_id"] as String } == records.dropFirst().map(\.recordID))
+        #expect(rows.map { ($0["sending_since"] as Double?) != nil } == [true, false])
+        // The process dies here: a cancelled batch writes nothing more. The next start
+        // sends the third only, and the second goes where the sink says.
+        drain.cancel()
+        _ = try? await drain.value
+        let restarted = OneByOneThenHanging(hangs: false)
+        try await f.worker(sink: restarted).drainOnce()
+        #expect(restarted.sent.withLock { $0 } == [records[2].recordID])
+        let letters = try await f.store.deadLetters(sink: "memory", limit: 10)
+        #expect(letters.map(\.recordID) == [records[1].recordID])
+        #expect(letters.first?.error == "may have counted it")
+        #expect(try await f.attempts().isEmpty)
+    }
+
     @Test func afterMaxAttemptsARecordMovesToTheDeadLetters() async throws {
         let f = try Fixture()
         defer { f.remove() }

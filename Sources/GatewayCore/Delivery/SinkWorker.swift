@@ -132,69 +132,85 @@ public final class SinkWorker: Service, Sendable {
             if entries.isEmpty { return due.count }
         }
 
-        var outcomes: [DeliveryOutcome]
+        // Rows a sink was sending when the gateway stopped are not offered again: the sink
+        // says what they become (a vendor may have counted them).
+        var answered: [DeliveryOutcome?] = entries.map { $0.wasBeingSent ? sink.interruptedSend(of: $0.record) : nil }
+        let offered = entries.indices.filter { answered[$0] == nil }
+        // Answers the sink reported as they came, already written, by outbox id.
+        let settled = Mutex<[Int64: OutboxResolution]>([:])
+        let progress = DeliveryProgress(
+            sending: { index in try await self.store.markSending(id: entries[offered[index]].id, now: self.now()) },
+            answered: { index, outcome in
+                let entry = entries[offered[index]]
+                let decidedAt = self.now()
+                let resolution = self.resolution(of: entry, outcome, decidedAt: decidedAt)
+                // Not written now: the batch's end writes it with the rest.
+                guard (try? await self.store.resolve(sink: self.sinkName, [resolution], now: decidedAt)) != nil else { return }
+                settled.withLock { $0[entry.id] = resolution }
+            })
         /// The sink failed the batch whole, its own failure (the protocol's contract for a
         /// throw: its destination down, its disk full), not one record's.
         var threw = false
-        do {
-            outcomes = try await sink.deliver(entries.map(\.record))
-            if outcomes.count != entries.count {
-                let reason = "sink answered \(outcomes.count) outcomes for \(entries.count) records"
-                logger.error("sink broke its contract", metadata: ["reason": "\(reason)"])
-                outcomes = Array(repeating: .retry(reason: reason), count: entries.count)
+        if !offered.isEmpty {
+            var answers: [DeliveryOutcome]
+            do {
+                answers = try await sink.deliver(offered.map { entries[$0].record }, progress: progress)
+                if answers.count != offered.count {
+                    let reason = "sink answered \(answers.count) outcomes for \(offered.count) records"
+                    logger.error("sink broke its contract", metadata: ["reason": "\(reason)"])
+                    answers = Array(repeating: .retry(reason: reason), count: offered.count)
+                }
+            } catch {
+                // Shutdown cut the batch short: it stays in the outbox as it was, not a failed
+                // attempt, and is offered again after the restart.
+                if Task.isCancelled {
+                    logger.info("batch in flight left in the outbox by shutdown", metadata: ["records": "\(entries.count)"])
+                    return due.count
+                }
+                answers = Array(repeating: .retry(reason: "\(error)"), count: offered.count)
+                threw = true
             }
-        } catch {
-            // Shutdown cut the batch short: it stays in the outbox as it was, not a failed
-            // attempt, and is offered again after the restart.
-            if Task.isCancelled {
-                logger.info("batch in flight left in the outbox by shutdown", metadata: ["records": "\(entries.count)"])
-                return due.count
-            }
-            outcomes = Array(repeating: .retry(reason: "\(error)"), count: entries.count)
-            threw = true
+            for (index, answer) in zip(offered, answers) { answered[index] = answer }
         }
+        let written = settled.withLock { $0 }
 
         // Shutdown came while the sink answered for part of the batch (the exec sink keeps
         // what its plugin acknowledged): those answers stand, and the rest stays in the
         // outbox as it was, no attempt counted, as a batch cut short does.
+        let outcomes = answered.map { $0 ?? .retry(reason: "not answered") }
         let cutShort = Task.isCancelled
         let decidedAt = now()
-        /// When a record the sink postponed by `after` is due.
-        func dueDate(after: Duration) -> Date { decidedAt.addingTimeInterval(max(after, .zero) / .seconds(1)) }
+        /// Every entry's resolution, those written as they came included; `resolutions`
+        /// are the ones still to write.
+        var decisions: [OutboxResolution] = []
         var resolutions: [OutboxResolution] = []
         var delivered = 0, declined = 0, retried = 0, postponed = 0, dead = 0
         var firstDead: (recordID: String, error: String)?
         for (entry, outcome) in zip(entries, outcomes) {
+            let already = written[entry.id]
             switch outcome {
-            case .delivered:
-                resolutions.append(.delivered(id: entry.id))
+            case .retry where cutShort && already == nil, .postponed where cutShort && already == nil:
+                continue
+            default:
+                break
+            }
+            let resolution = already ?? self.resolution(of: entry, outcome, decidedAt: decidedAt)
+            decisions.append(resolution)
+            if already == nil { resolutions.append(resolution) }
+            switch (outcome, resolution) {
+            case (.delivered, _):
                 delivered += 1
                 metrics.deliveryLatency(
                     sink: sinkName, seconds: decidedAt.timeIntervalSince(entry.queuedAt ?? entry.record.receivedAt))
-            case .declined:
-                resolutions.append(.delivered(id: entry.id))
+            case (.declined, _):
                 declined += 1
-            case .retry where cutShort, .postponed where cutShort:
-                continue
-            case .postponed(let reason, let after):
-                resolutions.append(.retry(id: entry.id, attempts: entry.attempts, at: dueDate(after: after), error: reason))
+            case (.postponed, _):
                 postponed += 1
-            case .retry(let reason, let after):
-                let attempts = entry.attempts + 1
-                if attempts >= settings.maxAttempts {
-                    resolutions.append(.deadLetter(id: entry.id, attempts: attempts, error: reason))
-                    dead += 1
-                    firstDead = firstDead ?? (entry.record.recordID, reason)
-                } else {
-                    let delay = settings.backoff(attempt: attempts, retryAfter: after, unit: random())
-                    let at = decidedAt.addingTimeInterval(delay / .seconds(1))
-                    resolutions.append(.retry(id: entry.id, attempts: attempts, at: at, error: reason))
-                    retried += 1
-                }
-            case .reject(let reason):
-                resolutions.append(.deadLetter(id: entry.id, attempts: entry.attempts + 1, error: reason))
+            case (.retry(let reason, _), .deadLetter), (.reject(let reason), _):
                 dead += 1
                 firstDead = firstDead ?? (entry.record.recordID, reason)
+            case (.retry, _):
+                retried += 1
             }
         }
         // The sink down (its circuit open, its destination gone, its disk full) pauses the
@@ -219,7 +235,7 @@ public final class SinkWorker: Service, Sendable {
             return false
         }
         let down = !cutShort && (postponed == outcomes.count || streak >= 2 || throttled)
-        let firstDue = resolutions.compactMap { resolution -> Date? in
+        let firstDue = decisions.compactMap { resolution -> Date? in
             if case .retry(_, _, let at, _) = resolution { return at }
             return nil
         }.min()
@@ -239,7 +255,7 @@ public final class SinkWorker: Service, Sendable {
             throw error
         }
         if settings.inDeviceOrder {
-            let held = resolutions.compactMap { resolution -> (id: Int64, until: Date)? in
+            let held = decisions.compactMap { resolution -> (id: Int64, until: Date)? in
                 if case .retry(let id, _, let at, _) = resolution { return (id, at) }
                 return nil
             }
@@ -264,6 +280,24 @@ public final class SinkWorker: Service, Sendable {
                 ])
         }
         return due.count
+    }
+
+    /// What `outcome` makes of `entry`'s outbox row, decided at `decidedAt`.
+    func resolution(of entry: OutboxEntry, _ outcome: DeliveryOutcome, decidedAt: Date) -> OutboxResolution {
+        switch outcome {
+        case .delivered, .declined:
+            return .delivered(id: entry.id)
+        case .postponed(let reason, let after):
+            let at = decidedAt.addingTimeInterval(max(after, .zero) / .seconds(1))
+            return .retry(id: entry.id, attempts: entry.attempts, at: at, error: reason)
+        case .retry(let reason, let after):
+            let attempts = entry.attempts + 1
+            guard attempts < settings.maxAttempts else { return .deadLetter(id: entry.id, attempts: attempts, error: reason) }
+            let delay = settings.backoff(attempt: attempts, retryAfter: after, unit: random())
+            return .retry(id: entry.id, attempts: attempts, at: decidedAt.addingTimeInterval(delay / .seconds(1)), error: reason)
+        case .reject(let reason):
+            return .deadLetter(id: entry.id, attempts: entry.attempts + 1, error: reason)
+        }
     }
 
     /// One line for the batch's dead letters, with the first one's record and reason, and

@@ -17,11 +17,44 @@ public protocol AttributionSink: Sendable {
     /// sink's outbox to the dead letters, to be checked before `dlq retry`, rather than
     /// send again what the original store may have delivered after the backup.
     var countsEveryCopy: Bool { get }
+    /// As ``deliver(_:)``, telling `progress` before each record is sent and as each is
+    /// answered, for a sink that sends records one by one to a destination that counts
+    /// every copy: each answer is then written as it comes, and a crash mid-batch sends
+    /// none of the batch's answered records again. By default, ``deliver(_:)``.
+    func deliver(_ records: [AttributionRecord], progress: DeliveryProgress) async throws -> [DeliveryOutcome]
+    /// The outcome of a record the sink was sending when the gateway stopped, before its
+    /// answer was written: the destination may have it. By default, a retry.
+    func interruptedSend(of record: AttributionRecord) -> DeliveryOutcome
 }
 
 extension AttributionSink {
     public func shutdown() async {}
     public var countsEveryCopy: Bool { false }
+    public func deliver(_ records: [AttributionRecord], progress: DeliveryProgress) async throws -> [DeliveryOutcome] {
+        try await deliver(records)
+    }
+    public func interruptedSend(of record: AttributionRecord) -> DeliveryOutcome {
+        .retry(reason: "the gateway stopped while it was being sent")
+    }
+}
+
+/// What a sink tells its worker while it delivers a batch: the records (by their index in
+/// the batch) it is about to send, and each answer as it comes.
+public struct DeliveryProgress: Sendable {
+    /// Durably marks the record as being sent; the sink must not send it if this throws.
+    public var sending: @Sendable (Int) async throws -> Void
+    /// Writes the record's outcome at once (the sink still returns it with the batch's).
+    public var answered: @Sendable (Int, DeliveryOutcome) async -> Void
+
+    public init(
+        sending: @escaping @Sendable (Int) async throws -> Void, answered: @escaping @Sendable (Int, DeliveryOutcome) async -> Void
+    ) {
+        self.sending = sending
+        self.answered = answered
+    }
+
+    /// Tells no one: the batch's outcomes are written when it ends.
+    public static let none = DeliveryProgress(sending: { _ in }, answered: { _, _ in })
 }
 
 /// What happened to one record offered to a sink.

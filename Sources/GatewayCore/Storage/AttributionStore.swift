@@ -25,6 +25,11 @@ public protocol AttributionStore: Sendable {
     /// Applies the worker's decisions about a batch in one transaction.
     func resolve(sink: String, _ resolutions: [OutboxResolution], now: Date) async throws
 
+    /// Marks an outbox row as being sent, durably, before a sink whose destination counts
+    /// every copy sends it: a row still so marked when it is next due was being sent when
+    /// the gateway stopped (``OutboxEntry/wasBeingSent``). Any resolution clears it.
+    func markSending(id: Int64, now: Date) async throws
+
     /// For a sink delivering in device order: the rows behind each retried head (by
     /// outbox id) wait until the head's next attempt too, so that while a device's
     /// queue is blocked its rows are not due and not scanned on every wake.
@@ -183,6 +188,9 @@ public struct OutboxEntry: Sendable {
     /// When the row was queued for the sink (its record's commit, a replay, a retry of a
     /// dead letter): what the delivery latency counts from.
     public var queuedAt: Date?
+    /// A sink was sending it when the gateway stopped, before its answer was written
+    /// (see ``AttributionStore/markSending(id:now:)``).
+    public var wasBeingSent = false
 
     public init(id: Int64, record: AttributionRecord, attempts: Int, queuedAt: Date? = nil) {
         self.id = id

@@ -35,6 +35,13 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
     }
 
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+        try await deliver(records, progress: .none)
+    }
+
+    /// Each event is marked as being sent before its request and its answer written as it
+    /// comes: a batch's answers all written at its end were lost to a crash, and the
+    /// vendor counted again every event it had answered (24 of 40 in review 67).
+    public func deliver(_ records: [AttributionRecord], progress: DeliveryProgress) async throws -> [DeliveryOutcome] {
         var lanes: [String: [Int]] = [:]
         var order: [String] = []
         var events: [Int: RawEvent] = [:]
@@ -82,7 +89,14 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
                                 done.append((item.index, waiting))
                                 continue
                             }
-                            let outcome = await self.send(item.event, record: records[item.index])
+                            let outcome: DeliveryOutcome
+                            do {
+                                try await progress.sending(item.index)
+                                outcome = await self.send(item.event, record: records[item.index])
+                                await progress.answered(item.index, outcome)
+                            } catch {
+                                outcome = .retry(reason: "not sent: it could not be marked as being sent (\(error))")
+                            }
                             done.append((item.index, outcome))
                             if case .retry(_, let after) = outcome {
                                 waiting = .retry(reason: "waits for an earlier event of the same device", after: after)
@@ -111,6 +125,12 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         return .reject(
             reason: "\(vendor) was sent the event and \(what): it may have counted it; check before dlq retry "
                 + "(or set on_no_answer: retry)")
+    }
+
+    /// The gateway stopped after the event was marked as being sent and before its answer
+    /// was written: the vendor may have counted it.
+    public func interruptedSend(of record: AttributionRecord) -> DeliveryOutcome {
+        unanswered("the gateway stopped before its answer was written")
     }
 
     func send(_ event: RawEvent, record: AttributionRecord) async -> DeliveryOutcome {
