@@ -11,9 +11,18 @@ import Foundation
 /// operator's own headers, AppsFlyer's `authentication`). And a `2xx` from elsewhere is
 /// not the destination's acceptance. A `3xx` comes back as the answer, for the sink to
 /// classify (see ``RedirectAnswer``).
+///
+/// Its pool keeps up to 1,024 connections per host, not AsyncHTTPClient's 8: each sink's
+/// `concurrency` (up to 256 for a vendor, and vendors behind one proxy share a host) must
+/// not queue for a connection, since a request's deadline runs while it waits, and a
+/// vendor's event that waited most of its timeout and then went out was dead-lettered
+/// ("may have counted it") though the vendor answered in time (review 67).
 public enum NoRedirectHTTPClient {
-    public static let shared = HTTPClient(
-        eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+    public static let shared: HTTPClient = {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 1024)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
 }
 
 /// A `3xx` that ``NoRedirectHTTPClient`` did not follow.

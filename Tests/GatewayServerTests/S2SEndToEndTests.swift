@@ -401,6 +401,28 @@ import Testing
         }
     }
 
+    /// Review 67: the outbound pool kept 8 connections per host, so a vendor's
+    /// `concurrency` past 8 (or vendors behind one proxy) queued for one while the
+    /// request's timeout ran, and events the vendor answered in time were dead-lettered.
+    /// Singular here holds each request until 16 are open at once.
+    @Test func aVendorsConcurrencyIsNotCappedByTheConnectionPool() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        vendors.openAtOnce.withLock { $0 = 16 }
+        let body = "[" + (0..<16).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
+            .joined(separator: ",") + "]"
+        let extra = "\n        concurrency: 16\n        timeout_ms: 30000"
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: extra) }) {
+            (client: TestClientProtocol, gateway: Gateway) async throws in
+            #expect(try await post(client, body).status == .accepted)
+            #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.singular"] == nil })
+            #expect(vendors.accepted("singular").count == 16)
+            #expect(vendors.mostOpen == 16)
+            #expect(try await gateway.store.deadLetters(sink: "s2s.singular", limit: 20).isEmpty)
+        }
+    }
+
     /// The mark is on disk while the request is out, and gone with the answer.
     @Test func aVendorsEventIsMarkedAsBeingSentWhileItsRequestIsOut() async throws {
         let env = try TestEnvironment()

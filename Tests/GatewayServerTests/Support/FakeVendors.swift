@@ -33,6 +33,11 @@ final class FakeVendors: Sendable {
     /// Singular answers these statuses at once, one request each, and then stalls the body
     /// past the gateway's timeout.
     let stalledAnswers = Mutex<[HTTPResponse.Status]>([])
+    /// Singular holds each request until this many are open at once (5 s at most), to
+    /// show how many the gateway sends side by side: the most seen is `mostOpen`.
+    let openAtOnce = Mutex(0)
+    private let open = Mutex((now: 0, most: 0))
+    var mostOpen: Int { open.withLock { $0.most } }
     /// Devices (IDFV) that opted out: Adjust answers `451` for their events.
     let optedOut = Mutex<Set<String>>([])
     /// Devices (IDFV) Adjust has not learned from its SDK yet: it answers `404` "Device
@@ -70,6 +75,15 @@ final class FakeVendors: Sendable {
                     return true
                 }
                 if slow { try await Task.sleep(for: .seconds(2)) }
+                let wanted = self.openAtOnce.withLock { $0 }
+                if wanted > 0 {
+                    self.open.withLock { open in
+                        open.now += 1
+                        open.most = max(open.most, open.now)
+                    }
+                    for _ in 0..<500 where self.open.withLock({ $0.most }) < wanted { try await Task.sleep(for: .milliseconds(10)) }
+                    self.open.withLock { $0.now -= 1 }
+                }
                 if let stalled = self.stalledAnswers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
                     return Response(
                         status: stalled, headers: [.contentLength: "100"],
