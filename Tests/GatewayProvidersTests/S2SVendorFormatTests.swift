@@ -124,6 +124,21 @@ import Testing
         }
     }
 
+    /// A `429` or `5xx` without `Retry-After` is the vendor's whole refusal (a wait of
+    /// zero: the worker pauses), a device Adjust does not know yet the record's own (none).
+    @Test func aVendorsRefusalOfEverythingWithoutAWaitIsTheDestinationsNotTheRecords() {
+        func after(_ adapter: some VendorAdapter, _ status: Int, _ body: String = "") -> Duration?? {
+            if case .retry(_, let after) = adapter.outcome(status: status, body: body, retryAfter: nil, age: .zero) { return after }
+            return nil
+        }
+        for status in [429, 500, 503] {
+            #expect(after(singular, status) == .some(.zero), "Singular \(status)")
+            #expect(after(appsFlyer, status) == .some(.zero), "AppsFlyer \(status)")
+            #expect(after(adjust, status) == .some(.zero), "Adjust \(status)")
+        }
+        #expect(after(adjust, 404, "Device not found") == .some(nil))
+    }
+
     // MARK: Singular
 
     /// A time out of any app's life refused, whichever way it is written: Singular got

@@ -392,13 +392,13 @@ import Testing
             // /import 302: the profile's outcome is the record's.
             #expect(
                 try await sink.deliver([record(user: "u1")])
-                    == [.retry(reason: "Mixpanel answered 307 (a redirect to \(elsewhere), not followed)")])
+                    == [.retry(reason: "Mixpanel answered 307 (a redirect to \(elsewhere), not followed)", after: .zero)])
             // A record without profile properties goes to /import alone.
             var event = AttributionRecord(provider: "s2s", kind: .event, dedupeKey: "s2s:\(UUID())", receivedAt: Date())
             event.appUserID = "u2"
             #expect(
                 try await sink.deliver([event])
-                    == [.retry(reason: "Mixpanel /import answered 308 (a redirect to \(elsewhere), not followed)")])
+                    == [.retry(reason: "Mixpanel /import answered 308 (a redirect to \(elsewhere), not followed)", after: .zero)])
         }
         #expect(trap.redirects == 3)
         // Neither the updates nor /import's Basic credentials went to the other host.

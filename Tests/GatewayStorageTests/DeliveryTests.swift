@@ -612,6 +612,32 @@ import Testing
         #expect(worker.postponedUntil.withLock { $0 } == nil)
     }
 
+    /// Review 65 and 67: Mixpanel and AppsFlyer promise no `Retry-After` with a `429` or
+    /// `5xx`, and without one the worker took each next batch at once (3,766 requests for
+    /// 1,000 records). A batch refused whole, with a wait or not, pauses the worker, and
+    /// its records come due again together, as one batch.
+    @Test func aBatchRefusedWholeWithoutAWaitPausesTheWorkerAndComesBackAsOneBatch() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(6)
+        // Each draw another: drawn per record, the batch's retries would fall apart.
+        let draws = Mutex([0.9, 0.1, 0.5])
+        let clock = f.clock
+        let worker = SinkWorker(
+            sinkName: "memory", sink: f.sink, store: f.store,
+            settings: DeliverySettings(batchSize: 3, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10)),
+            now: { clock.now }, random: { draws.withLock { $0.isEmpty ? 0 : $0.removeFirst() } })
+        f.sink.addRule { _ in .retry(reason: "answered 429", after: .zero) }
+        #expect(try await worker.drainOnce() == 3)
+        let paused = try #require(worker.postponedUntil.withLock { $0 })
+        #expect(paused > f.clock.now)
+        let due = try await f.store.pool.read { db in
+            try Double.fetchAll(db, sql: "SELECT next_attempt_at FROM outbox WHERE attempts = 1")
+        }
+        #expect(due.count == 3 && Set(due).count == 1, "\(due)")
+        #expect(Date(timeIntervalSince1970: due[0]) == paused)
+    }
+
     /// Records retried one by one (devices Adjust has not learned yet), however many and
     /// in however full batches, are no sink down: other devices' records go out at once
     /// rather than at those records' next retry, up to an hour away.

@@ -132,6 +132,10 @@ public final class SinkWorker: Service, Sendable {
             if entries.isEmpty { return due.count }
         }
 
+        // One draw for the batch: its retries come due together and go again as one batch.
+        // Drawn per record, a refused batch of 100 came back one record at a time, about
+        // one Mixpanel request per record once it recovered (review 65).
+        let jitter = random()
         // Rows a sink was sending when the gateway stopped are not offered again: the sink
         // says what they become (a vendor may have counted them).
         var answered: [DeliveryOutcome?] = entries.map { $0.wasBeingSent ? sink.interruptedSend(of: $0.record) : nil }
@@ -143,7 +147,7 @@ public final class SinkWorker: Service, Sendable {
             answered: { index, outcome in
                 let entry = entries[offered[index]]
                 let decidedAt = self.now()
-                let resolution = self.resolution(of: entry, outcome, decidedAt: decidedAt)
+                let resolution = self.resolution(of: entry, outcome, decidedAt: decidedAt, jitter: jitter)
                 // Not written now: the batch's end writes it with the rest.
                 guard (try? await self.store.resolve(sink: self.sinkName, [resolution], now: decidedAt)) != nil else { return }
                 settled.withLock { $0[entry.id] = resolution }
@@ -194,7 +198,7 @@ public final class SinkWorker: Service, Sendable {
             default:
                 break
             }
-            let resolution = already ?? self.resolution(of: entry, outcome, decidedAt: decidedAt)
+            let resolution = already ?? self.resolution(of: entry, outcome, decidedAt: decidedAt, jitter: jitter)
             decisions.append(resolution)
             if already == nil { resolutions.append(resolution) }
             switch (outcome, resolution) {
@@ -230,8 +234,11 @@ public final class SinkWorker: Service, Sendable {
         // Records the sink kept from the destination by design (declined: a Mixpanel
         // record without a user) asked it nothing, and say nothing of a throttle.
         let asked = outcomes.filter { if case .declined = $0 { false } else { true } }
+        // A wait of zero is a refusal of the destination's whole without a time (`429` or
+        // `5xx` and no `Retry-After`, which Mixpanel and AppsFlyer do not promise): the
+        // next batch got the same, 3,766 requests for 1,000 records in review 65.
         let throttled = !threw && !asked.isEmpty && asked.allSatisfy { outcome in
-            if case .retry(_, let after?) = outcome { return after > .zero }
+            if case .retry(_, _?) = outcome { return true }
             return false
         }
         let down = !cutShort && (postponed == outcomes.count || streak >= 2 || throttled)
@@ -282,8 +289,9 @@ public final class SinkWorker: Service, Sendable {
         return due.count
     }
 
-    /// What `outcome` makes of `entry`'s outbox row, decided at `decidedAt`.
-    func resolution(of entry: OutboxEntry, _ outcome: DeliveryOutcome, decidedAt: Date) -> OutboxResolution {
+    /// What `outcome` makes of `entry`'s outbox row, decided at `decidedAt`, with the
+    /// batch's `jitter` (0..<1).
+    func resolution(of entry: OutboxEntry, _ outcome: DeliveryOutcome, decidedAt: Date, jitter: Double) -> OutboxResolution {
         switch outcome {
         case .delivered, .declined:
             return .delivered(id: entry.id)
@@ -293,7 +301,7 @@ public final class SinkWorker: Service, Sendable {
         case .retry(let reason, let after):
             let attempts = entry.attempts + 1
             guard attempts < settings.maxAttempts else { return .deadLetter(id: entry.id, attempts: attempts, error: reason) }
-            let delay = settings.backoff(attempt: attempts, retryAfter: after, unit: random())
+            let delay = settings.backoff(attempt: attempts, retryAfter: after, unit: jitter)
             return .retry(id: entry.id, attempts: attempts, at: decidedAt.addingTimeInterval(delay / .seconds(1)), error: reason)
         case .reject(let reason):
             return .deadLetter(id: entry.id, attempts: entry.attempts + 1, error: reason)

@@ -61,7 +61,10 @@ public struct DeliveryProgress: Sendable {
 public enum DeliveryOutcome: Sendable, Equatable {
     /// The destination has it.
     case delivered
-    /// Try again later; `after` is the destination's `Retry-After`, when it gave one.
+    /// Try again later; `after` is the destination's `Retry-After`, when it gave one, or
+    /// `.zero` when the destination refused as a whole (a `429` or `5xx`) without naming
+    /// a wait: either way the destination, not the record, is why (a batch so answered
+    /// whole pauses its worker). Nil: this record's own retry (a device not known yet).
     case retry(reason: String, after: Duration? = nil)
     /// The destination will never take it; it goes to the dead-letter queue.
     case reject(reason: String)

@@ -96,10 +96,10 @@ struct MixpanelImport: Sendable {
             // Mixpanel asks for at least 2 s before a retry.
             all(.retry(reason: "Mixpanel /import answered \(status)", after: max(retryAfter ?? .seconds(2), .seconds(2))))
         case 401, 403:
-            all(.retry(reason: "Mixpanel /import answered \(status): check the project token"))
+            all(.retry(reason: "Mixpanel /import answered \(status): check the project token", after: .zero))
         case _ where RedirectAnswer.contains(status):
             let redirect = RedirectAnswer.describe(status: status, location: location)
-            all(.retry(reason: "Mixpanel /import answered \(redirect)"))
+            all(.retry(reason: "Mixpanel /import answered \(redirect)", after: .zero))
         default:
             all(.reject(reason: "Mixpanel /import answered \(status): \(MixpanelRefusal.reason(text, token: token))"))
         }

@@ -204,13 +204,14 @@ public final class MixpanelSink: AttributionSink {
             if answer["error"] != nil { return .rejected("Mixpanel: \(MixpanelRefusal.reason(text, token: options.token))") }
             return .rejected("Mixpanel rejected the update")
         case 429, 500...599:
-            return .retry("Mixpanel answered \(status)", retryAfter)
+            // `.zero` without `Retry-After`: Mixpanel as a whole said no (see DeliveryOutcome).
+            return .retry("Mixpanel answered \(status)", retryAfter ?? .zero)
         case 401, 403:
             // A wrong token is a configuration problem: keep the records until it is fixed.
-            return .retry("Mixpanel answered \(status): check the project token", nil)
+            return .retry("Mixpanel answered \(status): check the project token", .zero)
         case _ where RedirectAnswer.contains(status):
             // So is an endpoint that moved.
-            return .retry("Mixpanel answered \(RedirectAnswer.describe(status: status, location: location))", nil)
+            return .retry("Mixpanel answered \(RedirectAnswer.describe(status: status, location: location))", .zero)
         default:
             return .rejected("Mixpanel answered \(status): \(MixpanelRefusal.reason(text, token: options.token))")
         }

@@ -116,11 +116,12 @@ public final class WebhookSink: AttributionSink {
             return await deliverPart(Array(records[..<half])) + deliverPart(Array(records[half...]))
         case 408, 425, 429, 500...599:
             breaker.recordFailure(now: now())
-            return Array(repeating: .retry(reason: "webhook answered \(status)", after: retryAfter), count: records.count)
+            // `.zero` without `Retry-After`: the receiver as a whole said no (see DeliveryOutcome).
+            return Array(repeating: .retry(reason: "webhook answered \(status)", after: retryAfter ?? .zero), count: records.count)
         case _ where RedirectAnswer.contains(status):
             breaker.recordFailure(now: now())
             let reason = "webhook answered \(RedirectAnswer.describe(status: status, location: location))"
-            return Array(repeating: .retry(reason: reason, after: retryAfter), count: records.count)
+            return Array(repeating: .retry(reason: reason, after: retryAfter ?? .zero), count: records.count)
         default:
             breaker.recordSuccess()
             return Array(repeating: .reject(reason: "webhook answered \(status)"), count: records.count)

@@ -105,9 +105,10 @@ public struct AdjustAdapter: VendorAdapter {
                 reason: "Adjust does not know the device yet (404 \(body.prefix(80)))",
                 after: retryAfter)
         case 202:
-            return .retry(reason: "Adjust did not accept the S2S token (202)", after: retryAfter)
+            // `.zero` without `Retry-After`: Adjust as a whole said no (see DeliveryOutcome).
+            return .retry(reason: "Adjust did not accept the S2S token (202)", after: retryAfter ?? .zero)
         case 401, 403, 408, 429, 500...599:
-            return .retry(reason: "Adjust answered \(status)", after: retryAfter)
+            return .retry(reason: "Adjust answered \(status)", after: retryAfter ?? .zero)
         default:
             return .reject(reason: "Adjust answered \(status): \(body.prefix(200))")
         }

@@ -80,9 +80,10 @@ public struct AppsFlyerAdapter: VendorAdapter {
             return .delivered
         // A wrong key or a suspended account is mended in config, then the events go.
         case 401, 403, 408, 429, 500...599:
-            return .retry(reason: "AppsFlyer answered \(status)", after: retryAfter)
+            // `.zero` without `Retry-After`: AppsFlyer as a whole said no (see DeliveryOutcome).
+            return .retry(reason: "AppsFlyer answered \(status)", after: retryAfter ?? .zero)
         case 400 where body.localizedCaseInsensitiveContains("authenticate"):
-            return .retry(reason: "AppsFlyer did not accept the key (400 \(body.prefix(60)))", after: retryAfter)
+            return .retry(reason: "AppsFlyer did not accept the key (400 \(body.prefix(60)))", after: retryAfter ?? .zero)
         default:
             return .reject(reason: "AppsFlyer answered \(status): \(body.prefix(200))")
         }

@@ -81,7 +81,8 @@ public struct SingularAdapter: VendorAdapter {
         switch status {
         case 200: break
         case 408, 429, 500...599:
-            return .retry(reason: "Singular answered \(status)", after: retryAfter)
+            // `.zero` without `Retry-After`: Singular as a whole said no (see DeliveryOutcome).
+            return .retry(reason: "Singular answered \(status)", after: retryAfter ?? .zero)
         default:
             return .reject(reason: "Singular answered \(status): \(body.prefix(200))")
         }
