@@ -365,6 +365,44 @@ import Testing
         }
     }
 
+    /// Review 65: Apple's token endpoint failing was no outage to the gate, and every name
+    /// asked it on its own retries (1,516 requests in 90 s). Now one probe finds out.
+    @Test func anOutageOfTheTokenEndpointIsAskedByOneRequestAtATime() async throws {
+        try await withSource { fake, source in
+            fake.tokenDown.withLock { $0 = true }
+            for id: Int64 in 1...20 {
+                await #expect(throws: (any Error).self) { _ = try await source.campaignName(id: id, orgID: FakeAppleAds.orgID) }
+            }
+            // The source's backoff starts at 2 s: every other name is refused without asking.
+            #expect(fake.tokenFailures.withLock { $0 } == 1)
+            #expect(fake.requests == 0)
+        }
+    }
+
+    /// Review 65: a token renewed ahead of its end, whose renewal failed, was dropped
+    /// with minutes left, and every lookup failed until Apple's sign-in was back.
+    @Test func aTokenWhoseRenewalFailsServesUntilItsEnd() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        // Now, for the client secret Apple checks; moved on by hand.
+        let clock = Mutex(Date())
+        try await withFake { fake, port in
+            let enricher = try KeywordLookupPlugin.make(
+                options: options(port: port), context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")),
+                sleep: { _ in }, now: { clock.withLock { $0 } })
+            _ = try await enricher.source.campaignName(id: 1, orgID: FakeAppleAds.orgID)
+            #expect(fake.tokenRequests == 1)
+            // 58 minutes on: past the 5-minute renewal margin, two minutes before the end.
+            clock.withLock { $0 = $0.addingTimeInterval(58 * 60) }
+            fake.tokenDown.withLock { $0 = true }
+            #expect(try await enricher.source.campaignName(id: 2, orgID: FakeAppleAds.orgID) == "campaign 2")
+            #expect(fake.tokenFailures.withLock { $0 } == 1)
+            // Past its end, there is no token to use.
+            clock.withLock { $0 = $0.addingTimeInterval(3 * 60) }
+            await #expect(throws: (any Error).self) { _ = try await enricher.source.campaignName(id: 3, orgID: FakeAppleAds.orgID) }
+        }
+    }
+
     /// A token of five minutes or less was fetched anew for every request.
     @Test func aShortLivedTokenServesUntilHalfItsLife() async throws {
         try await withSource { fake, source in

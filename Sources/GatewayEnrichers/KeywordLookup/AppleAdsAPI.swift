@@ -85,6 +85,12 @@ struct AppleAdsHTTP: Sendable {
                 // the pause each name and each of its retries asked it again.
                 await gate.refuseCredentials(for: .seconds(60))
                 throw failure
+            } catch {
+                // Apple's token endpoint failing (a 5xx, no answer) is Apple Ads failing:
+                // one probe at a time, as for the API, not every name's own retries (1,516
+                // token requests in a 90 s outage of it, review 65).
+                await gate.noteFailure(initial: initialBackoff)
+                throw error
             }
             var request = HTTPClientRequest(url: base + path)
             if let body {

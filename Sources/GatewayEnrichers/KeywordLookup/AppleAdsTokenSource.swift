@@ -34,11 +34,18 @@ actor AppleAdsTokenSource {
         // Renewed ahead of its end, by five minutes or, for a short-lived one, half its life
         // (a fixed five minutes made one of five minutes or less new at every call).
         if let token, token.expires.timeIntervalSince(now()) > token.margin { return token.value }
-        if let inFlight { return try await inFlight.value }
-        let task = Task { try await self.fetch() }
-        inFlight = task
-        defer { inFlight = nil }
-        return try await task.value
+        do {
+            if let inFlight { return try await inFlight.value }
+            let task = Task { try await self.fetch() }
+            inFlight = task
+            defer { inFlight = nil }
+            return try await task.value
+        } catch {
+            // A renewal ahead of the end that failed leaves the token good until then: an
+            // Apple sign-in problem in a token's last minutes failed every lookup (review 65).
+            if let token, token.expires > now() { return token.value }
+            throw error
+        }
     }
 
     /// Forgets a token the API refused, so that the next call fetches a new one.

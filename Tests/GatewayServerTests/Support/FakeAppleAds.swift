@@ -34,6 +34,9 @@ final class FakeAppleAds: Sendable {
     let refuseClient = Mutex(false)
     /// Times the token endpoint refused the client.
     let clientRefusals = Mutex(0)
+    /// The token endpoint answers `503`, counting each request in `tokenFailures`.
+    let tokenDown = Mutex(false)
+    let tokenFailures = Mutex(0)
     /// The `expires_in` of the tokens issued.
     let tokenLifetime = Mutex(3600)
     /// When set, the JSON value (already encoded) answered as every v1 entity's name or text.
@@ -69,6 +72,10 @@ final class FakeAppleAds: Sendable {
             for pair in body.split(separator: "&") {
                 let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? "" }
                 if parts.count == 2 { form[parts[0]] = parts[1] }
+            }
+            if self.tokenDown.withLock({ $0 }) {
+                self.tokenFailures.withLock { $0 += 1 }
+                return Self.json(503, #"{"error":"temporarily_unavailable"}"#)
             }
             if self.refuseClient.withLock({ $0 }) {
                 self.clientRefusals.withLock { $0 += 1 }
