@@ -38,4 +38,96 @@ import Testing
         let received = try String(contentsOfFile: seen, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(received == batches.flatMap { $0.map(\.recordID) })
     }
+
+    static func records(_ count: Int, padding: Int = 0) -> [AttributionRecord] {
+        (0..<count).map { index in
+            var record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k\(index)-\(UUID())", receivedAt: Date())
+            if padding > 0 { record.campaignName = String(repeating: "c", count: padding) }
+            return record
+        }
+    }
+
+    /// Review 66: a banner on stdout failed every batch, acknowledged records and all.
+    @Test(.timeLimit(.minutes(1))) func aLineThatIsNoAcknowledgementIsSkipped() async throws {
+        let script = """
+            import json, sys
+            print("plugin v1.2 starting", flush=True)
+            for line in sys.stdin:
+                print("debug: got a record", flush=True)
+                print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
+            """
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(20), maxBatchSize: 10))
+        #expect(try await sink.deliver(Self.records(5)) == Array(repeating: .delivered, count: 5))
+        await sink.shutdown()
+    }
+
+    /// Review 66: the batch was written whole before any answer was read, so a plugin
+    /// answering each line as it read it filled its stdout (64 KB) and both sides waited
+    /// for good: 2,693 acknowledged records of 3,000 went to the dead letters.
+    @Test(.timeLimit(.minutes(1))) func aPluginAnsweringWhileTheBatchIsWrittenIsNeverBlocked() async throws {
+        let script = """
+            import json, sys
+            for line in sys.stdin:
+                print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok", "reason": "x" * 100}), flush=True)
+            """
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(30), maxBatchSize: 5000))
+        // About 700 KB of answers, and 5 MB of records.
+        #expect(try await sink.deliver(Self.records(5000, padding: 1000)) == Array(repeating: .delivered, count: 5000))
+        await sink.shutdown()
+    }
+
+    /// Review 66: answers read while the batch was still being written were dropped with
+    /// a write that timed out, and their records sent again.
+    @Test(.timeLimit(.minutes(1))) func answersBeforeAWriteTimesOutStand() async throws {
+        // Answers the first three, then stops reading.
+        let script = """
+            import json, sys, time
+            for count, line in enumerate(sys.stdin):
+                if count == 3:
+                    time.sleep(60)
+                print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
+            """
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(2), maxBatchSize: 500))
+        let records = Self.records(500, padding: 2000)
+        let outcomes = try await sink.deliver(records)
+        #expect(outcomes.prefix(3) == [.delivered, .delivered, .delivered])
+        #expect(outcomes.dropFirst(3).allSatisfy { if case .retry = $0 { true } else { false } })
+        await sink.shutdown()
+    }
+
+    /// Review 66: a plugin whose daemon (a session of its own, out of reach of the group
+    /// kill) kept its pipes left a Dispatch thread blocked at each restart, until every
+    /// task of the gateway stalled. The pipes' readers now end with the plugin.
+    @Test(.timeLimit(.minutes(1))) func aPluginsDaemonHoldingItsPipesLeavesNoThreadBehind() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("exec-daemon-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let pids = folder.appendingPathComponent("daemons.txt").path
+        let script = """
+            import os, subprocess, sys
+            daemon = subprocess.Popen(["sleep", "60"], start_new_session=True)
+            with open(\(String(reflecting: pids)), "a") as f:
+                f.write(str(daemon.pid) + "\\n")
+            sys.exit(3)
+            """
+        defer {
+            for pid in ((try? String(contentsOfFile: pids, encoding: .utf8)) ?? "").split(separator: "\n") {
+                if let pid = Int32(pid) { kill(pid, SIGKILL) }
+            }
+        }
+        func threads() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? 0 }
+        // The daemon keeps stdout open, so each batch waits out its timeout.
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .milliseconds(300), maxBatchSize: 10))
+        _ = try? await sink.deliver(Self.records(1))
+        let before = threads()
+        for _ in 0..<20 { _ = try? await sink.deliver(Self.records(1)) }
+        await sink.shutdown()
+        // Each restart's readers end within their poll of 100 ms; two seconds is plenty.
+        var after = threads()
+        for _ in 0..<40 where after > before + 2 {
+            try await Task.sleep(for: .milliseconds(100))
+            after = threads()
+        }
+        #expect(after <= before + 2, "threads: \(before) before, \(after) after 20 restarts")
+    }
 }

@@ -29,6 +29,8 @@ public final class ExecSink: AttributionSink {
     let logger: Logger
     /// The running program; the worker calls `deliver` one batch at a time.
     private let child = Mutex<ExecChild?>(nil)
+    /// Lines on stdout that are not acknowledgements, shown at most once a minute.
+    private let unreadableLines = OncePerInterval(.seconds(60))
 
     public init(options: Options, logger: Logger = Logger(label: "gateway.sink.exec")) {
         self.options = options
@@ -70,28 +72,39 @@ public final class ExecSink: AttributionSink {
         }
         var outcomes: [String: DeliveryOutcome] = [:]
         let batch = Set(records.map(\.recordID))
+        func take(_ line: String) {
+            guard let ack = try? JSONValue.parse(Data(line.utf8)), case .string(let id)? = ack["record_id"] else {
+                // A banner or a debug print on stdout failed the whole batch, acknowledged
+                // records and all, at every start (review 66): it is skipped, and shown.
+                if unreadableLines.allow() {
+                    logger.warning(
+                        "exec sink: a line on the plugin's stdout is not an acknowledgement; skipped",
+                        metadata: ["line": .string(String(line.prefix(200)))])
+                }
+                return
+            }
+            // An id not in this batch (a typo, an ack repeated from an earlier batch)
+            // counted towards it, and every later batch's last record was sent again.
+            guard batch.contains(id) else { return }
+            let reason: String = if case .string(let text)? = ack["reason"] { text } else { "" }
+            switch ack["status"] {
+            case .string("ok"): outcomes[id] = .delivered
+            case .string("reject"): outcomes[id] = .reject(reason: reason.isEmpty ? "rejected by plugin" : reason)
+            default: outcomes[id] = .retry(reason: reason.isEmpty ? "plugin asked to retry" : reason)
+            }
+        }
         do {
             // One deadline for the whole batch: a plugin that stops reading its stdin fills
             // the pipe (64 KB) and would block the write as long as it lives.
             let deadline = ContinuousClock.now + options.timeout
             try await process.write(input, until: deadline)
-            while outcomes.count < records.count {
-                let line = try await process.readLine(until: deadline)
-                guard let ack = try? JSONValue.parse(Data(line.utf8)), case .string(let id)? = ack["record_id"] else {
-                    throw Failure(description: "exec sink: unreadable acknowledgement")
-                }
-                // An id not in this batch (a typo, an ack repeated from an earlier batch)
-                // counted towards it, and every later batch's last record was sent again.
-                guard batch.contains(id) else { continue }
-                let reason: String = if case .string(let text)? = ack["reason"] { text } else { "" }
-                switch ack["status"] {
-                case .string("ok"): outcomes[id] = .delivered
-                case .string("reject"): outcomes[id] = .reject(reason: reason.isEmpty ? "rejected by plugin" : reason)
-                default: outcomes[id] = .retry(reason: reason.isEmpty ? "plugin asked to retry" : reason)
-                }
-            }
+            while outcomes.count < records.count { take(try await process.readLine(until: deadline)) }
             return records.map { outcomes[$0.recordID] ?? .retry(reason: "plugin did not acknowledge") }
         } catch {
+            // Answers read before the failure stand, those that came while the batch was
+            // still being written too (a slow plugin's acknowledgements were dropped with
+            // a write that timed out, and their records sent again).
+            for line in process.takeLines() { take(line) }
             // A plugin that dies, hangs or talks nonsense is restarted for the next batch;
             // what it acknowledged before that stands, the rest is retried.
             child.withLock { child in
@@ -104,146 +117,174 @@ public final class ExecSink: AttributionSink {
     }
 }
 
-/// One running plugin process and a line reader over its stdout.
-final class ExecChild: @unchecked Sendable {
+/// One running plugin process: its stdin written and its stdout read on threads of their
+/// own (see ``PipeThreads``), its output kept as it comes, so that a plugin answering while
+/// the batch is still being written never blocks on a full stdout (a batch of 5,000
+/// deadlocked both sides, review 66), and its answers read before a failure stand.
+final class ExecChild: Sendable {
     private let process: ChildProcess
-    private let stdin = Pipe()
-    private let stdout = Pipe()
-    private let lock = NSLock()
-    private var buffer = Data()
-    /// A read of stdout is blocked on a Dispatch thread (its handle must stay open until it returns).
-    private var reading = false
-    /// The sink let go of this plugin: its stdout is closed once no read holds it.
-    private var retired = false
-    /// A thread already waits to reap the plugin.
-    private var reaping = false
+    private let stdin: FileHandle
+    private struct State {
+        var buffer = Data()
+        /// The plugin's stdout ended: it died, or closed it.
+        var ended = false
+        /// The sink let go of this plugin: its readers stop.
+        var retiredAt: ContinuousClock.Instant?
+        /// A thread already waits to reap the plugin.
+        var reaping = false
+        /// Whoever waits for more output.
+        var waiter: FirstAnswer<Void>?
+    }
+    private let state = Mutex(State())
+    /// How long the stderr reader goes on after the plugin is let go of, for its last lines.
+    static let stderrGrace: Duration = .seconds(1)
 
     init(command: [String], logger: Logger) throws {
         // Writing to a plugin that just died must be an error to handle, not a signal that
         // ends the gateway.
         signal(SIGPIPE, SIG_IGN)
-        let stderr = Pipe()
+        let input = Pipe(), output = Pipe(), errors = Pipe()
         // A group of its own: a child of the plugin holding stdout open would otherwise
         // outlive it (see `stop`).
         process = try ChildProcess(
             executable: "/usr/bin/env", arguments: command,
-            stdin: .descriptor(stdin.fileHandleForReading.fileDescriptor),
-            stdout: .descriptor(stdout.fileHandleForWriting.fileDescriptor),
-            stderr: .descriptor(stderr.fileHandleForWriting.fileDescriptor), newProcessGroup: true)
+            stdin: .descriptor(input.fileHandleForReading.fileDescriptor),
+            stdout: .descriptor(output.fileHandleForWriting.fileDescriptor),
+            stderr: .descriptor(errors.fileHandleForWriting.fileDescriptor), newProcessGroup: true)
         // The plugin's ends are its own now: the gateway holding stdout's write end would
         // never see the plugin's end as EOF.
-        try? stdin.fileHandleForReading.close()
-        try? stdout.fileHandleForWriting.close()
-        try? stderr.fileHandleForWriting.close()
-        PluginStderr.forward(stderr.fileHandleForReading, to: logger)
+        try? input.fileHandleForReading.close()
+        try? output.fileHandleForWriting.close()
+        try? errors.fileHandleForWriting.close()
+        stdin = input.fileHandleForWriting
+        let fd = stdin.fileDescriptor
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        // The readers hold the plugin until they end, within 100 ms of its retirement.
+        PipeThreads.read(
+            output.fileHandleForReading, name: "exec-sink-stdout",
+            stopped: { [self] in state.withLock { $0.retiredAt != nil } },
+            chunk: { [self] data in
+                state.withLock { state -> FirstAnswer<Void>? in
+                    state.buffer.append(data)
+                    defer { state.waiter = nil }
+                    return state.waiter
+                }?.give(())
+            },
+            end: { [self] in
+                state.withLock { state -> FirstAnswer<Void>? in
+                    state.ended = true
+                    defer { state.waiter = nil }
+                    return state.waiter
+                }?.give(())
+            })
+        PluginStderr.forward(errors.fileHandleForReading, to: logger) { [self] in
+            state.withLock { $0.retiredAt.map { ContinuousClock.now - $0 > Self.stderrGrace } ?? false }
+        }
     }
 
     var isRunning: Bool { process.isRunning }
 
     /// Writes `data` to the plugin's stdin; throws when it fails or is not done by
-    /// `deadline`, when the plugin is stopped, which ends the blocked write too.
+    /// `deadline` (the plugin is then stopped).
     func write(_ data: Data, until deadline: ContinuousClock.Instant) async throws {
-        let handle = stdin.fileHandleForWriting
-        let written = await Self.first(by: deadline) { () -> Result<Void, any Error> in
-            Result { try handle.write(contentsOf: data) }
-        }
-        guard let written else {
+        switch await PipeThreads.write(
+            data, to: stdin.fileDescriptor, until: deadline, stopped: { [self] in state.withLock { $0.retiredAt != nil } })
+        {
+        case .done:
+            return
+        case .timedOut:
             stop()
             throw ExecSink.Failure(description: "exec sink: plugin timed out (not reading its input)")
+        case .failed(let reason):
+            throw ExecSink.Failure(description: "exec sink: writing to the plugin failed: \(reason)")
         }
-        try written.get()
     }
 
-    /// `work`'s result, run on a Dispatch thread (it blocks on a pipe), or nil when
-    /// `deadline` or the task's cancellation (shutdown) comes first. Not a task group,
-    /// which would wait for the losing work: a read or write blocked on a plugin that
-    /// neither answers nor closes its pipe is never cancelled, only ended by stopping the
-    /// plugin.
-    static func first<T: Sendable>(
-        by deadline: ContinuousClock.Instant, _ work: @escaping @Sendable () -> T
-    ) async -> T? {
+    /// The next line of stdout; throws at its end (the plugin died) or after `deadline`.
+    func readLine(until deadline: ContinuousClock.Instant) async throws -> String {
+        while true {
+            let (line, ended) = state.withLock { state in (Self.takeLine(&state.buffer), state.ended) }
+            if let line { return line }
+            if ended { throw ExecSink.Failure(description: "exec sink: plugin exited") }
+            guard deadline > ContinuousClock.now, await moreOutput(until: deadline) else {
+                stop()
+                throw ExecSink.Failure(description: "exec sink: plugin timed out")
+            }
+        }
+    }
+
+    /// The complete lines read so far and not taken: answers that stand when the batch
+    /// fails after them.
+    func takeLines() -> [String] {
+        state.withLock { state in
+            var lines: [String] = []
+            while let line = Self.takeLine(&state.buffer) { lines.append(line) }
+            return lines
+        }
+    }
+
+    /// Waits until more output or the end has come (true), or `deadline` or the task's
+    /// cancellation (shutdown) first (false).
+    private func moreOutput(until deadline: ContinuousClock.Instant) async -> Bool {
         let remaining = deadline - ContinuousClock.now
-        guard remaining > .zero else { return nil }
-        let answer = FirstAnswer<T>()
-        return await withTaskCancellationHandler {
+        guard remaining > .zero else { return false }
+        let answer = FirstAnswer<Void>()
+        let came: Void? = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                // Cancelled before it began: the pipe is not touched at all.
                 guard answer.await(continuation) else { return }
-                DispatchQueue.global().async { answer.give(work()) }
+                // Output that came since the caller looked is answered at once.
+                let waiting = self.state.withLock { state -> Bool in
+                    guard !state.ended, !state.buffer.contains(UInt8(ascii: "\n")) else { return false }
+                    state.waiter = answer
+                    return true
+                }
+                guard waiting else { return answer.give(()) }
                 DispatchQueue.global().asyncAfter(deadline: .now() + remaining / .seconds(1)) { answer.give(nil) }
             }
         } onCancel: {
             answer.give(nil)
         }
+        return came != nil
     }
 
-    /// The next line of stdout; throws at EOF (the plugin died) or after `deadline`.
-    func readLine(until deadline: ContinuousClock.Instant) async throws -> String {
-        while true {
-            if let line = takeLine() { return line }
-            guard deadline > ContinuousClock.now else { throw ExecSink.Failure(description: "exec sink: plugin timed out") }
-            // Whichever comes first, the read or the deadline (a child of the plugin may
-            // hold its stdout open).
-            let handle = stdout.fileHandleForReading
-            let chunk = await Self.first(by: deadline) { [self] in
-                // Marked under the lock, or not read at all once retired (its handle closed):
-                // a read `first` never started cannot leave the mark behind.
-                guard lock.withLock({ () -> Bool in
-                    if retired { return false }
-                    reading = true
-                    return true
-                }) else { return Data() }
-                let chunk = handle.availableData
-                if lock.withLock({ reading = false; return retired }) { closeStdout() }
-                return chunk
-            }
-            guard let chunk else {
-                stop()  // unblocks the pending read
-                throw ExecSink.Failure(description: "exec sink: plugin timed out")
-            }
-            guard !chunk.isEmpty else { throw ExecSink.Failure(description: "exec sink: plugin exited") }
-            lock.withLock { buffer.append(chunk) }
-        }
-    }
-
-    private func takeLine() -> String? {
-        lock.withLock {
-            guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
-            let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-            buffer = Data(buffer[buffer.index(after: newline)...])
-            return line
-        }
+    private static func takeLine(_ buffer: inout Data) -> String? {
+        guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+        let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+        buffer = Data(buffer[buffer.index(after: newline)...])
+        return line
     }
 
     func stop() {
         // The plugin's process group with it: a child of the plugin holding stdout open
-        // would otherwise outlive it, and keep a read blocked on one of Dispatch's threads
-        // until it exits. A plugin already reaped is not signalled: its id may be another
-        // process's, or another group's, by then (`ChildProcess` sees to it).
+        // would otherwise outlive it. A plugin already reaped is not signalled: its id may
+        // be another process's, or another group's, by then (`ChildProcess` sees to it).
         process.signal(SIGKILL, group: true)
         // Reaped off the caller's thread, once; a zombie would otherwise stay until the
-        // gateway ends.
-        if lock.withLock({ () -> Bool in
-            defer { reaping = true }
-            return !reaping
+        // gateway ends. Killed, it exits at once.
+        if state.withLock({ state -> Bool in
+            defer { state.reaping = true }
+            return !state.reaping
         }) {
-            DispatchQueue.global().async { [process] in process.waitUntilExit() }
+            let process = process
+            Thread { process.waitUntilExit() }.start()
         }
-        try? stdin.fileHandleForWriting.close()
     }
 
-    /// Stops the plugin for good and closes the gateway's ends of its pipes: a plugin
-    /// restarted after each death (one that crashes on a record is retried up to
-    /// `max_attempts` times) left its stdout open each time, until the gateway ran out of
-    /// descriptors and stopped. A read still blocked on stdout (a child of the plugin can
-    /// hold it open) closes it when it returns: closing it under the read would fail it.
+    /// Once its threads have ended, none can be writing to stdin: closed under a write, its
+    /// number could be another file's by the time the write ran.
+    deinit {
+        try? stdin.close()
+    }
+
+    /// Stops the plugin for good; its readers see it within 100 ms and close the gateway's
+    /// ends of its pipes (a plugin restarted after each death, one crashing on a record up
+    /// to `max_attempts` times, left its stdout open each time, until the gateway ran out
+    /// of descriptors), even while a process the plugin started holds them open.
     func retire() {
         stop()
-        if lock.withLock({ retired = true; return !reading }) { closeStdout() }
-    }
-
-    private func closeStdout() {
-        try? stdout.fileHandleForReading.close()
+        state.withLock { state in
+            if state.retiredAt == nil { state.retiredAt = .now }
+        }
     }
 }
 
@@ -271,6 +312,16 @@ final class FirstAnswer<T: Sendable>: Sendable {
         guard let early else { return true }
         continuation.resume(returning: early)
         return false
+    }
+
+    /// Whether an answer has come (the work can stop).
+    var isGiven: Bool {
+        state.withLock { state in
+            switch state {
+            case .answered, .done: true
+            case .empty, .waiting: false
+            }
+        }
     }
 
     func give(_ value: T?) {

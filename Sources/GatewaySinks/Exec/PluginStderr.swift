@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// A plugin's stderr, as warnings in the gateway's log. Inherited, a Python traceback
 /// went into the log as raw lines, breaking `log_format: json`'s one object per line.
@@ -9,30 +10,33 @@ enum PluginStderr {
     static let maxLineBytes = 1024
     static let linesPerMinute = 100
 
-    /// Reads `handle` on a Dispatch thread until the plugin and everything it started
-    /// have closed it, then closes it.
-    static func forward(_ handle: FileHandle, to logger: Logger) {
-        DispatchQueue.global().async {
-            var lines = LineLimiter(logger: logger)
-            var pending = Data()
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                pending.append(chunk)
-                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    lines.emit(pending[pending.startIndex..<newline])
-                    pending = Data(pending[pending.index(after: newline)...])
+    /// Reads `handle` on a thread of its own (see ``PipeThreads``) until the plugin and
+    /// everything it started have closed it, or `stopped` says so (shortly after the
+    /// plugin is let go of: a process it started may hold stderr for good), then closes it.
+    static func forward(_ handle: FileHandle, to logger: Logger, stopped: @escaping @Sendable () -> Bool = { false }) {
+        let reader = Mutex((lines: LineLimiter(logger: logger), pending: Data()))
+        PipeThreads.read(
+            handle, name: "exec-sink-stderr", stopped: stopped,
+            chunk: { chunk in
+                reader.withLock { reader in
+                    reader.pending.append(chunk)
+                    while let newline = reader.pending.firstIndex(of: UInt8(ascii: "\n")) {
+                        reader.lines.emit(reader.pending[reader.pending.startIndex..<newline])
+                        reader.pending = Data(reader.pending[reader.pending.index(after: newline)...])
+                    }
+                    // A line with no end in sight is logged in parts.
+                    if reader.pending.count > maxLineBytes {
+                        reader.lines.emit(reader.pending)
+                        reader.pending = Data()
+                    }
                 }
-                // A line with no end in sight is logged in parts.
-                if pending.count > maxLineBytes {
-                    lines.emit(pending)
-                    pending = Data()
+            },
+            end: {
+                reader.withLock { reader in
+                    if !reader.pending.isEmpty { reader.lines.emit(reader.pending) }
+                    reader.lines.flushDropped()
                 }
-            }
-            if !pending.isEmpty { lines.emit(pending) }
-            lines.flushDropped()
-            try? handle.close()
-        }
+            })
     }
 
     struct LineLimiter {
