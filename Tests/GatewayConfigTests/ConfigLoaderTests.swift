@@ -735,8 +735,8 @@ import Testing
         try FileManager.default.createDirectory(at: folder.appendingPathComponent("plugins"), withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         FileManager.default.createFile(atPath: folder.appendingPathComponent("plugins/forward.py").path, contents: Data())
-        func issues(_ words: [String]) -> [String] {
-            let diagnostics = ConfigDiagnostics(file: folder.appendingPathComponent("config.yaml").path)
+        func issues(_ words: [String], file: String? = nil) -> [String] {
+            let diagnostics = ConfigDiagnostics(file: file ?? folder.appendingPathComponent("config.yaml").path)
             let node = ConfigNode(
                 .mapping([(key: "command", value: ConfigNode(.sequence(words.map { ConfigNode(.scalar($0, plain: true)) })))]))
             let reader = ConfigReader(node: node, path: "sinks.plugin", diagnostics: diagnostics, environment: [:])
@@ -753,6 +753,12 @@ import Testing
         #expect(notExecutable.count == 1, "\(notExecutable)")
         let noFile = issues(["python3", "./plugins/gone.py"])
         #expect(noFile.count == 1 && noFile[0].contains("./plugins/gone.py"), "\(noFile)")
+        // Review 66: with the config named without a folder (`scripts/serve`'s
+        // `config.yaml`), a missing file passed; and a folder passed as a program.
+        let bare = issues(["python3", "./plugins/gone-\(UUID().uuidString).py"], file: "config.yaml")
+        #expect(bare.count == 1 && bare[0].contains("gone-"), "\(bare)")
+        let folderAsProgram = issues([folder.appendingPathComponent("plugins").path])
+        #expect(folderAsProgram.count == 1 && folderAsProgram[0].contains("names no program"), "\(folderAsProgram)")
     }
 
     /// Kubernetes may name a variable with `.` or `-`; `${…}` reads it as before.

@@ -362,19 +362,26 @@ public enum ExecSinkPlugin: SinkPlugin {
         if !isProgram(resolved[0]) {
             reader.report("names no program this machine can run: \(resolved[0]) (not found, or not executable)", key: "command")
         }
-        for (word, file) in zip(command, resolved) where word != file && !FileManager.default.fileExists(atPath: file) {
+        // Every `./` word, even when it reads the same resolved (config.yaml in the working
+        // directory): compared with its resolution, a missing file passed there.
+        for (word, file) in zip(command, resolved)
+        where (word.hasPrefix("./") || word.hasPrefix("../")) && !FileManager.default.fileExists(atPath: file) {
             reader.report("names \(word), relative to config.yaml's folder, and there is no \(file)", key: "command")
         }
         return Options(command: resolved, timeout: .milliseconds(timeout), maxBatchSize: batch)
     }
 
     /// A path to an executable file, or a name found on `PATH` (as `/usr/bin/env` runs it).
+    /// Not a folder, which is "executable" (searchable) too.
     static func isProgram(_ name: String) -> Bool {
-        if name.contains("/") { return FileManager.default.isExecutableFile(atPath: name) }
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        return path.split(separator: ":").contains { folder in
-            FileManager.default.isExecutableFile(atPath: "\(folder)/\(name)")
+        func isExecutableFile(_ path: String) -> Bool {
+            var folder: ObjCBool = false
+            return FileManager.default.fileExists(atPath: path, isDirectory: &folder) && !folder.boolValue
+                && FileManager.default.isExecutableFile(atPath: path)
         }
+        if name.contains("/") { return isExecutableFile(name) }
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        return path.split(separator: ":").contains { folder in isExecutableFile("\(folder)/\(name)") }
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
