@@ -27,7 +27,7 @@ import Testing
         let record = try normalize(
             """
             {"app_id": 1234567890, "app_user_id": "u-1", "att_status": 3,
-             "idfa": "6D92078A-8246-4BA4-AE5B-76104861E7DC", "idfv": "F1A2",
+             "idfa": "6D92078A-8246-4BA4-AE5B-76104861E7DC", "idfv": "F1A2B3C4-0000-4000-8000-000000000001",
              "Version3.1": {"iad-attribution": "true", "iad-org-id": "40669820", "iad-campaign-id": "15292426",
               "iad-campaign-name": "Brand", "iad-adgroup-id": "15307675", "iad-adgroup-name": "Exact",
               "iad-keyword-id": "15307699", "iad-keyword": "calm", "iad-keyword-matchtype": "Broad",
@@ -89,6 +89,8 @@ import Testing
         }
         #expect(try normalize(body("00000000-0000-0000-0000-000000000000")).idfv == nil)
         #expect(try normalize(body("6D92078A-8246-4BA4-AE5B-76104861E7DC")).idfv == "6D92078A-8246-4BA4-AE5B-76104861E7DC")
+        // Review 67: an id that is no UUID joined devices in reports; every route refuses it.
+        #expect(throws: GatewayError.self) { try normalize(body("zzz")) }
     }
 
     @Test func theIDFAIsKeptOnlyWithConsent() throws {
@@ -251,9 +253,9 @@ import Testing
         #expect(try normalize(body(#""att_status": null,"#)).idfa == nil)
         #expect(try normalize(body(#""att_status": "3","#)).idfa == idfa)
         #expect(try normalize(body(#""att_status": 3,"#)).attStatus == 3)
-        let denied = try normalize(body(#""att_status": 1, "idfv": "F1A2","#))
+        let denied = try normalize(body(#""att_status": 1, "idfv": "F1A2B3C4-0000-4000-8000-000000000001","#))
         #expect(denied.idfa == nil)
-        #expect(denied.idfv == "F1A2")
+        #expect(denied.idfv == "F1A2B3C4-0000-4000-8000-000000000001")
         #expect(denied.attStatus == 1)
     }
 

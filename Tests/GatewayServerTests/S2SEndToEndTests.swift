@@ -633,6 +633,11 @@ import Testing
                     id: try JSONDecoder().decode(Answer.self, from: Data(named.body.readableBytesView)).record_id))
             #expect(namedRecord.network == "Apple Search Ads")
             #expect(namedRecord.campaignName == "Winter Sale US+")
+            // Review 67: an IDFV that is no UUID was stored, where /v1/events refuses it.
+            let badDevice = try await client.execute(
+                uri: "/v1/s2s/adjust/callbacks?\(spaced)&idfv=zzz&secret=\(Self.callbackSecret)", method: .get)
+            #expect(badDevice.status == .unprocessableContent)
+            #expect(String(buffer: badDevice.body).contains(#""field":"idfv""#))
             // A vendor that leaves out the app's id: the operator puts it in the callback URL.
             let appless = install.replacingOccurrences(of: #""app_id":"id\#(Self.appID)","#, with: "")
                 .replacingOccurrences(of: "1698811503838-6471005", with: "1698811503838-6471006")

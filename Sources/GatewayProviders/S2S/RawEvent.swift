@@ -80,12 +80,6 @@ public struct RawEvent: Sendable {
         appUserID = try fields.string("app_user_id")
         eventID = try fields.string("event_id")
         device = try DeviceFields(fields)
-        // An IDFA the user did not allow is dropped unread, whatever it holds.
-        for key in device.idfa == nil ? ["idfv"] : ["idfv", "idfa"] {
-            if let id = try fields.string(key), UUID(uuidString: id) == nil {
-                throw GatewayError.invalid(fields.fieldPath(key), "expected a UUID such as 6D92078A-8246-4BA4-AE5B-76104861E7DC")
-            }
-        }
         ip = try fields.string("ip")
         if let ip, !Self.isIPAddress(ip) {
             throw GatewayError.invalid(fields.fieldPath("ip"), "expected an IPv4 or IPv6 address")
