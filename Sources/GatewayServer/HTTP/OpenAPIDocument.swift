@@ -503,8 +503,8 @@ components:
     DeviceFields:
       type: object
       properties:
-        idfv: {type: string}
-        idfa: {type: string, description: "kept only when att_status is 3 and it is not all zeros"}
+        idfv: {type: string, format: uuid}
+        idfa: {type: string, format: uuid, description: "kept only when att_status is 3 and it is not all zeros; checked only then"}
         att_status: {type: integer, minimum: 0, maximum: 3}
     IAdPayload:
       allOf:
