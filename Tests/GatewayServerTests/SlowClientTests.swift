@@ -210,6 +210,30 @@ import Testing
         }
     }
 
+    /// Review 68: `Expect: 100-continue` went unanswered, so curl waited a second before
+    /// each such body, and a client waiting for the `100` waited for good.
+    @Test func aClientThatExpects100ContinueIsToldToSendItsBody() async throws {
+        try await withGateway(idleMs: 120_000, bodyMs: 5000) { port in
+            let body = IAdPayloads.attributed(user: "expect-1")
+            let connection = try RawConnection(port: port)
+            connection.send(
+                "POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + "Expect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
+            let interim = await connection.readAnswer()
+            #expect(interim.hasPrefix("HTTP/1.1 100 Continue\r\n"), "\(interim)")
+            connection.send(body)
+            let answer = await connection.readAnswer()
+            #expect(answer.hasPrefix("HTTP/1.1 202 "), "\(answer)")
+            // A body larger than any route takes is answered at once, not asked for.
+            let large = try RawConnection(port: port)
+            large.send(
+                "POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + "Expect: 100-continue\r\nContent-Length: 50000000\r\n\r\n")
+            let refused = await large.readAnswer()
+            #expect(refused.hasPrefix("HTTP/1.1 413 "), "\(refused)")
+        }
+    }
+
     @Test func anHTTP10RequestWithKeepAliveKeepsItsConnection() async throws {
         try await withGateway(idleMs: 120_000, bodyMs: 5000) { port in
             let connection = try RawConnection(port: port)

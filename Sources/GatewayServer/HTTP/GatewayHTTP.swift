@@ -79,7 +79,9 @@ public enum GatewayHTTP {
             server: .http1(
                 configuration: .init(
                     additionalChannelHandlers: [
-                        RequestedClose.install(),
+                        RequestedClose.install(
+                            maxBodyBytes: gateway.providers.flatMap(\.routes).compactMap(\.maxBodyBytes)
+                                .reduce(settings.maxBodyBytes, max)),
                         MalformedHTTPAnswer(
                             metrics: gateway.metrics, accessLog: settings.accessLog ? gateway.logger : nil),
                     ] + (perIP.map { counts in

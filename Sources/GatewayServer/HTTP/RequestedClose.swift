@@ -46,15 +46,22 @@ final class RequestedClose: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A handler for Hummingbird's `additionalChannelHandlers`, which come after the codec:
-    /// it puts a `RequestedClose` in front of the codec, then takes itself out.
-    static func install() -> any RemovableChannelHandler { Installer() }
+    /// it puts an ``ExpectContinue`` and a `RequestedClose` in front of the codec, in that
+    /// order (the `100 Continue` is no answer to mark closing), then takes itself out.
+    static func install(maxBodyBytes: Int) -> any RemovableChannelHandler { Installer(maxBodyBytes: maxBodyBytes) }
 
     private final class Installer: ChannelInboundHandler, RemovableChannelHandler {
         typealias InboundIn = NIOAny
+        let maxBodyBytes: Int
+
+        init(maxBodyBytes: Int) {
+            self.maxBodyBytes = maxBodyBytes
+        }
 
         func handlerAdded(context: ChannelHandlerContext) {
             let pipeline = context.pipeline.syncOperations
             if let codec = try? pipeline.context(handlerType: HTTP1ToHTTPServerCodec.self) {
+                try? pipeline.addHandler(ExpectContinue(maxBodyBytes: maxBodyBytes), position: .before(codec.handler))
                 try? pipeline.addHandler(RequestedClose(), position: .before(codec.handler))
             }
             pipeline.removeHandler(context: context, promise: nil)
