@@ -97,8 +97,10 @@ import Testing
 
     /// Review 66: a plugin whose daemon (a session of its own, out of reach of the group
     /// kill) kept its pipes left a Dispatch thread blocked at each restart, until every
-    /// task of the gateway stalled. The pipes' readers now end with the plugin.
-    @Test(.timeLimit(.minutes(1))) func aPluginsDaemonHoldingItsPipesLeavesNoThreadBehind() async throws {
+    /// task of the gateway stalled. The pipes' readers now end with the plugin and let
+    /// go of them: asked of the pipes themselves, since the process's thread count is
+    /// every parallel test's.
+    @Test(.timeLimit(.minutes(1))) func aPluginsDaemonHoldingItsPipesLeavesNoPipeOrReaderBehind() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("exec-daemon-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -115,19 +117,28 @@ import Testing
                 if let pid = Int32(pid) { kill(pid, SIGKILL) }
             }
         }
-        func threads() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? 0 }
-        // The daemon keeps stdout open, so each batch waits out its timeout.
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .milliseconds(300), maxBatchSize: 10))
-        _ = try? await sink.deliver(Self.records(1))
-        let before = threads()
-        for _ in 0..<20 { _ = try? await sink.deliver(Self.records(1)) }
-        await sink.shutdown()
-        // Each restart's readers end within their poll of 100 ms; two seconds is plenty.
-        var after = threads()
-        for _ in 0..<40 where after > before + 2 {
-            try await Task.sleep(for: .milliseconds(100))
-            after = threads()
+        // The daemons' stdout and stderr: pipes the gateway read, whose ends it must let go
+        // of (a read blocked on one held a thread, and the pipe, for good).
+        func links(_ folder: String) -> Set<String> {
+            Set(((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap {
+                try? FileManager.default.destinationOfSymbolicLink(atPath: "\(folder)/\($0)")
+            })
         }
-        #expect(after <= before + 2, "threads: \(before) before, \(after) after 20 restarts")
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .milliseconds(300), maxBatchSize: 10))
+        for _ in 0..<5 { _ = try? await sink.deliver(Self.records(1)) }
+        await sink.shutdown()
+        let daemonPipes = ((try? String(contentsOfFile: pids, encoding: .utf8)) ?? "").split(separator: "\n").reduce(
+            into: Set<String>()
+        ) { pipes, pid in
+            pipes.formUnion(links("/proc/\(pid)/fd").filter { $0.hasPrefix("pipe:") })
+        }
+        #expect(daemonPipes.count >= 5, "\(daemonPipes)")
+        // Let go of within the readers' poll (100 ms), stderr's after its second of grace.
+        var held = links("/proc/self/fd").intersection(daemonPipes)
+        for _ in 0..<50 where !held.isEmpty {
+            try await Task.sleep(for: .milliseconds(100))
+            held = links("/proc/self/fd").intersection(daemonPipes)
+        }
+        #expect(held.isEmpty, "still held: \(held)")
     }
 }
