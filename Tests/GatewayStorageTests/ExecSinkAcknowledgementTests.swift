@@ -87,7 +87,8 @@ import Testing
                     time.sleep(60)
                 print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
             """
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(2), maxBatchSize: 500))
+        // Time enough for a slow machine's Python to start and answer three.
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(8), maxBatchSize: 500))
         let records = Self.records(500, padding: 2000)
         let outcomes = try await sink.deliver(records)
         #expect(outcomes.prefix(3) == [.delivered, .delivered, .delivered])

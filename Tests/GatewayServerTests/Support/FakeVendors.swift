@@ -33,7 +33,7 @@ final class FakeVendors: Sendable {
     /// Singular answers these statuses at once, one request each, and then stalls the body
     /// past the gateway's timeout.
     let stalledAnswers = Mutex<[HTTPResponse.Status]>([])
-    /// Singular holds each request until this many are open at once (5 s at most), to
+    /// Singular holds each request until this many are open at once (20 s at most), to
     /// show how many the gateway sends side by side: the most seen is `mostOpen`.
     let openAtOnce = Mutex(0)
     private let open = Mutex((now: 0, most: 0))
@@ -81,7 +81,7 @@ final class FakeVendors: Sendable {
                         open.now += 1
                         open.most = max(open.most, open.now)
                     }
-                    for _ in 0..<500 where self.open.withLock({ $0.most }) < wanted { try await Task.sleep(for: .milliseconds(10)) }
+                    for _ in 0..<2000 where self.open.withLock({ $0.most }) < wanted { try await Task.sleep(for: .milliseconds(10)) }
                     self.open.withLock { $0.now -= 1 }
                 }
                 if let stalled = self.stalledAnswers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
