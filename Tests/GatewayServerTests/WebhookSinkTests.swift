@@ -113,6 +113,27 @@ import Testing
             }
     }
 
+    /// Review 66: with one secret, a receiver moving to a new one refused every batch in
+    /// between. With `previous_secret`, each batch is signed with both.
+    @Test func duringARotationABatchIsSignedWithBothSecrets() async throws {
+        let receiver = Receiver()
+        let old = "the-old-secret-0123456789"
+        try await Application(router: receiver.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            .test(.live) { client in
+                var options = WebhookSink.Options(url: "http://127.0.0.1:\(try #require(client.port))/hook", secret: Self.secret)
+                options.previousSecret = old
+                #expect(try await WebhookSink(options: options).deliver(records(1)) == [.delivered])
+                let delivered = try #require(receiver.requests.last)
+                let header = try #require(delivered.signature)
+                #expect(header.matches(of: /v1=/).count == 2, "\(header)")
+                let now = Int(Date().timeIntervalSince1970)
+                #expect(WebhookSignature.verify(header: header, body: delivered.body, secret: Self.secret, now: now))
+                #expect(WebhookSignature.verify(header: header, body: delivered.body, secret: old, now: now))
+                #expect(!WebhookSignature.verify(header: header, body: delivered.body, secret: "another-secret-value", now: now))
+                #expect(!header.contains(old) && !header.contains(Self.secret))
+            }
+    }
+
     @Test func answersAreClassifiedForTheWorker() async throws {
         let receiver = Receiver()
         receiver.script.withLock { $0 = [(429, "7"), (400, nil), (404, nil), (500, nil)] }

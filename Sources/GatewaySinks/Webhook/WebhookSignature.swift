@@ -11,7 +11,13 @@ public enum WebhookSignature {
     public static let header = "X-Gateway-Signature"
 
     public static func sign(body: Data, secret: String, timestamp: Int) -> String {
-        "t=\(timestamp),v1=\(Hex.lowercase(mac(body: body, secret: secret, timestamp: timestamp)))"
+        sign(body: body, secrets: [secret], timestamp: timestamp)
+    }
+
+    /// One `v1=` per secret, in order (a secret and the one it replaces, during a rotation).
+    public static func sign(body: Data, secrets: [String], timestamp: Int) -> String {
+        (["t=\(timestamp)"] + secrets.map { "v1=\(Hex.lowercase(mac(body: body, secret: $0, timestamp: timestamp)))" })
+            .joined(separator: ",")
     }
 
     /// Checks a header value as a receiver would: a valid MAC and a timestamp within

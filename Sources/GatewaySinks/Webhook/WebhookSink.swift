@@ -22,6 +22,9 @@ public final class WebhookSink: AttributionSink {
     public struct Options: Sendable {
         public var url: String
         public var secret: String
+        /// The secret being replaced, while receivers move to `secret`: each batch is
+        /// signed with both (two `v1=`), so that a receiver on either accepts it.
+        public var previousSecret: String?
         public var headers: [(String, String)]
         public var timeout: Duration
         public var maxBatchSize: Int
@@ -85,7 +88,9 @@ public final class WebhookSink: AttributionSink {
         request.headers.replaceOrAdd(name: "Idempotency-Key", value: Self.idempotencyKey(records))
         request.headers.replaceOrAdd(
             name: WebhookSignature.header,
-            value: WebhookSignature.sign(body: body, secret: options.secret, timestamp: Int(now().timeIntervalSince1970)))
+            value: WebhookSignature.sign(
+                body: body, secrets: [options.secret] + (options.previousSecret.map { [$0] } ?? []),
+                timestamp: Int(now().timeIntervalSince1970)))
         request.body = .bytes(ByteBuffer(bytes: body))
 
         let status: Int
@@ -166,6 +171,10 @@ public enum WebhookSinkPlugin: SinkPlugin {
         if let secret, secret.count < 16 {
             reader.report("must be at least 16 characters", key: "secret")
         }
+        let previousSecret = reader.string("previous_secret")
+        if let previousSecret, previousSecret.count < 16 {
+            reader.report("must be at least 16 characters", key: "previous_secret")
+        }
         var headers: [(String, String)] = []
         if let mapping = reader.child("headers") {
             for name in mapping.keys {
@@ -188,9 +197,11 @@ public enum WebhookSinkPlugin: SinkPlugin {
         let threshold = reader.int("circuit_failure_threshold", in: 1...1000) ?? 5
         let coolDown = reader.int("circuit_cool_down_ms", in: 1...3_600_000) ?? 30_000
         guard let url, let secret, secret.count >= 16 else { return nil }
-        return Options(
+        var options = Options(
             url: url, secret: secret, headers: headers, timeout: .milliseconds(timeout), maxBatchSize: batch,
             circuitThreshold: threshold, circuitCoolDown: .milliseconds(coolDown))
+        options.previousSecret = previousSecret
+        return options
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
