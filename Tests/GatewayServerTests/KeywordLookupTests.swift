@@ -717,6 +717,23 @@ import Testing
         // A usable key first is the one read, whatever follows it.
         #expect(try loads(P256.Signing.PrivateKey().pemRepresentation + "\n" + encrypted))
         #expect(try refusal(parameters).contains("holds no PEM block BEGIN EC PRIVATE KEY"))
+        // Review 65: bytes that are not UTF-8 beside the key, and a byte-order mark, read as
+        // "cannot read the private key file"; a DER key is told to be converted.
+        let key = P256.Signing.PrivateKey()
+        try (Data("# cl\u{E9} d'Apple\n".utf8.map { $0 == 0xC3 ? 0xE9 : $0 }.filter { $0 != 0xA9 }) + Data(key.pemRepresentation.utf8))
+            .write(to: file)
+        #expect(try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn).enrichers.count == 1)
+        #expect(try loads("\u{FEFF}" + key.pemRepresentation))
+        try key.derRepresentation.write(to: file)
+        let der = try { () throws -> String in
+            do {
+                _ = try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn)
+                return "accepted"
+            } catch let error as ConfigError {
+                return error.issues.map(\.message).joined(separator: "; ")
+            }
+        }()
+        #expect(der.contains("is binary (DER?)"), "\(der)")
     }
 
     @Test func aKeywordReportImportFillsTheCacheAndReportsBadLines() async throws {

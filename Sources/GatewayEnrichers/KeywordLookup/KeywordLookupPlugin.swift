@@ -33,8 +33,19 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         let keyID = reader.requiredString("key_id")
         var pem: String?
         if let file = reader.filePath("private_key_file") {
-            pem = try? String(contentsOfFile: file, encoding: .utf8)
-            if pem == nil { reader.report("cannot read the private key file", key: "private_key_file") }
+            // Read as bytes: a comment in Latin-1 beside the key, or any byte that is not
+            // UTF-8, read as "cannot read", which sent operators to permissions and paths.
+            if let data = FileManager.default.contents(atPath: file) {
+                if PrivateKeyPEM.isBinary(data) {
+                    reader.report(
+                        "is binary (DER?), not PEM; convert it: openssl ec -inform DER -in KEY -out key.pem",
+                        key: "private_key_file")
+                } else {
+                    pem = String(decoding: data, as: UTF8.self)
+                }
+            } else {
+                reader.report("cannot read the private key file (missing, or not readable by this user)", key: "private_key_file")
+            }
         } else if let inline = reader.string("private_key") {
             pem = inline
         } else {
