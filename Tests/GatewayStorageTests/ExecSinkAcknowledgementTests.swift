@@ -125,21 +125,39 @@ import Testing
                 try? FileManager.default.destinationOfSymbolicLink(atPath: "\(folder)/\($0)")
             })
         }
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .milliseconds(300), maxBatchSize: 10))
-        for _ in 0..<5 { _ = try? await sink.deliver(Self.records(1)) }
+        // Each batch waits out its timeout (the daemon keeps stdout open); time enough for
+        // a slow machine's Python to start the daemon before the plugin is stopped.
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(2), maxBatchSize: 10))
+        for _ in 0..<3 { _ = try? await sink.deliver(Self.records(1)) }
         await sink.shutdown()
         let daemonPipes = ((try? String(contentsOfFile: pids, encoding: .utf8)) ?? "").split(separator: "\n").reduce(
             into: Set<String>()
         ) { pipes, pid in
             pipes.formUnion(links("/proc/\(pid)/fd").filter { $0.hasPrefix("pipe:") })
         }
-        #expect(daemonPipes.count >= 5, "\(daemonPipes)")
-        // Let go of within the readers' poll (100 ms), stderr's after its second of grace.
+        #expect(daemonPipes.count >= 3, "\(daemonPipes)")
+        // Let go of within the readers' poll (a second), stderr's after its second of grace.
         var held = links("/proc/self/fd").intersection(daemonPipes)
         for _ in 0..<50 where !held.isEmpty {
             try await Task.sleep(for: .milliseconds(100))
             held = links("/proc/self/fd").intersection(daemonPipes)
         }
         #expect(held.isEmpty, "still held: \(held)")
+    }
+
+    /// Review 70: a plugin's last acknowledgement, printed without a line break before it
+    /// exits, was dropped and its record sent again.
+    @Test(.timeLimit(.minutes(1))) func aLastAcknowledgementWithoutALineBreakCounts() async throws {
+        let script = """
+            import json, sys
+            ids = [json.loads(sys.stdin.readline())["record_id"] for _ in range(2)]
+            print(json.dumps({"record_id": ids[0], "status": "ok"}), flush=True)
+            sys.stdout.write(json.dumps({"record_id": ids[1], "status": "ok"}))
+            sys.stdout.flush()
+            """
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(20)))
+        let records = (0..<2).map { AttributionRecord(provider: "iad", kind: .install, dedupeKey: "last\($0)", receivedAt: Date()) }
+        #expect(try await sink.deliver(records) == [.delivered, .delivered])
+        await sink.shutdown()
     }
 }

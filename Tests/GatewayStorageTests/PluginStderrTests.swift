@@ -36,4 +36,27 @@ import Testing
         let dropped = captured.entries.withLock { $0.first { $0.message == "plugin stderr lines dropped" } }
         #expect(dropped.map { "\($0.metadata["lines"] ?? "")" } == "403")
     }
+
+    /// Review 70: the limit was each plugin process's, so a plugin crashing in a loop
+    /// logged 100 lines per restart (600 in 10 s). It is the sink's.
+    @Test(.timeLimit(.minutes(1))) func theLimitIsTheSinksHoweverOftenItsPluginRestarts() async throws {
+        let captured = CapturedLog()
+        let script = """
+            import sys
+            for n in range(60): sys.stderr.write("dying %d\\n" % n)
+            sys.stderr.flush()
+            sys.exit(1)
+            """
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(20)), logger: captured.logger)
+        for index in 0..<4 {
+            let record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k\(index)", receivedAt: Date())
+            _ = try? await sink.deliver([record])
+        }
+        await sink.shutdown()
+        // Each process's last lines are read within its readers' grace, two seconds at most.
+        func logged() -> Int { captured.entries.withLock { $0.filter { $0.message == "plugin stderr" }.count } }
+        for _ in 0..<60 where logged() < 100 { try await Task.sleep(for: .milliseconds(50)) }
+        try await Task.sleep(for: .seconds(3))
+        #expect(logged() == 100, "\(logged()) lines from 240")
+    }
 }

@@ -31,11 +31,14 @@ public final class ExecSink: AttributionSink {
     private let child = Mutex<ExecChild?>(nil)
     /// Lines on stdout that are not acknowledgements, shown at most once a minute.
     private let unreadableLines = OncePerInterval(.seconds(60))
+    /// The plugins' stderr lines, limited for the sink, not for each plugin process.
+    private let stderrLimit: PluginStderr.Limit
 
     public init(options: Options, logger: Logger = Logger(label: "gateway.sink.exec")) {
         self.options = options
         self.maxBatchSize = options.maxBatchSize
         self.logger = logger
+        stderrLimit = PluginStderr.Limit(logger: logger)
     }
 
     deinit {
@@ -61,7 +64,7 @@ public final class ExecSink: AttributionSink {
             if let running = child, running.isRunning { return running }
             // A plugin that died is let go of, its pipes with it, before the next starts.
             child?.retire()
-            child = try ExecChild(command: options.command, logger: logger)
+            child = try ExecChild(command: options.command, stderrLimit: stderrLimit)
             return child!
         }
         let encoder = AttributionRecord.makeEncoder()
@@ -139,7 +142,7 @@ final class ExecChild: Sendable {
     /// How long the stderr reader goes on after the plugin is let go of, for its last lines.
     static let stderrGrace: Duration = .seconds(1)
 
-    init(command: [String], logger: Logger) throws {
+    init(command: [String], stderrLimit: PluginStderr.Limit) throws {
         // Writing to a plugin that just died must be an error to handle, not a signal that
         // ends the gateway.
         signal(SIGPIPE, SIG_IGN)
@@ -159,7 +162,7 @@ final class ExecChild: Sendable {
         stdin = input.fileHandleForWriting
         let fd = stdin.fileDescriptor
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        // The readers hold the plugin until they end, within 100 ms of its retirement.
+        // The readers hold the plugin until they end, within a second of its retirement.
         PipeThreads.read(
             output.fileHandleForReading, name: "exec-sink-stdout",
             stopped: { [self] in state.withLock { $0.retiredAt != nil } },
@@ -177,7 +180,7 @@ final class ExecChild: Sendable {
                     return state.waiter
                 }?.give(())
             })
-        PluginStderr.forward(errors.fileHandleForReading, to: logger) { [self] in
+        PluginStderr.forward(errors.fileHandleForReading, to: stderrLimit) { [self] in
             state.withLock { $0.retiredAt.map { ContinuousClock.now - $0 > Self.stderrGrace } ?? false }
         }
     }
@@ -203,7 +206,7 @@ final class ExecChild: Sendable {
     /// The next line of stdout; throws at its end (the plugin died) or after `deadline`.
     func readLine(until deadline: ContinuousClock.Instant) async throws -> String {
         while true {
-            let (line, ended) = state.withLock { state in (Self.takeLine(&state.buffer), state.ended) }
+            let (line, ended) = state.withLock { state in (Self.takeLine(&state.buffer, ended: state.ended), state.ended) }
             if let line { return line }
             if ended { throw ExecSink.Failure(description: "exec sink: plugin exited") }
             guard deadline > ContinuousClock.now, await moreOutput(until: deadline) else {
@@ -218,7 +221,7 @@ final class ExecChild: Sendable {
     func takeLines() -> [String] {
         state.withLock { state in
             var lines: [String] = []
-            while let line = Self.takeLine(&state.buffer) { lines.append(line) }
+            while let line = Self.takeLine(&state.buffer, ended: state.ended) { lines.append(line) }
             return lines
         }
     }
@@ -247,8 +250,15 @@ final class ExecChild: Sendable {
         return came != nil
     }
 
-    private static func takeLine(_ buffer: inout Data) -> String? {
-        guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+    /// The next line of `buffer`; once stdout has `ended`, what is left without a line
+    /// break is the last line (a final acknowledgement printed without one was dropped, and
+    /// its record sent again, review 70).
+    private static func takeLine(_ buffer: inout Data, ended: Bool) -> String? {
+        guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else {
+            guard ended, !buffer.isEmpty else { return nil }
+            defer { buffer = Data() }
+            return String(decoding: buffer, as: UTF8.self)
+        }
         let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
         buffer = Data(buffer[buffer.index(after: newline)...])
         return line
@@ -276,7 +286,7 @@ final class ExecChild: Sendable {
         try? stdin.close()
     }
 
-    /// Stops the plugin for good; its readers see it within 100 ms and close the gateway's
+    /// Stops the plugin for good; its readers see it within a second and close the gateway's
     /// ends of its pipes (a plugin restarted after each death, one crashing on a record up
     /// to `max_attempts` times, left its stdout open each time, until the gateway ran out
     /// of descriptors), even while a process the plugin started holds them open.

@@ -4,37 +4,48 @@ import Synchronization
 
 /// A plugin's stderr, as warnings in the gateway's log. Inherited, a Python traceback
 /// went into the log as raw lines, breaking `log_format: json`'s one object per line.
-/// Each line is one entry, at most 1 KiB, and at most 100 a minute: a plugin printing in
-/// a loop must not flood the log.
+/// Each line is one entry, at most 1 KiB, and at most 100 a minute for the sink, however
+/// often its plugin restarts: a plugin printing in a loop, or crashing in one (600 lines in
+/// 10 s when the limit was each process's, review 70), must not flood the log.
 enum PluginStderr {
+    /// A sink's limit, shared by the plugins it runs one after another.
+    final class Limit: Sendable {
+        let lines: Mutex<LineLimiter>
+        init(logger: Logger) { lines = Mutex(LineLimiter(logger: logger)) }
+    }
+
     static let maxLineBytes = 1024
     static let linesPerMinute = 100
 
     /// Reads `handle` on a thread of its own (see ``PipeThreads``) until the plugin and
     /// everything it started have closed it, or `stopped` says so (shortly after the
     /// plugin is let go of: a process it started may hold stderr for good), then closes it.
-    static func forward(_ handle: FileHandle, to logger: Logger, stopped: @escaping @Sendable () -> Bool = { false }) {
-        let reader = Mutex((lines: LineLimiter(logger: logger), pending: Data()))
+    static func forward(_ handle: FileHandle, to limit: Limit, stopped: @escaping @Sendable () -> Bool = { false }) {
+        // This process's line not ended yet.
+        let pending = Mutex(Data())
         PipeThreads.read(
             handle, name: "exec-sink-stderr", stopped: stopped,
             chunk: { chunk in
-                reader.withLock { reader in
-                    reader.pending.append(chunk)
-                    while let newline = reader.pending.firstIndex(of: UInt8(ascii: "\n")) {
-                        reader.lines.emit(reader.pending[reader.pending.startIndex..<newline])
-                        reader.pending = Data(reader.pending[reader.pending.index(after: newline)...])
+                var complete: [Data] = []
+                pending.withLock { pending in
+                    pending.append(chunk)
+                    while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                        complete.append(pending[pending.startIndex..<newline])
+                        pending = Data(pending[pending.index(after: newline)...])
                     }
                     // A line with no end in sight is logged in parts.
-                    if reader.pending.count > maxLineBytes {
-                        reader.lines.emit(reader.pending)
-                        reader.pending = Data()
+                    if pending.count > maxLineBytes {
+                        complete.append(pending)
+                        pending = Data()
                     }
                 }
+                limit.lines.withLock { lines in complete.forEach { lines.emit($0) } }
             },
             end: {
-                reader.withLock { reader in
-                    if !reader.pending.isEmpty { reader.lines.emit(reader.pending) }
-                    reader.lines.flushDropped()
+                let last = pending.withLock { $0 }
+                limit.lines.withLock { lines in
+                    if !last.isEmpty { lines.emit(last) }
+                    lines.flushDropped()
                 }
             })
     }
