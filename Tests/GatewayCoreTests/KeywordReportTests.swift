@@ -37,6 +37,23 @@ import Testing
         return record
     }
 
+    /// Review 70: lines alike up to the ad group's name (a vendor's, without ids) came out
+    /// in another order at each run.
+    @Test func linesTiedOnTheirCountsComeInTheOrderOfEveryField() {
+        var report = KeywordReport()
+        for (index, group) in ["mg5", "mg2", "mg0", "mg4", "mg1", "mg3"].enumerated() {
+            var record = AttributionRecord(
+                provider: "s2s", kind: .install, dedupeKey: "s2s:\(index)", receivedAt: Self.start, attributed: true)
+            record.appID = "1"
+            record.appUserID = "u\(index)"
+            record.network = "Moloco"
+            record.campaignName = "mc1"
+            record.adGroupName = group
+            report.add(record)
+        }
+        #expect(report.rows.map(\.adGroup) == ["mg0", "mg1", "mg2", "mg3", "mg4", "mg5"])
+    }
+
     @Test func aRefundedPurchaseLeavesPurchasesRevenueAndPayingUsersAndCountsUnderRefunds() {
         var report = KeywordReport()
         report.add(Self.install("u1", keyword: "calm"))

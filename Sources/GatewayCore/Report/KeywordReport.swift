@@ -394,10 +394,14 @@ public struct KeywordReport: Sendable {
             if (a.payingUsers, a.installs) != (b.payingUsers, b.installs) {
                 return (a.payingUsers, a.installs) > (b.payingUsers, b.installs)
             }
-            // Ties in a fixed order, so that two runs print the same lines.
+            // Ties in a fixed order, so that two runs print the same lines: by every field
+            // of the line (without the ad group's name and the match type, two lines of a
+            // vendor's campaign swapped places from run to run, review 70).
             if a.appID != b.appID { return a.appID < b.appID }
-            return (a.network ?? "", a.campaignID ?? -1, a.campaign ?? "", a.adGroupID ?? -1, a.keywordID ?? -1, a.keyword ?? "")
-                < (b.network ?? "", b.campaignID ?? -1, b.campaign ?? "", b.adGroupID ?? -1, b.keywordID ?? -1, b.keyword ?? "")
+            let first = (a.network ?? "", a.campaignID ?? -1, a.campaign ?? "", a.adGroupID ?? -1, a.adGroup ?? "")
+            let second = (b.network ?? "", b.campaignID ?? -1, b.campaign ?? "", b.adGroupID ?? -1, b.adGroup ?? "")
+            if first != second { return first < second }
+            return (a.keywordID ?? -1, a.keyword ?? "", a.matchType ?? "") < (b.keywordID ?? -1, b.keyword ?? "", b.matchType ?? "")
         }
     }
 
