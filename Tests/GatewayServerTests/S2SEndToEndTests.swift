@@ -423,6 +423,37 @@ import Testing
         }
     }
 
+    /// Review 69: a vendor refusing everything without `Retry-After` still got every event
+    /// of each batch (50 requests, 8 at a time), each refused. Once one answer is such a
+    /// refusal, the batch's events not sent yet wait, no attempt counted.
+    @Test func aVendorRefusingEverythingIsNotSentTheRestOfTheBatch() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        let outage = 1_000_000
+        vendors.outage.withLock { $0 = outage }
+        let body = "[" + (0..<20).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
+            .joined(separator: ",") + "]"
+        // Retries seconds away: the first batch's requests are all this test sees.
+        let slow: @Sendable (Int) -> String = { port in
+            yaml(env, vendorPort: port, vendor: "singular")
+                .replacingOccurrences(of: "backoff_initial_ms: 10\n", with: "backoff_initial_ms: 5000\n")
+                .replacingOccurrences(of: "backoff_max_ms: 50\n", with: "backoff_max_ms: 50000\n")
+        }
+        try await withGateway(vendors, env: env, yaml: slow) { (client: TestClientProtocol, gateway: Gateway) async throws in
+            #expect(try await post(client, body).status == .accepted)
+            #expect(try await env.eventually { vendors.outage.withLock { $0 } < outage })
+            try await Task.sleep(for: .milliseconds(500))
+            let asked = outage - vendors.outage.withLock { $0 }
+            // At most one per lane at work when the first refusal came (`concurrency`, 8).
+            #expect(asked <= 8, "\(asked) requests")
+            let untried = try await gateway.store.pool.read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE sink = 's2s.singular' AND attempts = 0")
+            }
+            #expect(untried == 20 - asked)
+        }
+    }
+
     /// The mark is on disk while the request is out, and gone with the answer.
     @Test func aVendorsEventIsMarkedAsBeingSentWhileItsRequestIsOut() async throws {
         let env = try TestEnvironment()

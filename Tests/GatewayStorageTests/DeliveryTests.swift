@@ -484,6 +484,45 @@ import Testing
         #expect(try await f.attempts().isEmpty)
     }
 
+    /// A destination answering the record in flight when the shutdown came (a vendor's
+    /// `503` after the signal).
+    final class AnsweringAfterTheSignal: AttributionSink {
+        let maxBatchSize = 100
+        var countsEveryCopy: Bool { true }
+        let sending = Mutex(false)
+        func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+            try await deliver(records, progress: .none)
+        }
+        func deliver(_ records: [AttributionRecord], progress: DeliveryProgress) async throws -> [DeliveryOutcome] {
+            try await progress.sending(0)
+            sending.withLock { $0 = true }
+            try? await Task.sleep(for: .seconds(3600))  // the answer comes after the signal
+            let refused = DeliveryOutcome.retry(reason: "answered 503", after: .zero)
+            await progress.answered(0, refused)
+            return [refused] + Array(repeating: .retry(reason: "not sent: the gateway is stopping"), count: records.count - 1)
+        }
+    }
+
+    /// Review 69: an answer that came after the shutdown's signal was not written (the
+    /// write was cancelled with the worker), its row kept its mark, and the restart
+    /// dead-lettered a `503` as "may have counted it".
+    @Test func anAnswerThatComesAfterTheShutdownSignalIsWritten() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let records = try await f.ingest(2)
+        let sink = AnsweringAfterTheSignal()
+        let drain = Task { try await f.worker(sink: sink).drainOnce() }
+        for _ in 0..<1000 where !sink.sending.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        drain.cancel()
+        _ = try? await drain.value
+        let rows = try await f.store.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT record_id, attempts, sending_since FROM outbox ORDER BY id")
+        }
+        #expect(rows.map { $0["record_id"] as String } == records.map(\.recordID))
+        #expect(rows.map { ($0["sending_since"] as Double?) == nil } == [true, true], "the answer is known: no mark left")
+        #expect(rows.map { $0["attempts"] as Int } == [1, 0])
+    }
+
     @Test func afterMaxAttemptsARecordMovesToTheDeadLetters() async throws {
         let f = try Fixture()
         defer { f.remove() }
@@ -636,6 +675,26 @@ import Testing
         }
         #expect(due.count == 3 && Set(due).count == 1, "\(due)")
         #expect(Date(timeIntervalSince1970: due[0]) == paused)
+    }
+
+    /// Review 69: each batch of a backlog the destination kept refusing paused the worker
+    /// only until the batch's own first retry, a second or two: fresh records each time,
+    /// so a throttled vendor was asked again and again. Throttled batches in a row wait
+    /// longer each time.
+    @Test func throttledBatchesInARowPauseTheWorkerLongerEachTime() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(6)
+        let worker = f.worker(batchSize: 2, maxAttempts: 10, random: 0.5)
+        f.sink.addRule { _ in .retry(reason: "answered 429", after: .zero) }
+        var pauses: [TimeInterval] = []
+        for _ in 0..<3 {
+            #expect(try await worker.drainOnce() == 2)
+            let until = try #require(worker.postponedUntil.withLock { $0 })
+            pauses.append(until.timeIntervalSince(f.clock.now))
+            f.clock.advance(until.timeIntervalSince(f.clock.now))
+        }
+        #expect(pauses[1] > pauses[0] && pauses[2] > pauses[1], "\(pauses)")
     }
 
     /// Records retried one by one (devices Adjust has not learned yet), however many and

@@ -36,6 +36,8 @@ public final class SinkWorker: Service, Sendable {
     let postponedUntil = Mutex<Date?>(nil)
     /// Batches in a row that the sink failed whole by throwing; none due resets it.
     private let batchesFailedWhole = Mutex(0)
+    /// Batches in a row that the destination refused whole (throttled, or down).
+    private let throttledBatches = Mutex(0)
 
     public init(
         sinkName: String,
@@ -148,8 +150,13 @@ public final class SinkWorker: Service, Sendable {
                 let entry = entries[offered[index]]
                 let decidedAt = self.now()
                 let resolution = self.resolution(of: entry, outcome, decidedAt: decidedAt, jitter: jitter)
-                // Not written now: the batch's end writes it with the rest.
-                guard (try? await self.store.resolve(sink: self.sinkName, [resolution], now: decidedAt)) != nil else { return }
+                // Written whatever a shutdown does meanwhile (cancelled, the write did not
+                // take, and the row kept its mark: a vendor's 503 read at the restart as
+                // "may have counted it", review 69). Not written now: the batch's end
+                // writes it with the rest.
+                let sinkName = self.sinkName, store = self.store
+                guard (try? await uncancelled { try await store.resolve(sink: sinkName, [resolution], now: decidedAt) }) != nil
+                else { return }
                 settled.withLock { $0[entry.id] = resolution }
             })
         /// The sink failed the batch whole, its own failure (the protocol's contract for a
@@ -232,8 +239,14 @@ public final class SinkWorker: Service, Sendable {
             return count
         }
         // Records the sink kept from the destination by design (declined: a Mixpanel
-        // record without a user) asked it nothing, and say nothing of a throttle.
-        let asked = outcomes.filter { if case .declined = $0 { false } else { true } }
+        // record without a user), or held back once it refused the batch's first
+        // (postponed: a vendor's), asked it nothing, and say nothing of a throttle.
+        let asked = outcomes.filter { outcome in
+            switch outcome {
+            case .declined, .postponed: false
+            default: true
+            }
+        }
         // A wait of zero is a refusal of the destination's whole without a time (`429` or
         // `5xx` and no `Retry-After`, which Mixpanel and AppsFlyer do not promise): the
         // next batch got the same, 3,766 requests for 1,000 records in review 65.
@@ -242,10 +255,21 @@ public final class SinkWorker: Service, Sendable {
             return false
         }
         let down = !cutShort && (postponed == outcomes.count || streak >= 2 || throttled)
-        let firstDue = decisions.compactMap { resolution -> Date? in
+        var firstDue = decisions.compactMap { resolution -> Date? in
             if case .retry(_, _, let at, _) = resolution { return at }
             return nil
         }.min()
+        // Throttled batch after throttled batch waits longer each time, as the records'
+        // own backoff does: the batch's first due record alone came back within a second
+        // or two, and a vendor throttled without `Retry-After` was asked 43 times a second.
+        let throttledInARow = throttledBatches.withLock { count in
+            count = throttled && !cutShort ? count + 1 : 0
+            return count
+        }
+        if throttledInARow > 1, let due = firstDue {
+            let wait = settings.backoff(attempt: throttledInARow, retryAfter: nil, unit: jitter)
+            firstDue = max(due, decidedAt.addingTimeInterval(wait / .seconds(1)))
+        }
         postponedUntil.withLock { $0 = down ? firstDue : nil }
         metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
         metrics.delivery(sink: sinkName, outcome: "declined", count: declined)

@@ -5,6 +5,7 @@ import GatewayHTTP
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// Delivers stored events to one vendor through its ``VendorAdapter``, one request per
 /// event (no vendor batches S2S events). The worker around it owns the outbox, retries,
@@ -78,6 +79,12 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
                 lanes[order[device]]!.map { (index: $0, event: events[$0]!) }
             }
         }
+        // The wait of the vendor's refusal of everything (a `429` or `5xx`), once one came:
+        // the batch's events not sent yet are held back, no attempt counted, rather than
+        // each sent to be refused too (50 requests per batch, 43 a second, review 69).
+        let refused = RefusalWait()
+        let vendor = adapter.vendor.displayName
+        let backoffInitial = settings.delivery.backoffInitial
         let results = await withTaskGroup(of: [(Int, DeliveryOutcome)].self) { group in
             for share in shares {
                 group.addTask {
@@ -87,6 +94,16 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
                         for item in device {
                             if let waiting {
                                 done.append((item.index, waiting))
+                                continue
+                            }
+                            // A shutdown sends nothing more: what is left stays as it was.
+                            if Task.isCancelled {
+                                done.append((item.index, .retry(reason: "not sent: the gateway is stopping")))
+                                continue
+                            }
+                            if let wait = refused.wait.withLock({ $0 }) {
+                                let reason = "not sent: \(vendor) refused the batch's first events"
+                                done.append((item.index, .postponed(reason: reason, after: max(wait, backoffInitial))))
                                 continue
                             }
                             let outcome: DeliveryOutcome
@@ -100,6 +117,7 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
                             done.append((item.index, outcome))
                             if case .retry(_, let after) = outcome {
                                 waiting = .retry(reason: "waits for an earlier event of the same device", after: after)
+                                if let after { refused.wait.withLock { $0 = max($0 ?? after, after) } }
                             }
                         }
                     }
@@ -170,4 +188,9 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         let age = Duration.milliseconds(Int64(max(0, now().timeIntervalSince(record.receivedAt)) * 1000))
         return adapter.outcome(status: status, body: body, retryAfter: retryAfter, age: age)
     }
+}
+
+/// The wait of a vendor's refusal of everything, shared by a batch's lanes.
+private final class RefusalWait: Sendable {
+    let wait = Mutex<Duration?>(nil)
 }
