@@ -31,21 +31,49 @@ actor AppleAdsTokenSource {
 
     /// A valid access token; concurrent callers share one request.
     func accessToken() async throws -> String {
+        let now = now()
         // Renewed ahead of its end, by five minutes or, for a short-lived one, half its life
         // (a fixed five minutes made one of five minutes or less new at every call).
-        if let token, token.expires.timeIntervalSince(now()) > token.margin { return token.value }
-        do {
-            if let inFlight { return try await inFlight.value }
-            let task = Task { try await self.fetch() }
-            inFlight = task
-            defer { inFlight = nil }
-            return try await task.value
-        } catch {
-            // A renewal ahead of the end that failed leaves the token good until then: an
-            // Apple sign-in problem in a token's last minutes failed every lookup (review 65).
-            if let token, token.expires > now() { return token.value }
-            throw error
+        if let token, token.expires.timeIntervalSince(now) > token.margin { return token.value }
+        if let token, token.expires > now {
+            // The renewal goes on in the background, at most one every 30 s, and the token
+            // serves until its end: awaited, a renewal that failed dropped a good token
+            // (review 65), and one that hung held every lookup for its 30 s (review 69).
+            if inFlight == nil, lastRenewal.map({ now.timeIntervalSince($0) >= Self.renewalSpacing }) ?? true {
+                lastRenewal = now
+                inFlight = fetchTask()
+            }
+            return token.value
         }
+        if let inFlight { return try await inFlight.value }
+        let task = fetchTask()
+        inFlight = task
+        return try await task.value
+    }
+
+    /// How often a token still good is tried to be renewed.
+    static let renewalSpacing: TimeInterval = 30
+    private var lastRenewal: Date?
+    /// Which fetch `inFlight` is, so that an older one ending does not clear a newer one.
+    private var fetches = 0
+
+    private func fetchTask() -> Task<String, Error> {
+        fetches += 1
+        let mine = fetches
+        return Task {
+            do {
+                let value = try await self.fetch()
+                self.ended(mine)
+                return value
+            } catch {
+                self.ended(mine)
+                throw error
+            }
+        }
+    }
+
+    private func ended(_ fetch: Int) {
+        if fetch == fetches { inFlight = nil }
     }
 
     /// Forgets a token the API refused, so that the next call fetches a new one.

@@ -37,6 +37,8 @@ final class FakeAppleAds: Sendable {
     /// The token endpoint answers `503`, counting each request in `tokenFailures`.
     let tokenDown = Mutex(false)
     let tokenFailures = Mutex(0)
+    /// The token endpoint takes requests and answers none while this is set.
+    let tokenHangs = Mutex(false)
     /// The `expires_in` of the tokens issued.
     let tokenLifetime = Mutex(3600)
     /// When set, the JSON value (already encoded) answered as every v1 entity's name or text.
@@ -73,6 +75,8 @@ final class FakeAppleAds: Sendable {
                 let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? "" }
                 if parts.count == 2 { form[parts[0]] = parts[1] }
             }
+            // Until the test lets go: a request held for good would hold the server's stop.
+            while self.tokenHangs.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(50)) }
             if self.tokenDown.withLock({ $0 }) {
                 self.tokenFailures.withLock { $0 += 1 }
                 return Self.json(503, #"{"error":"temporarily_unavailable"}"#)
