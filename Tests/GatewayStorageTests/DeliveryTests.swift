@@ -697,6 +697,28 @@ import Testing
         #expect(pauses[1] > pauses[0] && pauses[2] > pauses[1], "\(pauses)")
     }
 
+    /// Review 71: the pause followed the refused records' backoff, towards an hour, and
+    /// every new event waited with it; and one record the destination chokes on, due
+    /// alone, paused the worker as if the destination refused everything.
+    @Test func aThrottlePausesAtMostHalfAMinuteAndARecordRefusedAgainAlonePausesNothing() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(1)
+        let clock = f.clock
+        let worker = SinkWorker(
+            sinkName: "memory", sink: f.sink, store: f.store,
+            settings: DeliverySettings(batchSize: 10, maxAttempts: 100, backoffInitial: .seconds(600), backoffMax: .seconds(3600)),
+            now: { clock.now }, random: { 0.5 })
+        f.sink.addRule { _ in .retry(reason: "answered 500", after: .zero) }
+        #expect(try await worker.drainOnce() == 1)
+        let paused = try #require(worker.postponedUntil.withLock { $0 })
+        #expect(paused.timeIntervalSince(f.clock.now) <= 30)
+        // Its retry, alone, refused again: that record's, not the destination's.
+        f.clock.advance(3600)
+        #expect(try await worker.drainOnce() == 1)
+        #expect(worker.postponedUntil.withLock { $0 } == nil)
+    }
+
     /// Records retried one by one (devices Adjust has not learned yet), however many and
     /// in however full batches, are no sink down: other devices' records go out at once
     /// rather than at those records' next retry, up to an hour away.

@@ -38,6 +38,8 @@ public final class SinkWorker: Service, Sendable {
     private let batchesFailedWhole = Mutex(0)
     /// Batches in a row that the destination refused whole (throttled, or down).
     private let throttledBatches = Mutex(0)
+    /// The longest a throttled destination pauses the worker, whatever the records' backoff.
+    static let maxThrottlePause: Duration = .seconds(30)
 
     public init(
         sinkName: String,
@@ -250,8 +252,14 @@ public final class SinkWorker: Service, Sendable {
         // A wait of zero is a refusal of the destination's whole without a time (`429` or
         // `5xx` and no `Retry-After`, which Mixpanel and AppsFlyer do not promise): the
         // next batch got the same, 3,766 requests for 1,000 records in review 65.
+        // And only when it refused something never tried before: one record the
+        // destination chokes on, due alone, is that record's (it paused the worker on its
+        // own backoff, towards an hour, and every new event waited, review 71).
         let throttled = !threw && !asked.isEmpty && asked.allSatisfy { outcome in
             if case .retry(_, _?) = outcome { return true }
+            return false
+        } && zip(entries, outcomes).contains { entry, outcome in
+            if case .retry = outcome { return entry.attempts == 0 }
             return false
         }
         let down = !cutShort && (postponed == outcomes.count || streak >= 2 || throttled)
@@ -269,6 +277,12 @@ public final class SinkWorker: Service, Sendable {
         if throttledInARow > 1, let due = firstDue {
             let wait = settings.backoff(attempt: throttledInARow, retryAfter: nil, unit: jitter)
             firstDue = max(due, decidedAt.addingTimeInterval(wait / .seconds(1)))
+        }
+        // Never longer than `maxThrottlePause`: the records' own backoff reaches an hour,
+        // and paused that long the worker held every new event too (54 s after a 150 s
+        // throttle, review 71). A batch each half minute finds out when it is over.
+        if throttled, let due = firstDue {
+            firstDue = min(due, decidedAt.addingTimeInterval(Self.maxThrottlePause / .seconds(1)))
         }
         postponedUntil.withLock { $0 = down ? firstDue : nil }
         metrics.delivery(sink: sinkName, outcome: "delivered", count: delivered)
