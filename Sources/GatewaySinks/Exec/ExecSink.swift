@@ -53,6 +53,7 @@ public final class ExecSink: AttributionSink {
             child?.retire()
             child = nil
         }
+        stderrLimit.stop()
     }
 
     struct Failure: Error, CustomStringConvertible {

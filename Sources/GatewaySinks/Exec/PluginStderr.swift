@@ -11,7 +11,18 @@ enum PluginStderr {
     /// A sink's limit, shared by the plugins it runs one after another.
     final class Limit: Sendable {
         let lines: Mutex<LineLimiter>
+        /// The sink has stopped: a plugin's reader ending after it tells its drops at once.
+        private let stopped = Mutex(false)
         init(logger: Logger) { lines = Mutex(LineLimiter(logger: logger)) }
+        /// Tells the lines dropped since the last count: the sink stopping.
+        func stop() {
+            stopped.withLock { $0 = true }
+            lines.withLock { $0.flushDropped() }
+        }
+        /// A plugin's stderr ended: its drops are told now only once the sink has stopped.
+        func ended() {
+            if stopped.withLock({ $0 }) { lines.withLock { $0.flushDropped() } }
+        }
     }
 
     static let maxLineBytes = 1024
@@ -42,11 +53,12 @@ enum PluginStderr {
                 limit.lines.withLock { lines in complete.forEach { lines.emit($0) } }
             },
             end: {
+                // The count of lines dropped is told when the minute rolls over, or at the
+                // sink's stop: told at each plugin's end, a plugin crashing in a loop logged
+                // one count line per restart (review 71).
                 let last = pending.withLock { $0 }
-                limit.lines.withLock { lines in
-                    if !last.isEmpty { lines.emit(last) }
-                    lines.flushDropped()
-                }
+                if !last.isEmpty { limit.lines.withLock { $0.emit(last) } }
+                limit.ended()
             })
     }
 
