@@ -392,9 +392,11 @@ import Testing
         defer { env.remove() }
         // Now, for the client secret Apple checks; moved on by hand.
         let clock = Mutex(Date())
+        let lines = Mutex<[String]>([])
+        let logger = capturing { line in lines.withLock { $0.append(line) } }
         try await withFake { fake, port in
             let enricher = try KeywordLookupPlugin.make(
-                options: options(port: port), context: EnricherContext(storagePath: env.databasePath, logger: Logger(label: "test")),
+                options: options(port: port), context: EnricherContext(storagePath: env.databasePath, logger: logger),
                 sleep: { _ in }, now: { clock.withLock { $0 } })
             _ = try await enricher.source.campaignName(id: 1, orgID: FakeAppleAds.orgID)
             #expect(fake.tokenRequests == 1)
@@ -403,6 +405,11 @@ import Testing
             fake.tokenDown.withLock { $0 = true }
             #expect(try await enricher.source.campaignName(id: 2, orgID: FakeAppleAds.orgID) == "campaign 2")
             #expect(try await env.eventually { fake.tokenFailures.withLock { $0 } == 1 })
+            // Nobody waits on the renewal: it says so itself (a revoked key shows now, not
+            // at the token's end).
+            #expect(try await env.eventually {
+                lines.withLock { $0.contains { $0.contains("Apple Ads token renewal failed") && $0.contains("503") } }
+            })
             // Review 69: a renewal that hangs held every lookup for its 30 s; the token
             // serves meanwhile, and a lookup is answered well within that.
             fake.tokenHangs.withLock { $0 = true }

@@ -1,5 +1,7 @@
 import AsyncHTTPClient
 import Foundation
+import GatewayCore
+import Logging
 import NIOCore
 
 /// Access tokens for Apple Ads, exchanged for the client secret at the token endpoint and
@@ -10,16 +12,22 @@ actor AppleAdsTokenSource {
     let tokenEndpoint: String
     let client: HTTPClient
     let now: @Sendable () -> Date
+    /// Tells of a background renewal that failed: nothing waits on it to see the error.
+    let logger: Logger
 
     private var token: (value: String, expires: Date, margin: TimeInterval)?
     private var clientSecret: (jwt: String, expires: Date)?
     private var inFlight: Task<String, Error>?
 
-    init(secret: AppleAdsClientSecret, tokenEndpoint: String, client: HTTPClient, now: @escaping @Sendable () -> Date) {
+    init(
+        secret: AppleAdsClientSecret, tokenEndpoint: String, client: HTTPClient, now: @escaping @Sendable () -> Date,
+        logger: Logger = Logger(label: "gateway.enricher.keyword_lookup")
+    ) {
         self.secret = secret
         self.tokenEndpoint = tokenEndpoint
         self.client = client
         self.now = now
+        self.logger = logger
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -41,7 +49,17 @@ actor AppleAdsTokenSource {
             // (review 65), and one that hung held every lookup for its 30 s (review 69).
             if inFlight == nil, lastRenewal.map({ now.timeIntervalSince($0) >= Self.renewalSpacing }) ?? true {
                 lastRenewal = now
-                inFlight = fetchTask()
+                let renewal = fetchTask()
+                inFlight = renewal
+                // Nobody awaits it: a revoked key would otherwise show only at the end.
+                let expires = token.expires, logger = logger
+                Task {
+                    if case .failure(let error) = await renewal.result {
+                        logger.warning(
+                            "Apple Ads token renewal failed; the current token serves until its end",
+                            metadata: ["error": "\(error)", "expires": "\(ISO8601.format(expires))"])
+                    }
+                }
             }
             return token.value
         }

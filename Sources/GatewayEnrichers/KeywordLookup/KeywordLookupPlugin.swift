@@ -97,7 +97,8 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         let secret = AppleAdsClientSecret(
             clientID: options.clientID, teamID: options.teamID, keyID: options.keyID,
             privateKey: try P256.Signing.PrivateKey(pemRepresentation: options.privateKeyPEM))
-        let tokens = AppleAdsTokenSource(secret: secret, tokenEndpoint: options.tokenEndpoint, client: client, now: now)
+        let tokens = AppleAdsTokenSource(
+            secret: secret, tokenEndpoint: options.tokenEndpoint, client: client, now: now, logger: context.logger)
         var http = AppleAdsHTTP(base: options.endpoint, tokens: tokens, client: client, sleep: sleep)
         http.initialBackoff = options.backoffInitial
         let source: any AppleAdsNameSource =
