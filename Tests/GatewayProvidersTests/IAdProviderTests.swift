@@ -93,6 +93,18 @@ import Testing
         #expect(throws: GatewayError.self) { try normalize(body("zzz")) }
     }
 
+    /// Review 66: an id sent in lower case was kept so, and one device was two: two
+    /// delivery lanes to a vendor, with no order between its events.
+    @Test func deviceIDsAreKeptInTheUpperCaseIOSWrites() throws {
+        let record = try normalize(
+            #"{"app_id": "1", "app_user_id": "u", "att_status": 3, "idfv": "6d92078a-8246-4ba4-ae5b-76104861e7dc", "idfa": "f1a2b3c4-0000-4000-8000-00000000000a", "Version3.1": {"iad-attribution": "false"}}"#)
+        #expect(record.idfv == "6D92078A-8246-4BA4-AE5B-76104861E7DC")
+        #expect(record.idfa == "F1A2B3C4-0000-4000-8000-00000000000A")
+        let upper = try normalize(
+            #"{"app_id": "1", "app_user_id": "u", "idfv": "6D92078A-8246-4BA4-AE5B-76104861E7DC", "Version3.1": {"iad-attribution": "false"}}"#)
+        #expect(record.deliveryLane == upper.deliveryLane)
+    }
+
     @Test func theIDFAIsKeptOnlyWithConsent() throws {
         let body = { (status: Int, idfa: String) in
             #"{"app_id": "1", "app_user_id": "u", "att_status": \#(status), "idfa": "\#(idfa)", "Version3.1": {"iad-attribution": "false"}}"#

@@ -18,20 +18,26 @@ struct DeviceFields {
     /// joins a user's devices), and credited one's purchases to another's keyword.
     ///
     /// Each id kept must be a UUID, as iOS writes them, on every route: a vendor's callback
-    /// stored `idfv=zzz`, which `/v1/events` refused, and reports joined devices on it.
+    /// stored `idfv=zzz`, which `/v1/events` refused, and reports joined devices on it. It
+    /// is kept in iOS's own upper case: a device whose id one caller sent in lower case
+    /// was two devices, with two delivery lanes to a vendor and so no order between them.
     init(_ fields: PayloadFields) throws {
-        idfv = try fields.string("idfv").flatMap { $0 == AttributionRecord.unsetDeviceID ? nil : $0 }
+        idfv = try Self.deviceID("idfv", in: fields)
         attStatus = try fields.int("att_status", in: 0...3)
-        let idfa = try fields.string("idfa")
-        if attStatus == Self.authorized, let idfa, idfa != AttributionRecord.unsetDeviceID {
-            self.idfa = idfa
-        }
         // An IDFA the user did not allow is dropped unread, whatever it holds.
-        for (key, id) in [("idfv", idfv), ("idfa", self.idfa)] {
-            if let id, UUID(uuidString: id) == nil {
-                throw GatewayError.invalid(fields.fieldPath(key), "expected a UUID such as 6D92078A-8246-4BA4-AE5B-76104861E7DC")
-            }
+        if attStatus == Self.authorized {
+            idfa = try Self.deviceID("idfa", in: fields)
         }
+    }
+
+    /// The id at `key` as iOS writes it, or nil where it is absent or the all-zero id.
+    private static func deviceID(_ key: String, in fields: PayloadFields) throws -> String? {
+        guard let text = try fields.string(key) else { return nil }
+        guard let uuid = UUID(uuidString: text) else {
+            throw GatewayError.invalid(fields.fieldPath(key), "expected a UUID such as 6D92078A-8246-4BA4-AE5B-76104861E7DC")
+        }
+        let canonical = uuid.uuidString
+        return canonical == AttributionRecord.unsetDeviceID ? nil : canonical
     }
 
     /// `object` (a payload kept as `raw`) without the IDFA this did not keep: `raw` must not

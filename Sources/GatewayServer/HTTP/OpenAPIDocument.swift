@@ -117,9 +117,9 @@ paths:
       requestBody:
         content:
           application/json:
-            schema: {type: object, additionalProperties: true}
+            schema: {$ref: "#/components/schemas/VendorCallback"}
           application/x-www-form-urlencoded:
-            schema: {type: object, additionalProperties: true}
+            schema: {$ref: "#/components/schemas/VendorCallback"}
       responses:
         "200": {$ref: "#/components/responses/Accepted"}
         "400": {$ref: "#/components/responses/Error"}
@@ -134,6 +134,10 @@ paths:
       summary: A vendor's attribution result as query parameters (Adjust's callbacks)
       operationId: vendorCallbackGet
       security: [{callbackSecret: []}, {callbackBearer: []}]
+      parameters:
+        - {name: idfv, in: query, required: false, schema: {type: string, format: uuid}}
+        - {name: idfa, in: query, required: false, description: "kept only when att_status is 3; checked only then", schema: {type: string, format: uuid}}
+        - {name: att_status, in: query, required: false, schema: {type: integer, minimum: 0, maximum: 3}}
       responses:
         "200": {$ref: "#/components/responses/Accepted"}
         "401": {$ref: "#/components/responses/Error"}
@@ -506,6 +510,11 @@ components:
         idfv: {type: string, format: uuid}
         idfa: {type: string, format: uuid, description: "kept only when att_status is 3 and it is not all zeros; checked only then"}
         att_status: {type: integer, minimum: 0, maximum: 3}
+    VendorCallback:
+      description: The vendor's own fields, read as its callback map in the README says; the device ids are checked as on every route
+      allOf:
+        - {$ref: "#/components/schemas/DeviceFields"}
+        - {type: object, additionalProperties: true}
     IAdPayload:
       allOf:
         - {$ref: "#/components/schemas/DeviceFields"}
