@@ -719,6 +719,26 @@ import Testing
         #expect(worker.postponedUntil.withLock { $0 } == nil)
     }
 
+    /// Review 65: after a restart during an outage, every record of the backlog had been
+    /// tried before, and a batch of them refused whole paused nothing: 600 records went to
+    /// a receiver answering `503` as 48 batches in 12 s. Many refused at once are the
+    /// destination's refusal, however often each was tried.
+    @Test func aBacklogTriedBeforeAndRefusedWholeAfterARestartPausesTheWorker() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.ingest(6)
+        f.sink.addRule { _ in .retry(reason: "answered 503", after: .zero) }
+        let before = f.worker(batchSize: 6, maxAttempts: 10, random: 0.5)
+        #expect(try await before.drainOnce() == 6)
+        #expect(try await f.attempts() == Array(repeating: 1, count: 6))
+        f.clock.advance(3600)
+        // A new worker, as after a restart: nothing in memory of the throttle before.
+        let after = f.worker(batchSize: 2, maxAttempts: 10, random: 0.5)
+        #expect(try await after.drainOnce() == 2)
+        let paused = try #require(after.postponedUntil.withLock { $0 })
+        #expect(paused > f.clock.now, "the next batch of the backlog waits for the pause")
+    }
+
     /// Records retried one by one (devices Adjust has not learned yet), however many and
     /// in however full batches, are no sink down: other devices' records go out at once
     /// rather than at those records' next retry, up to an hour away.

@@ -252,16 +252,19 @@ public final class SinkWorker: Service, Sendable {
         // A wait of zero is a refusal of the destination's whole without a time (`429` or
         // `5xx` and no `Retry-After`, which Mixpanel and AppsFlyer do not promise): the
         // next batch got the same, 3,766 requests for 1,000 records in review 65.
-        // And only when it refused something never tried before: one record the
-        // destination chokes on, due alone, is that record's (it paused the worker on its
-        // own backoff, towards an hour, and every new event waited, review 71).
+        // And only when it refused more than one record, or one never tried before: one
+        // record the destination chokes on, due alone, is that record's (it paused the
+        // worker on its own backoff, towards an hour, and every new event waited, review
+        // 71). Records tried before, many at once, are a backlog refused again: after a
+        // restart during an outage every record had been tried, and 600 went out as 48
+        // refused batches in 12 s (review 65).
         let throttled = !threw && !asked.isEmpty && asked.allSatisfy { outcome in
             if case .retry(_, _?) = outcome { return true }
             return false
-        } && zip(entries, outcomes).contains { entry, outcome in
+        } && (asked.count > 1 || zip(entries, outcomes).contains { entry, outcome in
             if case .retry = outcome { return entry.attempts == 0 }
             return false
-        }
+        })
         let down = !cutShort && (postponed == outcomes.count || streak >= 2 || throttled)
         var firstDue = decisions.compactMap { resolution -> Date? in
             if case .retry(_, _, let at, _) = resolution { return at }
