@@ -160,4 +160,37 @@ import Testing
         #expect(try await sink.deliver(records) == [.delivered, .delivered])
         await sink.shutdown()
     }
+
+    /// Review 65: a plugin writing without a line break grew the gateway to 9 GB, and its
+    /// batch ran past its timeout. The plugin is stopped once a line passes 1 MiB, long
+    /// before the batch's timeout; its earlier answers stand, and the next batch starts it
+    /// again.
+    @Test(.timeLimit(.minutes(1))) func aPluginWritingWithoutALineBreakIsStoppedNotHeld() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("exec-flood-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let started = folder.appendingPathComponent("started").path
+        // Its first run answers the first record, then writes 64 KiB at a time without end.
+        let script = """
+            import json, os, sys
+            first = not os.path.exists(\(String(reflecting: started)))
+            open(\(String(reflecting: started)), "a").close()
+            for line in sys.stdin:
+                print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
+                if first:
+                    while True:
+                        sys.stdout.write("x" * 65536); sys.stdout.flush()
+            """
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(50), maxBatchSize: 10))
+        let records = Self.records(2)
+        let outcomes = try await sink.deliver(records)
+        #expect(outcomes[0] == .delivered)
+        guard case .retry(let reason, _) = outcomes[1] else {
+            Issue.record("expected a retry, got \(outcomes[1])")
+            return
+        }
+        #expect(reason.contains("a line of over"), "\(reason)")
+        #expect(try await sink.deliver([records[1]]) == [.delivered])
+        await sink.shutdown()
+    }
 }

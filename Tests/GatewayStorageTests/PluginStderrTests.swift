@@ -1,6 +1,6 @@
 import Foundation
 import GatewayCore
-import GatewaySinks
+@testable import GatewaySinks
 import Logging
 import Synchronization
 import Testing
@@ -62,5 +62,23 @@ import Testing
         // it), not once per restart (review 71).
         let counts = captured.entries.withLock { $0.filter { $0.message == "plugin stderr lines dropped" }.count }
         #expect((1...2).contains(counts), "\(counts) count lines")
+    }
+
+    /// Review 65: the count of lines a minute dropped was told only with the next line
+    /// after the minute, or at the sink's stop; the reader asks once a second whether the
+    /// minute is over.
+    @Test func aMinutesDropsAreToldWhenItEndsWithoutAnotherLine() {
+        let captured = CapturedLog()
+        var limiter = PluginStderr.LineLimiter(logger: captured.logger)
+        for _ in 0..<(PluginStderr.linesPerMinute + 7) { limiter.emit(Data("noise".utf8)) }
+        limiter.rollOver()
+        func dropped() -> [String] {
+            captured.entries.withLock { $0.filter { $0.message == "plugin stderr lines dropped" }.map { "\($0.metadata["lines"] ?? "")" } }
+        }
+        #expect(dropped().isEmpty, "the minute is not over")
+        limiter.windowStart = .now - .seconds(61)
+        limiter.rollOver()
+        #expect(dropped() == ["7"])
+        #expect(limiter.logged == 0)
     }
 }

@@ -121,6 +121,38 @@ public final class ExecSink: AttributionSink {
     }
 }
 
+extension ExecChild.State {
+    /// Takes a chunk of stdout in: its complete lines queued, and the output no longer read
+    /// once it passes the bounds.
+    mutating func take(_ chunk: Data) {
+        let split = splitter.split(chunk)
+        for bytes in split.lines {
+            lines.append(String(decoding: bytes, as: UTF8.self))
+            unreadBytes += bytes.count
+        }
+        if split.overlong != nil {
+            overflow = "a line of over \(ExecChild.maxLineBytes) bytes"
+        } else if unreadBytes + splitter.partial.count > ExecChild.maxUnreadBytes {
+            overflow = "over \(ExecChild.maxUnreadBytes) bytes that were not read"
+        }
+    }
+
+    /// The next line not taken; once stdout has `ended`, what is left without a line break
+    /// is the last line (a final acknowledgement printed without one was dropped, and its
+    /// record sent again, review 70).
+    mutating func nextLine() -> String? {
+        guard next < lines.count else {
+            lines.removeAll(keepingCapacity: true)
+            next = 0
+            guard ended, overflow == nil, let last = splitter.takePartial() else { return nil }
+            return String(decoding: last, as: UTF8.self)
+        }
+        defer { next += 1 }
+        unreadBytes -= lines[next].utf8.count
+        return lines[next]
+    }
+}
+
 /// One running plugin process: its stdin written and its stdout read on threads of their
 /// own (see ``PipeThreads``), its output kept as it comes, so that a plugin answering while
 /// the batch is still being written never blocks on a full stdout (a batch of 5,000
@@ -128,8 +160,15 @@ public final class ExecSink: AttributionSink {
 final class ExecChild: Sendable {
     private let process: ChildProcess
     private let stdin: FileHandle
-    private struct State {
-        var buffer = Data()
+    fileprivate struct State {
+        var splitter = LineSplitter(maxLineBytes: ExecChild.maxLineBytes)
+        /// Lines read and not taken yet, from `next` on.
+        var lines: [String] = []
+        var next = 0
+        var unreadBytes = 0
+        /// Why the plugin's output is read no more: a line without end, or more unread than
+        /// the gateway holds. The plugin is stopped at the next read.
+        var overflow: String?
         /// The plugin's stdout ended: it died, or closed it.
         var ended = false
         /// The sink let go of this plugin: its readers stop.
@@ -142,6 +181,10 @@ final class ExecChild: Sendable {
     private let state = Mutex(State())
     /// How long the stderr reader goes on after the plugin is let go of, for its last lines.
     static let stderrGrace: Duration = .seconds(1)
+    /// The longest stdout line held (an acknowledgement is about 100 bytes), and the most
+    /// unread output: a plugin printing without end must not take the gateway's memory.
+    static let maxLineBytes = 1 << 20
+    static let maxUnreadBytes = 16 << 20
 
     init(command: [String], stderrLimit: PluginStderr.Limit) throws {
         // Writing to a plugin that just died must be an error to handle, not a signal that
@@ -169,7 +212,8 @@ final class ExecChild: Sendable {
             stopped: { [self] in state.withLock { $0.retiredAt != nil } },
             chunk: { [self] data in
                 state.withLock { state -> FirstAnswer<Void>? in
-                    state.buffer.append(data)
+                    guard state.overflow == nil else { return nil }
+                    state.take(data)
                     defer { state.waiter = nil }
                     return state.waiter
                 }?.give(())
@@ -207,8 +251,12 @@ final class ExecChild: Sendable {
     /// The next line of stdout; throws at its end (the plugin died) or after `deadline`.
     func readLine(until deadline: ContinuousClock.Instant) async throws -> String {
         while true {
-            let (line, ended) = state.withLock { state in (Self.takeLine(&state.buffer, ended: state.ended), state.ended) }
+            let (line, ended, overflow) = state.withLock { state in (state.nextLine(), state.ended, state.overflow) }
             if let line { return line }
+            if let overflow {
+                stop()
+                throw ExecSink.Failure(description: "exec sink: plugin stopped: it wrote \(overflow)")
+            }
             if ended { throw ExecSink.Failure(description: "exec sink: plugin exited") }
             guard deadline > ContinuousClock.now, await moreOutput(until: deadline) else {
                 stop()
@@ -222,7 +270,7 @@ final class ExecChild: Sendable {
     func takeLines() -> [String] {
         state.withLock { state in
             var lines: [String] = []
-            while let line = Self.takeLine(&state.buffer, ended: state.ended) { lines.append(line) }
+            while let line = state.nextLine() { lines.append(line) }
             return lines
         }
     }
@@ -238,7 +286,7 @@ final class ExecChild: Sendable {
                 guard answer.await(continuation) else { return }
                 // Output that came since the caller looked is answered at once.
                 let waiting = self.state.withLock { state -> Bool in
-                    guard !state.ended, !state.buffer.contains(UInt8(ascii: "\n")) else { return false }
+                    guard !state.ended, state.overflow == nil, state.next == state.lines.count else { return false }
                     state.waiter = answer
                     return true
                 }
@@ -249,20 +297,6 @@ final class ExecChild: Sendable {
             answer.give(nil)
         }
         return came != nil
-    }
-
-    /// The next line of `buffer`; once stdout has `ended`, what is left without a line
-    /// break is the last line (a final acknowledgement printed without one was dropped, and
-    /// its record sent again, review 70).
-    private static func takeLine(_ buffer: inout Data, ended: Bool) -> String? {
-        guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else {
-            guard ended, !buffer.isEmpty else { return nil }
-            defer { buffer = Data() }
-            return String(decoding: buffer, as: UTF8.self)
-        }
-        let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-        buffer = Data(buffer[buffer.index(after: newline)...])
-        return line
     }
 
     func stop() {

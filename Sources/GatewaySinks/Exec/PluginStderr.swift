@@ -32,32 +32,26 @@ enum PluginStderr {
     /// everything it started have closed it, or `stopped` says so (shortly after the
     /// plugin is let go of: a process it started may hold stderr for good), then closes it.
     static func forward(_ handle: FileHandle, to limit: Limit, stopped: @escaping @Sendable () -> Bool = { false }) {
-        // This process's line not ended yet.
-        let pending = Mutex(Data())
+        let splitter = Mutex(LineSplitter(maxLineBytes: maxLineBytes))
         PipeThreads.read(
-            handle, name: "exec-sink-stderr", stopped: stopped,
+            handle, name: "exec-sink-stderr",
+            stopped: {
+                // Asked at least once a second: a minute's count of lines dropped is told when
+                // the minute ends, not only at the next line after it (review 65).
+                limit.lines.withLock { $0.rollOver() }
+                return stopped()
+            },
             chunk: { chunk in
-                var complete: [Data] = []
-                pending.withLock { pending in
-                    pending.append(chunk)
-                    while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                        complete.append(pending[pending.startIndex..<newline])
-                        pending = Data(pending[pending.index(after: newline)...])
-                    }
-                    // A line with no end in sight is logged in parts.
-                    if pending.count > maxLineBytes {
-                        complete.append(pending)
-                        pending = Data()
-                    }
-                }
+                let split = splitter.withLock { $0.split(chunk) }
+                // A line with no end in sight is logged in parts.
+                let complete = split.lines + (split.overlong.map { [$0] } ?? [])
                 limit.lines.withLock { lines in complete.forEach { lines.emit($0) } }
             },
             end: {
                 // The count of lines dropped is told when the minute rolls over, or at the
                 // sink's stop: told at each plugin's end, a plugin crashing in a loop logged
                 // one count line per restart (review 71).
-                let last = pending.withLock { $0 }
-                if !last.isEmpty { limit.lines.withLock { $0.emit(last) } }
+                if let last = splitter.withLock({ $0.takePartial() }) { limit.lines.withLock { $0.emit(last) } }
                 limit.ended()
             })
     }
@@ -69,11 +63,7 @@ enum PluginStderr {
         var dropped = 0
 
         mutating func emit(_ bytes: Data) {
-            if ContinuousClock.now - windowStart >= .seconds(60) {
-                flushDropped()
-                windowStart = ContinuousClock.now
-                logged = 0
-            }
+            rollOver()
             guard logged < PluginStderr.linesPerMinute else {
                 dropped += 1
                 return
@@ -81,6 +71,14 @@ enum PluginStderr {
             logged += 1
             let text = String(decoding: bytes.prefix(PluginStderr.maxLineBytes), as: UTF8.self)
             logger.warning("plugin stderr", metadata: ["line": .string(text)])
+        }
+
+        /// Starts a new minute once the last has ended, telling what it dropped.
+        mutating func rollOver() {
+            guard ContinuousClock.now - windowStart >= .seconds(60) else { return }
+            flushDropped()
+            windowStart = ContinuousClock.now
+            logged = 0
         }
 
         mutating func flushDropped() {

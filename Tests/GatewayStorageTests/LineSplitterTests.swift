@@ -1,0 +1,31 @@
+import Foundation
+import Testing
+
+@testable import GatewaySinks
+
+/// A plugin's pipe cut into lines: across chunks, and never holding more than a line's
+/// limit of a line without end.
+@Suite struct LineSplitterTests {
+    func text(_ lines: [Data]) -> [String] { lines.map { String(decoding: $0, as: UTF8.self) } }
+
+    @Test func linesAreCutWhereverTheChunksEnd() {
+        var splitter = LineSplitter(maxLineBytes: 100)
+        #expect(text(splitter.split(Data("one\ntw".utf8)).lines) == ["one"])
+        #expect(text(splitter.split(Data("o\n\nthr".utf8)).lines) == ["two", ""])
+        #expect(text(splitter.split(Data("ee".utf8)).lines).isEmpty)
+        #expect(splitter.takePartial().map { String(decoding: $0, as: UTF8.self) } == "three")
+        #expect(splitter.takePartial() == nil)
+    }
+
+    /// Review 65: a plugin printing without a line break was held whole, 9 GB of it.
+    @Test func aLineWithoutEndIsHeldNoFurtherThanItsLimit() {
+        var splitter = LineSplitter(maxLineBytes: 10)
+        var split = splitter.split(Data("ok\n12345".utf8))
+        #expect(text(split.lines) == ["ok"] && split.overlong == nil)
+        split = splitter.split(Data("678901234".utf8))
+        #expect(split.overlong.map { String(decoding: $0, as: UTF8.self) } == "12345678901234")
+        #expect(splitter.partial.isEmpty)
+        // What follows, up to its line break, is a line of its own.
+        #expect(text(splitter.split(Data("5\nnext\n".utf8)).lines) == ["5", "next"])
+    }
+}
