@@ -193,4 +193,26 @@ import Testing
         #expect(try await sink.deliver([records[1]]) == [.delivered])
         await sink.shutdown()
     }
+
+    /// Review 65: run through `/usr/bin/env`, a program whose name holds a `=` was read as
+    /// a variable to set, and env printed the environment, the sink's secrets with it, to
+    /// stdout, where the gateway logged it.
+    @Test(.timeLimit(.minutes(1))) func aProgramWithAnEqualsSignInItsNameIsRunItself() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("exec-equals-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let program = folder.appendingPathComponent("fwd=v2.py").path
+        try """
+            #!/usr/bin/env python3
+            import json, sys
+            for line in sys.stdin:
+                print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
+            """.write(toFile: program, atomically: true, encoding: .utf8)
+        #expect(chmod(program, 0o755) == 0)
+        let captured = CapturedLog()
+        let sink = ExecSink(options: .init(command: [program], timeout: .seconds(20), maxBatchSize: 10), logger: captured.logger)
+        #expect(try await sink.deliver(Self.records(3)) == Array(repeating: .delivered, count: 3))
+        await sink.shutdown()
+        #expect(!captured.entries.withLock { $0.contains { $0.message.contains("not an acknowledgement") } })
+    }
 }

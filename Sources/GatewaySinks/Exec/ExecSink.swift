@@ -193,8 +193,11 @@ final class ExecChild: Sendable {
         let input = Pipe(), output = Pipe(), errors = Pipe()
         // A group of its own: a child of the plugin holding stdout open would otherwise
         // outlive it (see `stop`).
+        // Started itself, not through `/usr/bin/env`, which reads a first word with a `=` in
+        // it (`./fwd=v2.py`) as a variable to set, and printed the whole environment, the
+        // sink's secrets with it, to stdout, whence the gateway logged it (review 65).
         process = try ChildProcess(
-            executable: "/usr/bin/env", arguments: command,
+            executable: ExecSinkPlugin.programPath(command[0]) ?? command[0], arguments: Array(command.dropFirst()),
             stdin: .descriptor(input.fileHandleForReading.fileDescriptor),
             stdout: .descriptor(output.fileHandleForWriting.fileDescriptor),
             stderr: .descriptor(errors.fileHandleForWriting.fileDescriptor), newProcessGroup: true)
@@ -404,7 +407,7 @@ public enum ExecSinkPlugin: SinkPlugin {
         }
         // Found now, not at the first record: a missing program passed `check-config`, the
         // gateway started ready, and every record failed with "Broken pipe" for days.
-        if !isProgram(resolved[0]) {
+        if programPath(resolved[0]) == nil {
             reader.report("names no program this machine can run: \(resolved[0]) (not found, or not executable)", key: "command")
         }
         // Every `./` word, even when it reads the same resolved (config.yaml in the working
@@ -416,17 +419,17 @@ public enum ExecSinkPlugin: SinkPlugin {
         return Options(command: resolved, timeout: .milliseconds(timeout), maxBatchSize: batch)
     }
 
-    /// A path to an executable file, or a name found on `PATH` (as `/usr/bin/env` runs it).
-    /// Not a folder, which is "executable" (searchable) too.
-    static func isProgram(_ name: String) -> Bool {
+    /// The executable file `name` names: itself when it has a `/`, else the first found on
+    /// `PATH`, as a shell finds it. Never a folder, which is "executable" (searchable) too.
+    static func programPath(_ name: String) -> String? {
         func isExecutableFile(_ path: String) -> Bool {
             var folder: ObjCBool = false
             return FileManager.default.fileExists(atPath: path, isDirectory: &folder) && !folder.boolValue
                 && FileManager.default.isExecutableFile(atPath: path)
         }
-        if name.contains("/") { return isExecutableFile(name) }
+        if name.contains("/") { return isExecutableFile(name) ? name : nil }
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        return path.split(separator: ":").contains { folder in isExecutableFile("\(folder)/\(name)") }
+        return path.split(separator: ":").lazy.map { "\($0)/\(name)" }.first(where: isExecutableFile)
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
