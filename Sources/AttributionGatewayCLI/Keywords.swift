@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GatewayCore
 import GatewayEnrichers
 import GatewayServer
 
@@ -27,10 +28,11 @@ struct Keywords: AsyncParsableCommand {
 
         func run() async throws {
             let configuration = try loadConfiguration(config, enrichers: false)
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+            guard let data = FileManager.default.contents(atPath: file) else {
                 printError("cannot read \(file)")
                 throw ExitCode(2)
             }
+            let text = CSV.text(of: data)
             // The names go into the store's file: one a newer release upgraded is refused here too.
             _ = try Gateway.openStore(configuration, onWait: printError)
             var progress: ProgressBar?

@@ -801,4 +801,45 @@ import Testing
         // A later row for the same campaign wins, as a newer export would.
         #expect(enriched.campaignName == "US Search - Meditation")
     }
+
+    /// Review 66: only a comma-separated UTF-8 file with its header on line 1 was read. A
+    /// report opening with its title and dates, one a spreadsheet saved with `;` (a locale
+    /// whose decimal mark is the comma) or as "Unicode text" (UTF-16, tabs), or in
+    /// Windows-1252 (Excel's "CSV" on Windows) refused the whole file.
+    @Test(arguments: ["utf16-tabs", "cp1252-semicolons", "utf8-bom-titles"])
+    func aKeywordReportAsSpreadsheetsSaveItIsRead(_ form: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        let separator = form.hasSuffix("tabs") ? "\t" : form.hasSuffix("semicolons") ? ";" : ","
+        let lines = [
+            "Keywords Report", "Date Range: 2026-11-01 - 2026-11-26", "",
+            ["Campaign Name", "Campaign ID", "Ad Group Name", "Ad Group ID", "Keyword", "Match Type", "Keyword ID"]
+                .joined(separator: separator),
+            ["Été US", "542370539", "Exact", "542317095", "méditation", "Exact", "87675432"].joined(separator: separator),
+        ]
+        let text = lines.joined(separator: "\r\n") + "\r\n"
+        let data: Data =
+            switch form {
+            case "utf16-tabs": Data([0xFF, 0xFE]) + text.data(using: .utf16LittleEndian)!
+            case "cp1252-semicolons":
+                // é is 0xE9 in Windows-1252, as in Latin-1.
+                Data(text.unicodeScalars.map { UInt8($0.value) })
+            default: Data([0xEF, 0xBB, 0xBF]) + Data(text.utf8)
+            }
+        let file = env.directory.appendingPathComponent("keywords.csv").path
+        try data.write(to: URL(fileURLWithPath: file))
+        let result = try CommandLineTests().run(["keywords", "import", "--config", config, file])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        #expect(result.stdout.contains("1 keywords, 1 ad groups, 1 campaigns; 0 rows rejected"), "\(result.stdout)")
+
+        var options = options(port: 9)
+        options.wait = .milliseconds(50)
+        let enricher = try makeEnricher(options, env: env)
+        var imported = record(keyword: 87_675_432)
+        imported.adGroupID = 542_317_095
+        let enriched = try #require(await enricher.enrich([imported]).first)
+        #expect(enriched.keyword == "méditation")
+        #expect(enriched.campaignName == "Été US")
+    }
 }

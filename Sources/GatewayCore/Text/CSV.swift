@@ -20,14 +20,40 @@ public enum CSV {
         return Double(cell) == nil
     }
 
+    /// The text of a file a spreadsheet or a browser saved: UTF-8 with or without a byte
+    /// order mark, UTF-16 with one (Excel's "Unicode text"), else Windows-1252 (Excel's
+    /// "CSV" on Windows), which any bytes decode as. Read as UTF-8 only, such a file was
+    /// "cannot read", or began its first header with an invisible U+FEFF.
+    public static func text(of data: Data) -> String {
+        let bytes = [UInt8](data.prefix(3))
+        if bytes.starts(with: [0xFF, 0xFE]), let text = String(data: data.dropFirst(2), encoding: .utf16LittleEndian) { return text }
+        if bytes.starts(with: [0xFE, 0xFF]), let text = String(data: data.dropFirst(2), encoding: .utf16BigEndian) { return text }
+        let body = bytes == [0xEF, 0xBB, 0xBF] ? data.dropFirst(3) : data
+        return String(data: body, encoding: .utf8) ?? String(decoding: body.map(windows1252), as: UTF16.self)
+    }
+
+    /// A Windows-1252 byte as its UTF-16 unit: Latin-1 but for 0x80–0x9F, where it has
+    /// typographic marks (the five it leaves undefined are kept as Latin-1's controls).
+    static func windows1252(_ byte: UInt8) -> UInt16 {
+        guard (0x80...0x9F).contains(byte) else { return UInt16(byte) }
+        let table: [UInt16] = [
+            0x20AC, 0x81, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160, 0x2039, 0x0152, 0x8D,
+            0x017D, 0x8F, 0x90, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A,
+            0x0153, 0x9D, 0x017E, 0x0178,
+        ]
+        return table[Int(byte) - 0x80]
+    }
+
     /// Rows of cells; quoted cells may hold commas, quotes and line breaks.
     public static func parse(_ text: String) -> [[String]] {
         numberedRows(text).map(\.cells)
     }
 
     /// Rows of cells with the 1-based line each starts on: a quoted cell's line breaks
-    /// move the rows after it down, so a row's position is not its line.
-    public static func numberedRows(_ text: String) -> [(line: Int, cells: [String])] {
+    /// move the rows after it down, so a row's position is not its line. `separator` is
+    /// `,` but for files a spreadsheet saved in a locale whose decimal mark is the comma
+    /// (`;`), or as "Unicode text" (a tab).
+    public static func numberedRows(_ text: String, separator: Character = ",") -> [(line: Int, cells: [String])] {
         var rows: [(line: Int, cells: [String])] = []
         var row: [String] = []
         var cell = ""
@@ -38,7 +64,7 @@ public enum CSV {
         func handle(_ c: Character) {
             switch c {
             case "\"": quoted = true
-            case ",": row.append(cell); cell = ""
+            case separator: row.append(cell); cell = ""
             case _ where isBreak(c):
                 row.append(cell)
                 rows.append((rowStart, row))

@@ -43,31 +43,63 @@ public struct KeywordReportImport {
     let cache: KeywordNameCache
     let now: Date
 
+    /// Where each known column stands in `header`, by its first cell of that name.
+    static func columnIndex(_ header: [String]) -> [String: Int] {
+        var index: [String: Int] = [:]
+        for (position, name) in header.enumerated() {
+            let normalized = name.trimmingCharacters(in: .whitespaces).lowercased()
+            if let column = columns.first(where: { $0.value.contains(normalized) })?.key, index[column] == nil {
+                index[column] = position
+            }
+        }
+        return index
+    }
+
+    /// The cell separator of the first line that names a keyword id: `,`, or `;` or a tab
+    /// where that line holds more of them (a spreadsheet saving in a locale whose decimal
+    /// mark is the comma, or as "Unicode text").
+    static func separator(of text: String) -> Character {
+        let line = text.split(whereSeparator: \.isNewline).prefix(rowsBeforeHeader)
+            .first { $0.lowercased().contains("keyword") && $0.lowercased().contains("id") } ?? ""
+        let counts = [",", ";", "\t"].map { separator in (separator, line.filter { $0 == separator }.count) }
+        return counts.max { $0.1 < $1.1 }.map { $0.1 > 0 ? $0.0 : "," } ?? ","
+    }
+
+    static func isBlank(_ row: [String]) -> Bool {
+        row.allSatisfy { $0.trimmingCharacters(in: .whitespaces).isEmpty }
+    }
+
     public init(storagePath: String, now: Date = Date()) throws {
         cache = try KeywordNameCache(path: storagePath)
         self.now = now
     }
 
+    /// How many rows may stand above the header: a report's title, its date range.
+    static let rowsBeforeHeader = 20
+
     /// Reads `text`, calling `progress` with rows done and rows in all.
     public func run(_ text: String, progress: (Int, Int) -> Void = { _, _ in }) async throws -> Report {
         var report = Report()
-        let numbered = CSV.numberedRows(text)
-        let rows = numbered.map(\.cells)
-        guard let header = rows.first else {
+        let all = CSV.numberedRows(text, separator: Self.separator(of: text))
+        guard all.contains(where: { !Self.isBlank($0.cells) }) else {
             report.badRows.append(BadRow(line: 1, reason: "the file is empty"))
             return report
         }
-        var index: [String: Int] = [:]
-        for (position, name) in header.enumerated() {
-            let normalized = name.trimmingCharacters(in: .whitespaces).lowercased()
-            if let column = Self.columns.first(where: { $0.value.contains(normalized) })?.key, index[column] == nil {
-                index[column] = position
-            }
-        }
-        guard index["keyword_id"] != nil, index["keyword"] != nil else {
-            report.badRows.append(BadRow(line: 1, reason: "the header needs at least 'Keyword ID' and 'Keyword' columns"))
+        // The header is the first row naming the two columns needed, not always the first
+        // row: an export may open with its report's name and dates.
+        guard
+            let (headerRow, index) = all.prefix(Self.rowsBeforeHeader).enumerated().lazy
+                .map({ ($0.offset, Self.columnIndex($0.element.cells)) })
+                .first(where: { $0.1["keyword_id"] != nil && $0.1["keyword"] != nil })
+        else {
+            report.badRows.append(
+                BadRow(
+                    line: 1,
+                    reason: "no header with at least 'Keyword ID' and 'Keyword' columns in the first \(Self.rowsBeforeHeader) rows"))
             return report
         }
+        let numbered = Array(all.dropFirst(headerRow))
+        let rows = numbered.map(\.cells)
         var entries: [String: KeywordNameCache.Entry] = [:]
         // The line each entry's name came from, so that a second name for one id is
         // reported rather than silently replacing the first (an export spanning a rename).
@@ -83,7 +115,7 @@ public struct KeywordReportImport {
         for (offset, row) in rows.dropFirst().enumerated() {
             let line = numbered[offset + 1].line
             progress(offset + 1, rows.count - 1)
-            if row.allSatisfy({ $0.trimmingCharacters(in: .whitespaces).isEmpty }) { continue }
+            if Self.isBlank(row) { continue }
             func cell(_ column: String) -> String? {
                 guard let position = index[column], position < row.count else { return nil }
                 let value = row[position].trimmingCharacters(in: .whitespaces)
