@@ -55,14 +55,24 @@ public struct KeywordReportImport {
         return index
     }
 
-    /// The cell separator of the first line that names a keyword id: `,`, or `;` or a tab
-    /// where that line holds more of them (a spreadsheet saving in a locale whose decimal
-    /// mark is the comma, or as "Unicode text").
+    /// The cell separator with which one of the first rows is a header: `,`, else `;` (a
+    /// spreadsheet saving in a locale whose decimal mark is the comma) or a tab (its
+    /// "Unicode text"). A title row above the header cannot decide it.
     static func separator(of text: String) -> Character {
-        let line = text.split(whereSeparator: \.isNewline).prefix(rowsBeforeHeader)
-            .first { $0.lowercased().contains("keyword") && $0.lowercased().contains("id") } ?? ""
-        let counts = [",", ";", "\t"].map { separator in (separator, line.filter { $0 == separator }.count) }
-        return counts.max { $0.1 < $1.1 }.map { $0.1 > 0 ? $0.0 : "," } ?? ","
+        var lines = 0
+        let end = text.utf8.firstIndex { byte in
+            if byte == UInt8(ascii: "\n") { lines += 1 }
+            return lines == rowsBeforeHeader
+        } ?? text.utf8.endIndex
+        let head = String(text[..<end])
+        return [",", ";", "\t"].first { separator in
+            CSV.numberedRows(head, separator: separator).contains { isHeader(columnIndex($0.cells)) }
+        } ?? ","
+    }
+
+    /// A header names at least the keyword's id and its text.
+    static func isHeader(_ index: [String: Int]) -> Bool {
+        index["keyword_id"] != nil && index["keyword"] != nil
     }
 
     static func isBlank(_ row: [String]) -> Bool {
@@ -90,7 +100,7 @@ public struct KeywordReportImport {
         guard
             let (headerRow, index) = all.prefix(Self.rowsBeforeHeader).enumerated().lazy
                 .map({ ($0.offset, Self.columnIndex($0.element.cells)) })
-                .first(where: { $0.1["keyword_id"] != nil && $0.1["keyword"] != nil })
+                .first(where: { Self.isHeader($0.1) })
         else {
             report.badRows.append(
                 BadRow(
