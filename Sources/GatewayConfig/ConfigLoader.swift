@@ -167,8 +167,11 @@ public enum ConfigLoader {
                     digest = SHA256Hex.digest(key)
                 }
             }
+            let shipped = entry.bool("shipped_in_app") ?? false
             entry.finish()
-            if let appID, let digest { settings.apiKeys.append(.init(appID: appID, sha256: digest)) }
+            if let appID, let digest {
+                settings.apiKeys.append(.init(appID: appID, sha256: digest, shippedInApp: shipped))
+            }
         }
         reader.finish()
         return settings

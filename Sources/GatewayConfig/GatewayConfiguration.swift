@@ -114,10 +114,15 @@ public struct AuthSettings: Sendable, Equatable {
     public struct Key: Sendable, Equatable {
         public var appID: String
         public var sha256: [UInt8]
+        /// `shipped_in_app`: the key is inside the app (the ASA SDK's, an app posting its
+        /// own iAd dictionary or token), so anyone can read it out and spend its bucket;
+        /// only the per-IP limit applies to it.
+        public var shippedInApp: Bool
 
-        public init(appID: String, sha256: [UInt8]) {
+        public init(appID: String, sha256: [UInt8], shippedInApp: Bool = false) {
             self.appID = appID
             self.sha256 = sha256
+            self.shippedInApp = shippedInApp
         }
     }
 

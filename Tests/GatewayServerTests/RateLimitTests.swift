@@ -119,6 +119,41 @@ import Testing
         #expect(caller([APIKeyring.apiKeyHeader: "made-up-key-0000000000"]) == nil)
     }
 
+    /// Review 68: a key inside an app is public, and its one bucket, spent by anyone at 70
+    /// requests a second, refused 8 of 10 real installs. Marked `shipped_in_app`, it has no
+    /// bucket of its own; each client's per-IP limit still holds.
+    @Test func aKeyShippedInAnAppIsLimitedPerClientNotAsOneBucket() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let shipped = "sdk-key-for-app-1234567890", backend = "backend-key-for-app-1234567890"
+        let yaml = env.yaml() + """
+
+            auth:
+              api_keys:
+                - { app_id: "1234567890", key: "\(shipped)", shipped_in_app: true }
+                - { app_id: "1234567890", key: "\(backend)" }
+            """
+        var configuration = try ConfigLoader.parse(yaml: yaml, file: "limits.yaml", environment: [:], registry: .builtIn)
+        #expect(configuration.auth.apiKeys.map(\.shippedInApp) == [true, false])
+        configuration.server.rateLimits.perKey = .init(rate: 0.001, burst: 2)
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func post(_ key: String, _ index: Int) async throws -> Int {
+                let body = ByteBuffer(string: IAdPayloads.attributed(user: "\(key)-\(index)"))
+                return Int(
+                    try await client.execute(
+                        uri: "/v1/iad", method: .post, headers: [.authorization: "Bearer \(key)"], body: body
+                    ).status.code)
+            }
+            var statuses: [Int] = []
+            for index in 0..<4 { statuses.append(try await post(shipped, index)) }
+            #expect(statuses == [202, 202, 202, 202])
+            statuses = []
+            for index in 0..<4 { statuses.append(try await post(backend, index)) }
+            #expect(statuses == [202, 202, 429, 429])
+        }
+    }
+
     @Test func limitsAreConfigured() throws {
         let config = try ConfigLoader.parse(
             yaml: "server: { rate_limits: { per_key: { per_second: 50 }, per_ip: { per_second: 5, burst: 20 } } }",

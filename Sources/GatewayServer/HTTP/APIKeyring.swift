@@ -36,7 +36,7 @@ final class APIKeyring: Sendable {
     }
 
     /// The first configured key a request presents, as its digest and apps.
-    func presentedKey(_ headers: HTTPFields) -> (digest: [UInt8], apps: Set<String>)? {
+    func presentedKey(_ headers: HTTPFields) -> (digest: [UInt8], apps: Set<String>, shippedInApp: Bool)? {
         Self.presentedKeys(headers, in: keys).first
     }
 
@@ -45,15 +45,17 @@ final class APIKeyring: Sendable {
     /// Bearer JWT` and the project's key as `apikey`, so a bearer token naming no key is
     /// passed over.
     static func presentedKeys(_ headers: HTTPFields, in keys: [AuthSettings.Key]) -> [(
-        digest: [UInt8], apps: Set<String>
+        digest: [UInt8], apps: Set<String>, shippedInApp: Bool
     )] {
         presentedDigests(headers).compactMap { digest in
             var apps: Set<String> = []
+            var shipped = false
             // Every key is compared, in constant time, whatever matched before.
             for key in keys where constantTimeEqual(key.sha256, digest) {
                 apps.insert(key.appID)
+                shipped = shipped || key.shippedInApp
             }
-            return apps.isEmpty ? nil : (digest, apps)
+            return apps.isEmpty ? nil : (digest, apps, shipped)
         }
     }
 
