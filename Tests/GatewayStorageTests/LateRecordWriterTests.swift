@@ -84,6 +84,36 @@ import GatewayStorage
         #expect(try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false).count == queued)
     }
 
+    /// Review 66: a late version got a new outbox row on every sink its record was routed
+    /// to, and a vendor counts every copy it is sent: one that had the record already would
+    /// have counted it twice. Such a sink is left out; its own row, if still waiting, reads
+    /// the record as it is when it goes.
+    @Test func aLateVersionIsNotQueuedAgainForASinkThatCountsEveryCopy() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("late-\(UUID()).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        let router = RecordRouter(routes: [Route(sinks: ["local", "vendor"])], countingEveryCopy: ["vendor"])
+        let pipeline = IngestPipeline(store: store, router: router)
+        let writer = LateRecordWriter(enricher: LateNames(), pipeline: pipeline, logger: Logger(label: "test"))
+
+        var record = AttributionRecord(provider: "adservices", kind: .purchase, dedupeKey: "asa:p:2", receivedAt: Date())
+        record.appID = "1"
+        record.keywordID = 87_675_432
+        _ = try await pipeline.ingest([record])
+        func queued(_ sink: String) async throws -> [OutboxEntry] {
+            try await store.dueEntries(sink: sink, now: .distantFuture, limit: 10, laneOrdered: false)
+        }
+        let sent = try #require(try await queued("vendor").first)
+        try await store.resolve(sink: "vendor", [.delivered(id: sent.id)], now: Date())
+
+        var named = record
+        named.keyword = "meditation app"
+        named.enrichedAt = Date()
+        #expect(await writer.write([named]).isEmpty)
+        #expect(try await queued("local").map { $0.record.keyword } == ["meditation app"])
+        #expect(try await queued("vendor").isEmpty)
+    }
+
     /// Owes names to records another process left in the store, and says which it resumed.
     final class OwedElsewhere: LateEnricher, Sendable {
         let name = "owed_elsewhere"

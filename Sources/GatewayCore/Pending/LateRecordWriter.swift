@@ -98,7 +98,7 @@ public final class LateRecordWriter: Service, Sendable {
         }
         if !unchanged.isEmpty { await enricher.stored(unchanged) }
         guard !merged.isEmpty else { return unstored }
-        let routed = merged.map { RoutedRecord(record: $0, sinks: pipeline.router.sinks(for: $0)) }
+        let routed = merged.map { RoutedRecord(record: $0, sinks: pipeline.router.sinksForLateVersion(of: $0)) }
         do {
             let replaced = try await pipeline.store.replaceRecords(routed, now: Date())
             if replaced > 0 { pipeline.onQueued(Set(routed.flatMap(\.sinks))) }

@@ -59,9 +59,19 @@ public struct RecordFilter: Sendable, Equatable {
 /// Decides, for each record, the set of sinks whose outboxes receive it.
 public struct RecordRouter: Sendable {
     public let routes: [Route]
+    /// Sinks whose destination counts every copy it is sent (the S2S vendors).
+    public let countingEveryCopy: Set<String>
 
-    public init(routes: [Route]) {
+    public init(routes: [Route], countingEveryCopy: Set<String> = []) {
         self.routes = routes
+        self.countingEveryCopy = countingEveryCopy
+    }
+
+    /// The sinks a later version of a stored record goes to: its routes' sinks but those
+    /// counting every copy, which were sent the record once already, or will be (their
+    /// outbox row reads the record as it is when it goes), and would count it twice.
+    public func sinksForLateVersion(of record: AttributionRecord) -> [String] {
+        sinks(for: record).filter { !countingEveryCopy.contains($0) }
     }
 
     /// The sinks of every matching route, each once, in the order the config names them.

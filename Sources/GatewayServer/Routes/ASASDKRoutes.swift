@@ -145,7 +145,7 @@ struct ASASDKBackend: Sendable {
         for recordID in try await store.sdkPendingPurchaseIDs(userID: userID, keyPrefix: purchaseKeyPrefix) {
             guard var purchase = try await store.record(id: recordID), purchase.resolution == .pending else { continue }
             ASAPurchaseRecord.credit(&purchase, with: source)
-            credited.append(RoutedRecord(record: purchase, sinks: pipeline.router.sinks(for: purchase)))
+            credited.append(RoutedRecord(record: purchase, sinks: pipeline.router.sinksForLateVersion(of: purchase)))
         }
         return try await store.replaceRecords(credited, now: Date())
     }
