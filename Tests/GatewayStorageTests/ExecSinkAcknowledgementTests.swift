@@ -194,6 +194,30 @@ import Testing
         await sink.shutdown()
     }
 
+    /// Review 67: a plugin printing empty lines, which counted as nothing, grew the
+    /// gateway by 40 MB a second; one printing lines that are no acknowledgement kept its
+    /// batch going past its timeout for good, since the deadline was looked at only while
+    /// no line waited. Its answers before that still stand.
+    @Test(.timeLimit(.minutes(1)), arguments: ["print(flush=True)", "print('debug: still here', flush=True); time.sleep(0.01)"])
+    func aPluginPrintingLinesThatAreNoAnswerStillEndsItsBatch(_ chatter: String) async throws {
+        let script = """
+            import json, sys, time
+            first = sys.stdin.readline()
+            print(json.dumps({"record_id": json.loads(first)["record_id"], "status": "ok"}), flush=True)
+            while True:
+                \(chatter)
+            """
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(2), maxBatchSize: 10))
+        let outcomes = try await sink.deliver(Self.records(2))
+        await sink.shutdown()
+        #expect(outcomes[0] == .delivered)
+        guard case .retry(let reason, _) = outcomes[1] else {
+            Issue.record("expected a retry, got \(outcomes[1])")
+            return
+        }
+        #expect(reason.contains("timed out") || reason.contains("not read"), "\(reason)")
+    }
+
     /// Review 65: run through `/usr/bin/env`, a program whose name holds a `=` was read as
     /// a variable to set, and env printed the environment, the sink's secrets with it, to
     /// stdout, where the gateway logged it.

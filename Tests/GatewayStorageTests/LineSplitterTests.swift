@@ -28,4 +28,15 @@ import Testing
         // What follows, up to its line break, is a line of its own.
         #expect(text(splitter.split(Data("5\nnext\n".utf8)).lines) == ["5", "next"])
     }
+
+    /// Review 67: a line ended in the chunk that completed it was never measured, so
+    /// lines of up to a chunk past the limit went through.
+    @Test func aLineEndedPastItsLimitIsTooLongToo() {
+        var splitter = LineSplitter(maxLineBytes: 10)
+        #expect(!splitter.split(Data("1234567".utf8)).tooLong)
+        let split = splitter.split(Data("89012\nok\n".utf8))
+        #expect(split.tooLong)
+        #expect(text(split.lines) == ["123456789012", "ok"])
+        #expect(!splitter.split(Data("1234567890\n".utf8)).tooLong, "ten bytes is the limit, not past it")
+    }
 }

@@ -22,6 +22,8 @@ struct LineSplitter {
         /// A line that passed `maxLineBytes` without ending, as far as it was read: no
         /// longer held, and what follows it until its line break is the next `partial`.
         var overlong: Data?
+        /// Some line passed `maxLineBytes`, ended in this chunk or not.
+        var tooLong = false
     }
 
     mutating func split(_ chunk: Data) -> Split {
@@ -35,11 +37,13 @@ struct LineSplitter {
                 split.lines.append(partial)
                 partial = Data()
             }
+            split.tooLong = split.tooLong || split.lines[split.lines.count - 1].count > maxLineBytes
             start = chunk.index(after: newline)
         }
         partial.append(chunk[start...])
         if partial.count > maxLineBytes {
             split.overlong = partial
+            split.tooLong = true
             partial = Data()
         }
         return split
