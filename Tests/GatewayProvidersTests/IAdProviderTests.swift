@@ -93,6 +93,22 @@ import Testing
         #expect(throws: GatewayError.self) { try normalize(body("zzz")) }
     }
 
+    /// Review 68: a click in the year 0 was stored as it came; /v1/events refuses such times.
+    @Test func aDateOutsideTheAppStoresYearsIsRefusedNamingItsField() throws {
+        let body = { (date: String) in
+            #"{"app_id": "1", "app_user_id": "u", "Version3.1": {"iad-attribution": "true", "iad-campaign-id": "1", "iad-click-date": "\#(date)"}}"#
+        }
+        #expect(try normalize(body("2020-08-04T17:18:07Z")).clickDate != nil)
+        for date in ["0000-01-01T00:00:00Z", "2150-01-01T00:00:00Z"] {
+            do {
+                _ = try normalize(body(date))
+                Issue.record("\(date) was taken")
+            } catch let error as GatewayError {
+                #expect(error.field?.hasSuffix("iad-click-date") == true, "\(error)")
+            }
+        }
+    }
+
     /// Review 66: an id sent in lower case was kept so, and one device was two: two
     /// delivery lanes to a vendor, with no order between its events.
     @Test func deviceIDsAreKeptInTheUpperCaseIOSWrites() throws {

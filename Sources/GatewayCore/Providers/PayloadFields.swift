@@ -176,8 +176,17 @@ public struct PayloadFields: Sendable {
         guard let date = ISO8601.parse(text) else {
             throw GatewayError.invalid(fieldPath(key), "expected an ISO-8601 date such as 2020-08-04T17:18:07Z")
         }
+        // An iAd click in the year 0 was stored as it came (review 68), where /v1/events
+        // refused such times.
+        guard Self.plausibleSeconds.contains(date.timeIntervalSince1970) else {
+            throw GatewayError.invalid(fieldPath(key), "expected a date from 2008 to 2100, found '\(text.prefix(40))'")
+        }
         return date
     }
+
+    /// The times a payload may give, in Unix seconds: from 2008, the App Store's first
+    /// year, to 2100.
+    public static let plausibleSeconds: Range<Double> = 1_199_145_600..<4_102_444_800
 
     private func describe(_ value: JSONValue) -> String {
         if case .string(let s) = value { return "'\(s.prefix(40))'" }

@@ -62,7 +62,7 @@ public struct RawEvent: Sendable {
     /// year, to 2100. Past it, seconds are almost surely milliseconds, and an ISO date
     /// such as `0001-01-01` reached Singular as a negative `utime` and AppsFlyer as
     /// another day.
-    static let unixSecondsWindow: Range<Double> = 1_199_145_600..<4_102_444_800
+    static let unixSecondsWindow = PayloadFields.plausibleSeconds
 
     public init(_ fields: PayloadFields) throws {
         for key in fields.object.keys.sorted() where !Self.knownKeys.contains(key) {
