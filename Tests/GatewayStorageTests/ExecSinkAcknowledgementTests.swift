@@ -64,11 +64,15 @@ import Testing
     /// Review 66: the batch was written whole before any answer was read, so a plugin
     /// answering each line as it read it filled its stdout (64 KB) and both sides waited
     /// for good: 2,693 acknowledged records of 3,000 went to the dead letters.
-    @Test(.timeLimit(.minutes(1))) func aPluginAnsweringWhileTheBatchIsWrittenIsNeverBlocked() async throws {
+    ///
+    /// Review 69: taken only once the batch was written, 5,000 answers of 4 KB each passed
+    /// the 16 MiB bound on unread output, and the plugin was stopped.
+    @Test(.timeLimit(.minutes(1)), arguments: [100, 4000])
+    func aPluginAnsweringWhileTheBatchIsWrittenIsNeverBlocked(reasonLength: Int) async throws {
         let script = """
             import json, sys
             for line in sys.stdin:
-                print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok", "reason": "x" * 100}), flush=True)
+                print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok", "reason": "x" * \(reasonLength)}), flush=True)
             """
         let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(30), maxBatchSize: 5000))
         // About 700 KB of answers, and 5 MB of records.

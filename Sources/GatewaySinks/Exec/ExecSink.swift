@@ -101,8 +101,16 @@ public final class ExecSink: AttributionSink {
             // One deadline for the whole batch: a plugin that stops reading its stdin fills
             // the pipe (64 KB) and would block the write as long as it lives.
             let deadline = ContinuousClock.now + options.timeout
-            try await process.write(input, until: deadline)
-            while outcomes.count < records.count { take(try await process.readLine(until: deadline)) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // Answers are taken while the batch is written: held until the write ended,
+                // 5,000 acknowledgements with long reasons passed the unread bound, and the
+                // plugin was stopped with its answers not all read (review 69).
+                group.addTask { [input] in try await process.write(input, until: deadline) }
+                while outcomes.count < records.count { take(try await process.readLine(until: deadline)) }
+                // Every record answered: what the plugin does with the rest of its input
+                // (closing it, exiting) changes nothing.
+                _ = await group.nextResult()
+            }
             return records.map { outcomes[$0.recordID] ?? .retry(reason: "plugin did not acknowledge") }
         } catch {
             // Answers read before the failure stand, those that came while the batch was
@@ -149,9 +157,17 @@ extension ExecChild.State {
             guard ended, overflow == nil, let last = splitter.takePartial() else { return nil }
             return String(decoding: last, as: UTF8.self)
         }
-        defer { next += 1 }
+        let line = lines[next]
         unreadBytes -= costs[next]
-        return lines[next]
+        next += 1
+        // Lines taken are let go of in halves: kept until the queue emptied, a plugin
+        // staying just ahead of the reader held every line it had written (review 69).
+        if next >= 1024, next * 2 >= lines.count {
+            lines.removeFirst(next)
+            costs.removeFirst(next)
+            next = 0
+        }
+        return line
     }
 }
 
@@ -175,6 +191,9 @@ final class ExecChild: Sendable {
         var overflow: String?
         /// The plugin's stdout ended: it died, or closed it.
         var ended = false
+        /// Why writing the batch failed, which says more than the end of stdout it caused
+        /// (a plugin not reading its input is stopped, and its stdout ends).
+        var writeFailure: String?
         /// The sink let go of this plugin: its readers stop.
         var retiredAt: ContinuousClock.Instant?
         /// A thread already waits to reap the plugin.
@@ -251,11 +270,17 @@ final class ExecChild: Sendable {
         case .done:
             return
         case .timedOut:
-            stop()
-            throw ExecSink.Failure(description: "exec sink: plugin timed out (not reading its input)")
+            throw failWrite("exec sink: plugin timed out (not reading its input)", stopping: true)
         case .failed(let reason):
-            throw ExecSink.Failure(description: "exec sink: writing to the plugin failed: \(reason)")
+            throw failWrite("exec sink: writing to the plugin failed: \(reason)", stopping: false)
         }
+    }
+
+    /// Keeps why the write failed for the reader, before any stop it causes is seen.
+    private func failWrite(_ description: String, stopping: Bool) -> ExecSink.Failure {
+        state.withLock { $0.writeFailure = $0.writeFailure ?? description }
+        if stopping { stop() }
+        return ExecSink.Failure(description: description)
     }
 
     /// The next line of stdout; throws at its end (the plugin died), after `deadline`, or
@@ -266,15 +291,17 @@ final class ExecChild: Sendable {
         while true {
             guard deadline > ContinuousClock.now, !Task.isCancelled else {
                 stop()
-                throw ExecSink.Failure(description: "exec sink: plugin timed out")
+                throw ExecSink.Failure(description: state.withLock { $0.writeFailure } ?? "exec sink: plugin timed out")
             }
-            let (line, ended, overflow) = state.withLock { state in (state.nextLine(), state.ended, state.overflow) }
+            let (line, ended, overflow, writeFailure) = state.withLock { state in
+                (state.nextLine(), state.ended, state.overflow, state.writeFailure)
+            }
             if let line { return line }
             if let overflow {
                 stop()
                 throw ExecSink.Failure(description: "exec sink: plugin stopped: it wrote \(overflow)")
             }
-            if ended { throw ExecSink.Failure(description: "exec sink: plugin exited") }
+            if ended { throw ExecSink.Failure(description: writeFailure ?? "exec sink: plugin exited") }
             guard deadline > ContinuousClock.now, await moreOutput(until: deadline) else {
                 stop()
                 throw ExecSink.Failure(description: "exec sink: plugin timed out")
