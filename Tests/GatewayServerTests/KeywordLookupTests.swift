@@ -806,7 +806,7 @@ import Testing
     /// report opening with its title and dates, one a spreadsheet saved with `;` (a locale
     /// whose decimal mark is the comma) or as "Unicode text" (UTF-16, tabs), or in
     /// Windows-1252 (Excel's "CSV" on Windows) refused the whole file.
-    @Test(arguments: ["utf16-tabs", "utf16-no-bom-tabs", "cp1252-semicolons", "utf8-bom-titles"])
+    @Test(arguments: ["utf16-tabs", "utf16-no-bom-tabs", "utf16be-no-bom-tabs", "cp1252-semicolons", "utf8-bom-titles"])
     func aKeywordReportAsSpreadsheetsSaveItIsRead(_ form: String) async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -822,7 +822,9 @@ import Testing
         let data: Data =
             switch form {
             case "utf16-tabs": Data([0xFF, 0xFE]) + text.data(using: .utf16LittleEndian)!
-            case "utf16-no-bom-tabs": text.data(using: .utf16LittleEndian)!
+            // A title that begins with a character whose low byte is zero (Ā, U+0100).
+            case "utf16-no-bom-tabs": ("Ā" + text).data(using: .utf16LittleEndian)!
+            case "utf16be-no-bom-tabs": text.data(using: .utf16BigEndian)!
             case "cp1252-semicolons":
                 // é is 0xE9 in Windows-1252, as in Latin-1.
                 Data(text.unicodeScalars.map { UInt8($0.value) })

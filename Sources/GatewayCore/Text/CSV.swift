@@ -21,16 +21,21 @@ public enum CSV {
     }
 
     /// The text of a file a spreadsheet or a browser saved: UTF-8 with or without a byte
-    /// order mark, UTF-16 with one (Excel's "Unicode text") or without (a first character
-    /// with a zero byte beside it: no text file begins with NUL), else Windows-1252
-    /// (Excel's "CSV" on Windows), which any bytes decode as. Read as UTF-8 only, such a
-    /// file was "cannot read", or began its first header with an invisible U+FEFF.
+    /// order mark, UTF-16 with one (Excel's "Unicode text") or without (zero bytes in its
+    /// first 4 KiB, which UTF-8 text never holds: ASCII's high bytes, in the order their
+    /// side says), else Windows-1252 (Excel's "CSV" on Windows), which any bytes decode as.
+    /// Read as UTF-8 only, such a file was "cannot read", or began its first header with
+    /// an invisible U+FEFF.
     public static func text(of data: Data) -> String {
         let bytes = [UInt8](data.prefix(3))
         if bytes.starts(with: [0xFF, 0xFE]), let text = String(data: data.dropFirst(2), encoding: .utf16LittleEndian) { return text }
         if bytes.starts(with: [0xFE, 0xFF]), let text = String(data: data.dropFirst(2), encoding: .utf16BigEndian) { return text }
-        if bytes.count >= 2, bytes[0] != 0, bytes[1] == 0, let text = String(data: data, encoding: .utf16LittleEndian) { return text }
-        if bytes.count >= 2, bytes[0] == 0, bytes[1] != 0, let text = String(data: data, encoding: .utf16BigEndian) { return text }
+        var zeros = (even: 0, odd: 0)
+        for (offset, byte) in data.prefix(4096).enumerated() where byte == 0 {
+            if offset.isMultiple(of: 2) { zeros.even += 1 } else { zeros.odd += 1 }
+        }
+        if zeros.odd > zeros.even, let text = String(data: data, encoding: .utf16LittleEndian) { return text }
+        if zeros.even > zeros.odd, let text = String(data: data, encoding: .utf16BigEndian) { return text }
         let body = bytes == [0xEF, 0xBB, 0xBF] ? data.dropFirst(3) : data
         return String(data: body, encoding: .utf8) ?? String(decoding: body.map(windows1252), as: UTF16.self)
     }
