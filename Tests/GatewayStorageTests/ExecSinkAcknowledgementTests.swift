@@ -66,8 +66,10 @@ import Testing
     /// for good: 2,693 acknowledged records of 3,000 went to the dead letters.
     ///
     /// Review 69: taken only once the batch was written, 5,000 answers of 4 KB each passed
-    /// the 16 MiB bound on unread output, and the plugin was stopped.
-    @Test(.timeLimit(.minutes(1)), arguments: [100, 4000])
+    /// the 16 MiB bound on unread output, and the plugin was stopped; review 70: taken
+    /// while it was written, 8 KB answers came faster than they were taken, with the same
+    /// end. Past the bound the reader waits, and the plugin with it.
+    @Test(.timeLimit(.minutes(1)), arguments: [100, 4000, 8000])
     func aPluginAnsweringWhileTheBatchIsWrittenIsNeverBlocked(reasonLength: Int) async throws {
         let script = """
             import json, sys
@@ -220,6 +222,26 @@ import Testing
             return
         }
         #expect(reason.contains("timed out") || reason.contains("not read"), "\(reason)")
+    }
+
+    /// Review 70: a plugin that exited while its batch was still being written was said to
+    /// have failed the write ("Broken pipe"), which its exit caused.
+    @Test(.timeLimit(.minutes(1))) func aPluginThatExitsMidBatchIsSaidToHaveExited() async throws {
+        let script = """
+            import json, sys
+            first = sys.stdin.readline()
+            print(json.dumps({"record_id": json.loads(first)["record_id"], "status": "ok"}), flush=True)
+            sys.exit(3)
+            """
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(20), maxBatchSize: 500))
+        let outcomes = try await sink.deliver(Self.records(500, padding: 2000))
+        await sink.shutdown()
+        #expect(outcomes[0] == .delivered)
+        guard case .retry(let reason, _) = outcomes[1] else {
+            Issue.record("expected a retry, got \(outcomes[1])")
+            return
+        }
+        #expect(reason.contains("plugin exited"), "\(reason)")
     }
 
     /// Review 65: run through `/usr/bin/env`, a program whose name holds a `=` was read as

@@ -131,7 +131,7 @@ public final class ExecSink: AttributionSink {
 
 extension ExecChild.State {
     /// Takes a chunk of stdout in: its complete lines queued, and the output no longer read
-    /// once it passes the bounds.
+    /// once a line passes its bound.
     mutating func take(_ chunk: Data) {
         let split = splitter.split(chunk)
         for bytes in split.lines {
@@ -139,11 +139,17 @@ extension ExecChild.State {
             costs.append(bytes.count + ExecChild.lineOverhead)
             unreadBytes += costs[costs.count - 1]
         }
-        if split.tooLong {
-            overflow = "a line of over \(ExecChild.maxLineBytes) bytes"
-        } else if unreadBytes + splitter.partial.count > ExecChild.maxUnreadBytes {
-            overflow = "over \(ExecChild.maxUnreadBytes) bytes that were not read"
-        }
+        if split.tooLong { overflow = "a line of over \(ExecChild.maxLineBytes) bytes" }
+    }
+
+    /// The reader waits, and the plugin with it once the pipe is full: what it wrote and
+    /// the gateway has not taken yet has reached its bound.
+    var isFull: Bool { unreadBytes > ExecChild.maxUnreadBytes && overflow == nil && retiredAt == nil }
+
+    /// Why a batch ends unanswered at its deadline.
+    var timeoutReason: String {
+        if writing || writeTimedOut { return "exec sink: plugin timed out (not reading its input)" }
+        return writeFailure ?? "exec sink: plugin timed out"
     }
 
     /// The next line not taken; once stdout has `ended`, what is left without a line break
@@ -186,13 +192,16 @@ final class ExecChild: Sendable {
         var costs: [Int] = []
         var next = 0
         var unreadBytes = 0
-        /// Why the plugin's output is read no more: a line without end, or more unread than
-        /// the gateway holds. The plugin is stopped at the next read.
+        /// Why the plugin's output is read no more: a line without end. The plugin is
+        /// stopped at the next read.
         var overflow: String?
         /// The plugin's stdout ended: it died, or closed it.
         var ended = false
-        /// Why writing the batch failed, which says more than the end of stdout it caused
-        /// (a plugin not reading its input is stopped, and its stdout ends).
+        /// A batch is being written, and whether its write ran out of time (the plugin is
+        /// then stopped, and its stdout's end must not read as an exit) or failed (the
+        /// plugin closed its input: said when the batch times out).
+        var writing = false
+        var writeTimedOut = false
         var writeFailure: String?
         /// The sink let go of this plugin: its readers stop.
         var retiredAt: ContinuousClock.Instant?
@@ -205,7 +214,10 @@ final class ExecChild: Sendable {
     /// How long the stderr reader goes on after the plugin is let go of, for its last lines.
     static let stderrGrace: Duration = .seconds(1)
     /// The longest stdout line held (an acknowledgement is about 100 bytes), and the most
-    /// unread output: a plugin printing without end must not take the gateway's memory.
+    /// output read ahead of the gateway's taking it: a plugin printing without end must
+    /// not take the gateway's memory. Past the second the reader waits, as a full pipe
+    /// makes the plugin wait; stopped there, a plugin answering 5,000 records with 8 KB
+    /// reasons faster than they were taken was sent them again (review 70).
     static let maxLineBytes = 1 << 20
     static let maxUnreadBytes = 16 << 20
     /// What a line costs beyond its bytes: empty lines, counted as nothing, grew the
@@ -246,6 +258,8 @@ final class ExecChild: Sendable {
                     defer { state.waiter = nil }
                     return state.waiter
                 }?.give(())
+                // On the reader's own thread: a short poll, for as long as it is full.
+                while state.withLock({ $0.isFull }) { usleep(2_000) }
             },
             end: { [self] in
                 state.withLock { state -> FirstAnswer<Void>? in
@@ -264,23 +278,31 @@ final class ExecChild: Sendable {
     /// Writes `data` to the plugin's stdin; throws when it fails or is not done by
     /// `deadline` (the plugin is then stopped).
     func write(_ data: Data, until deadline: ContinuousClock.Instant) async throws {
-        switch await PipeThreads.write(
+        state.withLock { state in
+            state.writing = true
+            state.writeTimedOut = false
+            state.writeFailure = nil
+        }
+        let written = await PipeThreads.write(
             data, to: stdin.fileDescriptor, until: deadline, stopped: { [self] in state.withLock { $0.retiredAt != nil } })
-        {
+        // Kept for the reader before any stop it causes is seen.
+        state.withLock { state in
+            state.writing = false
+            switch written {
+            case .done: break
+            case .timedOut: state.writeTimedOut = true
+            case .failed(let reason): state.writeFailure = "exec sink: writing to the plugin failed: \(reason) (it closed its input)"
+            }
+        }
+        switch written {
         case .done:
             return
         case .timedOut:
-            throw failWrite("exec sink: plugin timed out (not reading its input)", stopping: true)
+            stop()
+            throw ExecSink.Failure(description: "exec sink: plugin timed out (not reading its input)")
         case .failed(let reason):
-            throw failWrite("exec sink: writing to the plugin failed: \(reason)", stopping: false)
+            throw ExecSink.Failure(description: "exec sink: writing to the plugin failed: \(reason)")
         }
-    }
-
-    /// Keeps why the write failed for the reader, before any stop it causes is seen.
-    private func failWrite(_ description: String, stopping: Bool) -> ExecSink.Failure {
-        state.withLock { $0.writeFailure = $0.writeFailure ?? description }
-        if stopping { stop() }
-        return ExecSink.Failure(description: description)
     }
 
     /// The next line of stdout; throws at its end (the plugin died), after `deadline`, or
@@ -291,20 +313,24 @@ final class ExecChild: Sendable {
         while true {
             guard deadline > ContinuousClock.now, !Task.isCancelled else {
                 stop()
-                throw ExecSink.Failure(description: state.withLock { $0.writeFailure } ?? "exec sink: plugin timed out")
+                throw ExecSink.Failure(description: state.withLock { $0.timeoutReason })
             }
-            let (line, ended, overflow, writeFailure) = state.withLock { state in
-                (state.nextLine(), state.ended, state.overflow, state.writeFailure)
+            let (line, ended, overflow, writeTimedOut) = state.withLock { state in
+                (state.nextLine(), state.ended, state.overflow, state.writeTimedOut)
             }
             if let line { return line }
             if let overflow {
                 stop()
                 throw ExecSink.Failure(description: "exec sink: plugin stopped: it wrote \(overflow)")
             }
-            if ended { throw ExecSink.Failure(description: writeFailure ?? "exec sink: plugin exited") }
+            if ended {
+                // Stopped for not reading its input, not exited of its own accord.
+                throw ExecSink.Failure(
+                    description: writeTimedOut ? "exec sink: plugin timed out (not reading its input)" : "exec sink: plugin exited")
+            }
             guard deadline > ContinuousClock.now, await moreOutput(until: deadline) else {
                 stop()
-                throw ExecSink.Failure(description: "exec sink: plugin timed out")
+                throw ExecSink.Failure(description: state.withLock { $0.timeoutReason })
             }
         }
     }
