@@ -179,7 +179,7 @@ public struct PayloadFields: Sendable {
         // An iAd click in the year 0 was stored as it came (review 68), where /v1/events
         // refused such times.
         guard Self.plausibleSeconds.contains(date.timeIntervalSince1970) else {
-            throw GatewayError.invalid(fieldPath(key), "expected a date from 2008 to 2100, found '\(text.prefix(40))'")
+            throw GatewayError.invalid(fieldPath(key), "expected a date from 2008 to 2099, found '\(text.prefix(40))'")
         }
         return date
     }
