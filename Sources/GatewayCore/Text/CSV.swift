@@ -22,14 +22,19 @@ public enum CSV {
 
     /// The text of a file a spreadsheet or a browser saved: UTF-8 with or without a byte
     /// order mark, UTF-16 with one (Excel's "Unicode text") or without (zero bytes in its
-    /// first 4 KiB, which UTF-8 text never holds: ASCII's high bytes, in the order their
-    /// side says), else Windows-1252 (Excel's "CSV" on Windows), which any bytes decode as.
+    /// first 4 KiB, which UTF-8 text never holds, are the high bytes of its ASCII: the side
+    /// of each byte pair they fall on gives the order), else Windows-1252 (Excel's "CSV"
+    /// on Windows), which any bytes decode as.
     /// Read as UTF-8 only, such a file was "cannot read", or began its first header with
     /// an invisible U+FEFF.
     public static func text(of data: Data) -> String {
         let bytes = [UInt8](data.prefix(3))
-        if bytes.starts(with: [0xFF, 0xFE]), let text = String(data: data.dropFirst(2), encoding: .utf16LittleEndian) { return text }
-        if bytes.starts(with: [0xFE, 0xFF]), let text = String(data: data.dropFirst(2), encoding: .utf16BigEndian) { return text }
+        if bytes.starts(with: [0xFF, 0xFE]), let text = String(data: data.dropFirst(2), encoding: .utf16LittleEndian) {
+            return text
+        }
+        if bytes.starts(with: [0xFE, 0xFF]), let text = String(data: data.dropFirst(2), encoding: .utf16BigEndian) {
+            return text
+        }
         var zeros = (even: 0, odd: 0)
         for (offset, byte) in data.prefix(4096).enumerated() where byte == 0 {
             if offset.isMultiple(of: 2) { zeros.even += 1 } else { zeros.odd += 1 }

@@ -137,7 +137,8 @@ public final class Gateway: Sendable {
             enrichers.append(try await prepared.build(context))
         }
         let pipeline = IngestPipeline(
-            store: store, router: RecordRouter(routes: configuration.routes, countingEveryCopy: Set(countingSinks)), enrichers: enrichers, metrics: metrics,
+            store: store, router: RecordRouter(routes: configuration.routes, countingEveryCopy: Set(countingSinks)),
+            enrichers: enrichers, metrics: metrics,
             onStored: { sinks in
                 for sink in sinks where !inlineSinks.contains(sink) { byName[sink]?.wake() }
             },

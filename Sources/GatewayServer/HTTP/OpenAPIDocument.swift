@@ -511,7 +511,7 @@ components:
         idfa: {type: string, format: uuid, description: "kept only when att_status is 3 and it is not all zeros; checked only then"}
         att_status: {type: integer, minimum: 0, maximum: 3}
     VendorCallback:
-      description: The vendor's own fields, read as its callback map in the README says; the device ids are checked as on every route
+      description: The vendor's own fields, read as the README's callback map for that vendor says; the device ids are checked as on every route
       allOf:
         - {$ref: "#/components/schemas/DeviceFields"}
         - {type: object, additionalProperties: true}

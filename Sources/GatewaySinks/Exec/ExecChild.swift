@@ -124,7 +124,8 @@ final class ExecChild: Sendable {
             switch written {
             case .done: break
             case .timedOut: state.writeTimedOut = true
-            case .failed(let reason): state.writeFailure = "exec sink: writing to the plugin failed: \(reason) (it closed its input)"
+            case .failed(let reason):
+                state.writeFailure = "exec sink: writing to the plugin failed: \(reason) (it closed its input)"
             }
         }
         switch written {
@@ -159,7 +160,8 @@ final class ExecChild: Sendable {
             if ended {
                 // Stopped for not reading its input, not exited of its own accord.
                 throw ExecSink.Failure(
-                    description: writeTimedOut ? "exec sink: plugin timed out (not reading its input)" : "exec sink: plugin exited")
+                    description: writeTimedOut
+                        ? "exec sink: plugin timed out (not reading its input)" : "exec sink: plugin exited")
             }
             guard deadline > ContinuousClock.now, await moreOutput(until: deadline) else {
                 stop()
@@ -258,7 +260,8 @@ extension ExecChild.State {
         // The gateway taking answers slower than they came, its reader waiting, held the
         // plugin on its stdout and so off its input: not the plugin's fault (review 71).
         if unreadBytes > ExecChild.maxUnreadBytes {
-            return "exec sink: plugin timed out (its answers came faster than they were taken: lower max_batch_size or raise timeout_ms)"
+            return "exec sink: plugin timed out (its answers came faster than they were taken: "
+                + "lower max_batch_size or raise timeout_ms)"
         }
         if writing || writeTimedOut { return "exec sink: plugin timed out (not reading its input)" }
         return writeFailure ?? "exec sink: plugin timed out"
