@@ -13,10 +13,9 @@ final class ExecChild: Sendable {
     private let stdin: FileHandle
     fileprivate struct State {
         var splitter = LineSplitter(maxLineBytes: ExecChild.maxLineBytes)
-        /// Lines read and not taken yet, from `next` on.
-        var lines: [String] = []
-        /// What each line holds of memory, as counted in `unreadBytes`.
-        var costs: [Int] = []
+        /// Lines read and not taken yet, from `next` on, each with what it holds of memory
+        /// as counted in `unreadBytes`.
+        var lines: [(text: String, cost: Int)] = []
         var next = 0
         var unreadBytes = 0
         /// Why the plugin's output is read no more: a line without end. The plugin is
@@ -50,6 +49,8 @@ final class ExecChild: Sendable {
     /// What a line costs beyond its bytes: empty lines, counted as nothing, grew the
     /// gateway by 40 MB a second, and 16 MiB of `x` lines took 583 MB (review 67).
     static let lineOverhead = 64
+    /// Why a batch failed whose plugin did not take its input in time.
+    static let notReadingInput = "exec sink: plugin timed out (not reading its input)"
 
     init(command: [String], stderrLimit: PluginStderr.Limit) throws {
         // Writing to a plugin that just died must be an error to handle, not a signal that
@@ -133,7 +134,7 @@ final class ExecChild: Sendable {
             return
         case .timedOut:
             stop()
-            throw ExecSink.Failure(description: "exec sink: plugin timed out (not reading its input)")
+            throw ExecSink.Failure(description: Self.notReadingInput)
         case .failed(let reason):
             throw ExecSink.Failure(description: "exec sink: writing to the plugin failed: \(reason)")
         }
@@ -161,7 +162,7 @@ final class ExecChild: Sendable {
                 // Stopped for not reading its input, not exited of its own accord.
                 throw ExecSink.Failure(
                     description: writeTimedOut
-                        ? "exec sink: plugin timed out (not reading its input)" : "exec sink: plugin exited")
+                        ? Self.notReadingInput : "exec sink: plugin exited")
             }
             guard deadline > ContinuousClock.now, await moreOutput(until: deadline) else {
                 stop()
@@ -244,9 +245,9 @@ extension ExecChild.State {
     mutating func take(_ chunk: Data) {
         let split = splitter.split(chunk)
         for bytes in split.lines {
-            lines.append(String(decoding: bytes, as: UTF8.self))
-            costs.append(bytes.count + ExecChild.lineOverhead)
-            unreadBytes += costs[costs.count - 1]
+            let cost = bytes.count + ExecChild.lineOverhead
+            lines.append((String(decoding: bytes, as: UTF8.self), cost))
+            unreadBytes += cost
         }
         if split.tooLong { overflow = "a line of over \(ExecChild.maxLineBytes) bytes" }
     }
@@ -263,7 +264,7 @@ extension ExecChild.State {
             return "exec sink: plugin timed out (its answers came faster than they were taken: "
                 + "lower max_batch_size or raise timeout_ms)"
         }
-        if writing || writeTimedOut { return "exec sink: plugin timed out (not reading its input)" }
+        if writing || writeTimedOut { return ExecChild.notReadingInput }
         return writeFailure ?? "exec sink: plugin timed out"
     }
 
@@ -273,19 +274,17 @@ extension ExecChild.State {
     mutating func nextLine() -> String? {
         guard next < lines.count else {
             lines.removeAll(keepingCapacity: true)
-            costs.removeAll(keepingCapacity: true)
             next = 0
             guard ended, overflow == nil, let last = splitter.takePartial() else { return nil }
             return String(decoding: last, as: UTF8.self)
         }
-        let line = lines[next]
-        unreadBytes -= costs[next]
+        let (line, cost) = lines[next]
+        unreadBytes -= cost
         next += 1
         // Lines taken are let go of in halves: kept until the queue emptied, a plugin
         // staying just ahead of the reader held every line it had written (review 69).
         if next >= 1024, next * 2 >= lines.count {
             lines.removeFirst(next)
-            costs.removeFirst(next)
             next = 0
         }
         return line
