@@ -788,18 +788,24 @@ import Testing
         #expect(result.stdout.contains("1 ids named differently on two lines"), "\(result.stdout)")
         #expect(result.stdout.contains("campaign 542370539: line 2, then line 4"), "\(result.stdout)")
 
-        // The enricher finds them without asking Apple (nothing listens on port 9).
-        var options = options(port: 9)
-        options.wait = .milliseconds(50)
-        let enricher = try makeEnricher(options, env: env)
-        var imported = record(keyword: 87_675_433)
-        imported.adGroupID = 542_317_096
-        let enriched = try #require(await enricher.enrich([imported]).first)
+        // The enricher finds them without asking Apple.
+        let enriched = try await enrichedFromImport(keyword: 87_675_433, adGroup: 542_317_096, env: env)
         #expect(enriched.keyword == #"sleep "sounds""#)
         #expect(enriched.keywordMatchType == "BROAD")
         #expect(enriched.adGroupName == "Broad")
         // A later row for the same campaign wins, as a newer export would.
         #expect(enriched.campaignName == "US Search - Meditation")
+    }
+
+    /// A record of `keyword` in `adGroup` as the enricher names it from imported names
+    /// alone: nothing listens on port 9, so Apple is never asked.
+    func enrichedFromImport(keyword: Int64, adGroup: Int64, env: TestEnvironment) async throws -> AttributionRecord {
+        var options = options(port: 9)
+        options.wait = .milliseconds(50)
+        let enricher = try makeEnricher(options, env: env)
+        var imported = record(keyword: keyword)
+        imported.adGroupID = adGroup
+        return try #require(await enricher.enrich([imported]).first)
     }
 
     /// Review 66: only a comma-separated UTF-8 file with its header on line 1 was read. A
@@ -836,12 +842,7 @@ import Testing
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(result.stdout.contains("1 keywords, 1 ad groups, 1 campaigns; 0 rows rejected"), "\(result.stdout)")
 
-        var options = options(port: 9)
-        options.wait = .milliseconds(50)
-        let enricher = try makeEnricher(options, env: env)
-        var imported = record(keyword: 87_675_432)
-        imported.adGroupID = 542_317_095
-        let enriched = try #require(await enricher.enrich([imported]).first)
+        let enriched = try await enrichedFromImport(keyword: 87_675_432, adGroup: 542_317_095, env: env)
         #expect(enriched.keyword == "méditation")
         #expect(enriched.campaignName == "Été US")
     }

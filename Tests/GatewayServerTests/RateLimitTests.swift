@@ -95,11 +95,7 @@ import Testing
         let gateway = try await Gateway.build(configuration: configuration)
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             func post(_ authorization: String, _ index: Int) async throws -> Int {
-                let body = ByteBuffer(string: IAdPayloads.attributed(user: "spelled-\(index)"))
-                return Int(
-                    try await client.execute(
-                        uri: "/v1/iad", method: .post, headers: [.authorization: authorization], body: body
-                    ).status.code)
+                try await Self.postIAd(client, authorization: authorization, user: "spelled-\(index)")
             }
             var statuses: [Int] = []
             for (index, spelling) in ["Bearer \(key)", "bearer \(key)", "BEARER  \(key)", "Bearer \(key) "].enumerated() {
@@ -139,11 +135,7 @@ import Testing
         let gateway = try await Gateway.build(configuration: configuration)
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             func post(_ key: String, _ index: Int) async throws -> Int {
-                let body = ByteBuffer(string: IAdPayloads.attributed(user: "\(key)-\(index)"))
-                return Int(
-                    try await client.execute(
-                        uri: "/v1/iad", method: .post, headers: [.authorization: "Bearer \(key)"], body: body
-                    ).status.code)
+                try await Self.postIAd(client, authorization: "Bearer \(key)", user: "\(key)-\(index)")
             }
             var statuses: [Int] = []
             for index in 0..<4 { statuses.append(try await post(shipped, index)) }
@@ -152,6 +144,14 @@ import Testing
             for index in 0..<4 { statuses.append(try await post(backend, index)) }
             #expect(statuses == [202, 202, 429, 429])
         }
+    }
+
+    /// The status of an iAd post for `user` with `authorization`.
+    static func postIAd(_ client: some TestClientProtocol, authorization: String, user: String) async throws -> Int {
+        let body = ByteBuffer(string: IAdPayloads.attributed(user: user))
+        return Int(
+            try await client.execute(uri: "/v1/iad", method: .post, headers: [.authorization: authorization], body: body)
+                .status.code)
     }
 
     @Test func limitsAreConfigured() throws {

@@ -8,8 +8,7 @@ import Testing
     /// An acknowledgement naming a record not in the batch counted towards it: the batch's
     /// last record was then sent again in every batch for as long as the plugin lived.
     @Test(.timeLimit(.minutes(1))) func anAcknowledgementForAnotherRecordIsIgnored() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("exec-acks-\(UUID())")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try Self.makeFolder("exec-acks")
         defer { try? FileManager.default.removeItem(at: folder) }
         let seen = folder.appendingPathComponent("seen.txt").path
         // Once, before its first real answer, it acknowledges an id it never got.
@@ -37,6 +36,13 @@ import Testing
         await sink.shutdown()
         let received = try String(contentsOfFile: seen, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(received == batches.flatMap { $0.map(\.recordID) })
+    }
+
+    /// A new folder of its own in the temporary directory; the test removes it.
+    static func makeFolder(_ name: String) throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
     }
 
     static func records(_ count: Int, padding: Int = 0) -> [AttributionRecord] {
@@ -108,8 +114,7 @@ import Testing
     /// go of them: asked of the pipes themselves, since the process's thread count is
     /// every parallel test's.
     @Test(.timeLimit(.minutes(1))) func aPluginsDaemonHoldingItsPipesLeavesNoPipeOrReaderBehind() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("exec-daemon-\(UUID())")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try Self.makeFolder("exec-daemon")
         defer { try? FileManager.default.removeItem(at: folder) }
         let pids = folder.appendingPathComponent("daemons.txt").path
         let script = """
@@ -172,8 +177,7 @@ import Testing
     /// before the batch's timeout; its earlier answers stand, and the next batch starts it
     /// again.
     @Test(.timeLimit(.minutes(1))) func aPluginWritingWithoutALineBreakIsStoppedNotHeld() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("exec-flood-\(UUID())")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try Self.makeFolder("exec-flood")
         defer { try? FileManager.default.removeItem(at: folder) }
         let started = folder.appendingPathComponent("started").path
         // Its first run answers the first record, then writes 64 KiB at a time without end.
@@ -248,8 +252,7 @@ import Testing
     /// a variable to set, and env printed the environment, the sink's secrets with it, to
     /// stdout, where the gateway logged it.
     @Test(.timeLimit(.minutes(1))) func aProgramWithAnEqualsSignInItsNameIsRunItself() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("exec-equals-\(UUID())")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try Self.makeFolder("exec-equals")
         defer { try? FileManager.default.removeItem(at: folder) }
         let program = folder.appendingPathComponent("fwd=v2.py").path
         try """
