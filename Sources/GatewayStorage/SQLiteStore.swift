@@ -342,10 +342,6 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
-    public func deadLetters(sink: String?, limit: Int) async throws -> [DeadLetter] {
-        try await deadLetters(sink: sink, ids: nil, limit: limit)
-    }
-
     /// Newest first; `ids` are selected before the limit, so an old one is found.
     public func deadLetters(sink: String?, ids: [Int64]?, limit: Int) async throws -> [DeadLetter] {
         let idList = ids.map { Self.jsonArray($0.map(String.init)) }
@@ -383,10 +379,6 @@ public final class SQLiteStore: AttributionStore {
             }
             return counts
         }
-    }
-
-    public func retryDeadLetters(ids: [Int64]?, sink: String?, now: Date) async throws -> Int {
-        try await retryDeadLetters(ids: ids, sink: sink, among: nil, now: now)
     }
 
     /// Dead letters back to their outboxes; with `among`, only those of these sinks (the

@@ -11,7 +11,7 @@ import Synchronization
 public final class SinkWorker: Service, Sendable {
     public let sinkName: String
     let sink: any AttributionSink
-    let store: any AttributionStore
+    let store: any OutboxStore
     public let settings: DeliverySettings
     let metrics: GatewayMetrics
     let logger: Logger
@@ -44,7 +44,7 @@ public final class SinkWorker: Service, Sendable {
     public init(
         sinkName: String,
         sink: any AttributionSink,
-        store: any AttributionStore,
+        store: any OutboxStore,
         settings: DeliverySettings,
         metrics: GatewayMetrics = .none,
         logger: Logger = Logger(label: "gateway.delivery"),

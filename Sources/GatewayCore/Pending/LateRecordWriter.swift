@@ -138,7 +138,7 @@ public final class LateRecordWriter: Service, Sendable {
 
     /// The stored record, nil when there is none (yet); a store that cannot answer is
     /// treated as having none, and the version waits for the next try.
-    static func stored(_ id: String, in store: any AttributionStore) async -> AttributionRecord? {
+    static func stored(_ id: String, in store: any RecordStore) async -> AttributionRecord? {
         (try? await store.record(id: id)) ?? nil
     }
 

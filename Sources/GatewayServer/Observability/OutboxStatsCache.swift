@@ -5,7 +5,7 @@ import GatewayCore
 /// (the outage that queued them is when probes keep coming) each read took 150 ms, and
 /// eight pollers of `/metrics` multiplied ingest latency by five.
 actor OutboxStatsCache {
-    let store: any AttributionStore
+    let store: any OutboxStore
     let maxAge: Duration
     private var cached: (at: ContinuousClock.Instant, stats: [String: OutboxStats])?
     private var reading: Task<[String: OutboxStats], any Error>?
@@ -13,7 +13,7 @@ actor OutboxStatsCache {
     /// last depth, when it is no longer in config.yaml.
     private(set) var seen: Set<String> = []
 
-    init(store: any AttributionStore, maxAge: Duration = .seconds(1)) {
+    init(store: any OutboxStore, maxAge: Duration = .seconds(1)) {
         self.store = store
         self.maxAge = maxAge
     }

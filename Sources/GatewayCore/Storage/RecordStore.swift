@@ -1,0 +1,66 @@
+import Foundation
+
+/// Accepted records with their dedupe keys and the outbox rows the router chose for them.
+///
+/// The contract every backend keeps:
+/// - a record and its outbox rows commit together, or not at all, and when a call returns
+///   every `.stored` record is durable;
+/// - a dedupe key is stored once: a second record with it, from this process or another
+///   sharing the database, is answered `.duplicate` naming the first one's id;
+/// - records are read back in the order they were stored (a cursor per call).
+public protocol RecordStore: Sendable {
+    /// Stores records with their outbox rows in one transaction. A record whose dedupe
+    /// key is already stored is not stored again; its result names the original.
+    func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult]
+
+    /// The ids of stored records for these dedupe keys, to skip work on duplicates early.
+    func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String]
+
+    /// The stored record with this id.
+    func record(id: String) async throws -> AttributionRecord?
+
+    /// Stored records matching `filter`, in storage order after `cursor`, for replays: each
+    /// with its id, the record `nil` where its body cannot be read. Returns the cursor to
+    /// continue from.
+    func readableRecords(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
+        -> (records: [(recordID: String, record: AttributionRecord?)], cursor: Int64)
+
+    /// Counts the stored records matching `filter`.
+    func countRecords(matching filter: ReplayFilter) async throws -> Int
+
+    /// Replaces stored records by `record_id` with a newer version (late enrichment) and
+    /// queues them again for their sinks, due now. Records not stored (yet) are skipped.
+    /// Returns how many were replaced.
+    func replaceRecords(_ records: [RoutedRecord], now: Date) async throws -> Int
+
+    /// Fails when the store cannot be reached or read.
+    func ping() async throws
+}
+
+/// Which stored records a replay re-delivers.
+public struct ReplayFilter: Sendable {
+    public var since: Date?
+    public var provider: String?
+
+    public init(since: Date? = nil, provider: String? = nil) {
+        self.since = since
+        self.provider = provider
+    }
+}
+
+/// A record and the sinks the router chose for it.
+public struct RoutedRecord: Sendable {
+    public var record: AttributionRecord
+    public var sinks: [String]
+
+    public init(record: AttributionRecord, sinks: [String]) {
+        self.record = record
+        self.sinks = sinks
+    }
+}
+
+/// What the store did with one record of a batch.
+public enum IngestResult: Sendable, Equatable {
+    case stored(recordID: String)
+    case duplicate(of: String)
+}
