@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // Hummingbird's own HTTP part types, for the request read deadline.
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // The model and the extension points. Depends on nothing heavy so that plugins can.
@@ -54,6 +55,14 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The store on PostgreSQL, for several replicas sharing one database.
+        .target(
+            name: "GatewayPostgres",
+            dependencies: [
+                "GatewayCore", .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The HTTP client of every outbound call (sinks, Apple, vendors): no redirects.
@@ -110,7 +119,8 @@ let package = Package(
         .target(
             name: "GatewayServer",
             dependencies: [
-                "GatewayCore", "GatewayConfig", "GatewayStorage", "GatewayProviders", "GatewaySinks", "GatewayEnrichers",
+                "GatewayCore", "GatewayConfig", "GatewayStorage", "GatewayPostgres", "GatewayProviders", "GatewaySinks",
+                "GatewayEnrichers",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
@@ -151,7 +161,10 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayStorageTests",
-            dependencies: ["GatewayStorage", "GatewaySinks", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "GatewayStorage", "GatewayPostgres", "GatewaySinks", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
         ),
         .testTarget(
             name: "GatewayServerTests",

@@ -26,7 +26,13 @@ struct Backup: AsyncParsableCommand {
     func run() async throws {
         let configuration = try loadConfiguration(config, enrichers: false)
         let started = ContinuousClock.now
-        let summary = try await withExistingStore(configuration, upgrade: .never) { store in
+        guard configuration.storage.postgres == nil else {
+            printError(
+                "backup copies the SQLite store; back a PostgreSQL store up with the database's own tools (pg_dump)")
+            throw ExitCode(1)
+        }
+        let summary = try await withExistingStore(configuration, upgrade: .never) { opened in
+            guard let store = opened as? SQLiteStore else { throw ExitCode(1) }
             var progress: ProgressBar?
             do {
                 let summary = try StoreBackup.copy(store, to: to) { copied, total in

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayConfig
 import GatewayCore
+import GatewayPostgres
 import GatewayServer
 import GatewayStorage
 
@@ -35,26 +36,34 @@ func printError(_ text: String) {
 }
 
 /// The store of a command that reads what a gateway stored (`report`, `dlq`, `replay`):
-/// a missing file is an error, not an empty store made on the spot, since a config
+/// a missing SQLite file is an error, not an empty store made on the spot, since a config
 /// pointing at the wrong place would otherwise read as "nothing recorded yet".
 func openExistingStore(
     _ configuration: GatewayConfiguration, upgrade: SQLiteStore.SchemaUpgrade = .unlessServed
-) throws -> SQLiteStore {
-    let path = configuration.storage.sqlitePath
-    guard FileManager.default.fileExists(atPath: path) else {
-        printError("no store at \(path) (storage.sqlite.path): check the config, or start the gateway once to create it")
+) async throws -> any AttributionStore {
+    if configuration.storage.postgres == nil {
+        let path = configuration.storage.sqlitePath
+        guard FileManager.default.fileExists(atPath: path) else {
+            printError(
+                "no store at \(path) (storage.sqlite.path): check the config, or start the gateway once to create it")
+            throw ExitCode(1)
+        }
+    }
+    do {
+        return try await Gateway.openStore(configuration, upgrade: upgrade, onWait: printError)
+    } catch let refusal as StoreNotReady {
+        printError(refusal.description)
         throw ExitCode(1)
     }
-    return try Gateway.openStore(configuration, upgrade: upgrade, onWait: printError)
 }
 
-/// Runs `body` on the store a gateway wrote (see ``openExistingStore(_:)``); SQLite's
+/// Runs `body` on the store a gateway wrote (see ``openExistingStore(_:upgrade:)``); SQLite's
 /// failures on the way (a damaged page) name the store and its key, and exit 1.
 func withExistingStore<T>(
     _ configuration: GatewayConfiguration, upgrade: SQLiteStore.SchemaUpgrade = .unlessServed,
-    _ body: (SQLiteStore) async throws -> T
+    _ body: (any AttributionStore) async throws -> T
 ) async throws -> T {
-    let store = try openExistingStore(configuration, upgrade: upgrade)
+    let store = try await openExistingStore(configuration, upgrade: upgrade)
     do {
         return try await body(store)
     } catch {

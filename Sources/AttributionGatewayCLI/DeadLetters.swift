@@ -26,7 +26,7 @@ struct DeadLetters: AsyncParsableCommand {
         /// The store, once a `--sink` is known to name something: a sink of config.yaml, or
         /// one since taken out of it that still has dead letters. A misspelt name would
         /// otherwise answer "0 dead letters", exit 0, as if there were nothing to do.
-        func withStore<T>(_ body: (SQLiteStore) async throws -> T) async throws -> T {
+        func withStore<T>(_ body: (any AttributionStore) async throws -> T) async throws -> T {
             let configuration = try loadConfiguration(config, enrichers: false)
             return try await withExistingStore(configuration) { store in
                 let names = configuration.sinks.map(\.name)

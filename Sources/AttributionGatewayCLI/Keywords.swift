@@ -34,7 +34,9 @@ struct Keywords: AsyncParsableCommand {
             }
             let text = CSV.text(of: data)
             // The names go into the store's file: one a newer release upgraded is refused here too.
-            _ = try Gateway.openStore(configuration, onWait: printError)
+            if configuration.storage.postgres == nil {
+                _ = try Gateway.openSQLiteStore(configuration, onWait: printError)
+            }
             var progress: ProgressBar?
             let report = try await KeywordReportImport(storagePath: configuration.storage.sqlitePath).run(text) { done, total in
                 if progress == nil { progress = ProgressBar(total: total, label: "importing") }

@@ -76,9 +76,11 @@ struct KeywordsReport: AsyncParsableCommand {
             var cursor: Int64 = 0
             var read = 0
             while true {
-                let page = try await store.records(matching: filter, after: cursor, limit: 2000)
+                let page = try await store.readableRecords(matching: filter, after: cursor, limit: 2000)
                 if page.records.isEmpty { break }
-                for record in page.records where appID == nil || record.appID == appID { report.add(record) }
+                for case let record? in page.records.map(\.record) where appID == nil || record.appID == appID {
+                    report.add(record)
+                }
                 cursor = page.cursor
                 read += page.records.count
                 progress.advance(to: read)

@@ -33,15 +33,21 @@ struct Serve: AsyncParsableCommand {
         }
         let logger = Logger(label: "attribution-gateway")
         try ListenCheck.check(host: configuration.server.host, port: configuration.server.port)
-        let lock = try ServeLock(storePath: configuration.storage.sqlitePath) { logger.notice("\($0)") }
+        // The SQLite file has one server, which the lock makes sure of; any number of
+        // replicas share a PostgreSQL database.
+        let lock =
+            configuration.storage.postgres == nil
+            ? try ServeLock(storePath: configuration.storage.sqlitePath) { logger.notice("\($0)") } : nil
         defer { withExtendedLifetime(lock) {} }
         let gateway = try await Gateway.build(
-            configuration: configuration, logger: logger, upgrade: .whileServing(lock),
+            configuration: configuration, logger: logger, upgrade: lock.map { .whileServing($0) } ?? .unlessServed,
             onWait: { logger.notice("\($0)") })
         // The lock makes this the store's only server: any claim left is a dead one's.
-        let released = try await gateway.store.releaseClaims(now: Date())
-        if released > 0 {
-            logger.info("tokens a stopped gateway was resolving are due again", metadata: ["count": "\(released)"])
+        if let sqlite = gateway.sqlite {
+            let released = try await sqlite.releaseClaims(now: Date())
+            if released > 0 {
+                logger.info("tokens a stopped gateway was resolving are due again", metadata: ["count": "\(released)"])
+            }
         }
         // SIGHUP: the keys of the file as it now stands, checked as a whole like at the start.
         let path = config

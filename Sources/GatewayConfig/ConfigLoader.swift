@@ -133,16 +133,32 @@ public enum ConfigLoader {
     /// working directory, `import` or `report` run from another folder read and filled a
     /// store of their own, and `serve` under systemd (working directory `/`) started empty.
     static func readStorage(_ reader: ConfigReader?, root: ConfigReader) -> StorageSettings {
-        var settings = StorageSettings()
-        settings.sqlitePath = root.resolvedPath(settings.sqlitePath)
-        guard let reader else { return settings }
+        var storage = StorageSettings()
+        storage.sqlitePath = root.resolvedPath(storage.sqlitePath)
+        guard let reader else { return storage }
         if let sqlite = reader.child("sqlite") {
-            if let path = sqlite.filePath("path") { settings.sqlitePath = path }
-            if let durability = sqlite.choice("durability", ["full", "normal"]) { settings.durability = durability }
+            if let path = sqlite.filePath("path") { storage.sqlitePath = path }
+            if let durability = sqlite.choice("durability", ["full", "normal"]) { storage.durability = durability }
             sqlite.finish()
         }
+        if let postgres = reader.child("postgres") {
+            if reader.has("sqlite") {
+                reader.report("name one store: sqlite or postgres, not both", key: "postgres")
+            }
+            if let text = postgres.requiredString("url") {
+                do {
+                    var settings = PostgresStorageSettings(url: try PostgresURL(text))
+                    if let size = postgres.int("pool_size", in: 1...1000) { settings.poolSize = size }
+                    if let lease = postgres.int("lease_s", in: 5...86400) { settings.leaseSeconds = lease }
+                    storage.postgres = settings
+                } catch {
+                    postgres.report("\(error)", key: "url")
+                }
+            }
+            postgres.finish()
+        }
         reader.finish()
-        return settings
+        return storage
     }
 
     static func readAuth(_ reader: ConfigReader?) -> AuthSettings {

@@ -96,8 +96,25 @@ public struct StorageSettings: Sendable, Equatable {
     /// `sqlite.durability`: `full` (fsync each commit, the default) or `normal`
     /// (survives a crash of the process, not a power cut).
     public var durability = "full"
+    /// `postgres:`, when the store is a PostgreSQL database instead of the SQLite file.
+    public var postgres: PostgresStorageSettings?
 
     public init() {}
+}
+
+/// `storage.postgres:`
+public struct PostgresStorageSettings: Sendable, Equatable {
+    /// `url`: `postgres://user:password@host:5432/database`, `?sslmode=require` for TLS.
+    public var url: PostgresURL
+    /// `pool_size`: connections per gateway process, default 8.
+    public var poolSize = 8
+    /// `lease_s`: how long a replica's claim on an outbox batch hides it from the others,
+    /// default 60; a replica that dies mid-batch has its batch offered again after it.
+    public var leaseSeconds = 60
+
+    public init(url: PostgresURL) {
+        self.url = url
+    }
 }
 
 /// One entry of `sinks:`: the plugin's checked options and the worker's settings.

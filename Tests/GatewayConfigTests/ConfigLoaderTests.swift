@@ -226,6 +226,43 @@ import Testing
         #expect(issue.message.hasSuffix(", did you mean '\(intended)'?"), "\(issue.message)")
     }
 
+    // MARK: storage
+
+    @Test func aPostgresURLFromTheEnvironmentChoosesThePostgresStore() throws {
+        let yaml = "storage:\n  postgres: { url: \"${DATABASE_URL}\", pool_size: 4 }\n" + Self.oneSink
+        let config = try parse(yaml, environment: ["DATABASE_URL": "postgres://gw:s%40cret@db.internal:6543/attribution"])
+        let postgres = try #require(config.storage.postgres)
+        #expect(postgres.url.host == "db.internal")
+        #expect(postgres.url.port == 6543)
+        #expect(postgres.url.user == "gw")
+        #expect(postgres.url.password == "s@cret")
+        #expect(postgres.url.database == "attribution")
+        #expect(postgres.url.sslMode == "disable")
+        #expect(postgres.poolSize == 4)
+        #expect(postgres.leaseSeconds == 60)
+        // Printed (a log line, an error), the URL leaves its password out.
+        #expect("\(postgres.url)" == "postgres://gw@db.internal:6543/attribution")
+    }
+
+    @Test func aURLThatIsNotPostgresIsRefusedWithoutEchoingIt() throws {
+        let bad = problems("storage:\n  postgres: { url: \"mysql://root:hunter2@db/x\" }\n" + Self.oneSink)
+        let issue = try problem(at: "storage.postgres.url", in: bad)
+        #expect(issue.message.contains("postgres://"))
+        #expect(!issue.message.contains("hunter2"))
+        let tls = problems("storage:\n  postgres: { url: \"postgres://u@db/x?sslmode=maybe\" }\n" + Self.oneSink)
+        #expect(try problem(at: "storage.postgres.url", in: tls).message.contains("sslmode"))
+    }
+
+    @Test func oneStoreIsNamedNotTwo() throws {
+        let yaml = """
+            storage:
+              sqlite: { path: ./data/gateway.sqlite }
+              postgres: { url: "postgres://u@127.0.0.1/db" }
+
+            """ + Self.oneSink
+        #expect(try problem(at: "storage.postgres", in: problems(yaml)).message == "name one store: sqlite or postgres, not both")
+    }
+
     @Test func anAPIKeyEndingInANewlineIsRefusedRatherThanNeverMatching() throws {
         // A `|` block keeps its final newline; requests' keys are trimmed before comparing.
         let yaml = "auth:\n  api_keys:\n    - app_id: \"1\"\n      key: |\n        0123456789abcdef0123\n"

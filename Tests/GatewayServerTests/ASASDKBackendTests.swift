@@ -103,7 +103,7 @@ import Testing
     }
 
     func purchases(_ gateway: Gateway) throws -> [Row] {
-        try gateway.store.pool.read { db in
+        try gateway.sqlite!.pool.read { db in
             guard try db.tableExists("attribution_records") else { return [] }
             return try Row.fetchAll(db, sql: "SELECT * FROM attribution_records WHERE kind = 'purchase'")
         }
@@ -111,7 +111,7 @@ import Testing
 
     /// The store's own copy of the one purchase: its record id and body.
     func purchaseBody(_ gateway: Gateway) throws -> (id: String, body: String)? {
-        try gateway.store.pool.read { db in
+        try gateway.sqlite!.pool.read { db in
             try Row.fetchOne(
                 db, sql: "SELECT record_id, body FROM records WHERE json_extract(body, '$.kind') = 'purchase'"
             ).map { ($0["record_id"], $0["body"]) }
@@ -142,7 +142,7 @@ import Testing
             apple.held.withLock { $0 = [] }
             #expect(try await env.eventually { try await resolve(relaunch).json["asaAttributionResolved"] as? Bool == true })
             #expect(apple.calls(relaunch) == 0)
-            let installs = try await gateway.store.pool.read { db in
+            let installs = try await gateway.sqlite!.pool.read { db in
                 try Int.fetchOne(
                     db, sql: "SELECT COUNT(*) FROM attribution_records WHERE app_user_id = ? AND kind = 'install'",
                     arguments: [String(userID)])
@@ -168,7 +168,7 @@ import Testing
             let associated = try await call(client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "2000000000000777"}"#)
             #expect(associated.status == 200)
             // Stored meanwhile as the purchase of a user whose token waits.
-            let stored = try await gateway.store.pool.read { db in
+            let stored = try await gateway.sqlite!.pool.read { db in
                 try String.fetchAll(
                     db, sql: "SELECT json_extract(body, '$.resolution') FROM records WHERE json_extract(body, '$.kind') = 'purchase'")
             }
@@ -204,7 +204,7 @@ import Testing
             })
             // The store as a stop right after Apple's answer left it: the answer kept, the
             // user linked to it, their purchase as it was before the crediting.
-            try await gateway.store.pool.write { db in
+            try await gateway.sqlite!.pool.write { db in
                 try db.execute(sql: "UPDATE records SET body = ? WHERE record_id = ?", arguments: [waiting.body, waiting.id])
             }
         }

@@ -94,7 +94,7 @@ import Testing
         let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
         let logger = Logger(label: "gateway", factory: { _ in handler })
         try await withGateway(apple, env: env, options: ["answer_wait_ms": "0"], logger: logger) { client, gateway in
-            try await gateway.store.pool.write { db in
+            try await gateway.sqlite!.pool.write { db in
                 try db.execute(
                     sql: "CREATE TRIGGER full BEFORE UPDATE ON pending BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
             }
@@ -106,7 +106,7 @@ import Testing
             let failures = lines.withLock { $0.filter { $0.contains("cannot read pending work") }.count }
             #expect((1...6).contains(failures), "\(failures) failed claims")
             #expect(apple.totalCalls == 0)
-            try await gateway.store.pool.write { db in try db.execute(sql: "DROP TRIGGER full") }
+            try await gateway.sqlite!.pool.write { db in try db.execute(sql: "DROP TRIGGER full") }
             #expect(try await env.eventually { try await stored(gateway, answer.record_id) != nil })
         }
     }

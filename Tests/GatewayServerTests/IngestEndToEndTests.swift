@@ -43,7 +43,7 @@ import Testing
             #expect(duplicate.duplicate_of == answer.record_id)
 
             #expect(try await env.eventually { try env.deliveredRecordIDs() == [answer.record_id] })
-            let row = try gateway.store.pool.read { db in
+            let row = try gateway.sqlite!.pool.read { db in
                 try Row.fetchOne(
                     db,
                     sql: """

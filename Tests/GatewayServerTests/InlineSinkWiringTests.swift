@@ -27,16 +27,16 @@ import Testing
             """
         let configuration = try ConfigLoader.parse(yaml: yaml, file: "test.yaml", environment: [:], registry: .builtIn)
         let gateway = try await Gateway.build(configuration: configuration)
-        #expect(gateway.store.inlineSinkNames == ["inline"])
+        #expect(gateway.sqlite!.inlineSinkNames == ["inline"])
 
         let payload = IngestPayload(body: Data(IAdPayloads.attributed(user: "wired").utf8), receivedAt: Date(), path: "/v1/iad")
         let provider = try #require(gateway.providers.first { $0.name == "iad" })
         let outcome = try #require(try await gateway.pipeline.accept(payload, provider: provider).first)
-        let queued = try await gateway.store.pool.read { db in
+        let queued = try await gateway.sqlite!.pool.read { db in
             try String.fetchAll(db, sql: "SELECT sink FROM outbox ORDER BY sink")
         }
         #expect(queued == ["elsewhere", "held", "ordered"])
-        let inlineRows = try await gateway.store.pool.read { db in
+        let inlineRows = try await gateway.sqlite!.pool.read { db in
             try String.fetchAll(db, sql: "SELECT record_id FROM attribution_records")
         }
         #expect(inlineRows == [outcome.recordID])
@@ -53,7 +53,7 @@ import Testing
         let configuration = try ConfigLoader.parse(yaml: yaml, file: "test.yaml", environment: [:], registry: .builtIn)
         let gateway = try await Gateway.build(configuration: configuration)
         // As a full disk can: the sink's row rolls the whole transaction back.
-        try await gateway.store.pool.write { db in
+        try await gateway.sqlite!.pool.write { db in
             try db.execute(
                 sql: """
                     CREATE TRIGGER refuse BEFORE INSERT ON attribution_records
@@ -63,7 +63,7 @@ import Testing
         let payload = IngestPayload(body: Data(IAdPayloads.attributed(user: "full").utf8), receivedAt: Date(), path: "/v1/iad")
         let provider = try #require(gateway.providers.first { $0.name == "iad" })
         let outcome = try #require(try await gateway.pipeline.accept(payload, provider: provider).first)
-        let queued = try await gateway.store.pool.read { db in
+        let queued = try await gateway.sqlite!.pool.read { db in
             try String.fetchAll(db, sql: "SELECT record_id FROM outbox WHERE sink = 'local'")
         }
         #expect(queued == [outcome.recordID])

@@ -120,7 +120,7 @@ import Testing
             }
             #expect(try await post("before") == .accepted)
             // As a full disk: SQLite may not grow the file by another page (SQLITE_FULL).
-            try await gateway.store.pool.writeWithoutTransaction { db in
+            try await gateway.sqlite!.pool.writeWithoutTransaction { db in
                 let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
                 try db.execute(sql: "PRAGMA max_page_count = \(pages)")
             }
@@ -138,7 +138,7 @@ import Testing
             #expect(resent.status == .ok)
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .serviceUnavailable)
 
-            try await gateway.store.pool.writeWithoutTransaction { db in
+            try await gateway.sqlite!.pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA max_page_count = 1073741823")
             }
             #expect(try await post("after") == .accepted)
@@ -191,7 +191,7 @@ import Testing
             _ = try await gateway.pipeline.ingest([stale])
             let staleID = stale.recordID
             let queuedAgo = { (seconds: Double) in
-                try await gateway.store.pool.write { db in
+                try await gateway.sqlite!.pool.write { db in
                     try db.execute(
                         sql: "UPDATE outbox SET created_at = ? WHERE record_id = ?",
                         arguments: [Date().timeIntervalSince1970 - seconds, staleID])
@@ -261,7 +261,7 @@ import Testing
             provider: "iad", kind: .install, dedupeKey: "iad:1:old", receivedAt: Date().addingTimeInterval(-3600))
         record.appID = "1"
         _ = try await before.pipeline.ingest([record])
-        try await before.store.pool.write { db in
+        try await before.sqlite!.pool.write { db in
             try db.execute(sql: "UPDATE outbox SET sink = 'retired', created_at = created_at - 3600 WHERE sink = 'local'")
         }
 
@@ -273,7 +273,9 @@ import Testing
             #expect(metrics.contains(#"gateway_outbox_depth{sink="retired"} 1"#))
             #expect(metrics.contains(#"gateway_outbox_depth{sink="local"} 0"#))
             // Its rows dropped: it reads 0, not the depth it last had.
-            try await gateway.store.pool.write { db in try db.execute(sql: "DELETE FROM outbox WHERE sink = 'retired'") }
+            try await gateway.sqlite!.pool.write { db in
+                try db.execute(sql: "DELETE FROM outbox WHERE sink = 'retired'")
+            }
             try await Task.sleep(for: .milliseconds(1100))
             let after = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
             #expect(after.contains(#"gateway_outbox_depth{sink="retired"} 0"#), "\(after)")

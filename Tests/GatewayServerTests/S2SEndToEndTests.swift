@@ -332,8 +332,8 @@ import Testing
         try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, gateway in
             #expect(try await post(client, body).status == .accepted)
             #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.singular"]?.depth == 3 })
-            _ = try StoreBackup.copy(gateway.store, to: copy)
-            _ = try StoreBackup.copy(gateway.store, to: copy + ".2")
+            _ = try StoreBackup.copy(gateway.sqlite!, to: copy)
+            _ = try StoreBackup.copy(gateway.sqlite!, to: copy + ".2")
         }
         // A first start whose config leaves the vendor out cannot tell what its outbox is
         // for: it is dead-lettered too, or the next start, with the vendor, sent it again.
@@ -447,7 +447,7 @@ import Testing
             let asked = outage - vendors.outage.withLock { $0 }
             // At most one per lane at work when the first refusal came (`concurrency`, 8).
             #expect(asked <= 8, "\(asked) requests")
-            let untried = try await gateway.store.pool.read { db in
+            let untried = try await gateway.sqlite!.pool.read { db in
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE sink = 's2s.singular' AND attempts = 0")
             }
             #expect(untried == 20 - asked)
@@ -466,7 +466,7 @@ import Testing
             #expect(try await post(client, body).status == .accepted)
             // Singular holds its answer two seconds (the default timeout is longer).
             let marked = try await env.eventually {
-                try await gateway.store.pool.read { db in
+                try await gateway.sqlite!.pool.read { db in
                     try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE sending_since IS NOT NULL") == 1
                 }
             }

@@ -67,7 +67,8 @@ public struct OutboxEntry: Sendable {
 
     public static func unreadable(id: Int64, attempts: Int, reason: String) -> OutboxEntry {
         var entry = OutboxEntry(
-            id: id, record: AttributionRecord(provider: "", kind: .event, dedupeKey: "", receivedAt: Date(), recordID: ""),
+            id: id,
+            record: AttributionRecord(provider: "", kind: .event, dedupeKey: "", receivedAt: Date(), recordID: ""),
             attempts: attempts)
         entry.unreadable = reason
         return entry

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayConfig
 import GatewayCore
+import GatewayPostgres
 import GatewayProviders
 import GatewayStorage
 import Logging
@@ -10,7 +11,10 @@ import Prometheus
 /// providers, the ingest pipeline and one delivery worker per sink.
 public final class Gateway: Sendable {
     public let configuration: GatewayConfiguration
-    public let store: SQLiteStore
+    public let store: any AttributionStore
+    /// The embedded store's own parts (sink rows written with records, WAL checkpoints,
+    /// commit health); nil when the store is PostgreSQL.
+    public let sqlite: SQLiteStore?
     public let providers: [any AttributionProvider]
     public let pipeline: IngestPipeline
     public let workers: [SinkWorker]
@@ -19,8 +23,8 @@ public final class Gateway: Sendable {
     /// One per enricher whose answers may come after routing.
     public let lateWriters: [LateRecordWriter]
     public let health: WorkerHealth
-    /// Checkpoints the store's write-ahead log off the commit path while the server runs.
-    public let checkpointer: WALCheckpointer
+    /// Checkpoints the SQLite store's write-ahead log off the commit path while the server runs.
+    public let checkpointer: WALCheckpointer?
     public let metricsRegistry: PrometheusCollectorRegistry
     public let metrics: GatewayMetrics
     public let logger: Logger
@@ -30,14 +34,15 @@ public final class Gateway: Sendable {
     let keyring: APIKeyring
 
     init(
-        configuration: GatewayConfiguration, store: SQLiteStore, providers: [any AttributionProvider],
+        configuration: GatewayConfiguration, store: any AttributionStore, providers: [any AttributionProvider],
         pipeline: IngestPipeline, workers: [SinkWorker], resolvers: [String: PendingResolver],
         lateWriters: [LateRecordWriter],
-        health: WorkerHealth, checkpointer: WALCheckpointer,
+        health: WorkerHealth, checkpointer: WALCheckpointer?,
         metricsRegistry: PrometheusCollectorRegistry, metrics: GatewayMetrics, logger: Logger
     ) {
         self.configuration = configuration
         self.store = store
+        sqlite = store as? SQLiteStore
         self.providers = providers
         self.pipeline = pipeline
         self.workers = workers
@@ -51,10 +56,24 @@ public final class Gateway: Sendable {
         keyring = APIKeyring(keys: configuration.auth.apiKeys)
     }
 
+    /// The store that `storage` names: a PostgreSQL database, or the SQLite file.
+    /// `onWait` is told when the store waits for another process upgrading its tables.
+    public static func openStore(
+        _ configuration: GatewayConfiguration, upgrade: SQLiteStore.SchemaUpgrade = .unlessServed,
+        logger: Logger = Logger(label: "gateway"), onWait: (String) -> Void = { _ in }
+    ) async throws -> any AttributionStore {
+        if let postgres = configuration.storage.postgres {
+            return try await PostgresStore(
+                url: postgres.url, poolSize: postgres.poolSize, outboxLease: .seconds(postgres.leaseSeconds),
+                logger: logger.with(metadataKey: "store", value: "postgres"))
+        }
+        return try openSQLiteStore(configuration, upgrade: upgrade, onWait: onWait)
+    }
+
     /// The store that `storage.sqlite` names, with its durability: for the server and for
     /// the commands that read or write the store without one.
     /// `onWait` is told when the store waits for another process upgrading its tables.
-    public static func openStore(
+    public static func openSQLiteStore(
         _ configuration: GatewayConfiguration, upgrade: SQLiteStore.SchemaUpgrade = .unlessServed,
         onWait: (String) -> Void = { _ in }
     ) throws -> SQLiteStore {
@@ -69,7 +88,8 @@ public final class Gateway: Sendable {
         configuration: GatewayConfiguration, logger: Logger = Logger(label: "gateway"),
         upgrade: SQLiteStore.SchemaUpgrade = .unlessServed, onWait: (String) -> Void = { _ in }
     ) async throws -> Gateway {
-        let store = try openStore(configuration, upgrade: upgrade, onWait: onWait)
+        let store = try await openStore(configuration, upgrade: upgrade, logger: logger, onWait: onWait)
+        let sqlite = store as? SQLiteStore
         let providers = try configuration.providers.map { try $0.build() }
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
@@ -96,17 +116,17 @@ public final class Gateway: Sendable {
             if sink.countsEveryCopy { countingSinks.append(configured.name) }
             // A paused sink keeps its records in its outbox until it is resumed, and one in
             // device order must let a device's waiting records go first.
-            if !configured.delivery.paused && !configured.delivery.inDeviceOrder,
-                let inline = (sink as? InlineDeliverable)?.inlineDelivery(sinkName: configured.name, into: store)
+            if !configured.delivery.paused && !configured.delivery.inDeviceOrder, let sqlite,
+                let inline = (sink as? InlineDeliverable)?.inlineDelivery(sinkName: configured.name, into: sqlite)
             {
-                store.deliverInline(inline)
+                sqlite.deliverInline(inline)
             }
             workers.append(
                 SinkWorker(
                     sinkName: configured.name, sink: sink, store: store, settings: configured.delivery,
                     metrics: metrics, logger: logger, health: health))
         }
-        if let settled = try await store.settleRestoredBackup(
+        if let settled = try await sqlite?.settleRestoredBackup(
             counting: countingSinks, built: configuration.sinks.map(\.name))
         {
             let moved = settled.deadLettered.values.reduce(0, +)
@@ -127,8 +147,8 @@ public final class Gateway: Sendable {
         }
         // Inline sinks get no outbox rows from ingests, so nothing to wake their workers
         // for, unless a record could not be written with its row and went to the outbox.
-        let inlineSinks = store.inlineSinkNames
-        store.observeInline(InlineDeliveryReporter(metrics: metrics, logger: logger) { byName[$0]?.wake() })
+        let inlineSinks = sqlite?.inlineSinkNames ?? []
+        sqlite?.observeInline(InlineDeliveryReporter(metrics: metrics, logger: logger) { byName[$0]?.wake() })
         var enrichers: [any Enricher] = []
         for prepared in configuration.enrichers {
             let context = EnricherContext(
@@ -161,8 +181,8 @@ public final class Gateway: Sendable {
         return Gateway(
             configuration: configuration, store: store, providers: providers, pipeline: pipeline,
             workers: workers, resolvers: resolvers, lateWriters: lateWriters, health: health,
-            checkpointer: WALCheckpointer(store: store, logger: logger), metricsRegistry: registry, metrics: metrics,
-            logger: logger)
+            checkpointer: sqlite.map { WALCheckpointer(store: $0, logger: logger) }, metricsRegistry: registry,
+            metrics: metrics, logger: logger)
     }
 
     /// The provider enabled under this name, if any.

@@ -99,7 +99,8 @@ public enum GatewayHTTP {
                 availableConnectionsDelegate: .maximum(connectionLimit(settings), logger: gateway.logger)),
             // Stopped in reverse order: the server first, the checkpointer last, so that
             // its final checkpoint comes after the workers' last writes.
-            services: [gateway.checkpointer as any Service] + gateway.workers.map { $0 as any Service }
+            services: [gateway.checkpointer].compactMap { $0 as (any Service)? }
+                + gateway.workers.map { $0 as any Service }
                 + gateway.resolvers.values.map { $0 as any Service } + gateway.lateWriters.map { $0 as any Service },
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? settings.port

@@ -25,7 +25,7 @@ extension GatewayHTTP {
                 problems.append("store unreachable")
             }
             // Reads can work while every write fails (a full disk, a damaged file).
-            if let problem = gateway.store.commitHealth.problem() { problems.append(problem) }
+            if let problem = gateway.sqlite?.commitHealth.problem() { problems.append(problem) }
             for sink in gateway.health.stoppedSinks {
                 problems.append("sink worker '\(sink)' is not running")
             }

@@ -1,0 +1,158 @@
+import Logging
+import PostgresNIO
+
+/// The store's tables on PostgreSQL, as versioned migrations applied once under an
+/// advisory lock: replicas starting together wait for the one that upgrades. Never edit a
+/// shipped migration: add one.
+enum PostgresSchema {
+    /// Any 64-bit number no other application of the database uses for its own lock.
+    static let advisoryLock: Int64 = 0x4154_5452_4757_0001
+
+    static let migrations: [(id: String, sql: [String])] = [
+        (
+            "store-v1",
+            [
+                // Bodies are kept as the JSON text the gateway wrote (jsonb would reorder
+                // keys and reformat numbers); `gateway_json` reads one in a query and
+                // answers NULL for a body that is not JSON instead of failing the statement.
+                """
+                CREATE FUNCTION gateway_json(body text) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+                BEGIN
+                    RETURN body::jsonb;
+                EXCEPTION WHEN others THEN
+                    RETURN NULL;
+                END $$
+                """,
+                // AttributionRecord.deliveryLane, from a stored body.
+                """
+                CREATE FUNCTION gateway_lane(body text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+                    SELECT (j ->> 'app_id') || '|' || COALESCE(j ->> 'idfv', 'user:' || (j ->> 'app_user_id'), j ->> 'idfa')
+                    FROM (SELECT gateway_json(body) AS j) b
+                $$
+                """,
+                """
+                CREATE TABLE records (
+                    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    record_id text NOT NULL UNIQUE,
+                    dedupe_key text NOT NULL UNIQUE,
+                    provider text NOT NULL,
+                    app_id text,
+                    received_at double precision NOT NULL,
+                    body text NOT NULL
+                )
+                """,
+                "CREATE INDEX records_received ON records (received_at)",
+                """
+                CREATE TABLE outbox (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    sink text NOT NULL,
+                    record_id text NOT NULL REFERENCES records (record_id),
+                    attempts bigint NOT NULL DEFAULT 0,
+                    next_attempt_at double precision NOT NULL,
+                    created_at double precision NOT NULL,
+                    last_error text,
+                    lane text,
+                    position bigint,
+                    sending_since double precision,
+                    UNIQUE (sink, record_id)
+                )
+                """,
+                "CREATE INDEX outbox_due ON outbox (sink, next_attempt_at, id)",
+                "CREATE INDEX outbox_lane ON outbox (sink, lane, id)",
+                """
+                CREATE TABLE dead_letters (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    sink text NOT NULL,
+                    record_id text NOT NULL REFERENCES records (record_id),
+                    attempts bigint NOT NULL,
+                    error text NOT NULL,
+                    failed_at double precision NOT NULL,
+                    UNIQUE (sink, record_id)
+                )
+                """,
+                """
+                CREATE TABLE pending (
+                    record_id text PRIMARY KEY,
+                    provider text NOT NULL,
+                    dedupe_key text NOT NULL UNIQUE,
+                    app_id text,
+                    received_at double precision NOT NULL,
+                    state bytea NOT NULL,
+                    attempts bigint NOT NULL DEFAULT 0,
+                    next_attempt_at double precision NOT NULL,
+                    last_error text,
+                    claimed_until double precision
+                )
+                """,
+                "CREATE INDEX pending_due ON pending (provider, next_attempt_at)",
+                """
+                CREATE TABLE sdk_users (
+                    id bigint PRIMARY KEY,
+                    created_at double precision NOT NULL,
+                    attribution_record_id text
+                )
+                """,
+                """
+                CREATE TABLE sdk_transactions (
+                    transaction_id text PRIMARY KEY,
+                    user_id bigint NOT NULL REFERENCES sdk_users (id),
+                    created_at double precision NOT NULL
+                )
+                """,
+                "CREATE INDEX sdk_transactions_user ON sdk_transactions (user_id)",
+            ]
+        )
+    ]
+
+    /// Applies the migrations the database lacks. Replicas starting at once queue on the
+    /// advisory lock, and each finds the work done by the first. A database that a newer
+    /// binary upgraded is refused: this one would run on tables whose meaning it does not know.
+    static func migrate(_ client: PostgresClient, logger: Logger) async throws {
+        try await client.withConnection { connection in
+            _ = try await connection.query("SELECT pg_advisory_lock(\(advisoryLock))", logger: logger)
+            do {
+                try await apply(on: connection, logger: logger)
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(advisoryLock))", logger: logger)
+                throw error
+            }
+            _ = try await connection.query("SELECT pg_advisory_unlock(\(advisoryLock))", logger: logger)
+        }
+    }
+
+    private static func apply(on connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS gateway_migrations (
+                id text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())
+            """, logger: logger)
+        var applied: Set<String> = []
+        for try await id in try await connection.query("SELECT id FROM gateway_migrations", logger: logger)
+            .decode(String.self)
+        {
+            applied.insert(id)
+        }
+        let unknown = applied.subtracting(migrations.map(\.id)).sorted()
+        guard unknown.isEmpty else {
+            throw StoreNotReady(
+                reason: "a newer attribution-gateway upgraded this database (\(unknown.joined(separator: ", "))); "
+                    + "run that version or a later one")
+        }
+        for migration in migrations where !applied.contains(migration.id) {
+            logger.info("upgrading the database's tables", metadata: ["migration": "\(migration.id)"])
+            try await connection.withTransaction(logger: logger) { connection in
+                for statement in migration.sql {
+                    _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                _ = try await connection.query(
+                    "INSERT INTO gateway_migrations (id) VALUES (\(migration.id))", logger: logger)
+            }
+        }
+    }
+}
+
+/// The database cannot serve this binary.
+public struct StoreNotReady: Error, CustomStringConvertible {
+    public let reason: String
+    public var description: String { reason }
+}

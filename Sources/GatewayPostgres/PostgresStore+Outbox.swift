@@ -1,0 +1,147 @@
+import Foundation
+import GatewayCore
+import PostgresNIO
+
+/// Outboxes shared by replicas: a due row is claimed by moving its next attempt to the end
+/// of the lease, in the statement that selects it (`FOR UPDATE SKIP LOCKED`, so replicas
+/// never wait on each other's rows). The worker's resolution replaces that time; a replica
+/// that dies first leaves the row to come due again when the lease ends.
+extension PostgresStore {
+    /// Rows a row of the same lane queued earlier holds back (see `SQLiteStore`).
+    static let behindItsLane = """
+        (o.lane IS NOT NULL AND EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.lane = o.lane
+            AND COALESCE(p.position, p.id) < COALESCE(o.position, o.id)))
+        """
+
+    public func dueEntries(sink: String, now: Date, limit: Int, laneOrdered: Bool) async throws -> [OutboxEntry] {
+        let leaseEnd = Self.seconds(now.addingTimeInterval(outboxLease / .seconds(1)))
+        let lanes = laneOrdered ? "AND NOT \(Self.behindItsLane)" : ""
+        let query: PostgresQuery = """
+            WITH due AS (
+                SELECT o.id, o.next_attempt_at AS due_at FROM outbox o
+                WHERE o.sink = \(sink) AND o.next_attempt_at <= \(Self.seconds(now)) \(unescaped: lanes)
+                ORDER BY o.next_attempt_at, o.id LIMIT \(Int64(limit))
+                FOR UPDATE OF o SKIP LOCKED)
+            UPDATE outbox o SET next_attempt_at = \(leaseEnd)
+            FROM due JOIN outbox q ON q.id = due.id JOIN records r ON r.record_id = q.record_id
+            WHERE o.id = due.id
+            RETURNING o.id, o.attempts, o.created_at, o.sending_since, r.body, due.due_at
+            """
+        let rows = try await client.query(query, logger: logger)
+        var claimed: [(entry: OutboxEntry, dueAt: Double)] = []
+        for try await (id, attempts, createdAt, sendingSince, body, dueAt) in rows.decode(
+            (Int64, Int64, Double, Double?, String, Double).self)
+        {
+            var entry: OutboxEntry
+            do {
+                entry = OutboxEntry(
+                    id: id, record: try AttributionRecord(jsonData: Data(body.utf8)), attempts: Int(attempts),
+                    queuedAt: Self.date(createdAt))
+                entry.wasBeingSent = sendingSince != nil
+            } catch {
+                entry = .unreadable(
+                    id: id, attempts: Int(attempts), reason: "the stored record cannot be read: \(error)")
+            }
+            claimed.append((entry, dueAt))
+        }
+        return claimed.sorted { ($0.dueAt, $0.entry.id) < ($1.dueAt, $1.entry.id) }.map(\.entry)
+    }
+
+    public func nextDueDate(sink: String, laneOrdered: Bool) async throws -> Date? {
+        let lanes = laneOrdered ? "AND NOT \(Self.behindItsLane)" : ""
+        let rows = try await client.query(
+            "SELECT MIN(o.next_attempt_at) FROM outbox o WHERE o.sink = \(sink) \(unescaped: lanes)", logger: logger)
+        for try await next in rows.decode(Double?.self) { return next.map(Self.date) }
+        return nil
+    }
+
+    public func resolve(sink: String, _ resolutions: [OutboxResolution], now: Date) async throws {
+        guard !resolutions.isEmpty else { return }
+        var delivered: [Int64] = []
+        var others: [OutboxResolution] = []
+        for resolution in resolutions {
+            if case .delivered(let id) = resolution { delivered.append(id) } else { others.append(resolution) }
+        }
+        let failedAt = Self.seconds(now)
+        try await transaction { connection in
+            if !delivered.isEmpty {
+                _ = try await connection.query(
+                    "DELETE FROM outbox WHERE id = ANY(\(delivered)::bigint[])", logger: logger)
+            }
+            for resolution in others {
+                switch resolution {
+                case .delivered: break
+                case .retry(let id, let attempts, let at, let error):
+                    _ = try await connection.query(
+                        """
+                        UPDATE outbox SET attempts = \(Int64(attempts)), next_attempt_at = \(Self.seconds(at)),
+                            last_error = \(error), sending_since = NULL
+                        WHERE id = \(id)
+                        """, logger: logger)
+                case .deadLetter(let id, let attempts, let error):
+                    // A new dead letter, newest first, replacing one of the same record.
+                    _ = try await connection.query(
+                        """
+                        WITH moved AS (DELETE FROM outbox WHERE id = \(id) RETURNING sink, record_id),
+                        replaced AS (
+                            DELETE FROM dead_letters d USING moved m WHERE d.sink = m.sink AND d.record_id = m.record_id)
+                        INSERT INTO dead_letters (sink, record_id, attempts, error, failed_at)
+                        SELECT sink, record_id, \(Int64(attempts)), \(error), \(failedAt) FROM moved
+                        """, logger: logger)
+                }
+            }
+        }
+    }
+
+    public func markSending(id: Int64, now: Date) async throws {
+        _ = try await client.query(
+            "UPDATE outbox SET sending_since = \(Self.seconds(now)) WHERE id = \(id)", logger: logger)
+    }
+
+    public func holdLanes(sink: String, behind heads: [(id: Int64, until: Date)]) async throws {
+        guard !heads.isEmpty else { return }
+        try await transaction { connection in
+            for head in heads {
+                _ = try await connection.query(
+                    """
+                    UPDATE outbox SET next_attempt_at = GREATEST(next_attempt_at, \(Self.seconds(head.until)))
+                    WHERE sink = \(sink) AND id != \(head.id) AND lane = (SELECT lane FROM outbox WHERE id = \(head.id))
+                    """, logger: logger)
+            }
+        }
+    }
+
+    public func outboxStats() async throws -> [String: OutboxStats] {
+        var stats: [String: OutboxStats] = [:]
+        let rows = try await client.query(
+            "SELECT sink, count(*), MIN(created_at) FROM outbox GROUP BY sink", logger: logger)
+        for try await (sink, depth, oldest) in rows.decode((String, Int64, Double?).self) {
+            stats[sink] = OutboxStats(depth: Int(depth), oldest: oldest.map(Self.date))
+        }
+        return stats
+    }
+
+    public func enqueue(recordIDs: [String], sink: String, now: Date) async throws -> Int {
+        guard !recordIDs.isEmpty else { return 0 }
+        let at = Self.seconds(now)
+        return try await transaction { connection in
+            let queued = try await Self.firstInt(
+                connection.query(
+                    """
+                    WITH queued AS (
+                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
+                        SELECT \(sink), r.record_id, 0, \(at), \(at), gateway_lane(r.body)
+                        FROM records r WHERE r.record_id = ANY(\(recordIDs)::text[])
+                        ON CONFLICT (sink, record_id) DO NOTHING RETURNING 1)
+                    SELECT count(*) FROM queued
+                    """, logger: logger))
+            // A dead letter of a record queued again is being retried, as `dlq retry` does.
+            _ = try await connection.query(
+                """
+                DELETE FROM dead_letters d WHERE d.sink = \(sink) AND d.record_id = ANY(\(recordIDs)::text[])
+                AND EXISTS (SELECT 1 FROM outbox o WHERE o.sink = d.sink AND o.record_id = d.record_id)
+                """, logger: logger)
+            return Int(queued ?? 0)
+        }
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+import GatewayCore
+import PostgresNIO
+
+/// Accepted records: one statement per record writes it with its outbox rows, and a
+/// unique dedupe key makes a second copy, from any replica, a duplicate of the first.
+extension PostgresStore {
+    public func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult] {
+        guard !batch.isEmpty else { return [] }
+        let queuedAt = now()
+        // One record is one statement, atomic on its own: no transaction's extra round trips.
+        if batch.count == 1 {
+            return try await client.withConnection { connection in
+                try await Self.insert(batch, queuedAt: queuedAt, on: connection, logger: logger)
+            }
+        }
+        return try await transaction { connection in
+            try await Self.insert(batch, queuedAt: queuedAt, on: connection, logger: logger)
+        }
+    }
+
+    /// Inserts records and their outbox rows on `connection` (in the caller's transaction,
+    /// if any). The sinks' rows count from `queuedAt`, not the record's `received_at`, which
+    /// may be long past (an import of history).
+    static func insert(
+        _ batch: [RoutedRecord], queuedAt: Date, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [IngestResult] {
+        let now = seconds(queuedAt)
+        var results: [IngestResult] = []
+        for item in batch {
+            let record = item.record
+            let body = record.encoded().text
+            // Waits for a concurrent insert of the same key to end; if it committed, this one
+            // is the duplicate and the next statement sees the original.
+            let rows = try await connection.query(
+                """
+                WITH stored AS (
+                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
+                    VALUES (\(record.recordID), \(record.dedupeKey), \(record.provider), \(record.appID),
+                        \(seconds(record.receivedAt)), \(body))
+                    ON CONFLICT (dedupe_key) DO NOTHING RETURNING record_id
+                ), queued AS (
+                    INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
+                    SELECT s.sink, stored.record_id, 0, \(now), \(now), \(record.deliveryLane)
+                    FROM stored CROSS JOIN unnest(\(item.sinks)::text[]) AS s(sink)
+                )
+                SELECT count(*) FROM stored
+                """, logger: logger)
+            var stored = false
+            for try await count in rows.decode(Int64.self) { stored = count > 0 }
+            if stored {
+                results.append(.stored(recordID: record.recordID))
+            } else {
+                let original = try await firstString(
+                    connection.query(
+                        "SELECT record_id FROM records WHERE dedupe_key = \(record.dedupeKey)", logger: logger))
+                results.append(.duplicate(of: original ?? record.recordID))
+            }
+        }
+        return results
+    }
+
+    public func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String] {
+        guard !dedupeKeys.isEmpty else { return [:] }
+        var found: [String: String] = [:]
+        let rows = try await client.query(
+            "SELECT dedupe_key, record_id FROM records WHERE dedupe_key = ANY(\(dedupeKeys)::text[])", logger: logger)
+        for try await (key, id) in rows.decode((String, String).self) { found[key] = id }
+        return found
+    }
+
+    public func record(id: String) async throws -> AttributionRecord? {
+        let body = try await Self.firstString(
+            client.query("SELECT body FROM records WHERE record_id = \(id)", logger: logger))
+        return try body.map { try AttributionRecord(jsonData: Data($0.utf8)) }
+    }
+
+    public func readableRecords(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
+        -> (records: [(recordID: String, record: AttributionRecord?)], cursor: Int64)
+    {
+        let rows = try await client.query(
+            """
+            SELECT seq, record_id, body FROM records
+            WHERE (\(filter.since.map(Self.seconds))::float8 IS NULL OR received_at >= \(filter.since.map(Self.seconds)))
+                AND (\(filter.provider)::text IS NULL OR provider = \(filter.provider)) AND seq > \(cursor)
+            ORDER BY seq LIMIT \(Int64(limit))
+            """, logger: logger)
+        var records: [(recordID: String, record: AttributionRecord?)] = []
+        var last = cursor
+        for try await (seq, id, body) in rows.decode((Int64, String, String).self) {
+            records.append((id, try? AttributionRecord(jsonData: Data(body.utf8))))
+            last = seq
+        }
+        return (records, last)
+    }
+
+    public func countRecords(matching filter: ReplayFilter) async throws -> Int {
+        let rows = try await client.query(
+            """
+            SELECT count(*) FROM records
+            WHERE (\(filter.since.map(Self.seconds))::float8 IS NULL OR received_at >= \(filter.since.map(Self.seconds)))
+                AND (\(filter.provider)::text IS NULL OR provider = \(filter.provider))
+            """, logger: logger)
+        for try await count in rows.decode(Int64.self) { return Int(count) }
+        return 0
+    }
+
+    /// A new outbox row per sink, not the old one: a worker delivering the old version
+    /// right now resolves the old row's id, so this one still goes out. It keeps the old
+    /// row's queueing time and position, and so its place in its device's order.
+    public func replaceRecords(_ records: [RoutedRecord], now: Date) async throws -> Int {
+        guard !records.isEmpty else { return 0 }
+        let at = Self.seconds(now)
+        return try await transaction { connection in
+            var replaced = 0
+            for item in records {
+                let record = item.record
+                let updated = try await Self.firstInt(
+                    connection.query(
+                        """
+                        WITH updated AS (
+                            UPDATE records SET body = \(record.encoded().text) WHERE record_id = \(record.recordID)
+                            RETURNING 1)
+                        SELECT count(*) FROM updated
+                        """, logger: logger))
+                guard updated ?? 0 > 0 else { continue }
+                replaced += 1
+                for sink in item.sinks {
+                    _ = try await connection.query(
+                        """
+                        WITH old AS (
+                            DELETE FROM outbox WHERE sink = \(sink) AND record_id = \(record.recordID)
+                            RETURNING created_at, COALESCE(position, id) AS position)
+                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane, position)
+                        SELECT \(sink), \(record.recordID), 0, \(at), COALESCE((SELECT created_at FROM old), \(at)),
+                            \(record.deliveryLane), (SELECT position FROM old)
+                        """, logger: logger)
+                }
+            }
+            return replaced
+        }
+    }
+
+    static func firstString(_ rows: PostgresRowSequence) async throws -> String? {
+        for try await value in rows.decode(String?.self) { return value }
+        return nil
+    }
+
+    static func firstInt(_ rows: PostgresRowSequence) async throws -> Int64? {
+        for try await value in rows.decode(Int64?.self) { return value }
+        return nil
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import GatewayCore
+import Logging
+import PostgresNIO
+
+/// The store on PostgreSQL, for several gateway replicas sharing one database: dedupe by
+/// unique keys, outbox rows and pending work claimed with `FOR UPDATE SKIP LOCKED` under
+/// a lease, every acknowledged write a committed transaction.
+public final class PostgresStore: AttributionStore {
+    public let url: PostgresURL
+    let client: PostgresClient
+    let logger: Logger
+    /// How long a claimed outbox row is hidden from other replicas: the longest a batch may
+    /// take before another replica may offer its rows again.
+    public let outboxLease: Duration
+    /// When records' outbox rows are queued.
+    let now: @Sendable () -> Date
+    private let runner: Task<Void, Never>
+
+    /// Connects, checks that commits are durable, and upgrades the tables as needed.
+    public init(
+        url: PostgresURL, poolSize: Int = 8, outboxLease: Duration = .seconds(60),
+        logger: Logger = Logger(label: "gateway.postgres"), now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws {
+        self.url = url
+        self.now = now
+        self.logger = logger
+        self.outboxLease = outboxLease
+        let client = PostgresClient(
+            configuration: url.clientConfiguration(poolSize: poolSize), backgroundLogger: logger)
+        self.client = client
+        runner = Task { await client.run() }
+        do {
+            try await Self.checkDurability(client, logger: logger)
+            try await PostgresSchema.migrate(client, logger: logger)
+        } catch {
+            runner.cancel()
+            throw StoreNotReady(reason: "PostgreSQL at \(url.shown): \(Self.describe(error))")
+        }
+    }
+
+    deinit {
+        runner.cancel()
+    }
+
+    /// Closes the connections.
+    public func close() {
+        runner.cancel()
+    }
+
+    /// A `2xx` must mean the commit reached the disk: with `synchronous_commit = off` the
+    /// server acknowledges a commit it may still lose.
+    private static func checkDurability(_ client: PostgresClient, logger: Logger) async throws {
+        for try await setting in try await client.query("SHOW synchronous_commit", logger: logger).decode(String.self)
+        where setting == "off" {
+            throw StoreNotReady(
+                reason: "synchronous_commit is off, so a commit the gateway acknowledges can be lost; "
+                    + "set it on for the gateway's role (ALTER ROLE … SET synchronous_commit = on)")
+        }
+    }
+
+    /// An error as a line for a person: the server's own message where there is one.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            return "\(error.code)"
+        }
+        return "\(error)"
+    }
+
+    public func ping() async throws {
+        _ = try await client.query("SELECT 1", logger: logger)
+    }
+
+    /// Runs `body` in a transaction on one pooled connection.
+    func transaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
+        }
+    }
+
+    static func seconds(_ date: Date) -> Double { date.timeIntervalSince1970 }
+    static func date(_ seconds: Double) -> Date { Date(timeIntervalSince1970: seconds) }
+}

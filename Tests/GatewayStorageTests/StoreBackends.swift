@@ -1,0 +1,79 @@
+import Foundation
+import GatewayCore
+import GatewayPostgres
+import GatewayStorage
+import Logging
+import PostgresNIO
+import Synchronization
+import Testing
+
+/// The backends every store role is checked against, each made fresh for one test: a SQLite
+/// file in the temporary folder, and a database of its own on the PostgreSQL server that
+/// `scripts/with-postgres` starts (`GATEWAY_TEST_POSTGRES_URL`). Under CI a missing server
+/// fails the PostgreSQL cases rather than skipping them.
+enum StoreBackend: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+
+    static let postgresURL = ProcessInfo.processInfo.environment["GATEWAY_TEST_POSTGRES_URL"]
+    static let requirePostgres = ProcessInfo.processInfo.environment["CI"] != nil
+
+    /// Every backend this run can reach, PostgreSQL included under CI whether or not it can.
+    static var available: [StoreBackend] {
+        allCases.filter { $0 != .postgres || postgresURL != nil || requirePostgres }
+    }
+
+    /// The shared backends, where several processes use one store at once.
+    static var shared: [StoreBackend] { available.filter { $0 == .postgres } }
+
+    /// A new, empty store, and a function that opens another store on the same data (a
+    /// second replica, or the same process reopening it).
+    func make(clock: TestClock) async throws -> StoreUnderTest {
+        switch self {
+        case .sqlite:
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("roles-\(UUID()).sqlite").path
+            let open: @Sendable () async throws -> any AttributionStore = {
+                try SQLiteStore(path: path, durability: .normal, now: { clock.now })
+            }
+            return StoreUnderTest(store: try await open(), open: open)
+        case .postgres:
+            let url = try #require(
+                Self.postgresURL, "GATEWAY_TEST_POSTGRES_URL is not set: run the tests through scripts/with-postgres")
+            let database = "roles_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+            try await Self.createDatabase(database, at: try PostgresURL(url))
+            var target = try PostgresURL(url)
+            target.database = database
+            let open: @Sendable () async throws -> any AttributionStore = { [target] in
+                try await PostgresStore(url: target, poolSize: 4, outboxLease: .seconds(60), now: { clock.now })
+            }
+            return StoreUnderTest(store: try await open(), open: open)
+        }
+    }
+
+    static func createDatabase(_ name: String, at url: PostgresURL) async throws {
+        let client = PostgresClient(
+            configuration: .init(
+                host: url.host, port: url.port, username: url.user, password: url.password,
+                database: url.database, tls: .disable))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        }
+    }
+}
+
+struct StoreUnderTest: Sendable {
+    let store: any AttributionStore
+    /// Another store on the same data.
+    let open: @Sendable () async throws -> any AttributionStore
+}
+
+/// The time the stores queue rows at, moved by the test.
+final class TestClock: Sendable {
+    private let value = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+    var now: Date { value.withLock { $0 } }
+    func advance(_ seconds: TimeInterval) { value.withLock { $0 = $0.addingTimeInterval(seconds) } }
+}
