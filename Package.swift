@@ -99,8 +99,9 @@ let package = Package(
         .target(
             name: "GatewaySinks",
             dependencies: [
-                "GatewayCore", "GatewayStorage", "GatewayHTTP", "GatewaySpawn",
+                "GatewayCore", "GatewayStorage", "GatewayPostgres", "GatewayHTTP", "GatewaySpawn",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
@@ -151,6 +152,14 @@ let package = Package(
             path: "Benchmarks/StageTimer"
         ),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"]),
+        // What several test targets share: the test PostgreSQL server, a database per test.
+        .target(
+            name: "GatewayTestSupport",
+            dependencies: [
+                "GatewayCore", "GatewayPostgres", .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/GatewayTestSupport"
+        ),
         .testTarget(name: "GatewaySpawnTests", dependencies: ["GatewaySpawn"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayServer"]),
         .testTarget(
@@ -162,14 +171,14 @@ let package = Package(
         .testTarget(
             name: "GatewayStorageTests",
             dependencies: [
-                "GatewayStorage", "GatewayPostgres", "GatewaySinks", .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                "GatewayStorage", "GatewayPostgres", "GatewaySinks", "GatewayTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(
             name: "GatewayServerTests",
             dependencies: [
-                "GatewayServer", "GatewayEnrichers", "GatewaySpawn",
+                "GatewayServer", "GatewayEnrichers", "GatewaySpawn", "GatewayTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -255,7 +255,9 @@ public enum ConfigLoader {
             }
             let delivery = DeliverySettings.read(options, defaults: registry.deliveryDefaults(type: typeName ?? ""))
             guard let type = options.requiredString("type") else { continue }
-            let context = SinkContext(name: name, storagePath: storage.sqlitePath, logger: .init(label: "config"))
+            let context = SinkContext(
+                name: name, storagePath: storage.sqlitePath, storageURL: storage.postgres?.url,
+                logger: .init(label: "config"))
             guard let result = registry.prepareSink(type: type, reader: options, context: context) else {
                 options.report(
                     "unknown sink type '\(type)'; available: \(registry.sinkTypes.joined(separator: ", "))", key: "type")

@@ -109,14 +109,9 @@ enum PostgresSchema {
     /// binary upgraded is refused: this one would run on tables whose meaning it does not know.
     static func migrate(_ client: PostgresClient, logger: Logger) async throws {
         try await client.withConnection { connection in
-            _ = try await connection.query("SELECT pg_advisory_lock(\(advisoryLock))", logger: logger)
-            do {
+            try await withAdvisoryLock(advisoryLock, on: connection, logger: logger) {
                 try await apply(on: connection, logger: logger)
-            } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(advisoryLock))", logger: logger)
-                throw error
             }
-            _ = try await connection.query("SELECT pg_advisory_unlock(\(advisoryLock))", logger: logger)
         }
     }
 

@@ -2,7 +2,8 @@ import GatewayCore
 import PostgresNIO
 
 extension PostgresURL {
-    func clientConfiguration(poolSize: Int) -> PostgresClient.Configuration {
+    /// postgres-nio's configuration for a pool of at most `poolSize` connections.
+    public func clientConfiguration(poolSize: Int) -> PostgresClient.Configuration {
         let tls: PostgresClient.Configuration.TLS
         switch sslMode {
         case "prefer", "require":

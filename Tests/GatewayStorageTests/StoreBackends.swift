@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayPostgres
 import GatewayStorage
+import GatewayTestSupport
 import Logging
 import PostgresNIO
 import Synchronization
@@ -17,12 +18,9 @@ enum StoreBackend: String, CaseIterable, CustomTestStringConvertible, Sendable {
 
     var testDescription: String { rawValue }
 
-    static let postgresURL = ProcessInfo.processInfo.environment["GATEWAY_TEST_POSTGRES_URL"]
-    static let requirePostgres = ProcessInfo.processInfo.environment["CI"] != nil
-
     /// Every backend this run can reach, PostgreSQL included under CI whether or not it can.
     static var available: [StoreBackend] {
-        allCases.filter { $0 != .postgres || postgresURL != nil || requirePostgres }
+        allCases.filter { $0 != .postgres || TestPostgres.expected }
     }
 
     /// The shared backends, where several processes use one store at once.
@@ -39,28 +37,11 @@ enum StoreBackend: String, CaseIterable, CustomTestStringConvertible, Sendable {
             }
             return StoreUnderTest(store: try await open(), open: open)
         case .postgres:
-            let url = try #require(
-                Self.postgresURL, "GATEWAY_TEST_POSTGRES_URL is not set: run the tests through scripts/with-postgres")
-            let database = "roles_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-            try await Self.createDatabase(database, at: try PostgresURL(url))
-            var target = try PostgresURL(url)
-            target.database = database
+            let target = try await TestPostgres.newDatabase()
             let open: @Sendable () async throws -> any AttributionStore = { [target] in
                 try await PostgresStore(url: target, poolSize: 4, outboxLease: .seconds(60), now: { clock.now })
             }
             return StoreUnderTest(store: try await open(), open: open)
-        }
-    }
-
-    static func createDatabase(_ name: String, at url: PostgresURL) async throws {
-        let client = PostgresClient(
-            configuration: .init(
-                host: url.host, port: url.port, username: url.user, password: url.password,
-                database: url.database, tls: .disable))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         }
     }
 }

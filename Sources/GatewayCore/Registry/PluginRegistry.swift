@@ -6,11 +6,14 @@ public struct SinkContext: Sendable {
     public var name: String
     /// The gateway's own SQLite file, for sinks that default to it.
     public var storagePath: String
+    /// The gateway's PostgreSQL database when the store is one, for sinks that default to it.
+    public var storageURL: PostgresURL?
     public var logger: Logger
 
-    public init(name: String, storagePath: String, logger: Logger) {
+    public init(name: String, storagePath: String, storageURL: PostgresURL? = nil, logger: Logger) {
         self.name = name
         self.storagePath = storagePath
+        self.storageURL = storageURL
         self.logger = logger
     }
 }

@@ -14,6 +14,7 @@ extension PluginRegistry {
         registry.register(provider: S2SProviderPlugin.self)
         registry.register(enricher: KeywordLookupPlugin.self)
         registry.register(sink: SQLiteSinkPlugin.self)
+        registry.register(sink: PostgresSinkPlugin.self)
         registry.register(sink: WebhookSinkPlugin.self)
         registry.register(sink: MixpanelSinkPlugin.self)
         registry.register(sink: ExecSinkPlugin.self)

@@ -111,6 +111,7 @@ public final class Gateway: Sendable {
         for configured in configuration.sinks {
             let context = SinkContext(
                 name: configured.name, storagePath: configuration.storage.sqlitePath,
+                storageURL: configuration.storage.postgres?.url,
                 logger: logger.with(metadataKey: "sink", value: configured.name))
             let sink = try await configured.prepared.build(context)
             if sink.countsEveryCopy { countingSinks.append(configured.name) }

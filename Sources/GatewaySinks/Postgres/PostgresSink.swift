@@ -1,0 +1,113 @@
+import Foundation
+import GatewayCore
+import GatewayPostgres
+import Logging
+import PostgresNIO
+
+/// Writes records into an `attribution_records` table in PostgreSQL (the gateway's own
+/// database by default, or another `url`), idempotently by `record_id`, for analysts who
+/// query with any SQL tool.
+public final class PostgresSink: AttributionSink {
+    public let maxBatchSize = 500
+    let client: PostgresClient
+    let logger: Logger
+    private let runner: Task<Void, Never>
+
+    /// Connects and creates or extends the table, with an index on each of `indexes`.
+    public init(url: PostgresURL, indexes: [String], logger: Logger) async throws {
+        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2), backgroundLogger: logger)
+        self.client = client
+        self.logger = logger
+        runner = Task { await client.run() }
+        do {
+            try await PostgresSinkTable.prepare(client, indexed: indexes, logger: logger)
+        } catch {
+            runner.cancel()
+            throw SinkSetupError(reason: "PostgreSQL at \(url): \(Self.describe(error))")
+        }
+    }
+
+    deinit {
+        runner.cancel()
+    }
+
+    public func shutdown() async {
+        runner.cancel()
+    }
+
+    /// Each row on its own: a row PostgreSQL refuses for what it holds (a constraint or a
+    /// trigger an operator added, a value out of range) is dead-lettered alone, since the
+    /// same row cannot succeed later; a lost connection fails the batch, which is retried.
+    public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+        let rows = try records.map {
+            PostgresQuery(unsafeSQL: PostgresSinkTable.upsertSQL, binds: try PostgresSinkTable.bindings($0))
+        }
+        return try await client.withConnection { connection in
+            var outcomes: [DeliveryOutcome] = []
+            for row in rows {
+                do {
+                    _ = try await connection.query(row, logger: logger)
+                    outcomes.append(.delivered)
+                } catch let error as PSQLError where error.code == .server {
+                    let state = error.serverInfo?[.sqlState] ?? ""
+                    let reason = "row not written: PostgreSQL \(state): \(Self.describe(error))"
+                    // Class 22 (data exception) and 23 (integrity constraint) are the row's own.
+                    outcomes.append(
+                        state.hasPrefix("22") || state.hasPrefix("23")
+                            ? .reject(reason: reason) : .retry(reason: reason))
+                }
+            }
+            return outcomes
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            return error.serverInfo?[.message] ?? "\(error.code)"
+        }
+        return "\(error)"
+    }
+}
+
+/// Why a sink could not be built.
+struct SinkSetupError: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { reason }
+}
+
+/// Registers the PostgreSQL sink as `type: postgres`.
+public enum PostgresSinkPlugin: SinkPlugin {
+    public struct Options: Sendable {
+        public var url: PostgresURL
+        public var indexes: [String]
+    }
+
+    public static let typeName = "postgres"
+
+    public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
+        let indexes = reader.choices("indexes", SQLiteSinkTable.columns.map(\.name))
+        var url = context.storageURL
+        if let text = reader.string("url") {
+            do {
+                url = try PostgresURL(text)
+            } catch {
+                reader.report("\(error)", key: "url")
+                return nil
+            }
+        }
+        guard let url else {
+            reader.report("needs a url, as the store is not PostgreSQL (storage.postgres)", key: "url")
+            return nil
+        }
+        return Options(
+            url: url, indexes: indexes.map { $0.filter { $0 != "record_id" } } ?? SQLiteSink.defaultIndexes)
+    }
+
+    public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
+        try await PostgresSink(url: options.url, indexes: options.indexes, logger: context.logger)
+    }
+
+    public static func summary(_ options: Options) -> String {
+        "table attribution_records in \(options.url)"
+    }
+}

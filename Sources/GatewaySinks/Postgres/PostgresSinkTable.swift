@@ -1,0 +1,111 @@
+import Foundation
+import GatewayCore
+import GatewayPostgres
+import PostgresNIO
+
+/// The `attribution_records` table in PostgreSQL: the SQLite sink's columns, same names,
+/// with PostgreSQL's own types (booleans, `timestamptz`, exact `numeric` amounts, `jsonb`)
+/// so that analysts' SQL reads them naturally.
+enum PostgresSinkTable {
+    static let name = SQLiteSinkTable.name
+
+    static let booleans: Set<String> = ["attributed", "is_test", "did_win", "redownload"]
+    static let dates: Set<String> = [
+        "received_at", "click_date", "impression_date", "conversion_date", "purchase_date", "enriched_at",
+    ]
+    static let amounts: Set<String> = ["revenue", "revenue_min", "revenue_max"]
+    static let documents: Set<String> = ["events", "raw"]
+
+    static let columns: [(name: String, type: String)] = SQLiteSinkTable.columns.map { column in
+        let type: String
+        if booleans.contains(column.name) {
+            type = "boolean"
+        } else if dates.contains(column.name) {
+            type = "timestamptz"
+        } else if amounts.contains(column.name) {
+            type = "numeric"
+        } else if documents.contains(column.name) {
+            type = "jsonb"
+        } else {
+            type = column.type == "INTEGER" ? "bigint" : "text"
+        }
+        return (column.name, type)
+    }
+
+    /// Creates the table, adds the columns it lacks (a newer gateway's fields) and the
+    /// indexes on `indexed`, under an advisory lock so that replicas starting together
+    /// do not race on the catalogue.
+    static func prepare(_ client: PostgresClient, indexed: [String], logger: Logger) async throws {
+        try await client.withConnection { connection in
+            try await withAdvisoryLock(0x4154_5452_4757_0002, on: connection, logger: logger) {
+                try await create(on: connection, indexed: indexed, logger: logger)
+            }
+        }
+    }
+
+    private static func create(on connection: PostgresConnection, indexed: [String], logger: Logger) async throws {
+        let definitions = columns.map { column in
+            column.name == "record_id" ? "record_id text PRIMARY KEY" : "\(column.name) \(column.type)"
+        }
+        _ = try await connection.query(
+            PostgresQuery(unsafeSQL: "CREATE TABLE IF NOT EXISTS \(name) (\(definitions.joined(separator: ", ")))"),
+            logger: logger)
+        var existing: Set<String> = []
+        for try await column in try await connection.query(
+            "SELECT column_name::text FROM information_schema.columns WHERE table_name = \(name) AND table_schema = current_schema()",
+            logger: logger
+        ).decode(String.self) {
+            existing.insert(column)
+        }
+        for column in columns where !existing.contains(column.name) {
+            _ = try await connection.query(
+                PostgresQuery(unsafeSQL: "ALTER TABLE \(name) ADD COLUMN \(column.name) \(column.type)"),
+                logger: logger)
+        }
+        for column in indexed {
+            _ = try await connection.query(
+                PostgresQuery(
+                    unsafeSQL:
+                        "CREATE INDEX IF NOT EXISTS \(SQLiteSinkTable.indexName(column)) ON \(name) (\(column))"),
+                logger: logger)
+        }
+    }
+
+    /// `INSERT … ON CONFLICT (record_id) DO UPDATE`: a re-delivery or a late version of the
+    /// same record overwrites its row.
+    static let upsertSQL: String = {
+        let names = columns.map(\.name)
+        let values = columns.enumerated().map { index, column in
+            documents.contains(column.name) ? "$\(index + 1)::jsonb" : "$\(index + 1)"
+        }
+        let updates = names.dropFirst().map { "\($0) = EXCLUDED.\($0)" }
+        return """
+            INSERT INTO \(name) (\(names.joined(separator: ", "))) VALUES (\(values.joined(separator: ", ")))
+            ON CONFLICT (record_id) DO UPDATE SET \(updates.joined(separator: ", "))
+            """
+    }()
+
+    static let columnIndex = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1.name, $0) })
+
+    /// The record's fields as the statement's parameters, in column order; absent fields NULL.
+    static func bindings(_ record: AttributionRecord) throws -> PostgresBindings {
+        var values = [AttributionRecord.FieldValue?](repeating: nil, count: columns.count)
+        for (name, value) in record.fields {
+            if let index = columnIndex[name] { values[index] = value }
+        }
+        var bindings = PostgresBindings(capacity: columns.count)
+        for value in values {
+            switch value {
+            case nil: bindings.appendNull()
+            case .string(let text)?: bindings.append(text)
+            case .integer(let number)?: bindings.append(number)
+            case .bool(let flag)?: bindings.append(flag)
+            case .decimal(let amount)?: try bindings.append(amount)
+            case .date(let date)?: bindings.append(date)
+            case .json(let document)?: bindings.append(AttributionRecord.jsonText(.json(document)))
+            case .strings(let list)?: bindings.append(AttributionRecord.jsonText(.strings(list)))
+            }
+        }
+        return bindings
+    }
+}

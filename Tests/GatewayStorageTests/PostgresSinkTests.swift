@@ -1,0 +1,74 @@
+import Foundation
+import GatewayCore
+import GatewaySinks
+import GatewayTestSupport
+import Logging
+import PostgresNIO
+import Testing
+
+/// The `postgres` sink against a real server: the SQLite sink's table, with PostgreSQL's
+/// types, one row per record however often it is delivered.
+@Suite struct PostgresSinkTests {
+    static func purchase(user: String) -> AttributionRecord {
+        var record = AttributionRecord(
+            provider: "s2s", kind: .purchase, dedupeKey: "s2s:1:purchase:\(user)",
+            receivedAt: Date(timeIntervalSince1970: 1_800_000_000), attributed: true)
+        record.appID = "1"
+        record.appUserID = user
+        record.revenue = Decimal(string: "9.99")
+        record.currency = "USD"
+        record.keyword = "meditation app"
+        record.raw = .object(["event": .string("purchase")])
+        return record
+    }
+
+    @Test(arguments: StoreBackend.shared)
+    func recordsLandAsTypedRowsOncePerRecordId(backend: StoreBackend) async throws {
+        let url = try await TestPostgres.newDatabase()
+        let sink = try await PostgresSink(url: url, indexes: ["app_id"], logger: Logger(label: "test"))
+        var record = Self.purchase(user: "u1")
+        #expect(try await sink.deliver([record, Self.purchase(user: "u2")]) == [.delivered, .delivered])
+        // Delivered again, as after a crash, and then as a late version: still one row.
+        record.campaignName = "Spring"
+        #expect(try await sink.deliver([record]) == [.delivered])
+        let rows = try await TestPostgres.withClient(url) { client in
+            var rows: [(String, Decimal, Bool, Date, String, String?)] = []
+            for try await row in try await client.query(
+                """
+                SELECT app_user_id, revenue, attributed, received_at, raw ->> 'event', campaign_name
+                FROM attribution_records ORDER BY app_user_id
+                """
+            ).decode((String, Decimal, Bool, Date, String, String?).self) {
+                rows.append(row)
+            }
+            return rows
+        }
+        #expect(rows.count == 2)
+        #expect(rows.first?.0 == "u1")
+        #expect(rows.first?.1 == Decimal(string: "9.99"))
+        #expect(rows.first?.2 == true)
+        #expect(rows.first?.3 == Date(timeIntervalSince1970: 1_800_000_000))
+        #expect(rows.first?.4 == "purchase")
+        #expect(rows.first?.5 == "Spring")
+        await sink.shutdown()
+    }
+
+    /// A row the database refuses for what it holds cannot succeed later: it is rejected
+    /// alone, and the rest of the batch is written.
+    @Test(arguments: StoreBackend.shared)
+    func aRowTheDatabaseRefusesIsRejectedAlone(backend: StoreBackend) async throws {
+        let url = try await TestPostgres.newDatabase()
+        let sink = try await PostgresSink(url: url, indexes: [], logger: Logger(label: "test"))
+        try await TestPostgres.withClient(url) { client in
+            try await client.query("ALTER TABLE attribution_records ADD CONSTRAINT no_bob CHECK (app_user_id <> 'bob')")
+        }
+        let outcomes = try await sink.deliver([Self.purchase(user: "alice"), Self.purchase(user: "bob")])
+        #expect(outcomes.first == .delivered)
+        guard case .reject(let reason) = outcomes.last else {
+            Issue.record("bob's row was not rejected: \(outcomes)")
+            return
+        }
+        #expect(reason.contains("23514"))
+        await sink.shutdown()
+    }
+}
