@@ -5,7 +5,7 @@ import PostgresNIO
 extension PostgresStore {
     /// Newest first; `ids` are selected before the limit, so an old one is found.
     public func deadLetters(sink: String?, ids: [Int64]?, limit: Int) async throws -> [DeadLetter] {
-        let rows = try await client.query(
+        let rows = try await query(
             """
             SELECT id, sink, record_id, attempts, error, failed_at FROM dead_letters
             WHERE (\(sink)::text IS NULL OR sink = \(sink)) AND (\(ids)::bigint[] IS NULL OR id = ANY(\(ids)::bigint[]))
@@ -25,7 +25,7 @@ extension PostgresStore {
 
     public func deadLetterCounts(ids: [Int64]?) async throws -> [String: Int] {
         var counts: [String: Int] = [:]
-        let rows = try await client.query(
+        let rows = try await query(
             """
             SELECT sink, count(*) FROM dead_letters WHERE \(ids)::bigint[] IS NULL OR id = ANY(\(ids)::bigint[])
             GROUP BY sink
@@ -37,7 +37,7 @@ extension PostgresStore {
     public func retryDeadLetters(ids: [Int64]?, sink: String?, among sinks: [String]?, now: Date) async throws -> Int {
         let at = Self.seconds(now)
         let moved = try await Self.firstInt(
-            client.query(
+            query(
                 """
                 WITH moved AS (
                     DELETE FROM dead_letters d
@@ -56,7 +56,7 @@ extension PostgresStore {
 
     public func dropDeadLetters(ids: [Int64]?, sink: String?) async throws -> Int {
         let dropped = try await Self.firstInt(
-            client.query(
+            query(
                 """
                 WITH dropped AS (
                     DELETE FROM dead_letters

@@ -16,7 +16,7 @@ extension PostgresStore {
     public func dueEntries(sink: String, now: Date, limit: Int, laneOrdered: Bool) async throws -> [OutboxEntry] {
         let leaseEnd = Self.seconds(now.addingTimeInterval(outboxLease / .seconds(1)))
         let lanes = laneOrdered ? "AND NOT \(Self.behindItsLane)" : ""
-        let query: PostgresQuery = """
+        let claim: PostgresQuery = """
             WITH due AS (
                 SELECT o.id, o.next_attempt_at AS due_at FROM outbox o
                 WHERE o.sink = \(sink) AND o.next_attempt_at <= \(Self.seconds(now)) \(unescaped: lanes)
@@ -27,7 +27,7 @@ extension PostgresStore {
             WHERE o.id = due.id
             RETURNING o.id, o.attempts, o.created_at, o.sending_since, r.body, due.due_at
             """
-        let rows = try await client.query(query, logger: logger)
+        let rows = try await query(claim, logger: logger)
         var claimed: [(entry: OutboxEntry, dueAt: Double)] = []
         for try await (id, attempts, createdAt, sendingSince, body, dueAt) in rows.decode(
             (Int64, Int64, Double, Double?, String, Double).self)
@@ -49,7 +49,7 @@ extension PostgresStore {
 
     public func nextDueDate(sink: String, laneOrdered: Bool) async throws -> Date? {
         let lanes = laneOrdered ? "AND NOT \(Self.behindItsLane)" : ""
-        let rows = try await client.query(
+        let rows = try await query(
             "SELECT MIN(o.next_attempt_at) FROM outbox o WHERE o.sink = \(sink) \(unescaped: lanes)", logger: logger)
         for try await next in rows.decode(Double?.self) { return next.map(Self.date) }
         return nil
@@ -63,7 +63,7 @@ extension PostgresStore {
             if case .delivered(let id) = resolution { delivered.append(id) } else { others.append(resolution) }
         }
         let failedAt = Self.seconds(now)
-        try await transaction { connection in
+        try await transaction { [logger, delivered, others] connection in
             if !delivered.isEmpty {
                 _ = try await connection.query(
                     "DELETE FROM outbox WHERE id = ANY(\(delivered)::bigint[])", logger: logger)
@@ -94,13 +94,13 @@ extension PostgresStore {
     }
 
     public func markSending(id: Int64, now: Date) async throws {
-        _ = try await client.query(
+        _ = try await query(
             "UPDATE outbox SET sending_since = \(Self.seconds(now)) WHERE id = \(id)", logger: logger)
     }
 
     public func holdLanes(sink: String, behind heads: [(id: Int64, until: Date)]) async throws {
         guard !heads.isEmpty else { return }
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             for head in heads {
                 _ = try await connection.query(
                     """
@@ -113,7 +113,7 @@ extension PostgresStore {
 
     public func outboxStats() async throws -> [String: OutboxStats] {
         var stats: [String: OutboxStats] = [:]
-        let rows = try await client.query(
+        let rows = try await query(
             "SELECT sink, count(*), MIN(created_at) FROM outbox GROUP BY sink", logger: logger)
         for try await (sink, depth, oldest) in rows.decode((String, Int64, Double?).self) {
             stats[sink] = OutboxStats(depth: Int(depth), oldest: oldest.map(Self.date))
@@ -124,7 +124,7 @@ extension PostgresStore {
     public func enqueue(recordIDs: [String], sink: String, now: Date) async throws -> Int {
         guard !recordIDs.isEmpty else { return 0 }
         let at = Self.seconds(now)
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             let queued = try await Self.firstInt(
                 connection.query(
                     """

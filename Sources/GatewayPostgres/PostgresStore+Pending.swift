@@ -14,7 +14,7 @@ extension PostgresStore {
         for _ in 0..<3 {
             var keyTaken = false
             for (table, resolved) in [("records", true), ("pending", false)] {
-                let rows = try await client.query(
+                let rows = try await query(
                     """
                     SELECT record_id, app_id, dedupe_key FROM \(unescaped: table)
                     WHERE dedupe_key = \(work.dedupeKey) OR dedupe_key = \(ownKey)
@@ -25,7 +25,7 @@ extension PostgresStore {
                 }
             }
             let inserted = try await Self.firstInt(
-                client.query(
+                query(
                     """
                     WITH added AS (
                         INSERT INTO pending (record_id, provider, dedupe_key, app_id, received_at, state, attempts,
@@ -42,7 +42,7 @@ extension PostgresStore {
 
     public func claimPending(provider: String, now: Date, lease: Duration, limit: Int) async throws -> [PendingWork] {
         let leaseEnd = Self.seconds(now.addingTimeInterval(lease / .seconds(1)))
-        let rows = try await client.query(
+        let rows = try await query(
             """
             WITH due AS (
                 SELECT record_id, next_attempt_at AS due_at FROM pending
@@ -69,7 +69,7 @@ extension PostgresStore {
     }
 
     public func nextPendingDate(provider: String) async throws -> Date? {
-        let rows = try await client.query(
+        let rows = try await query(
             "SELECT MIN(next_attempt_at) FROM pending WHERE provider = \(provider)", logger: logger)
         for try await next in rows.decode(Double?.self) { return next.map(Self.date) }
         return nil
@@ -78,7 +78,7 @@ extension PostgresStore {
     public func settlePending(_ settlements: [PendingSettlement]) async throws -> [String: [IngestResult]] {
         guard !settlements.isEmpty else { return [:] }
         let queuedAt = now()
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             var results: [String: [IngestResult]] = [:]
             for settlement in settlements {
                 switch settlement {
@@ -101,13 +101,13 @@ extension PostgresStore {
 
     public func pendingCounts() async throws -> [String: Int] {
         var counts: [String: Int] = [:]
-        let rows = try await client.query("SELECT provider, count(*) FROM pending GROUP BY provider", logger: logger)
+        let rows = try await query("SELECT provider, count(*) FROM pending GROUP BY provider", logger: logger)
         for try await (provider, count) in rows.decode((String, Int64).self) { counts[provider] = Int(count) }
         return counts
     }
 
     public func isPending(recordID: String) async throws -> Bool {
-        let rows = try await client.query(
+        let rows = try await query(
             "SELECT EXISTS (SELECT 1 FROM pending WHERE record_id = \(recordID))", logger: logger)
         for try await found in rows.decode(Bool.self) { return found }
         return false
@@ -115,7 +115,7 @@ extension PostgresStore {
 
     /// Work waiting for its answer, in record id order after `cursor`, without claiming it.
     public func waitingWork(after cursor: String?, limit: Int) async throws -> [PendingWork] {
-        let rows = try await client.query(
+        let rows = try await query(
             """
             SELECT record_id, provider, dedupe_key, app_id, received_at, state, attempts FROM pending
             WHERE \(cursor)::text IS NULL OR record_id > \(cursor) ORDER BY record_id LIMIT \(Int64(limit))

@@ -10,11 +10,11 @@ extension PostgresStore {
         let queuedAt = now()
         // One record is one statement, atomic on its own: no transaction's extra round trips.
         if batch.count == 1 {
-            return try await client.withConnection { connection in
+            return try await connection { [logger] connection in
                 try await Self.insert(batch, queuedAt: queuedAt, on: connection, logger: logger)
             }
         }
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             try await Self.insert(batch, queuedAt: queuedAt, on: connection, logger: logger)
         }
     }
@@ -63,7 +63,7 @@ extension PostgresStore {
     public func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String] {
         guard !dedupeKeys.isEmpty else { return [:] }
         var found: [String: String] = [:]
-        let rows = try await client.query(
+        let rows = try await query(
             "SELECT dedupe_key, record_id FROM records WHERE dedupe_key = ANY(\(dedupeKeys)::text[])", logger: logger)
         for try await (key, id) in rows.decode((String, String).self) { found[key] = id }
         return found
@@ -71,14 +71,14 @@ extension PostgresStore {
 
     public func record(id: String) async throws -> AttributionRecord? {
         let body = try await Self.firstString(
-            client.query("SELECT body FROM records WHERE record_id = \(id)", logger: logger))
+            query("SELECT body FROM records WHERE record_id = \(id)", logger: logger))
         return try body.map { try AttributionRecord(jsonData: Data($0.utf8)) }
     }
 
     public func readableRecords(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
         -> (records: [(recordID: String, record: AttributionRecord?)], cursor: Int64)
     {
-        let rows = try await client.query(
+        let rows = try await query(
             """
             SELECT seq, record_id, body FROM records
             WHERE (\(filter.since.map(Self.seconds))::float8 IS NULL OR received_at >= \(filter.since.map(Self.seconds)))
@@ -95,7 +95,7 @@ extension PostgresStore {
     }
 
     public func countRecords(matching filter: ReplayFilter) async throws -> Int {
-        let rows = try await client.query(
+        let rows = try await query(
             """
             SELECT count(*) FROM records
             WHERE (\(filter.since.map(Self.seconds))::float8 IS NULL OR received_at >= \(filter.since.map(Self.seconds)))
@@ -111,7 +111,7 @@ extension PostgresStore {
     public func replaceRecords(_ records: [RoutedRecord], now: Date) async throws -> Int {
         guard !records.isEmpty else { return 0 }
         let at = Self.seconds(now)
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             var replaced = 0
             for item in records {
                 let record = item.record

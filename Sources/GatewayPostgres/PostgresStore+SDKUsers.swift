@@ -9,7 +9,7 @@ extension PostgresStore {
         while true {
             let id = Int64.random(in: 1...(1 << 53 - 1))
             let created = try await Self.firstInt(
-                client.query(
+                query(
                     """
                     WITH created AS (
                         INSERT INTO sdk_users (id, created_at) VALUES (\(id), \(Self.seconds(now)))
@@ -21,7 +21,7 @@ extension PostgresStore {
     }
 
     public func sdkUser(id: Int64) async throws -> SDKUser? {
-        let rows = try await client.query(
+        let rows = try await query(
             "SELECT id, created_at, attribution_record_id FROM sdk_users WHERE id = \(id)", logger: logger)
         for try await (id, createdAt, recordID) in rows.decode((Int64, Double, String?).self) {
             return SDKUser(id: id, attributionRecordID: recordID, createdAt: Self.date(createdAt))
@@ -31,7 +31,7 @@ extension PostgresStore {
 
     public func sdkPendingPurchaseIDs(userID: Int64, keyPrefix: String) async throws -> [String] {
         try await strings(
-            client.query(
+            query(
                 """
                 SELECT p.record_id FROM sdk_transactions t
                 JOIN records p ON p.dedupe_key = \(keyPrefix) || t.transaction_id
@@ -41,7 +41,7 @@ extension PostgresStore {
 
     public func sdkAnsweredUsersWithPendingPurchases(keyPrefix: String) async throws -> [String] {
         try await strings(
-            client.query(
+            query(
                 """
                 SELECT DISTINCT u.attribution_record_id FROM sdk_transactions t
                 JOIN sdk_users u ON u.id = t.user_id
@@ -52,7 +52,7 @@ extension PostgresStore {
     }
 
     public func setSDKUserAttribution(userID: Int64, recordID: String) async throws {
-        _ = try await client.query(
+        _ = try await query(
             "UPDATE sdk_users SET attribution_record_id = \(recordID) WHERE id = \(userID)", logger: logger)
     }
 
@@ -61,7 +61,7 @@ extension PostgresStore {
         -> TransactionAssociation
     {
         let inserted = try await Self.firstInt(
-            client.query(
+            query(
                 """
                 WITH added AS (
                     INSERT INTO sdk_transactions (transaction_id, user_id, created_at)
@@ -71,7 +71,7 @@ extension PostgresStore {
                 """, logger: logger))
         if inserted ?? 0 > 0 { return .associated }
         let owner = try await Self.firstInt(
-            client.query("SELECT user_id FROM sdk_transactions WHERE transaction_id = \(transactionID)", logger: logger)
+            query("SELECT user_id FROM sdk_transactions WHERE transaction_id = \(transactionID)", logger: logger)
         )
         return owner == userID ? .alreadyAssociated : .belongsTo(userID: owner ?? 0)
     }

@@ -13,19 +13,22 @@ public final class PostgresStore: AttributionStore {
     /// How long a claimed outbox row is hidden from other replicas: the longest a batch may
     /// take before another replica may offer its rows again.
     public let outboxLease: Duration
+    /// How long an operation may wait for the database before it fails.
+    public let timeout: Duration
     /// When records' outbox rows are queued.
     let now: @Sendable () -> Date
     private let runner: Task<Void, Never>
 
     /// Connects, checks that commits are durable, and upgrades the tables as needed.
     public init(
-        url: PostgresURL, poolSize: Int = 8, outboxLease: Duration = .seconds(60),
+        url: PostgresURL, poolSize: Int = 8, outboxLease: Duration = .seconds(60), timeout: Duration = .seconds(10),
         logger: Logger = Logger(label: "gateway.postgres"), now: @escaping @Sendable () -> Date = { Date() }
     ) async throws {
         self.url = url
         self.now = now
         self.logger = logger
         self.outboxLease = outboxLease
+        self.timeout = timeout
         let client = PostgresClient(
             configuration: url.clientConfiguration(poolSize: poolSize), backgroundLogger: logger)
         self.client = client
@@ -68,14 +71,48 @@ public final class PostgresStore: AttributionStore {
         return "\(error)"
     }
 
+    /// Answers within two seconds at most: a load balancer's readiness probe gives up sooner
+    /// than a request would.
     public func ping() async throws {
-        _ = try await client.query("SELECT 1", logger: logger)
+        _ = try await answered(within: min(timeout, .seconds(2))) { try await self.client.query("SELECT 1") }
+    }
+
+    /// Runs `work`, or fails once `timeout` has passed without an answer: while the database
+    /// cannot be reached the pool waits for a connection without end, and a request must
+    /// get its `503` instead, a readiness check its failure.
+    func answered<T: Sendable>(
+        within limit: Duration? = nil, _ work: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let timeout = limit ?? timeout
+        return try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await work() }
+            group.addTask { [url] in
+                try await Task.sleep(for: timeout)
+                throw StoreNotReady(reason: "PostgreSQL at \(url) did not answer within \(timeout)")
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+
+    /// One statement on a pooled connection.
+    func query(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
+        try await answered { try await self.client.query(query, logger: logger) }
+    }
+
+    /// Runs `body` on one pooled connection.
+    func connection<T: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await answered { try await self.client.withConnection { connection in try await body(connection) } }
     }
 
     /// Runs `body` in a transaction on one pooled connection.
-    func transaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
-            try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
+    func transaction<T: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await connection { connection in
+            try await connection.withTransaction(logger: self.logger) { connection in try await body(connection) }
         }
     }
 

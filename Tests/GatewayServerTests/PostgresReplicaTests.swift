@@ -1,0 +1,126 @@
+import Foundation
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+import GatewayCore
+import GatewayTestSupport
+import PostgresNIO
+import Testing
+
+/// `serve` processes on one PostgreSQL database, as replicas behind a load balancer run.
+/// Under CI a missing server fails these; elsewhere they run when `scripts/with-postgres`
+/// started one.
+@Suite struct PostgresReplicaTests {
+    static let servers: [String] = TestPostgres.expected ? ["postgres"] : []
+
+    /// Two replicas of one config, on the same database, each on its own port.
+    static func startReplicas(_ count: Int, env: TestEnvironment, database: PostgresURL) async throws
+        -> [GatewayProcess]
+    {
+        var replicas: [GatewayProcess] = []
+        for index in 0..<count {
+            let config = env.directory.appendingPathComponent("replica-\(index).yaml").path
+            try """
+            server: { host: 127.0.0.1, port: 0, max_body_bytes: 65536, log_level: info }
+            storage: { postgres: { url: "\(database)", pool_size: 4, lease_s: 5 } }
+            providers:
+              iad: { enabled: true }
+            sinks:
+              table: { type: postgres, backoff_initial_ms: 10, backoff_max_ms: 100 }
+            routes:
+              - sinks: [table]
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+            let replica = try GatewayProcess(
+                config: config, logURL: env.directory.appendingPathComponent("replica-\(index).log"))
+            try await replica.start()
+            replicas.append(replica)
+        }
+        return replicas
+    }
+
+    static func install(_ user: String) -> String {
+        """
+        {"app_id": "1234567890", "app_user_id": "\(user)", "Version3.1": {"iad-attribution": "true",
+         "iad-campaign-id": "542370539", "iad-keyword": "meditation app",
+         "iad-click-date": "2020-08-04T17:18:07Z", "iad-conversion-date": "2020-08-04T17:19:41Z"}}
+        """
+    }
+
+    static func count(_ sql: String, in database: PostgresURL) async throws -> Int64 {
+        try await TestPostgres.withClient(database) { client in
+            for try await count in try await client.query(PostgresQuery(unsafeSQL: sql)).decode(Int64.self) {
+                return count
+            }
+            return -1
+        }
+    }
+
+    /// POSTs to the gateway on `port`: the status and the JSON answer.
+    static func post(port: Int, _ body: String) async throws -> (Int, [String: Any]) {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/v1/iad")!)
+        request.httpMethod = "POST"
+        request.httpBody = Data(body.utf8)
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, json)
+    }
+
+    @Test(arguments: servers)
+    func theSamePayloadAtTwoReplicasAtOnceIsStoredOnceAndBothAnswersNameIt(server: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let database = try await TestPostgres.newDatabase()
+        let replicas = try await Self.startReplicas(2, env: env, database: database)
+        let ports = replicas.map(\.port)
+        for round in 0..<20 {
+            let body = Self.install("user-\(round)")
+            async let first = Self.post(port: ports[0], body)
+            async let second = Self.post(port: ports[1], body)
+            let answers = try await [first, second]
+            #expect(answers.map(\.0).sorted() == [200, 202], "round \(round): \(answers.map(\.1))")
+            let ids = answers.compactMap { $0.1["record_id"] as? String }
+            #expect(ids.count == 2 && ids[0] == ids[1])
+        }
+        #expect(try await Self.count("SELECT count(*) FROM records", in: database) == 20)
+        // Each record reaches the sink's table once, whichever replica's worker took it.
+        #expect(
+            try await env.eventually {
+                let rows = try await Self.count("SELECT count(*) FROM attribution_records", in: database)
+                let waiting = try await Self.count("SELECT count(*) FROM outbox", in: database)
+                return rows == 20 && waiting == 0
+            })
+        for replica in replicas { #expect(try await replica.stop(SIGTERM)) }
+    }
+
+    @Test(arguments: servers)
+    func whileTheDatabaseIsUnreachableReadinessFailsAndIngestAnswers503StoringNothing(server: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let database = try await TestPostgres.newDatabase()
+        let replica = try await Self.startReplicas(1, env: env, database: database)[0]
+        #expect(try await replica.post("/v1/iad", body: Self.install("before")).0 == 202)
+
+        let name = try #require(database.database)
+        try await TestPostgres.administer("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
+        try await TestPostgres.administer(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)'")
+        #expect(try await env.eventually { try await replica.get("/readyz").0 == 503 })
+        let (status, answer) = try await replica.post("/v1/iad", body: Self.install("during"))
+        #expect(status == 503)
+        #expect((answer["error"] as? [String: Any])?["code"] as? String == "storage_unavailable")
+
+        try await TestPostgres.administer("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
+        #expect(try await env.eventually { try await replica.get("/readyz").0 == 200 })
+        #expect(try await replica.post("/v1/iad", body: Self.install("after")).0 == 202)
+        let users = try await TestPostgres.withClient(database) { client in
+            var users: [String] = []
+            for try await body in try await client.query("SELECT body FROM records").decode(String.self) {
+                users.append(try AttributionRecord(jsonData: Data(body.utf8)).appUserID ?? "")
+            }
+            return users.sorted()
+        }
+        #expect(users == ["after", "before"])
+        #expect(try await replica.stop(SIGTERM))
+    }
+}
