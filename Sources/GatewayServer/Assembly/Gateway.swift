@@ -3,6 +3,7 @@ import GatewayConfig
 import GatewayCore
 import GatewayPostgres
 import GatewayProviders
+import GatewaySinks
 import GatewayStorage
 import Logging
 import Prometheus
@@ -113,6 +114,11 @@ public final class Gateway: Sendable {
                 name: configured.name, storagePath: configuration.storage.sqlitePath,
                 storageURL: configuration.storage.postgres?.url,
                 logger: logger.with(metadataKey: "sink", value: configured.name))
+            if sqlite == nil, configured.prepared.typeName == SQLiteSinkPlugin.typeName {
+                logger.warning(
+                    "a sqlite sink writes a file on this replica's own disk; with replicas on PostgreSQL each holds part of the records, and a postgres sink keeps them in one table",
+                    metadata: ["sink": "\(configured.name)"])
+            }
             let sink = try await configured.prepared.build(context)
             if sink.countsEveryCopy { countingSinks.append(configured.name) }
             // A paused sink keeps its records in its outbox until it is resumed, and one in
