@@ -487,7 +487,10 @@ import Testing
         defer { env.remove() }
         let vendors = FakeVendors()
         if stalled503 { vendors.stalledAnswers.withLock { $0 = [.serviceUnavailable] } } else { vendors.slowAnswers.withLock { $0 = 1 } }
-        let extra = "\n        timeout_ms: 300" + (retryUnanswered ? "\n        on_no_answer: retry" : "")
+        // The timeout is far from both the vendor's hold and a loaded machine's delays: the
+        // status of the stalled answer arrives well within it, the held answer far past it.
+        vendors.holdFor.withLock { $0 = .seconds(12) }
+        let extra = "\n        timeout_ms: 3000" + (retryUnanswered ? "\n        on_no_answer: retry" : "")
         let purchase = Self.event("purchase", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000998""#)
         try await withGateway(
             vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: extra) }

@@ -33,6 +33,8 @@ final class FakeVendors: Sendable {
     /// Singular answers these statuses at once, one request each, and then stalls the body
     /// past the gateway's timeout.
     let stalledAnswers = Mutex<[HTTPResponse.Status]>([])
+    /// How long a slow answer is held, and a stalled body stalls.
+    let holdFor = Mutex(Duration.seconds(2))
     /// Singular holds each request until this many are open at once (20 s at most), to
     /// show how many the gateway sends side by side: the most seen is `mostOpen`.
     let openAtOnce = Mutex(0)
@@ -74,7 +76,7 @@ final class FakeVendors: Sendable {
                     remaining -= 1
                     return true
                 }
-                if slow { try await Task.sleep(for: .seconds(2)) }
+                if slow { try await Task.sleep(for: self.holdFor.withLock { $0 }) }
                 let wanted = self.openAtOnce.withLock { $0 }
                 if wanted > 0 {
                     self.open.withLock { open in
@@ -85,10 +87,11 @@ final class FakeVendors: Sendable {
                     self.open.withLock { $0.now -= 1 }
                 }
                 if let stalled = self.stalledAnswers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+                    let hold = self.holdFor.withLock { $0 }
                     return Response(
                         status: stalled, headers: [.contentLength: "100"],
                         body: ResponseBody { writer in
-                            try await Task.sleep(for: .seconds(2))
+                            try await Task.sleep(for: hold)
                             try await writer.write(ByteBuffer(string: String(repeating: " ", count: 100)))
                             try await writer.finish(nil)
                         })
