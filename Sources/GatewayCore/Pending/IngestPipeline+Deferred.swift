@@ -28,19 +28,6 @@ extension IngestPipeline {
                         at: now.addingTimeInterval(delay / .seconds(1)), error: error))
             }
         }
-        let results = try await store.settlePending(settlements)
-        var woken: Set<String> = []
-        for case .finished(let recordID, let routed) in settlements {
-            for (item, result) in zip(routed, results[recordID] ?? []) {
-                switch result {
-                case .stored:
-                    metrics.stored(provider: item.record.provider)
-                    woken.formUnion(item.sinks)
-                case .duplicate:
-                    metrics.duplicate(provider: item.record.provider)
-                }
-            }
-        }
-        if !woken.isEmpty { onStored(woken) }
+        try await commit(settlements)
     }
 }

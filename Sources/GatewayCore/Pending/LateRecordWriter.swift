@@ -100,8 +100,7 @@ public final class LateRecordWriter: Service, Sendable {
         guard !merged.isEmpty else { return unstored }
         let routed = merged.map { RoutedRecord(record: $0, sinks: pipeline.router.sinksForLateVersion(of: $0)) }
         do {
-            let replaced = try await pipeline.store.replaceRecords(routed, now: Date())
-            if replaced > 0 { pipeline.onQueued(Set(routed.flatMap(\.sinks))) }
+            _ = try await pipeline.commitNewVersions(routed)
             await enricher.stored(merged)
         } catch {
             // Still owed: the enricher keeps the ids, and the next start asks again.

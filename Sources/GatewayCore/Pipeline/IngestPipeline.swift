@@ -68,26 +68,18 @@ public struct IngestPipeline: Sendable {
         let routed = fresh.map { RoutedRecord(record: $0, sinks: router.sinks(for: $0)) }
         let results: [IngestResult]
         do {
-            results = try await store.ingest(routed)
+            results = try await commit(routed)
         } catch {
             throw GatewayError.storageUnavailable(cause: error)
         }
-
-        var woken: Set<String> = []
-        var freshOutcomes: [IngestOutcome] = []
-        for (item, result) in zip(routed, results) {
+        let freshOutcomes = zip(routed, results).map { item, result in
             switch result {
             case .stored(let id):
-                metrics.stored(provider: item.record.provider)
-                if let verdict = item.record.signature { metrics.verdict(provider: item.record.provider, verdict: verdict, version: item.record.skanVersion) }
-                woken.formUnion(item.sinks)
-                freshOutcomes.append(IngestOutcome(recordID: id, duplicateOf: nil, record: item.record, sinks: item.sinks))
+                IngestOutcome(recordID: id, duplicateOf: nil, record: item.record, sinks: item.sinks)
             case .duplicate(let original):
-                metrics.duplicate(provider: item.record.provider)
-                freshOutcomes.append(IngestOutcome(recordID: original, duplicateOf: original, record: item.record, sinks: []))
+                IngestOutcome(recordID: original, duplicateOf: original, record: item.record, sinks: [])
             }
         }
-        if !woken.isEmpty { onStored(woken) }
 
         // `fresh` kept the order of `records`, so its outcomes fill the gaps between known ones.
         var nextFresh = freshOutcomes.makeIterator()
@@ -98,6 +90,55 @@ public struct IngestPipeline: Sendable {
             }
             return nextFresh.next()!
         }
+    }
+}
+
+// MARK: the commit path
+
+extension IngestPipeline {
+    /// Stores routed records with their outbox rows, counts what was stored and what was a
+    /// duplicate, and wakes the workers of the sinks that got rows: the one path from the
+    /// router to the store, for ingests and imports.
+    public func commit(_ routed: [RoutedRecord]) async throws -> [IngestResult] {
+        let results = try await store.ingest(routed)
+        committed(zip(routed, results))
+        return results
+    }
+
+    /// Writes a round of pending work's outcomes (see `settle`); finished work's records
+    /// are counted and their sinks woken as `commit` does.
+    func commit(_ settlements: [PendingSettlement]) async throws {
+        let results = try await store.settlePending(settlements)
+        var pairs: [(RoutedRecord, IngestResult)] = []
+        for case .finished(let recordID, let routed) in settlements {
+            pairs += zip(routed, results[recordID] ?? [])
+        }
+        committed(pairs)
+    }
+
+    /// Replaces stored records by newer versions and queues them again for `routed`'s sinks,
+    /// waking their workers. Returns how many records were replaced.
+    public func commitNewVersions(_ routed: [RoutedRecord], now: Date = Date()) async throws -> Int {
+        let replaced = try await store.replaceRecords(routed, now: now)
+        if replaced > 0 { onQueued(Set(routed.flatMap(\.sinks))) }
+        return replaced
+    }
+
+    private func committed(_ pairs: some Sequence<(RoutedRecord, IngestResult)>) {
+        var woken: Set<String> = []
+        for (item, result) in pairs {
+            switch result {
+            case .stored:
+                metrics.stored(provider: item.record.provider)
+                if let verdict = item.record.signature {
+                    metrics.verdict(provider: item.record.provider, verdict: verdict, version: item.record.skanVersion)
+                }
+                woken.formUnion(item.sinks)
+            case .duplicate:
+                metrics.duplicate(provider: item.record.provider)
+            }
+        }
+        if !woken.isEmpty { onStored(woken) }
     }
 }
 

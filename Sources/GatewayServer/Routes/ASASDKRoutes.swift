@@ -147,7 +147,7 @@ struct ASASDKBackend: Sendable {
             ASAPurchaseRecord.credit(&purchase, with: source)
             credited.append(RoutedRecord(record: purchase, sinks: pipeline.router.sinksForLateVersion(of: purchase)))
         }
-        return try await store.replaceRecords(credited, now: Date())
+        return try await pipeline.commitNewVersions(credited)
     }
 
     /// At start: the users whose purchases a stopped gateway had not credited yet (a crash
