@@ -8,11 +8,12 @@ import PostgresNIO
 import Synchronization
 import Testing
 
-/// The backends every store role is checked against, each made fresh for one test: a SQLite
-/// file in the temporary folder, and a database of its own on the PostgreSQL server that
+/// The backends every store role is checked against, each made fresh for one test: memory, a
+/// SQLite file in the temporary folder, and a database of its own on the PostgreSQL server that
 /// `scripts/with-postgres` starts (`GATEWAY_TEST_POSTGRES_URL`). Under CI a missing server
 /// fails the PostgreSQL cases rather than skipping them.
 enum StoreBackend: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case memory
     case sqlite
     case postgres
 
@@ -30,6 +31,10 @@ enum StoreBackend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     /// second replica, or the same process reopening it).
     func make(clock: TestClock) async throws -> StoreUnderTest {
         switch self {
+        case .memory:
+            // One process's memory: another store on the same data is the same store.
+            let store = InMemoryStore(now: { clock.now })
+            return StoreUnderTest(store: store, open: { store })
         case .sqlite:
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("roles-\(UUID()).sqlite").path
             let open: @Sendable () async throws -> any AttributionStore = {
