@@ -217,7 +217,9 @@ import Testing
             while True:
                 \(chatter)
             """
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(2), maxBatchSize: 10))
+        // Long enough for Python to start and answer on a loaded machine: the batch must
+        // end by its deadline, with the first record's answer standing.
+        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(8), maxBatchSize: 10))
         let outcomes = try await sink.deliver(Self.records(2))
         await sink.shutdown()
         #expect(outcomes[0] == .delivered)
