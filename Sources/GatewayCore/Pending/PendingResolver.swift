@@ -20,6 +20,9 @@ public final class PendingResolver: Service, Sendable {
     private let startHandlers = Mutex<[@Sendable () async -> Void]>([])
     /// Attempts under way, for the shutdown's log: a stop waiting on a silent Apple says so.
     private let attemptsInFlight = Mutex(0)
+    /// A failed attempt is logged with its reason at most once a minute, with how many
+    /// failed since: an outside service that keeps failing must be seen, not flood the log.
+    private let failedAttemptWarnings = OncePerInterval(.seconds(60))
 
     /// Runs `handler` once when the resolver starts, alongside its rounds: for what a
     /// stopped gateway left undone after an answer (`onFinished`'s work cut short).
@@ -182,9 +185,14 @@ public final class PendingResolver: Service, Sendable {
             case .retry(_, let error, _):
                 pipeline.metrics.resolutionAttempt(provider: provider.name, outcome: "retry")
                 await waiters.attempted(work.recordID, finished: nil)
-                logger.debug(
-                    "attempt will be retried",
-                    metadata: ["record_id": "\(work.recordID)", "attempt": "\(work.attempts + 1)", "error": "\(error)"])
+                if let held = failedAttemptWarnings.pass() {
+                    logger.warning(
+                        "an attempt failed and will be retried",
+                        metadata: [
+                            "record_id": "\(work.recordID)", "attempt": "\(work.attempts + 1)", "error": "\(error)",
+                            "failed_since_last_line": "\(held)",
+                        ])
+                }
             }
         }
         // After the waiters have their answers: what follows from them is no caller's wait.
