@@ -259,8 +259,16 @@ public enum ConfigLoader {
                 name: name, storagePath: storage.sqlitePath, storageURL: storage.postgres?.url,
                 logger: .init(label: "config"))
             guard let result = registry.prepareSink(type: type, reader: options, context: context) else {
+                let likely = closestName(to: type, among: registry.sinkTypes)
                 options.report(
-                    "unknown sink type '\(type)'; available: \(registry.sinkTypes.joined(separator: ", "))", key: "type")
+                    "unknown sink type '\(type)'; available: \(registry.sinkTypes.joined(separator: ", "))"
+                        + (likely.map { ", did you mean '\($0)'?" } ?? ""), key: "type")
+                // The rest is checked as the type it most likely meant, so that one run names
+                // every mistake in the sink, not only its type.
+                if let likely {
+                    _ = registry.prepareSink(type: likely, reader: options, context: context)
+                    options.finish()
+                }
                 continue
             }
             options.finish()

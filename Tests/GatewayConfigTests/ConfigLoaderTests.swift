@@ -358,6 +358,23 @@ import Testing
         #expect(issue.line == 3)
     }
 
+    /// A typo in `type` does not hide the sink's other mistakes: they are checked as the
+    /// type it most likely meant.
+    @Test func aMistypedSinkTypeStillHasItsOtherMistakesListed() throws {
+        let issues = problems(
+            """
+            sinks:
+              hook:
+                type: webhok
+                secret: short
+                batch_sise: 10
+            """)
+        let type = try problem(at: "sinks.hook.type", in: issues)
+        #expect(type.message.hasSuffix("did you mean 'webhook'?"))
+        _ = try problem(at: "sinks.hook.url", in: issues)
+        _ = try problem(at: "sinks.hook.batch_sise", in: issues)
+    }
+
     @Test func aSinkWithoutATypeIsAnError() throws {
         let issue = try problem(at: "sinks.local.type", in: problems("sinks:\n  local: { batch_size: 5 }"))
         #expect(issue.message == "is required")

@@ -313,11 +313,15 @@ public final class ConfigReader {
 
 /// ", did you mean 'x'?" when a known word is a small edit away.
 func suggestion(_ word: String, _ candidates: [String]) -> String {
-    let best = candidates
+    closestName(to: word, among: candidates).map { ", did you mean '\($0)'?" } ?? ""
+}
+
+/// The candidate a small edit away from `word`, if any: what a typo most likely meant.
+public func closestName(to word: String, among candidates: [String]) -> String? {
+    candidates
         .map { ($0, editDistance(word.lowercased(), $0.lowercased())) }
         .filter { $0.1 <= max(2, word.count / 3) }
-        .min { $0.1 < $1.1 }
-    return best.map { ", did you mean '\($0.0)'?" } ?? ""
+        .min { $0.1 < $1.1 }?.0
 }
 
 func editDistance(_ a: String, _ b: String) -> Int {
