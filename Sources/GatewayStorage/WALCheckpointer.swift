@@ -67,7 +67,7 @@ public final class WALCheckpointer: Service, Sendable {
             do {
                 // PASSIVE waits for no reader and no writer: commits go on meanwhile. Its
                 // row: busy (another checkpoint ran), frames in the log, frames copied.
-                let row = try await checkpointer.writeWithoutTransaction { db in
+                let row = try checkpointer.writeWithoutTransaction { db in
                     try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
                 }
                 let frames: Int = row?[1] ?? 0

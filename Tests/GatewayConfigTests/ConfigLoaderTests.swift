@@ -788,7 +788,7 @@ import Testing
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("exec-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder.appendingPathComponent("plugins"), withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        FileManager.default.createFile(atPath: folder.appendingPathComponent("plugins/forward.py").path, contents: Data())
+        _ = FileManager.default.createFile(atPath: folder.appendingPathComponent("plugins/forward.py").path, contents: Data())
         func issues(_ words: [String], file: String? = nil) -> [String] {
             let diagnostics = ConfigDiagnostics(file: file ?? folder.appendingPathComponent("config.yaml").path)
             let node = ConfigNode(

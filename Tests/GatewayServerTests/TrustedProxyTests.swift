@@ -107,7 +107,7 @@ import Testing
             let gateway = try await Gateway.build(configuration: configuration)
             return try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
                 var statuses: [Int] = []
-                for (index, hops) in forwardedFor.enumerated() {
+                for hops in forwardedFor {
                     let body = ByteBuffer(string: IAdPayloads.attributed(user: "proxied-\(UUID())"))
                     let response = try await client.execute(
                         uri: "/v1/iad", method: .post, headers: [ClientAddress.forwardedFor: hops], body: body)

@@ -419,7 +419,7 @@ import Testing
         for _ in 0..<1000 where !sink.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
         drain.cancel()
         _ = try await drain.value
-        let rows = try await f.store.pool.read { db in
+        let rows = try f.store.pool.read { db in
             try Row.fetchAll(db, sql: "SELECT record_id, attempts, next_attempt_at FROM outbox ORDER BY id")
         }
         // The first is delivered; the others wait as they were, due now, no attempt counted.
@@ -466,7 +466,7 @@ import Testing
         for _ in 0..<1000 where sink.sent.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(10)) }
         // While the second hangs, the first's answer is already on disk, and the second is
         // marked as being sent.
-        let rows = try await f.store.pool.read { db in
+        let rows = try f.store.pool.read { db in
             try Row.fetchAll(db, sql: "SELECT record_id, sending_since FROM outbox ORDER BY id")
         }
         #expect(rows.map { $0["record_id"] as String } == records.dropFirst().map(\.recordID))
@@ -515,7 +515,7 @@ import Testing
         for _ in 0..<1000 where !sink.sending.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
         drain.cancel()
         _ = try? await drain.value
-        let rows = try await f.store.pool.read { db in
+        let rows = try f.store.pool.read { db in
             try Row.fetchAll(db, sql: "SELECT record_id, attempts, sending_since FROM outbox ORDER BY id")
         }
         #expect(rows.map { $0["record_id"] as String } == records.map(\.recordID))

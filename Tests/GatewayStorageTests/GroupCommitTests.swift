@@ -181,7 +181,7 @@ import Testing
         let problem = try #require(store.commitHealth.problem(now: Date().addingTimeInterval(3600)))
         #expect(problem.contains("deleted or replaced") && problem.contains(path), "\(problem)")
         // A file of that name again, a new one: still not the store.
-        FileManager.default.createFile(atPath: path, contents: Data())
+        _ = FileManager.default.createFile(atPath: path, contents: Data())
         await #expect(throws: StoreFileIdentity.Gone.self) { _ = try await store.ingest([tests.record("replaced")]) }
         try FileManager.default.removeItem(atPath: path)
 

@@ -51,7 +51,7 @@ import GatewayStorage
                 RoutedRecord(record: first, sinks: ["local", "hook"]), RoutedRecord(record: record("u2"), sinks: ["local"]),
             ])
             #expect(results.count == 2)
-            let rows = try await store.pool.read { db in
+            let rows = try store.pool.read { db in
                 try Row.fetchAll(
                     db, sql: "SELECT record_id, app_user_id, campaign_id, raw FROM attribution_records ORDER BY app_user_id")
             }

@@ -72,7 +72,7 @@ import Testing
         for (target, reason) in cases {
             #expect(throws: StoreBackup.Refusal.self, "\(target)") {
                 do {
-                    try StoreBackup.copy(f.store, to: target)
+                    _ = try StoreBackup.copy(f.store, to: target)
                 } catch {
                     #expect("\(error)".contains(reason), "\(error)")
                     throw error
@@ -95,7 +95,7 @@ import Testing
         var appeared = false
         #expect(throws: StoreBackup.Refusal.self) {
             do {
-                try StoreBackup.copy(f.store, to: target, pagesPerStep: 1) { _, _ in
+                _ = try StoreBackup.copy(f.store, to: target, pagesPerStep: 1) { _, _ in
                     // Another backup finishing first under the same name.
                     if !appeared {
                         appeared = true

@@ -125,7 +125,7 @@ actor NameFetches {
         started += 1
         Task {
             let entry = await fetch()
-            await self.finish(key, entry)
+            self.finish(key, entry)
             await then()
         }
     }

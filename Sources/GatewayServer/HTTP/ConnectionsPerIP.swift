@@ -110,8 +110,9 @@ final class ConnectionsPerIP: ChannelDuplexHandler, RemovableChannelHandler {
         }
         metrics.rateLimited(limit: "connections_per_ip")
         let error = GatewayError(.rateLimited, "too many connections from this address; close one, or retry after 1 s")
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         ChannelErrorAnswer.write(error, requestID: RequestID().description, retryAfter: 1, to: context).whenComplete { _ in
-            context.close(promise: nil)
+            bound.value.close(promise: nil)
         }
     }
 
@@ -127,9 +128,10 @@ final class ConnectionsPerIP: ChannelDuplexHandler, RemovableChannelHandler {
         case .body:
             context.write(data, promise: promise)
         case .end:
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             context.writeAndFlush(data).whenComplete { result in
                 promise?.completeWith(result)
-                context.close(promise: nil)
+                bound.value.close(promise: nil)
             }
         }
     }

@@ -93,8 +93,9 @@ final class MalformedHTTPAnswer: ChannelDuplexHandler, RemovableChannelHandler {
         accessLog?.info(
             "request",
             metadata: ["request_id": "\(requestID)", "status": "400", "code": "\(answer.code.name)"])
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         ChannelErrorAnswer.write(answer, requestID: requestID, to: context).whenComplete { _ in
-            context.close(promise: nil)
+            bound.value.close(promise: nil)
         }
     }
 }

@@ -38,7 +38,8 @@ final class RequestedClose: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
             let written = promise ?? context.eventLoop.makePromise()
-            written.futureResult.whenComplete { _ in context.close(promise: nil) }
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            written.futureResult.whenComplete { _ in bound.value.close(promise: nil) }
             context.write(data, promise: written)
         case .head, .body:
             context.write(data, promise: promise)
