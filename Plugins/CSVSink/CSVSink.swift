@@ -97,8 +97,8 @@ public final class CSVSink: AttributionSink {
     }
 
     /// The header and the `record_id`s of a file's complete rows, read byte by byte, a
-    /// chunk at a time: a file of 400,000 rows parsed whole into strings took 2.8 GB and a
-    /// minute before `serve` listened.
+    /// chunk at a time: a large file parsed whole into strings would take gigabytes, and
+    /// long, before `serve` listens.
     struct Scan {
         let idColumn: Int
         let columnCount: Int

@@ -15,8 +15,8 @@ import Foundation
 /// Its pool keeps up to 1,024 connections per host, not AsyncHTTPClient's 8: each sink's
 /// `concurrency` (up to 256 for a vendor, and vendors behind one proxy share a host) must
 /// not queue for a connection, since a request's deadline runs while it waits, and a
-/// vendor's event that waited most of its timeout and then went out was dead-lettered
-/// ("may have counted it") though the vendor answered in time (review 67).
+/// vendor's event that waited most of its timeout and then went out would be dead-lettered
+/// ("may have counted it") though the vendor answered in time.
 public enum NoRedirectHTTPClient {
     public static let shared: HTTPClient = {
         var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)

@@ -70,8 +70,8 @@ public enum SentExchange {
         }
 
         /// Sent from the moment its head went out, not once its last byte is written: a
-        /// deadline between the bytes leaving and that callback counted a request the
-        /// vendor had whole as unsent, and it was sent again (review 67). A request cut
+        /// deadline between the bytes leaving and that callback would count a request the
+        /// vendor had whole as unsent, and send it again. A request cut
         /// off after its head is counted as sent too: a dead letter to check, never a
         /// second copy.
         func didSendRequestHead(task: HTTPClient.Task<Answer>, _ head: HTTPRequestHead) {

@@ -12,8 +12,8 @@ import Synchronization
 ///
 /// The queue is a lock, not an actor, and the commits run on one dispatch queue with
 /// GRDB's synchronous write: a request costs no executor hop to join a batch, and a
-/// batch costs one hop in and one resume per request out (the profile showed hops
-/// between Swift's executors, NIO and GRDB's queues as a fifth of the CPU per request).
+/// batch costs one hop in and one resume per request out (hops between Swift's executors,
+/// NIO and GRDB's queues are a large share of a request's CPU).
 final class GroupCommit: Sendable {
     struct Job {
         /// Performs the write inside the shared transaction; may run again alone.
@@ -99,8 +99,8 @@ final class GroupCommit: Sendable {
                 }
             } catch {
                 // The store's fault (busy past its timeout, full, failing), not a job's: every
-                // job fails at once. Run again one by one, each waited out the whole busy
-                // timeout in turn, so the last of eight answered after 40 s.
+                // job fails at once. Run again one by one, each would wait out the whole busy
+                // timeout in turn, and the last would answer only after all of theirs.
                 health.failed(error)
                 for job in jobs { job.finish(error) }
             }

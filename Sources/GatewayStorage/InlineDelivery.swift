@@ -6,8 +6,8 @@ import Synchronization
 /// A sink whose rows live in the store's own database file (the SQLite sink's default),
 /// written in the same transaction as the record instead of through its outbox.
 ///
-/// Through the outbox, each record was queued, read back, parsed, written again and
-/// resolved: about 90 µs of the 200 µs an iAd request cost (`Benchmarks/run`). Written
+/// Through the outbox, each record is queued, read back, parsed, written again and
+/// resolved: a large share of what an iAd request costs. Written
 /// with the record, the sink's row is there the moment the answer is `2xx`. Should the
 /// row fail (its statement alone is undone), the record goes to the sink's outbox as
 /// before, so its worker retries or dead-letters it; replays and late versions always go

@@ -79,8 +79,8 @@ public final class SQLiteStore: AttributionStore {
     }
 
     /// Upgrades the tables, saying so first for a store that has any (a data upgrade reads
-    /// every row it changes: a store of a million S2S events took minutes, in silence, and
-    /// looked hung to whoever watched it start).
+    /// every row it changes: on a large store that takes minutes, and in silence it would
+    /// look hung to whoever watched it start).
     private static func migrateIfBehind(_ pool: DatabasePool, path: String, onWait: (String) -> Void) throws {
         guard case .behind(let missing) = try standing(pool, path: path) else { return }
         if missing.count < SQLiteStoreSchema.migrator.migrations.count {
@@ -220,8 +220,8 @@ public final class SQLiteStore: AttributionStore {
 
     /// Rows with a lane that an older row of the same lane holds back. Older means queued
     /// first for this sink: `position` (a late version of a record keeps its first row's),
-    /// else the row's id. Not `created_at`: the wall clock stepped back 30 s sent a
-    /// device's later event before its earlier one.
+    /// else the row's id. Not `created_at`: with the wall clock stepped back, a device's
+    /// later event would go before its earlier one.
     static let behindItsLane = """
         (o.lane IS NOT NULL AND EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.lane = o.lane
             AND COALESCE(p.position, p.id) < COALESCE(o.position, o.id)))

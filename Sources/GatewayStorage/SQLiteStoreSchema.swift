@@ -117,8 +117,10 @@ enum SQLiteStoreSchema {
         migrator.registerMigration("data:s2s-purchases-keyed-by-transaction") { db in
             try SQLiteStoreSchema.keyPurchasesByTransaction(db)
         }
-        // Its first version, `data:s2s-events-keyed-by-canonical-content`, ran on main for an
-        // hour with a key that rounded times to milliseconds; this one rekeys its rows too.
+        // Also rekeys the rows of its first version,
+        // `data:s2s-events-keyed-by-canonical-content`, whose key rounded times to
+        // milliseconds: a store that ran that one runs this one too, so that a resend of
+        // such an event is still a duplicate.
         migrator.registerMigration("data:s2s-events-keyed-by-content") { db in
             try SQLiteStoreSchema.keyEventsByCanonicalContent(db)
         }
@@ -135,12 +137,13 @@ enum SQLiteStoreSchema {
     /// still reads the store (``standing(_:)`` does not count it as a newer release's).
     static let dataOnlyPrefix = "data:"
 
-    /// Since 25 Nov 2026 the S2S provider keys a purchase by its transaction before its
-    /// `event_id` (a resend under another `event_id` was a second purchase). A purchase
-    /// stored before, under `s2s:APP:id:EVENT`, gets the key it would get now, so that its
+    /// The S2S provider keys a purchase by its transaction before its `event_id`, so that a
+    /// resend under another `event_id` is not a second purchase. A purchase stored under the
+    /// earlier rule, as `s2s:APP:id:EVENT`, gets the key it would get now, so that its
     /// resend after the upgrade is still a duplicate and not forwarded to the vendors again.
-    /// (The key's rule is the provider's: this is its history.) Where two records of one
-    /// transaction exist (the old rule made them), the first keeps the new key.
+    /// (The key's rule is the provider's: this only brings stored rows to it.) Where two
+    /// records of one transaction exist (the earlier rule made them), the first keeps the
+    /// new key.
     static func keyPurchasesByTransaction(_ db: Database) throws {
         let rows = try Row.fetchAll(
             db,
@@ -157,13 +160,14 @@ enum SQLiteStoreSchema {
         }
     }
 
-    /// Until 25 Nov 2026 an S2S event with neither a transaction nor an `event_id` was keyed
-    /// by a hash of its text as sent (`s2s:APP:content:HASH`), so that a resend writing its
-    /// time or IDFV another way was a second event. Those with a `timestamp` (the others are
-    /// never deduped) get the key the provider gives now (`EventContent.dedupeKey`, which
-    /// both use), and so do `event:` keys an earlier rule of the same day made. Where two
-    /// records were one event spelt two ways, the first keeps the new key. Read in pages,
-    /// so that a store of millions of events is not read into memory at once.
+    /// Under an earlier rule an S2S event with neither a transaction nor an `event_id` was
+    /// keyed by a hash of its text as sent (`s2s:APP:content:HASH`), so that a resend writing
+    /// its time or IDFV another way was a second event. Those with a `timestamp` (the others
+    /// are never deduped) get the key the provider gives now (`EventContent.dedupeKey`, which
+    /// both use), and so do the `event:` keys of this migration's first version, which
+    /// rounded times to milliseconds. Where two records were one event spelt two ways, the
+    /// first keeps the new key. Read in pages, so that a store of millions of events is not
+    /// read into memory at once.
     static func keyEventsByCanonicalContent(_ db: Database) throws {
         var after: Int64 = 0
         while true {
@@ -192,10 +196,10 @@ enum SQLiteStoreSchema {
         }
     }
 
-    /// Records stored before 24 Nov 2026 kept in `raw` what the record itself may not: an
+    /// Records stored by earlier versions kept in `raw` what the record itself may not: an
     /// iAd payload's IDFA sent without ATT consent, and an imported AdServices answer's IDFA
-    /// and token (the app's fields kept inside Apple's body). Released versions since keep
-    /// neither; this removes them from the rows stored before.
+    /// and token (the app's fields kept inside Apple's body). Current versions keep neither;
+    /// this removes them from the rows stored earlier.
     static let rawWithoutUnconsentedIDs = """
         UPDATE records SET body = json_remove(body, '$.raw.idfa')
         WHERE provider = 'iad' AND json_valid(body) AND json_extract(body, '$.idfa') IS NULL

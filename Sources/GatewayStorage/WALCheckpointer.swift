@@ -7,17 +7,13 @@ import ServiceLifecycle
 /// connection of its own, off the commit path.
 ///
 /// SQLite's automatic checkpoint runs inside the commit that crosses its threshold (1,000
-/// pages), so every few hundred requests one of them waited for a checkpoint and its
-/// fsync: with iAd at a paced 2.3k req/s that set the p99 (12.4–13.2 ms; 6.7 ms with the
-/// checkpoints here). The writer keeps a distant automatic threshold as a backstop,
-/// should this fall behind.
+/// pages), so every few hundred requests one of them would wait for a checkpoint and its
+/// fsync, and those requests would set the tail latency. The writer keeps a distant
+/// automatic threshold as a backstop, should this fall behind.
 ///
 /// Every 5 ms rather than 10: each checkpoint then has half the pages to copy and sync,
-/// and the commits wait less behind it. iAd at a paced 2.9k req/s, four alternating
-/// rounds: p99 6.8–11.0 ms at 10 ms, 4.1–5.6 ms at 5; flat out, no change measured
-/// (7.4–8.8k against 8.1–8.8k req/s). At 3 ms and 1 ms the p99 fell little more and CPU
-/// per request rose by a tenth. (Measured before commits synced; with every commit
-/// synced, 25 ms measured the same as 5 within the host's noise: README, Benchmark.)
+/// and the commits wait less behind it; more often gains little and costs CPU per
+/// request. (The figures are in `Benchmarks/HISTORY.md`.)
 public final class WALCheckpointer: Service, Sendable {
     /// The writer's own threshold while this runs, in pages (about 16 MB of log).
     static let backstopPages = 4_096

@@ -807,8 +807,8 @@ import Testing
         #expect(notExecutable.count == 1, "\(notExecutable)")
         let noFile = issues(["python3", "./plugins/gone.py"])
         #expect(noFile.count == 1 && noFile[0].contains("./plugins/gone.py"), "\(noFile)")
-        // Review 66: with the config named without a folder (`scripts/serve`'s
-        // `config.yaml`), a missing file passed; and a folder passed as a program.
+        // With the config named without a folder (`scripts/serve`'s `config.yaml`), a
+        // missing file is still found missing; and a folder does not pass as a program.
         let bare = issues(["python3", "./plugins/gone-\(UUID().uuidString).py"], file: "config.yaml")
         #expect(bare.count == 1 && bare[0].contains("gone-"), "\(bare)")
         let folderAsProgram = issues([folder.appendingPathComponent("plugins").path])

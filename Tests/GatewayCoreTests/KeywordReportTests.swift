@@ -37,8 +37,8 @@ import Testing
         return record
     }
 
-    /// Review 70: lines alike up to the ad group's name (a vendor's, without ids) came out
-    /// in another order at each run.
+    /// Lines alike up to the ad group's name (a vendor's, without ids) come out in the same
+    /// order at each run.
     @Test func linesTiedOnTheirCountsComeInTheOrderOfEveryField() {
         var report = KeywordReport()
         for (index, group) in ["mg5", "mg2", "mg0", "mg4", "mg1", "mg3"].enumerated() {
@@ -322,7 +322,7 @@ extension KeywordReportTests {
         #expect(organic?.installs == 0 && organic?.purchases == 1 && organic?.revenue == ["USD": Decimal(string: "49.99")!])
     }
 
-    /// Review scenarios: a device's install joins its user's purchases, one device is one
+    /// Scenarios: a device's install joins its user's purchases, one device is one
     /// install, the backend's renewals follow the SDK user they were merged with, and a
     /// test device's purchases stay out.
     @Test func aUsersDevicesAndOtherUserIDsAreOnePerson() {
@@ -398,7 +398,7 @@ extension KeywordReportTests {
 }
 
 extension KeywordReportTests {
-    /// Records stored before 25 Nov 2026 may carry the all-zero IDFV (an unset
+    /// Records stored under an earlier rule may carry the all-zero IDFV (an unset
     /// `identifierForVendor`): it names no device, so it joins nobody.
     @Test func theAllZeroIDFVJoinsNobody() {
         var report = KeywordReport()

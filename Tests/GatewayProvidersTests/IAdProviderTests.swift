@@ -89,11 +89,11 @@ import Testing
         }
         #expect(try normalize(body("00000000-0000-0000-0000-000000000000")).idfv == nil)
         #expect(try normalize(body("6D92078A-8246-4BA4-AE5B-76104861E7DC")).idfv == "6D92078A-8246-4BA4-AE5B-76104861E7DC")
-        // Review 67: an id that is no UUID joined devices in reports; every route refuses it.
+        // An id that is no UUID would join devices in reports; every route refuses it.
         #expect(throws: GatewayError.self) { try normalize(body("zzz")) }
     }
 
-    /// Review 68: a click in the year 0 was stored as it came; /v1/events refuses such times.
+    /// A click in the year 0 is refused, not stored as it came, as /v1/events refuses it.
     @Test func aDateOutsideTheAppStoresYearsIsRefusedNamingItsField() throws {
         let body = { (date: String) in
             #"{"app_id": "1", "app_user_id": "u", "Version3.1": {"iad-attribution": "true", "iad-campaign-id": "1", "iad-click-date": "\#(date)"}}"#
@@ -109,8 +109,8 @@ import Testing
         }
     }
 
-    /// Review 66: an id sent in lower case was kept so, and one device was two: two
-    /// delivery lanes to a vendor, with no order between its events.
+    /// An id sent in lower case is upper-cased: kept so, one device would be two, with two
+    /// delivery lanes to a vendor and no order between its events.
     @Test func deviceIDsAreKeptInTheUpperCaseIOSWrites() throws {
         let record = try normalize(
             #"{"app_id": "1", "app_user_id": "u", "att_status": 3, "idfv": "6d92078a-8246-4ba4-ae5b-76104861e7dc", "idfa": "f1a2b3c4-0000-4000-8000-00000000000a", "Version3.1": {"iad-attribution": "false"}}"#)

@@ -7,8 +7,8 @@ import Testing
 @Suite struct S2SEventKeyTests {
     static let body = Data(#"{"type":"event","name":"ad_watched","app_id":"1234567890","app_user_id":"u1"}"#.utf8)
 
-    /// Review 68: two `ad_watched` events posted at once, with no `event_id` or timestamp,
-    /// arrived in one millisecond and the second was answered `duplicate` and lost.
+    /// Two `ad_watched` events posted at once, with no `event_id` or timestamp, may arrive
+    /// in one millisecond: the second must not be answered `duplicate` and lost.
     @Test func twoEventsAlikeWithNoTimeOfTheirOwnArrivingInOneMillisecondAreTwo() throws {
         let now = Date()
         let provider = S2SProvider()

@@ -85,7 +85,7 @@ import Testing
 
     /// A store that cannot be written (a full disk) fails every claim at once: the resolver
     /// pauses, doubling from 100 ms, rather than trying again a millisecond later, which
-    /// wrote hundreds of error lines a second on half a core. The token waits and resolves.
+    /// would flood the log and burn CPU. The token waits and resolves.
     @Test func aStoreThatCannotBeWrittenPausesTheResolverRatherThanSpinning() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

@@ -67,9 +67,9 @@ import Testing
         }
     }
 
-    /// Review 68: a duplicate was answered from the payload thrown away, so an attributed
-    /// dictionary posted after an organic one was answered `attributed: true` while every
-    /// sink and the report hold the organic record.
+    /// A duplicate is answered from the record stored, not from the payload thrown away:
+    /// an attributed dictionary posted after an organic one would otherwise be answered
+    /// `attributed: true` while every sink and the report hold the organic record.
     @Test func aDuplicateIsAnsweredWithWhatWasStoredNotWithWhatWasThrownAway() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

@@ -199,9 +199,9 @@ import Testing
         }
     }
 
-    /// During an outage each name's own retries asked Apple Ads again, and each logged
-    /// its failure: 12,587 requests and 11,018 lines in 75 s for 1,500 names. Now one
-    /// request at a time finds out when Apple Ads is back, and one line stands for many.
+    /// During an outage each name's own retries would ask Apple Ads again, and each would
+    /// log its failure. One request at a time finds out when Apple Ads is back, and one
+    /// line stands for many.
     @Test func anOutageOfAppleAdsIsAskedByOneRequestAtATimeAndLoggedOnce() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -365,8 +365,8 @@ import Testing
         }
     }
 
-    /// Review 65: Apple's token endpoint failing was no outage to the gate, and every name
-    /// asked it on its own retries (1,516 requests in 90 s). Now one probe finds out.
+    /// Apple's token endpoint failing is an outage to the gate: rather than every name
+    /// asking it on its own retries, one probe finds out.
     @Test func anOutageOfTheTokenEndpointIsAskedByOneRequestAtATime() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -385,8 +385,8 @@ import Testing
         }
     }
 
-    /// Review 65: a token renewed ahead of its end, whose renewal failed, was dropped
-    /// with minutes left, and every lookup failed until Apple's sign-in was back.
+    /// A token renewed ahead of its end, whose renewal fails, is not dropped with minutes
+    /// left, which would fail every lookup until Apple's sign-in is back.
     @Test func aTokenWhoseRenewalFailsServesUntilItsEnd() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -410,7 +410,7 @@ import Testing
             #expect(try await env.eventually {
                 lines.withLock { $0.contains { $0.contains("Apple Ads token renewal failed") && $0.contains("503") } }
             })
-            // Review 69: a renewal that hangs held every lookup for its 30 s; the token
+            // A renewal that hangs must not hold every lookup for its 30 s; the token
             // serves meanwhile, and a lookup is answered well within that.
             fake.tokenHangs.withLock { $0 = true }
             clock.withLock { $0 = $0.addingTimeInterval(40) }
@@ -739,8 +739,8 @@ import Testing
         // A usable key first is the one read, whatever follows it.
         #expect(try loads(P256.Signing.PrivateKey().pemRepresentation + "\n" + encrypted))
         #expect(try refusal(parameters).contains("holds no PEM block BEGIN EC PRIVATE KEY"))
-        // Review 65: bytes that are not UTF-8 beside the key, and a byte-order mark, read as
-        // "cannot read the private key file"; a DER key is told to be converted.
+        // Bytes that are not UTF-8 beside the key, and a byte-order mark, do not keep the
+        // key from being read; a DER key is told to be converted.
         let key = P256.Signing.PrivateKey()
         try (Data("# cl\u{E9} d'Apple\n".utf8.map { $0 == 0xC3 ? 0xE9 : $0 }.filter { $0 != 0xA9 }) + Data(key.pemRepresentation.utf8))
             .write(to: file)
@@ -808,10 +808,10 @@ import Testing
         return try #require(await enricher.enrich([imported]).first)
     }
 
-    /// Review 66: only a comma-separated UTF-8 file with its header on line 1 was read. A
-    /// report opening with its title and dates, one a spreadsheet saved with `;` (a locale
-    /// whose decimal mark is the comma) or as "Unicode text" (UTF-16, tabs), or in
-    /// Windows-1252 (Excel's "CSV" on Windows) refused the whole file.
+    /// Not only a comma-separated UTF-8 file with its header on line 1 is read: a report
+    /// opening with its title and dates, one a spreadsheet saved with `;` (a locale whose
+    /// decimal mark is the comma) or as "Unicode text" (UTF-16, tabs), or in Windows-1252
+    /// (Excel's "CSV" on Windows) is read too.
     @Test(arguments: ["utf16-tabs", "utf16-no-bom-tabs", "utf16be-no-bom-tabs", "cp1252-semicolons", "utf8-bom-titles"])
     func aKeywordReportAsSpreadsheetsSaveItIsRead(_ form: String) async throws {
         let env = try TestEnvironment()

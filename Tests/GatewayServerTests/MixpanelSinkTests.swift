@@ -201,7 +201,7 @@ import Testing
     }
 
     /// Mixpanel refuses a batch whole for one bad update. Sent again one record at a time,
-    /// one bad record in 64 cost 65 requests; halving finds it in about two per level.
+    /// one bad record in 64 would cost 65 requests; halving finds it in about two per level.
     @Test func oneRefusedRecordInABatchIsFoundByHalvingNotOneRequestPerRecord() async throws {
         try await run { fake, sink throws in
             let users = (0..<64).map { $0 == 41 ? "bad-user" : "u\($0)" }
@@ -211,7 +211,7 @@ import Testing
             // The whole batch, two halves at each of four levels, then the four alone.
             #expect(fake.queries.withLock { $0.count } == 13)
             // Every record refused: halves of four or fewer are sent record by record, not
-            // halved down to one (eight records took 15 requests that way, now 11).
+            // halved down to one, which for eight records would take 15 requests, not 11.
             let before = fake.queries.withLock { $0.count }
             let allBad = try await sink.deliver((0..<8).map { record(user: "bad-\($0)") })
             #expect(allBad.allSatisfy { if case .reject = $0 { true } else { false } })

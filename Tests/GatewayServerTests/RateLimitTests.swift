@@ -115,9 +115,9 @@ import Testing
         #expect(caller([APIKeyring.apiKeyHeader: "made-up-key-0000000000"]) == nil)
     }
 
-    /// Review 68: a key inside an app is public, and its one bucket, spent by anyone at 70
-    /// requests a second, refused 8 of 10 real installs. Marked `shipped_in_app`, it has no
-    /// bucket of its own; each client's per-IP limit still holds.
+    /// A key inside an app is public, and its one bucket, spent by anyone, would get real
+    /// installs refused. Marked `shipped_in_app`, it has no bucket of its own; each client's
+    /// per-IP limit still holds.
     @Test func aKeyShippedInAnAppIsLimitedPerClientNotAsOneBucket() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

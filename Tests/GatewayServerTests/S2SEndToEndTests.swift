@@ -366,8 +366,8 @@ import Testing
         }
     }
 
-    /// Review 67: killed mid-batch, the gateway sent a vendor again the events it had
-    /// answered and counted. Each is now marked before its request and settled at its
+    /// Killed mid-batch, the gateway must not send a vendor again the events it had
+    /// answered and counted. Each is marked before its request and settled at its
     /// answer; one found still marked after a restart may have been counted, and is
     /// dead-lettered rather than sent again.
     @Test func anEventTheGatewayStoppedWhileSendingIsNotSentAgainUnasked() async throws {
@@ -401,10 +401,10 @@ import Testing
         }
     }
 
-    /// Review 67: the outbound pool kept 8 connections per host, so a vendor's
-    /// `concurrency` past 8 (or vendors behind one proxy) queued for one while the
-    /// request's timeout ran, and events the vendor answered in time were dead-lettered.
-    /// Singular here holds each request until 16 are open at once.
+    /// The outbound pool does not cap a vendor's `concurrency` at AsyncHTTPClient's 8
+    /// connections per host: past it, requests (or those of vendors behind one proxy) would
+    /// queue for one while their timeout ran, and events the vendor answered in time would
+    /// be dead-lettered. Singular here holds each request until 16 are open at once.
     @Test func aVendorsConcurrencyIsNotCappedByTheConnectionPool() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -423,9 +423,9 @@ import Testing
         }
     }
 
-    /// Review 69: a vendor refusing everything without `Retry-After` still got every event
-    /// of each batch (50 requests, 8 at a time), each refused. Once one answer is such a
-    /// refusal, the batch's events not sent yet wait, no attempt counted.
+    /// A vendor refusing everything without `Retry-After` is not sent every event of the
+    /// batch, each to be refused: once one answer is such a refusal, the batch's events not
+    /// sent yet wait, no attempt counted.
     @Test func aVendorRefusingEverythingIsNotSentTheRestOfTheBatch() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -667,7 +667,7 @@ import Testing
                     id: try JSONDecoder().decode(Answer.self, from: Data(named.body.readableBytesView)).record_id))
             #expect(namedRecord.network == "Apple Search Ads")
             #expect(namedRecord.campaignName == "Winter Sale US+")
-            // Review 67: an IDFV that is no UUID was stored, where /v1/events refuses it.
+            // An IDFV that is no UUID is refused, as /v1/events refuses it.
             let badDevice = try await client.execute(
                 uri: "/v1/s2s/adjust/callbacks?\(spaced)&idfv=zzz&secret=\(Self.callbackSecret)", method: .get)
             #expect(badDevice.status == .unprocessableContent)
@@ -725,7 +725,7 @@ import Testing
         }
     }
 
-    /// Events stored before 25 Nov 2026 were keyed by their text as sent: upgrading the
+    /// Events stored under an earlier rule were keyed by their text as sent: upgrading the
     /// store rekeys them, so that their resend, however spelt, is still a duplicate.
     @Test func aStoreUpgradedKeysItsEventsSoThatTheirResendsAreDuplicates() async throws {
         let env = try TestEnvironment()
@@ -739,7 +739,7 @@ import Testing
         try SQLiteStoreSchema.migrator.migrate(
             try DatabaseQueue(path: env.databasePath), upTo: "data:s2s-purchases-keyed-by-transaction")
         // And one the first version of the upgrade keyed under `event:` by another rule (times
-        // in milliseconds), as main stored for an hour on 25 Nov 2026.
+        // in milliseconds).
         let rawLater = raw.replacingOccurrences(of: "level_up", with: "level_down")
         try await DatabaseQueue(path: env.databasePath).write { db in
             for (id, key, body) in [("old-1", oldKey, raw), ("old-2", "s2s:\(Self.appID):event:\(String(repeating: "0", count: 64))", rawLater)] {

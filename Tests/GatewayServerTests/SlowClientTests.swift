@@ -21,10 +21,10 @@ import Testing
     /// A blocking TCP connection to the gateway, with a read timeout as a bound. Its reads
     /// run on a thread of their own: blocking one of Swift's few cooperative threads (two
     /// on these machines) could starve the gateway's own handlers, which run on them too.
-    /// Not on Dispatch's: with the reads there, the suite's gateways started their
-    /// handlers up to a second late (4 runs in 6), which turned the 408 test's access
-    /// line into a 400; on threads of their own, never in 6. A program blocking Dispatch's
-    /// workers with `usleep` did not delay tasks, so why is not pinned down.
+    /// Not on Dispatch's: with the reads there, the suite's gateways could start their
+    /// handlers late, which turned the 408 test's access line into a 400; on threads of
+    /// their own, never. A program blocking Dispatch's workers with `usleep` did not delay
+    /// tasks, so why is not pinned down.
     final class RawConnection: @unchecked Sendable {
         let fd: Int32
 
@@ -210,8 +210,8 @@ import Testing
         }
     }
 
-    /// Review 68: `Expect: 100-continue` went unanswered, so curl waited a second before
-    /// each such body, and a client waiting for the `100` waited for good.
+    /// `Expect: 100-continue` is answered: unanswered, curl waits a second before each such
+    /// body, and a client waiting for the `100` waits for good.
     @Test func aClientThatExpects100ContinueIsToldToSendItsBody() async throws {
         try await withGateway(idleMs: 120_000, bodyMs: 5000) { port in
             let body = IAdPayloads.attributed(user: "expect-1")
@@ -337,8 +337,8 @@ import Testing
     }
 
     /// A client that pipelines requests and reads none of the answers: Hummingbird's idle
-    /// timer waits while a request is being answered, so such a connection was held for
-    /// ever, and a few hundred of them took every descriptor the gateway had.
+    /// timer waits while a request is being answered, so such a connection would be held
+    /// for ever, and enough of them would take every descriptor the gateway has.
     @Test func aClientThatReadsNoAnswersIsDisconnected() async throws {
         try await withGateway(idleMs: 300, bodyMs: 10_000) { port in
             let connection = try RawConnection(port: port, receiveBuffer: 4096)

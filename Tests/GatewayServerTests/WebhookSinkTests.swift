@@ -113,8 +113,8 @@ import Testing
             }
     }
 
-    /// Review 66: with one secret, a receiver moving to a new one refused every batch in
-    /// between. With `previous_secret`, each batch is signed with both.
+    /// With one secret, a receiver moving to a new one would refuse every batch in between.
+    /// With `previous_secret`, each batch is signed with both.
     @Test func duringARotationABatchIsSignedWithBothSecrets() async throws {
         let receiver = Receiver()
         let old = "the-old-secret-0123456789"
@@ -214,8 +214,8 @@ import Testing
                 defer { released.now() }
                 let port = try #require(client.port)
                 // The webhook's answer is its status: the 200 stands, the stalled body is dropped.
-                // Time enough for the head on a loaded machine (300 ms was not, once in CI);
-                // the body never comes, whatever the timeout.
+                // Time enough for the head on a loaded machine; the body never comes,
+                // whatever the timeout.
                 let webhook = sink(port: port, timeout: .seconds(3))
                 let delivered = try await Self.finishes { try await webhook.deliver(self.records(1)) }
                 #expect(delivered == [.delivered], "\(String(describing: delivered))")

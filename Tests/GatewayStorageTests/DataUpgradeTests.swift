@@ -5,10 +5,10 @@ import GRDB
 import Testing
 
 /// The `data:` upgrades: rows stored by older releases brought to what this one would
-/// store. Rows stored before 24 Nov 2026 kept in `raw` an IDFA sent without ATT consent
+/// store. Rows stored by older releases may keep in `raw` an IDFA sent without ATT consent
 /// (iAd) and an imported AdServices answer's IDFA and token: upgrading the store, and
 /// starting the SQLite sink on its table, removes them and nothing else. S2S purchases
-/// stored before 25 Nov under their event id are keyed by their transaction.
+/// stored under their event id are keyed by their transaction.
 @Suite struct DataUpgradeTests {
     func temporaryPath() -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("cleanup-\(UUID()).sqlite").path

@@ -296,7 +296,7 @@ import Testing
     }
 
     /// A device's events go in the order they were queued, whatever the wall clock did
-    /// meanwhile: stepped back 30 s between them, the later one went first.
+    /// meanwhile: stepped back 30 s between them, the later one still goes second.
     @Test func aLaneKeepsItsQueueOrderWhenTheClockStepsBack() async throws {
         let f = try Fixture()
         defer { f.remove() }
@@ -455,8 +455,9 @@ import Testing
         }
     }
 
-    /// Review 67: a vendor's answers were written when its whole batch ended, so a crash
-    /// mid-batch sent again every event the vendor had already answered and counted.
+    /// A vendor's answers are written as they come, not when its whole batch ends, so that
+    /// a crash mid-batch does not send again every event the vendor already answered and
+    /// counted.
     @Test func aSinkCountingEveryCopyHasEachAnswerWrittenAsItComesAndNothingSentTwiceAfterACrash() async throws {
         let f = try Fixture()
         defer { f.remove() }
@@ -503,9 +504,9 @@ import Testing
         }
     }
 
-    /// Review 69: an answer that came after the shutdown's signal was not written (the
-    /// write was cancelled with the worker), its row kept its mark, and the restart
-    /// dead-lettered a `503` as "may have counted it".
+    /// An answer that comes after the shutdown's signal is written all the same: cancelled
+    /// with the worker, the write would leave the row its mark, and the restart would
+    /// dead-letter a `503` as "may have counted it".
     @Test func anAnswerThatComesAfterTheShutdownSignalIsWritten() async throws {
         let f = try Fixture()
         defer { f.remove() }
@@ -604,8 +605,8 @@ import Testing
     }
 
     /// A sink failing whole batches (its destination down, its disk full) with a backlog:
-    /// taking the next batch at once failed the whole backlog through at full speed, 8,600
-    /// retries a second on a full disk. Two batches it failed whole (threw) in a row pause
+    /// taking the next batch at once would fail the whole backlog through at full speed.
+    /// Two batches it failed whole (threw) in a row pause
     /// the worker until the first record is due again; one alone (a record a plugin
     /// crashes on) does not.
     @Test func twoBatchesFailedWholeInARowPauseTheWorkerUntilTheFirstRecordIsDue() async throws {
@@ -651,9 +652,9 @@ import Testing
         #expect(worker.postponedUntil.withLock { $0 } == nil)
     }
 
-    /// Review 65 and 67: Mixpanel and AppsFlyer promise no `Retry-After` with a `429` or
-    /// `5xx`, and without one the worker took each next batch at once (3,766 requests for
-    /// 1,000 records). A batch refused whole, with a wait or not, pauses the worker, and
+    /// Mixpanel and AppsFlyer promise no `Retry-After` with a `429` or `5xx`, and without
+    /// one the worker would take each next batch at once. A batch refused whole, with a
+    /// wait or not, pauses the worker, and
     /// its records come due again together, as one batch.
     @Test func aBatchRefusedWholeWithoutAWaitPausesTheWorkerAndComesBackAsOneBatch() async throws {
         let f = try Fixture()
@@ -677,10 +678,9 @@ import Testing
         #expect(Date(timeIntervalSince1970: due[0]) == paused)
     }
 
-    /// Review 69: each batch of a backlog the destination kept refusing paused the worker
-    /// only until the batch's own first retry, a second or two: fresh records each time,
-    /// so a throttled vendor was asked again and again. Throttled batches in a row wait
-    /// longer each time.
+    /// A pause only until each batch's own first retry would have a backlog the destination
+    /// keeps refusing ask a throttled vendor again and again, with fresh records each time.
+    /// Throttled batches in a row wait longer each time.
     @Test func throttledBatchesInARowPauseTheWorkerLongerEachTime() async throws {
         let f = try Fixture()
         defer { f.remove() }
@@ -697,9 +697,10 @@ import Testing
         #expect(pauses[1] > pauses[0] && pauses[2] > pauses[1], "\(pauses)")
     }
 
-    /// Review 71: the pause followed the refused records' backoff, towards an hour, and
-    /// every new event waited with it; and one record the destination chokes on, due
-    /// alone, paused the worker as if the destination refused everything.
+    /// The pause is at most half a minute, not the refused records' backoff, towards an
+    /// hour, which would make every new event wait with it; and one record the destination
+    /// chokes on, due alone, does not pause the worker as if the destination refused
+    /// everything.
     @Test func aThrottlePausesAtMostHalfAMinuteAndARecordRefusedAgainAlonePausesNothing() async throws {
         let f = try Fixture()
         defer { f.remove() }
@@ -719,10 +720,10 @@ import Testing
         #expect(worker.postponedUntil.withLock { $0 } == nil)
     }
 
-    /// Review 65: after a restart during an outage, every record of the backlog had been
-    /// tried before, and a batch of them refused whole paused nothing: 600 records went to
-    /// a receiver answering `503` as 48 batches in 12 s. Many refused at once are the
-    /// destination's refusal, however often each was tried.
+    /// After a restart during an outage, every record of the backlog has been tried before,
+    /// and a batch of them refused whole must still pause the worker, not send the backlog
+    /// as refused batch after refused batch. Many refused at once are the destination's
+    /// refusal, however often each was tried.
     @Test func aBacklogTriedBeforeAndRefusedWholeAfterARestartPausesTheWorker() async throws {
         let f = try Fixture()
         defer { f.remove() }

@@ -53,7 +53,7 @@ import Testing
         }
     }
 
-    /// Review 66: a banner on stdout failed every batch, acknowledged records and all.
+    /// A banner on stdout does not fail every batch, acknowledged records and all.
     @Test(.timeLimit(.minutes(1))) func aLineThatIsNoAcknowledgementIsSkipped() async throws {
         let script = """
             import json, sys
@@ -67,14 +67,13 @@ import Testing
         await sink.shutdown()
     }
 
-    /// Review 66: the batch was written whole before any answer was read, so a plugin
-    /// answering each line as it read it filled its stdout (64 KB) and both sides waited
-    /// for good: 2,693 acknowledged records of 3,000 went to the dead letters.
+    /// Answers are read while the batch is written: written whole first, a plugin answering
+    /// each line as it reads it would fill its stdout (64 KB) and both sides would wait for
+    /// good, its acknowledged records going to the dead letters.
     ///
-    /// Review 69: taken only once the batch was written, 5,000 answers of 4 KB each passed
-    /// the 16 MiB bound on unread output, and the plugin was stopped; review 70: taken
-    /// while it was written, 8 KB answers came faster than they were taken, with the same
-    /// end. Past the bound the reader waits, and the plugin with it.
+    /// Long answers may pass the 16 MiB bound on unread output, or come faster than they are
+    /// taken: past the bound the reader waits, and the plugin with it, rather than the
+    /// plugin being stopped.
     @Test(.timeLimit(.minutes(1)), arguments: [100, 4000, 8000])
     func aPluginAnsweringWhileTheBatchIsWrittenIsNeverBlocked(reasonLength: Int) async throws {
         let script = """
@@ -88,8 +87,8 @@ import Testing
         await sink.shutdown()
     }
 
-    /// Review 66: answers read while the batch was still being written were dropped with
-    /// a write that timed out, and their records sent again.
+    /// Answers read while the batch is still being written stand when the write times out:
+    /// their records are not sent again.
     @Test(.timeLimit(.minutes(1))) func answersBeforeAWriteTimesOutStand() async throws {
         // Answers the first three, then stops reading.
         let script = """
@@ -108,9 +107,9 @@ import Testing
         await sink.shutdown()
     }
 
-    /// Review 66: a plugin whose daemon (a session of its own, out of reach of the group
-    /// kill) kept its pipes left a Dispatch thread blocked at each restart, until every
-    /// task of the gateway stalled. The pipes' readers now end with the plugin and let
+    /// A plugin whose daemon (a session of its own, out of reach of the group kill) keeps
+    /// its pipes must not leave a Dispatch thread blocked at each restart, until every
+    /// task of the gateway stalls. The pipes' readers end with the plugin and let
     /// go of them: asked of the pipes themselves, since the process's thread count is
     /// every parallel test's.
     @Test(.timeLimit(.minutes(1))) func aPluginsDaemonHoldingItsPipesLeavesNoPipeOrReaderBehind() async throws {
@@ -156,8 +155,8 @@ import Testing
         #expect(held.isEmpty, "still held: \(held)")
     }
 
-    /// Review 70: a plugin's last acknowledgement, printed without a line break before it
-    /// exits, was dropped and its record sent again.
+    /// A plugin's last acknowledgement, printed without a line break before it exits,
+    /// counts: its record is not sent again.
     @Test(.timeLimit(.minutes(1))) func aLastAcknowledgementWithoutALineBreakCounts() async throws {
         let script = """
             import json, sys
@@ -172,10 +171,10 @@ import Testing
         await sink.shutdown()
     }
 
-    /// Review 65: a plugin writing without a line break grew the gateway to 9 GB, and its
-    /// batch ran past its timeout. The plugin is stopped once a line passes 1 MiB, long
-    /// before the batch's timeout; its earlier answers stand, and the next batch starts it
-    /// again.
+    /// A plugin writing without a line break must neither grow the gateway without bound
+    /// nor run its batch past its timeout. The plugin is stopped once a line passes 1 MiB,
+    /// long before the batch's timeout; its earlier answers stand, and the next batch
+    /// starts it again.
     @Test(.timeLimit(.minutes(1))) func aPluginWritingWithoutALineBreakIsStoppedNotHeld() async throws {
         let folder = try Self.makeFolder("exec-flood")
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -204,10 +203,10 @@ import Testing
         await sink.shutdown()
     }
 
-    /// Review 67: a plugin printing empty lines, which counted as nothing, grew the
-    /// gateway by 40 MB a second; one printing lines that are no acknowledgement kept its
-    /// batch going past its timeout for good, since the deadline was looked at only while
-    /// no line waited. Its answers before that still stand.
+    /// A plugin printing empty lines, which count as nothing, must not grow the gateway's
+    /// memory; one printing lines that are no acknowledgement must not keep its batch going
+    /// past its timeout for good, so the deadline is looked at while lines keep coming too.
+    /// Its answers before that still stand.
     @Test(.timeLimit(.minutes(1)), arguments: ["print(flush=True)", "print('debug: still here', flush=True); time.sleep(0.01)"])
     func aPluginPrintingLinesThatAreNoAnswerStillEndsItsBatch(_ chatter: String) async throws {
         let script = """
@@ -230,8 +229,8 @@ import Testing
         #expect(reason.contains("timed out") || reason.contains("not read"), "\(reason)")
     }
 
-    /// Review 70: a plugin that exited while its batch was still being written was said to
-    /// have failed the write ("Broken pipe"), which its exit caused.
+    /// A plugin that exits while its batch is still being written is said to have exited,
+    /// not to have failed the write ("Broken pipe"), which its exit caused.
     @Test(.timeLimit(.minutes(1))) func aPluginThatExitsMidBatchIsSaidToHaveExited() async throws {
         let script = """
             import json, sys
@@ -250,9 +249,9 @@ import Testing
         #expect(reason.contains("plugin exited"), "\(reason)")
     }
 
-    /// Review 65: run through `/usr/bin/env`, a program whose name holds a `=` was read as
-    /// a variable to set, and env printed the environment, the sink's secrets with it, to
-    /// stdout, where the gateway logged it.
+    /// A program whose name holds a `=` is run itself: run through `/usr/bin/env`, it would
+    /// be read as a variable to set, and env would print the environment, the sink's secrets
+    /// with it, to stdout, where the gateway logs it.
     @Test(.timeLimit(.minutes(1))) func aProgramWithAnEqualsSignInItsNameIsRunItself() async throws {
         let folder = try Self.makeFolder("exec-equals")
         defer { try? FileManager.default.removeItem(at: folder) }

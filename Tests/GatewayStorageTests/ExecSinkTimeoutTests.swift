@@ -26,9 +26,9 @@ import Testing
         #expect(left == 0)
     }
 
-    /// A plugin that stops reading its stdin: a batch past the pipe's 64 KB blocked the
-    /// write for as long as the plugin lived, holding a thread (two such sinks froze the
-    /// whole gateway on two cores) and shutdown with it.
+    /// A plugin that stops reading its stdin: a batch past the pipe's 64 KB would block the
+    /// write for as long as the plugin lived, holding a thread (a few such sinks could freeze
+    /// the whole gateway) and shutdown with it.
     @Test(.timeLimit(.minutes(1))) func aPluginThatStopsReadingTimesOutTheBatchAtItsWrite() async throws {
         let sleep = "sleep 120.\(Int.random(in: 100_000...999_999))"
         let sink = ExecSink(
@@ -38,7 +38,7 @@ import Testing
             record.raw = .object(["padding": .string(String(repeating: "x", count: 400))])
             return record
         }
-        // Review 70: the reader's timeout, noticed first, hid why: the operator is told the
+        // The reader's timeout, noticed first, must not hide why: the operator is told the
         // plugin does not read its input.
         let error = await #expect(throws: (any Error).self) { try await sink.deliver(records) }
         #expect("\(error.map { "\($0)" } ?? "")".contains("not reading its input"), "\(String(describing: error))")

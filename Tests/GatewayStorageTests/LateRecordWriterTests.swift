@@ -84,9 +84,9 @@ import GatewayStorage
         #expect(try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false).count == queued)
     }
 
-    /// Review 66: a late version got a new outbox row on every sink its record was routed
-    /// to, and a vendor counts every copy it is sent: one that had the record already would
-    /// have counted it twice. Such a sink is left out; its own row, if still waiting, reads
+    /// A late version gets no new outbox row on a sink that counts every copy it is sent (a
+    /// vendor): one that had the record already would count it twice. Such a sink is left
+    /// out; its own row, if still waiting, reads
     /// the record as it is when it goes.
     @Test func aLateVersionIsNotQueuedAgainForASinkThatCountsEveryCopy() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("late-\(UUID()).sqlite").path

@@ -17,7 +17,7 @@ import Testing
         #expect(splitter.takePartial() == nil)
     }
 
-    /// Review 65: a plugin printing without a line break was held whole, 9 GB of it.
+    /// A plugin printing without a line break is not held whole.
     @Test func aLineWithoutEndIsHeldNoFurtherThanItsLimit() {
         var splitter = LineSplitter(maxLineBytes: 10)
         var split = splitter.split(Data("ok\n12345".utf8))
@@ -29,8 +29,8 @@ import Testing
         #expect(text(splitter.split(Data("5\nnext\n".utf8)).lines) == ["5", "next"])
     }
 
-    /// Review 67: a line ended in the chunk that completed it was never measured, so
-    /// lines of up to a chunk past the limit went through.
+    /// A line ended in the chunk that completes it is measured too, so that lines of up to
+    /// a chunk past the limit do not go through.
     @Test func aLineEndedPastItsLimitIsTooLongToo() {
         var splitter = LineSplitter(maxLineBytes: 10)
         #expect(!splitter.split(Data("1234567".utf8)).tooLong)

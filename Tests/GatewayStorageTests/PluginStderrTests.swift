@@ -37,8 +37,8 @@ import Testing
         #expect(dropped.map { "\($0.metadata["lines"] ?? "")" } == "403")
     }
 
-    /// Review 70: the limit was each plugin process's, so a plugin crashing in a loop
-    /// logged 100 lines per restart (600 in 10 s). It is the sink's.
+    /// The limit is the sink's, not each plugin process's, which would let a plugin crashing
+    /// in a loop log 100 lines per restart.
     @Test(.timeLimit(.minutes(1))) func theLimitIsTheSinksHoweverOftenItsPluginRestarts() async throws {
         let captured = CapturedLog()
         let script = """
@@ -59,13 +59,13 @@ import Testing
         try await Task.sleep(for: .seconds(3))
         #expect(logged() == 100, "\(logged()) lines from 360")
         // The count of the rest is told at the sink's stop (and by a reader ending after
-        // it), not once per restart (review 71).
+        // it), not once per restart.
         let counts = captured.entries.withLock { $0.filter { $0.message == "plugin stderr lines dropped" }.count }
         #expect((1...2).contains(counts), "\(counts) count lines")
     }
 
-    /// Review 65: the count of lines a minute dropped was told only with the next line
-    /// after the minute, or at the sink's stop; the reader asks once a second whether the
+    /// The count of lines a minute dropped is told when the minute ends, not only with the
+    /// next line after it or at the sink's stop: the reader asks once a second whether the
     /// minute is over.
     @Test func aMinutesDropsAreToldWhenItEndsWithoutAnotherLine() {
         let captured = CapturedLog()

@@ -137,8 +137,8 @@ public final class SinkWorker: Service, Sendable {
         }
 
         // One draw for the batch: its retries come due together and go again as one batch.
-        // Drawn per record, a refused batch of 100 came back one record at a time, about
-        // one Mixpanel request per record once it recovered (review 65).
+        // Drawn per record, a refused batch would come back one record at a time, one
+        // request per record once the destination recovered.
         let jitter = random()
         // Rows a sink was sending when the gateway stopped are not offered again: the sink
         // says what they become (a vendor may have counted them).
@@ -152,10 +152,10 @@ public final class SinkWorker: Service, Sendable {
                 let entry = entries[offered[index]]
                 let decidedAt = self.now()
                 let resolution = self.resolution(of: entry, outcome, decidedAt: decidedAt, jitter: jitter)
-                // Written whatever a shutdown does meanwhile (cancelled, the write did not
-                // take, and the row kept its mark: a vendor's 503 read at the restart as
-                // "may have counted it", review 69). Not written now: the batch's end
-                // writes it with the rest.
+                // Written whatever a shutdown does meanwhile (cancelled, the write would not
+                // take, and the row would keep its mark: a vendor's 503 read at the restart
+                // as "may have counted it"). Not written now: the batch's end writes it with
+                // the rest.
                 let sinkName = self.sinkName, store = self.store
                 guard (try? await uncancelled { try await store.resolve(sink: sinkName, [resolution], now: decidedAt) }) != nil
                 else { return }
@@ -228,8 +228,8 @@ public final class SinkWorker: Service, Sendable {
         }
         // The sink down (its circuit open, its destination gone, its disk full) pauses the
         // worker until the first record of the batch is due: taking the next batch at once
-        // failed the whole backlog through at full speed, 8,600 retries a second on a full
-        // disk, or every record rewritten once per cool-down. Down is a batch postponed
+        // would fail the whole backlog through at full speed (on a full disk), or rewrite
+        // every record once per cool-down. Down is a batch postponed
         // whole, or two batches in a row the sink failed whole by throwing. Never records
         // retried one by one, however many (devices a vendor does not know yet), nor one
         // batch alone (a record a plugin crashes on): they must not hold back the others.
@@ -251,13 +251,13 @@ public final class SinkWorker: Service, Sendable {
         }
         // A wait of zero is a refusal of the destination's whole without a time (`429` or
         // `5xx` and no `Retry-After`, which Mixpanel and AppsFlyer do not promise): the
-        // next batch got the same, 3,766 requests for 1,000 records in review 65.
+        // next batch would get the same.
         // And only when it refused more than one record, or one never tried before: one
-        // record the destination chokes on, due alone, is that record's (it paused the
-        // worker on its own backoff, towards an hour, and every new event waited, review
-        // 71). Records tried before, many at once, are a backlog refused again: after a
-        // restart during an outage every record had been tried, and 600 went out as 48
-        // refused batches in 12 s (review 65).
+        // record the destination chokes on, due alone, is that record's (pausing the
+        // worker on its own backoff, towards an hour, would hold every new event).
+        // Records tried before, many at once, are a backlog refused again: after a
+        // restart during an outage every record has been tried, and the backlog would
+        // otherwise go out as refused batch after refused batch.
         let throttled = !threw && !asked.isEmpty && asked.allSatisfy { outcome in
             if case .retry(_, _?) = outcome { return true }
             return false
@@ -271,8 +271,8 @@ public final class SinkWorker: Service, Sendable {
             return nil
         }.min()
         // Throttled batch after throttled batch waits longer each time, as the records'
-        // own backoff does: the batch's first due record alone came back within a second
-        // or two, and a vendor throttled without `Retry-After` was asked 43 times a second.
+        // own backoff does: the batch's first due record alone comes back within a second
+        // or two, and a vendor throttled without `Retry-After` would be asked again and again.
         let throttledInARow = throttledBatches.withLock { count in
             count = throttled && !cutShort ? count + 1 : 0
             return count
@@ -282,8 +282,8 @@ public final class SinkWorker: Service, Sendable {
             firstDue = max(due, decidedAt.addingTimeInterval(wait / .seconds(1)))
         }
         // Never longer than `maxThrottlePause`: the records' own backoff reaches an hour,
-        // and paused that long the worker held every new event too (54 s after a 150 s
-        // throttle, review 71). A batch each half minute finds out when it is over.
+        // and paused that long the worker would hold every new event too. A batch each
+        // half minute finds out when it is over.
         if throttled, let due = firstDue {
             firstDue = min(due, decidedAt.addingTimeInterval(Self.maxThrottlePause / .seconds(1)))
         }

@@ -2,7 +2,7 @@ import Foundation
 
 /// Parses JSON text (RFC 8259) straight into ``JSONValue``. JSONSerialization builds
 /// Foundation objects that then have to be cast back one by one (bridging and dynamic
-/// casts were a tenth of the ingest profile); this reads the bytes once. Integers that fit
+/// casts are a large share of ingest's CPU); this reads the bytes once. Integers that fit
 /// stay exact (`Int64`), other numbers are doubles; strings must be valid UTF-8; nesting
 /// deeper than ``JSONValue/maxDepth`` throws ``JSONValue/TooDeep``.
 struct JSONParser {
@@ -80,7 +80,7 @@ struct JSONParser {
         if depth > maxDepth { throw JSONValue.TooDeep() }
         index += 1
         // Members are gathered first and the dictionary made once at its size: growing it
-        // member by member rehashed it several times and was half the cost of an object.
+        // member by member would rehash it several times.
         var members: [(String, JSONValue)] = []
         skipWhitespace()
         if current == UInt8(ascii: "}") {

@@ -111,7 +111,7 @@ public final class PendingResolver: Service, Sendable {
                     if attempted > 0 { continue }
                 } catch {
                     // A store that cannot be written (a full disk) fails at once: without
-                    // a pause this looped, hundreds of lines a second, on half a core.
+                    // a pause this would loop, flooding the log and burning CPU.
                     failures += 1
                     logger.error("cannot read pending work", metadata: ["error": "\(error)", "failures": "\(failures)"])
                     await wakeUp.wait(timeout: min(.milliseconds(100) * (1 << min(failures - 1, 9)), .seconds(30)))

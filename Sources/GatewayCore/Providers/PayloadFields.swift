@@ -176,8 +176,8 @@ public struct PayloadFields: Sendable {
         guard let date = ISO8601.parse(text) else {
             throw GatewayError.invalid(fieldPath(key), "expected an ISO-8601 date such as 2020-08-04T17:18:07Z")
         }
-        // An iAd click in the year 0 was stored as it came (review 68), where /v1/events
-        // refused such times.
+        // A time no event can have (an iAd click in the year 0) is refused, as /v1/events
+        // refuses it, not stored as it came.
         guard Self.plausibleSeconds.contains(date.timeIntervalSince1970) else {
             throw GatewayError.invalid(fieldPath(key), "expected a date from 2008 to 2099, found '\(text.prefix(40))'")
         }

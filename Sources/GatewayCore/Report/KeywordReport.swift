@@ -199,7 +199,7 @@ public struct KeywordReport: Sendable {
         // a record with both ties to the user id; a purchase with neither is its own
         // buyer, so that its revenue shows as unattributed instead of nowhere.
         // The all-zero IDFV (an app's unset `identifierForVendor`) names no device; records
-        // stored before 25 Nov 2026 may carry it, and joined on it every such user was one.
+        // stored under an earlier rule may carry it, and joined on it every such user is one.
         let device = record.idfv.flatMap { $0 == AttributionRecord.unsetDeviceID ? nil : app + "\u{1F}idfv:" + $0.uppercased() }
         let key: String
         if let user = record.appUserID {
@@ -395,8 +395,8 @@ public struct KeywordReport: Sendable {
                 return (a.payingUsers, a.installs) > (b.payingUsers, b.installs)
             }
             // Ties in a fixed order, so that two runs print the same lines: by every field
-            // of the line (without the ad group's name and the match type, two lines of a
-            // vendor's campaign swapped places from run to run, review 70).
+            // of the line, the ad group's name and the match type included (two lines of a
+            // vendor's campaign may differ in those alone).
             if a.appID != b.appID { return a.appID < b.appID }
             let first = (a.network ?? "", a.campaignID ?? -1, a.campaign ?? "", a.adGroupID ?? -1, a.adGroup ?? "")
             let second = (b.network ?? "", b.campaignID ?? -1, b.campaign ?? "", b.adGroupID ?? -1, b.adGroup ?? "")

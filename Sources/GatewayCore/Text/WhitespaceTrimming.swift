@@ -2,7 +2,7 @@ extension StringProtocol {
     /// The text without leading and trailing white space (what
     /// `CharacterSet.whitespacesAndNewlines` names), without Foundation: on Linux its
     /// `trimmingCharacters(in:)` goes through NSString, and for a 1 KB AdServices token
-    /// that was a tenth of the server's CPU on the route, with nothing to trim.
+    /// that costs a noticeable share of the route's CPU, with nothing to trim.
     public func trimmingWhitespace() -> String {
         let scalars = unicodeScalars
         var start = scalars.startIndex

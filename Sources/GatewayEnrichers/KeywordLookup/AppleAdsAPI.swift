@@ -71,7 +71,7 @@ struct AppleAdsHTTP: Sendable {
                 throw Failure(description: "\(path): Apple Ads refused the credentials (401); asking again in \(left.components.seconds) s")
             }
             // Apple Ads failing: one request at a time finds out when it is back, not every
-            // name's own retries (12,000 requests in 75 s for 1,500 names).
+            // name's own retries.
             if let left = await gate.outageWait() {
                 throw Failure(
                     description: "\(path): Apple Ads is failing; asking again in \(max(1, left.components.seconds)) s",
@@ -87,8 +87,7 @@ struct AppleAdsHTTP: Sendable {
                 throw failure
             } catch {
                 // Apple's token endpoint failing (a 5xx, no answer) is Apple Ads failing:
-                // one probe at a time, as for the API, not every name's own retries (1,516
-                // token requests in a 90 s outage of it, review 65).
+                // one probe at a time, as for the API, not every name's own retries.
                 await gate.noteFailure(initial: initialBackoff)
                 throw error
             }
@@ -381,8 +380,8 @@ actor RateGate {
         let now = ContinuousClock.now
         if now < current.until { return current.until - now }
         // The probe is out: asked again a second from now, when it has usually failed and
-        // set the next probe's time (waiting a whole wait, a name then slept past it, and
-        // names came back 30 s after Apple Ads rather than 15); its success wakes them.
+        // set the next probe's time (waiting a whole wait, a name would sleep past it, and
+        // names would come back a whole wait after Apple Ads); its success wakes them.
         if let probe = current.probeUntil, now < probe { return min(probe - now, .seconds(1)) }
         current.probeUntil = now.advanced(by: .seconds(35))
         outage = current

@@ -45,8 +45,8 @@ actor AppleAdsTokenSource {
         if let token, token.expires.timeIntervalSince(now) > token.margin { return token.value }
         if let token, token.expires > now {
             // The renewal goes on in the background, at most one every 30 s, and the token
-            // serves until its end: awaited, a renewal that failed dropped a good token
-            // (review 65), and one that hung held every lookup for its 30 s (review 69).
+            // serves until its end: awaited, a renewal that failed would drop a good token,
+            // and one that hung would hold every lookup for its 30 s.
             if inFlight == nil, lastRenewal.map({ now.timeIntervalSince($0) >= Self.renewalSpacing }) ?? true {
                 lastRenewal = now
                 let renewal = fetchTask()

@@ -47,8 +47,8 @@ struct KeywordNameCache: Sendable {
         try await store([key: entry])
     }
 
-    /// Many entries in one transaction (a report's thousands of names: one commit each
-    /// took minutes).
+    /// Many entries in one transaction (a report's thousands of names, one commit each,
+    /// would take minutes).
     func store(_ entries: [String: Entry]) async throws {
         try await pool.write { db in
             for (key, entry) in entries {

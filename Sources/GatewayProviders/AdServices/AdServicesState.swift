@@ -3,8 +3,8 @@ import GatewayCore
 
 /// A pending token's state as stored in `pending.state`: JSON with the member names that
 /// `JSONEncoder` gave `State`, written and read with the gateway's own JSON writer and
-/// parser. JSONEncoder and JSONDecoder on the 1 KB token were about 5% of the server's
-/// CPU on the AdServices route; rows stored by either read the same.
+/// parser. JSONEncoder and JSONDecoder on the 1 KB token cost a noticeable share of the
+/// AdServices route's CPU; rows stored by either read the same.
 extension AdServicesProvider.State {
     var stored: Data {
         var object: [String: JSONValue] = [

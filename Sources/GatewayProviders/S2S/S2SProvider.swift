@@ -98,8 +98,8 @@ public struct S2SProvider: AttributionProvider {
     /// by their `event_id`, anything else by its content. An event with none of these and no
     /// `timestamp` cannot be told from a second one alike, so its arrival joins its
     /// content: it is never deduped. A live arrival's `arrivalID` (its record's id) tells
-    /// apart two such requests in one millisecond, which were one record until 25 Nov
-    /// 2026; an import envelope's fixed `received_at` with its place in the line keeps one
+    /// apart two such requests in one millisecond, which their time alone would make one
+    /// record; an import envelope's fixed `received_at` with its place in the line keeps one
     /// key, so that importing the file again stores the event once.
     static func dedupeKey(_ event: RawEvent, receivedAt: Date, index: Int, arrivalID: String? = nil) -> String {
         // A transaction is one purchase, and has one refund, whatever else a resend changes
@@ -114,8 +114,8 @@ public struct S2SProvider: AttributionProvider {
         }
         if let id = event.eventID { return DedupeKey.make(typeName, event.appID, "id", id) }
         // By its content written one way, so that a resend spelling its time or IDFV
-        // otherwise is the same event. Until 25 Nov 2026 the key (`content`) hashed the text
-        // as sent; the store's upgrade `data:s2s-events-keyed-by-content` rekeys those.
+        // otherwise is the same event. Keys of an earlier rule (`content`), which hashed the
+        // text as sent, are rekeyed by the store's upgrade `data:s2s-events-keyed-by-content`.
         return EventContent.dedupeKey(
             appID: event.appID, stored: event.stored, received: event.timestamp == nil ? (receivedAt, index) : nil,
             arrivalID: arrivalID, sha256Hex: SHA256Text.hex)

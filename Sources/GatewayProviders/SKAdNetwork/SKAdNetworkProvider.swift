@@ -41,9 +41,9 @@ public struct SKAdNetworkProvider: AttributionProvider {
         self.options = options
     }
 
-    /// The largest postback Apple's devices' routes read: the largest real one seen (an
-    /// AdAttributionKit JWS) is 1.7 KB. At 16 KiB an unverifiable postback from anyone was
-    /// kept at 34 KB of disk, with its record and the sinks' rows.
+    /// The largest postback Apple's devices' routes read: a real one (an AdAttributionKit
+    /// JWS the largest) is under 2 KB, and an unverifiable postback from anyone is kept, with
+    /// its record and the sinks' rows, so a higher limit only lets strangers spend more disk.
     public static let maxOpenBody = 4 * 1024
 
     public var routes: [ProviderRoute] {
@@ -51,7 +51,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
             // Apple's devices: authenticated by Apple's signature, and answered 200. The
             // router matches these with and without the trailing slash. Open to anyone, and
             // an unverifiable postback is kept (quarantined) whole: a postback is under 2 KB,
-            // and at 1 MiB a request anyone could fill the disk at 12 MB/s.
+            // and at the server's 1 MiB a request anyone could fill the disk fast.
             ProviderRoute(.post, Self.skanCopyPath, requiresAPIKey: false, acceptedStatus: 200, maxBodyBytes: Self.maxOpenBody),
             ProviderRoute(.post, Self.aakCopyPath, requiresAPIKey: false, acceptedStatus: 200, maxBodyBytes: Self.maxOpenBody),
             ProviderRoute(.post, Self.forwardPath),

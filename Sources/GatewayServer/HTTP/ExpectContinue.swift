@@ -2,9 +2,9 @@ import NIOCore
 import NIOHTTP1
 
 /// Answers `100 Continue` to a request that asks for it (`Expect: 100-continue`), as curl
-/// does for bodies over 1 KiB and Java's and PHP's libcurl clients are told to. Nothing
-/// answered it: curl waited a second before each such body, and a client that waits for
-/// the `100` waited for good (review 68). A body declared larger than any route takes is
+/// does for bodies over 1 KiB and Java's and PHP's libcurl clients are told to. Left
+/// unanswered, curl waits a second before each such body, and a client that waits for
+/// the `100` waits for good. A body declared larger than any route takes is
 /// not asked for: the route's `413` answers it at once.
 ///
 /// It sits in front of ``RequestedClose`` and the HTTP types codec, where the request's

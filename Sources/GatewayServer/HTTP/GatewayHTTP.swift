@@ -93,9 +93,9 @@ public enum GatewayHTTP {
                     idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),
             configuration: .init(
                 address: .hostname(settings.host, port: settings.port), serverName: nil,
-                // Connections past the limit wait to be accepted: accepted, a few hundred idle
-                // ones from one client took every descriptor, and the store and the sinks
-                // could open nothing.
+                // Connections past the limit wait to be accepted: accepted, idle ones from one
+                // client could take every descriptor, and the store and the sinks could open
+                // nothing.
                 availableConnectionsDelegate: .maximum(connectionLimit(settings), logger: gateway.logger)),
             // Stopped in reverse order: the server first, the checkpointer last, so that
             // its final checkpoint comes after the workers' last writes.

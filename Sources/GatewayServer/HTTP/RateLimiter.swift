@@ -97,8 +97,8 @@ struct RateLimitMiddleware: RouterMiddleware {
 
     /// The per-key bucket's name for a request: from the digest of the configured key it
     /// presents (never the key), nil when it presents none, or one shipped inside an app:
-    /// anyone can read such a key out of the app, and spending its one bucket at 70
-    /// requests a second, under the per-IP limit, refused 8 of 10 real installs (review 68).
+    /// anyone can read such a key out of the app, and by spending its one bucket, while
+    /// under the per-IP limit, get the app's real installs refused.
     static func keyCaller(_ headers: HTTPFields, keyring: APIKeyring) -> String? {
         guard let key = keyring.presentedKey(headers), !key.shippedInApp else { return nil }
         return "key:" + Hex.lowercase(key.digest.prefix(16))

@@ -1,9 +1,9 @@
 import GatewayCore
 
 /// The outbox's depth and oldest row per sink, read at most once a second however many
-/// probes and scrapers ask. Counting is a scan of the outbox: with a million rows queued
-/// (the outage that queued them is when probes keep coming) each read took 150 ms, and
-/// eight pollers of `/metrics` multiplied ingest latency by five.
+/// probes and scrapers ask. Counting is a scan of the outbox: with a large backlog queued
+/// (the outage that queued it is when probes keep coming) each read is slow, and a few
+/// pollers of `/metrics` would slow ingest many times over.
 actor OutboxStatsCache {
     let store: any OutboxStore
     let maxAge: Duration

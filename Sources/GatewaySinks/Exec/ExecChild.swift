@@ -6,8 +6,8 @@ import Synchronization
 
 /// One running plugin process: its stdin written and its stdout read on threads of their
 /// own (see ``PipeThreads``), its output kept as it comes, so that a plugin answering while
-/// the batch is still being written never blocks on a full stdout (a batch of 5,000
-/// deadlocked both sides, review 66), and its answers read before a failure stand.
+/// the batch is still being written never blocks on a full stdout (which would deadlock
+/// both sides on a large batch), and its answers read before a failure stand.
 final class ExecChild: Sendable {
     private let process: ChildProcess
     private let stdin: FileHandle
@@ -42,12 +42,12 @@ final class ExecChild: Sendable {
     /// The longest stdout line held (an acknowledgement is about 100 bytes), and the most
     /// output read ahead of the gateway's taking it: a plugin printing without end must
     /// not take the gateway's memory. Past the second the reader waits, as a full pipe
-    /// makes the plugin wait; stopped there, a plugin answering 5,000 records with 8 KB
-    /// reasons faster than they were taken was sent them again (review 70).
+    /// makes the plugin wait; stopped there instead, a plugin answering a large batch with
+    /// long reasons faster than they were taken would be sent its records again.
     static let maxLineBytes = 1 << 20
     static let maxUnreadBytes = 16 << 20
-    /// What a line costs beyond its bytes: empty lines, counted as nothing, grew the
-    /// gateway by 40 MB a second, and 16 MiB of `x` lines took 583 MB (review 67).
+    /// What a line costs beyond its bytes: counted as nothing, empty or short lines would
+    /// grow the gateway's memory far past the bound on unread output.
     static let lineOverhead = 64
     /// Why a batch failed whose plugin did not take its input in time.
     static let notReadingInput = "exec sink: plugin timed out (not reading its input)"
@@ -61,7 +61,7 @@ final class ExecChild: Sendable {
         // outlive it (see `stop`).
         // Started itself, not through `/usr/bin/env`, which reads a first word with a `=` in
         // it (`./fwd=v2.py`) as a variable to set, and printed the whole environment, the
-        // sink's secrets with it, to stdout, whence the gateway logged it (review 65).
+        // sink's secrets with it, to stdout, whence the gateway would log it.
         process = try ChildProcess(
             executable: ExecSinkPlugin.programPath(command[0]) ?? command[0], arguments: Array(command.dropFirst()),
             stdin: .descriptor(input.fileHandleForReading.fileDescriptor),
@@ -87,8 +87,8 @@ final class ExecChild: Sendable {
                     return state.waiter
                 }?.give(())
                 // On the reader's own thread, for as long as it is full: a short poll while a
-                // batch takes lines, longer ones when none does (2 ms each cost an idle sink
-                // 1% of a core, review 71).
+                // batch takes lines, longer ones when none does, so that an idle sink costs
+                // next to no CPU.
                 var pause: useconds_t = 1_000
                 while state.withLock({ $0.isFull }) {
                     usleep(pause)
@@ -142,7 +142,7 @@ final class ExecChild: Sendable {
 
     /// The next line of stdout; throws at its end (the plugin died), after `deadline`, or
     /// at a shutdown. The deadline holds while lines keep coming: a plugin printing lines
-    /// that are no acknowledgement kept its batch going for good (review 67); those read
+    /// that are no acknowledgement must not keep its batch going for good; those read
     /// in time are taken by ``takeLines()`` after the failure.
     func readLine(until deadline: ContinuousClock.Instant) async throws -> String {
         while true {
@@ -259,7 +259,7 @@ extension ExecChild.State {
     /// Why a batch ends unanswered at its deadline.
     var timeoutReason: String {
         // The gateway taking answers slower than they came, its reader waiting, held the
-        // plugin on its stdout and so off its input: not the plugin's fault (review 71).
+        // plugin on its stdout and so off its input: not the plugin's fault.
         if unreadBytes > ExecChild.maxUnreadBytes {
             return "exec sink: plugin timed out (its answers came faster than they were taken: "
                 + "lower max_batch_size or raise timeout_ms)"
@@ -269,8 +269,8 @@ extension ExecChild.State {
     }
 
     /// The next line not taken; once stdout has `ended`, what is left without a line break
-    /// is the last line (a final acknowledgement printed without one was dropped, and its
-    /// record sent again, review 70).
+    /// is the last line (a final acknowledgement printed without one would be dropped, and
+    /// its record sent again).
     mutating func nextLine() -> String? {
         guard next < lines.count else {
             lines.removeAll(keepingCapacity: true)
@@ -282,7 +282,7 @@ extension ExecChild.State {
         unreadBytes -= cost
         next += 1
         // Lines taken are let go of in halves: kept until the queue emptied, a plugin
-        // staying just ahead of the reader held every line it had written (review 69).
+        // staying just ahead of the reader would hold every line it had written.
         if next >= 1024, next * 2 >= lines.count {
             lines.removeFirst(next)
             next = 0

@@ -77,8 +77,8 @@ public final class ExecSink: AttributionSink {
         let batch = Set(records.map(\.recordID))
         func take(_ line: String) {
             guard let ack = try? JSONValue.parse(Data(line.utf8)), case .string(let id)? = ack["record_id"] else {
-                // A banner or a debug print on stdout failed the whole batch, acknowledged
-                // records and all, at every start (review 66): it is skipped, and shown.
+                // A banner or a debug print on stdout must not fail the whole batch,
+                // acknowledged records and all, at every start: it is skipped, and shown.
                 if unreadableLines.allow() {
                     logger.warning(
                         "exec sink: a line on the plugin's stdout is not an acknowledgement; skipped",
@@ -102,8 +102,8 @@ public final class ExecSink: AttributionSink {
             let deadline = ContinuousClock.now + options.timeout
             try await withThrowingTaskGroup(of: Void.self) { group in
                 // Answers are taken while the batch is written: held until the write ended,
-                // 5,000 acknowledgements with long reasons passed the unread bound, and the
-                // plugin was stopped with its answers not all read (review 69).
+                // a large batch's acknowledgements with long reasons would pass the unread
+                // bound, and the plugin would be stopped with its answers not all read.
                 group.addTask { [input] in try await process.write(input, until: deadline) }
                 while outcomes.count < records.count { take(try await process.readLine(until: deadline)) }
                 // Every record answered: what the plugin does with the rest of its input

@@ -1,10 +1,10 @@
 import Foundation
 
 /// A plugin's pipe cut into lines as its chunks come, in time linear in the bytes: each
-/// chunk is scanned once, and a line not ended yet is held up to `maxLineBytes` only. A
-/// plugin printing without a line break grew the gateway to 9 GB, its whole output scanned
-/// again at each chunk (review 65), and one printing many short lines to stderr copied the
-/// rest of its chunk at each line.
+/// chunk is scanned once, and a line not ended yet is held up to `maxLineBytes` only, so
+/// that a plugin printing without a line break can neither grow the gateway without bound
+/// nor have its whole output scanned again at each chunk, and one printing many short
+/// lines to stderr does not copy the rest of its chunk at each line.
 struct LineSplitter {
     /// The most of a line not ended yet that is held.
     let maxLineBytes: Int

@@ -1,14 +1,14 @@
 import Foundation
 
 /// A plugin's pipes, read and written on threads of their own, polling so that a stop is
-/// seen within a second (a reader) or 100 ms (a write). Never on Dispatch's threads: on Linux Swift's tasks run on those,
-/// and a read blocked for good on a pipe that a plugin's daemon held open (started in a
-/// session of its own, out of reach of the group kill) took one of them at each restart,
-/// until every request and the shutdown stalled (review 66: 12 to 242 threads in 229 s).
+/// seen within a second (a reader) or 100 ms (a write). Never on Dispatch's threads: on
+/// Linux Swift's tasks run on those, and a read blocked for good on a pipe that a plugin's
+/// daemon held open (started in a session of its own, out of reach of the group kill)
+/// would take one of them at each restart, until every request and the shutdown stalled.
 enum PipeThreads {
     /// How long one `poll` waits before the thread looks at its stop condition again: a
-    /// reader, which idles beside every running plugin (at 100 ms, eight idle exec sinks
-    /// took 1.4% of a core, review 70), and a write, which lasts one batch.
+    /// reader, which idles beside every running plugin, polls rarely so that idle sinks
+    /// cost next to no CPU; a write, which lasts one batch, polls more often.
     static let readPollMilliseconds: Int32 = 1000
     static let writePollMilliseconds: Int32 = 100
 

@@ -5,8 +5,8 @@ import Synchronization
 /// A plugin's stderr, as warnings in the gateway's log. Inherited, a Python traceback
 /// went into the log as raw lines, breaking `log_format: json`'s one object per line.
 /// Each line is one entry, at most 1 KiB, and at most 100 a minute for the sink, however
-/// often its plugin restarts: a plugin printing in a loop, or crashing in one (600 lines in
-/// 10 s when the limit was each process's, review 70), must not flood the log.
+/// often its plugin restarts: a plugin printing in a loop, or crashing in one, must not
+/// flood the log.
 enum PluginStderr {
     /// A sink's limit, shared by the plugins it runs one after another.
     final class Limit: Sendable {
@@ -37,7 +37,7 @@ enum PluginStderr {
             handle, name: "exec-sink-stderr",
             stopped: {
                 // Asked at least once a second: a minute's count of lines dropped is told when
-                // the minute ends, not only at the next line after it (review 65).
+                // the minute ends, not only at the next line after it.
                 limit.lines.withLock { $0.rollOver() }
                 return stopped()
             },
@@ -49,8 +49,8 @@ enum PluginStderr {
             },
             end: {
                 // The count of lines dropped is told when the minute rolls over, or at the
-                // sink's stop: told at each plugin's end, a plugin crashing in a loop logged
-                // one count line per restart (review 71).
+                // sink's stop: told at each plugin's end, a plugin crashing in a loop would
+                // log one count line per restart.
                 if let last = splitter.withLock({ $0.takePartial() }) { limit.lines.withLock { $0.emit(last) } }
                 limit.ended()
             })

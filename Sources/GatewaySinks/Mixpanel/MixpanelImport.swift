@@ -15,7 +15,7 @@ struct MixpanelImport: Sendable {
 
     /// Mixpanel takes up to 2,000 events per request.
     static let maxEvents = 2000
-    /// The 2026 docs say 10 MB; 2 MB is the older figure and still safe.
+    /// Mixpanel's docs now say 10 MB; 2 MB, the older limit, is still safe.
     static let maxRequestBytes = 2_000_000
 
     /// Sends `events` (each with the index of its record) and writes each record's outcome.

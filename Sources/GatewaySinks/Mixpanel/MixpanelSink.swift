@@ -141,8 +141,8 @@ public final class MixpanelSink: AttributionSink {
     /// The outcome of each record's updates, sent as `batch`. Mixpanel refuses a batch
     /// whole for one bad update without saying which: the refused batch is split in
     /// halves until the refused records stand alone. Sent again one record at a time, a
-    /// batch of 50 with one bad record cost 50 requests, and a backlog drained 17 times
-    /// slower; halves cost about two per level.
+    /// batch with one bad record would cost a request per record, and a backlog would drain
+    /// many times slower; halves cost about two per level.
     func outcomes(of updates: ArraySlice<[JSONValue]>, batch: [JSONValue]) async throws -> [DeliveryOutcome] {
         guard !batch.isEmpty else { return Array(repeating: .delivered, count: updates.count) }
         switch try await send(batch) {

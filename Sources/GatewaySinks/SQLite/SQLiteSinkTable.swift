@@ -67,7 +67,7 @@ enum SQLiteSinkTable {
     /// named in `attribution_records_steps`. Older versions ignore that table, as they do
     /// columns they do not know.
     static let dataSteps: [(name: String, sql: String)] = [
-        // Rows written before 24 Nov 2026 may hold in `raw` an IDFA sent without consent
+        // Rows written by older versions may hold in `raw` an IDFA sent without consent
         // (iAd) and an imported AdServices answer's IDFA and token.
         ("raw-without-unconsented-ids", """
             UPDATE \(name) SET raw = json_remove(raw, '$.idfa')

@@ -40,8 +40,8 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
     }
 
     /// Each event is marked as being sent before its request and its answer written as it
-    /// comes: a batch's answers all written at its end were lost to a crash, and the
-    /// vendor counted again every event it had answered (24 of 40 in review 67).
+    /// comes: a batch's answers all written at its end would be lost to a crash, and the
+    /// vendor would count again every event it had answered.
     public func deliver(_ records: [AttributionRecord], progress: DeliveryProgress) async throws -> [DeliveryOutcome] {
         var lanes: [String: [Int]] = [:]
         var order: [String] = []
@@ -81,7 +81,7 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         }
         // The wait of the vendor's refusal of everything (a `429` or `5xx`), once one came:
         // the batch's events not sent yet are held back, no attempt counted, rather than
-        // each sent to be refused too (50 requests per batch, 43 a second, review 69).
+        // each sent to be refused too.
         let refused = RefusalWait()
         let vendor = adapter.vendor.displayName
         let backoffInitial = settings.delivery.backoffInitial
