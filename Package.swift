@@ -128,7 +128,9 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            ] + operatorSinks.map { .target(name: $0) }
+            ] + operatorSinks.map { .target(name: $0) },
+            // The HTTP contract, a file of its own in the repository and part of the binary.
+            resources: [.embedInCode("HTTP/openapi.yaml")]
         ),
         .executableTarget(
             name: "AttributionGatewayCLI",
