@@ -54,7 +54,8 @@ public struct SKAdNetworkProvider: AttributionProvider {
             // and at 1 MiB a request anyone could fill the disk at 12 MB/s.
             ProviderRoute(.post, Self.skanCopyPath, requiresAPIKey: false, acceptedStatus: 200, maxBodyBytes: Self.maxOpenBody),
             ProviderRoute(.post, Self.aakCopyPath, requiresAPIKey: false, acceptedStatus: 200, maxBodyBytes: Self.maxOpenBody),
-            ProviderRoute(.post, Self.forwardPath),
+            // Ad networks and backends: an app never forwards postbacks itself.
+            ProviderRoute(.post, Self.forwardPath, keyScope: .backend),
         ]
     }
 

@@ -219,6 +219,7 @@ paths:
         - {name: last_call_to_skadnetwork_timestamp, in: query, schema: {type: string}}
         - {name: skan_version, in: query, description: "4.0 or later, or aak: answered for the postback window the first call places the device in", schema: {type: string}}
         - {name: coarse_value, in: query, description: "the current window's coarse value (SKAN 4 and AdAttributionKit)", schema: {enum: [low, medium, high]}}
+        - {name: app_id, in: query, description: "optional; with API keys, one of the key's apps", schema: {type: string}}
       responses:
         "200":
           description: The value to set, or none when nothing changes
@@ -231,6 +232,7 @@ paths:
             application/json:
               schema: {$ref: "#/components/schemas/ConversionValueAnswer"}
         "401": {$ref: "#/components/responses/Error"}
+        "403": {$ref: "#/components/responses/Error"}
         "404": {$ref: "#/components/responses/Error"}
         "429": {$ref: "#/components/responses/RateLimited"}
   /functions/v1/create-user:

@@ -90,7 +90,8 @@ extension GatewayHTTP {
             for route in provider.routes {
                 let bodies = bodies.forRoute(limit: route.maxBodyBytes)
                 let handler = countingRejections(of: provider.name, metrics: gateway.metrics) { request, context in
-                    let allowedApps = route.requiresAPIKey ? try keyring.admit(request.headers) : nil
+                    let allowedApps =
+                        route.requiresAPIKey ? try keyring.admit(request.headers, scope: route.keyScope) : nil
                     if let secret = route.sharedSecretSHA256, !SharedSecret.matches(request, sha256: secret) {
                         throw SharedSecret.unauthorized
                     }
