@@ -33,15 +33,18 @@ public struct IngestPipeline: Sendable {
     }
 
     /// Normalises `payload` with `provider` and stores what comes out. `authorize` sees
-    /// every record before anything is stored and throws to refuse the whole payload.
-    /// Refusals are counted by the HTTP route that answers them, with the ones it makes
-    /// itself (authentication, body limits).
+    /// the app of every record before anything is stored and throws to refuse the whole
+    /// payload: first the apps the payload claims, when the provider can read them without
+    /// verifying signatures, so that a caller may not spend that work on other apps' data;
+    /// then the apps of the records themselves. Refusals are counted by the HTTP route that
+    /// answers them, with the ones it makes itself (authentication, body limits).
     public func accept(
         _ payload: IngestPayload, provider: any AttributionProvider,
-        authorize: (AttributionRecord) throws -> Void = { _ in }
+        authorize: (_ appID: String?) throws -> Void = { _ in }
     ) async throws -> [IngestOutcome] {
+        try provider.claimedAppIDs(payload)?.forEach(authorize)
         let records = try provider.normalize(payload)
-        try records.forEach(authorize)
+        try records.map(\.appID).forEach(authorize)
         metrics.received(provider: provider.name, count: records.count)
         return try await ingest(records)
     }

@@ -14,6 +14,15 @@ public protocol AttributionProvider: Sendable {
     var routes: [ProviderRoute] { get }
     /// Turns one raw payload into one or more records.
     func normalize(_ payload: IngestPayload) throws -> [AttributionRecord]
+    /// The app each record of `payload` is for, read from its plain fields without the
+    /// costly checks of ``normalize(_:)`` (signatures), so that a caller may be refused
+    /// before that work; nil when the provider has no such checks. It throws what
+    /// `normalize` would for a payload it cannot read.
+    func claimedAppIDs(_ payload: IngestPayload) throws -> [String?]?
+}
+
+extension AttributionProvider {
+    public func claimedAppIDs(_ payload: IngestPayload) throws -> [String?]? { nil }
 }
 
 /// An HTTP route a provider owns.

@@ -112,8 +112,8 @@ extension GatewayHTTP {
                         let status: HTTPResponse.Status = answer.isDuplicate ? .ok : .accepted
                         return JSONResponse.make(status: status, IngestAnswer(answer, provider: provider.name).json)
                     }
-                    let outcomes = try await gateway.pipeline.accept(payload, provider: provider) { record in
-                        if let allowedApps, !allowedApps.contains(record.appID ?? "") {
+                    let outcomes = try await gateway.pipeline.accept(payload, provider: provider) { appID in
+                        if let allowedApps, !allowedApps.contains(appID ?? "") {
                             throw APIKeyring.forbidden
                         }
                     }
