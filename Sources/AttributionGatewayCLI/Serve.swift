@@ -32,6 +32,7 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "attribution-gateway")
+        for warning in configuration.warnings { logger.warning("\(warning)") }
         try ListenCheck.check(host: configuration.server.host, port: configuration.server.port)
         // The SQLite file has one server, which the lock makes sure of; any number of
         // replicas share a PostgreSQL database.

@@ -69,7 +69,7 @@ public enum ConfigLoader {
         if !diagnostics.issues.isEmpty { throw ConfigError(issues: diagnostics.issues) }
         return GatewayConfiguration(
             file: file, server: server, storage: storage, auth: auth, providers: providers, enrichers: enrichers,
-            sinks: sinks, routes: routes)
+            sinks: sinks, routes: routes, warnings: diagnostics.warnings)
     }
 
     static func readServer(_ reader: ConfigReader?) -> ServerSettings {

@@ -12,6 +12,8 @@ public struct GatewayConfiguration: Sendable {
     public var enrichers: [PreparedEnricher] = []
     public var sinks: [ConfiguredSink]
     public var routes: [Route]
+    /// What the file allows but should not (a key file others can read), with its line.
+    public var warnings: [ConfigIssue] = []
 }
 
 /// `server:`
