@@ -55,7 +55,8 @@ public struct IngestPipeline: Sendable {
         // Known keys are looked up first only so that duplicates skip enrichment (which
         // can call outside APIs); without enrichers the insert itself finds them, and the
         // request saves a round trip to the database.
-        var known: [String: String] = [:]
+        // Keyed by bytes, as the store compares keys: see `DedupeKey.Bytes`.
+        var known: [DedupeKey.Bytes: String] = [:]
         if !enrichers.isEmpty {
             do {
                 known = try await store.existingRecordIDs(dedupeKeys: records.map(\.dedupeKey))
@@ -64,7 +65,7 @@ public struct IngestPipeline: Sendable {
             }
         }
         // Enrichment can call outside APIs, so duplicates skip it.
-        var fresh = records.filter { known[$0.dedupeKey] == nil }
+        var fresh = records.filter { known[DedupeKey.Bytes($0.dedupeKey)] == nil }
         for enricher in enrichers where !fresh.isEmpty {
             fresh = await enricher.enrich(fresh)
         }
@@ -95,7 +96,7 @@ public struct IngestPipeline: Sendable {
         // `fresh` kept the order of `records`, so its outcomes fill the gaps between known ones.
         var nextFresh = freshOutcomes.makeIterator()
         return records.map { record in
-            if let original = known[record.dedupeKey] {
+            if let original = known[DedupeKey.Bytes(record.dedupeKey)] {
                 metrics.duplicate(provider: record.provider)
                 return IngestOutcome(recordID: original, duplicateOf: original, record: record, sinks: [])
             }
