@@ -14,6 +14,7 @@ struct CheckConfig: ParsableCommand {
 
     func run() throws {
         let configuration = try loadConfiguration(file)
+        for warning in configuration.warnings { printError("warning: \(warning)") }
         print(ConfigSummary.describe(configuration))
     }
 }

@@ -27,11 +27,10 @@ struct Serve: AsyncParsableCommand {
         let json = configuration.server.logFormat == "json"
         LoggingSystem.bootstrap { label in
             if json { return JSONLogHandler(label: label, level: level) }
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            return TextLogHandler(label: label, level: level)
         }
         let logger = Logger(label: "attribution-gateway")
+        for warning in configuration.warnings { logger.warning("\(warning)") }
         try ListenCheck.check(host: configuration.server.host, port: configuration.server.port)
         // The SQLite file has one server, which the lock makes sure of; any number of
         // replicas share a PostgreSQL database.

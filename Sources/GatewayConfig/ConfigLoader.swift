@@ -69,7 +69,7 @@ public enum ConfigLoader {
         if !diagnostics.issues.isEmpty { throw ConfigError(issues: diagnostics.issues) }
         return GatewayConfiguration(
             file: file, server: server, storage: storage, auth: auth, providers: providers, enrichers: enrichers,
-            sinks: sinks, routes: routes)
+            sinks: sinks, routes: routes, warnings: diagnostics.warnings)
     }
 
     static func readServer(_ reader: ConfigReader?) -> ServerSettings {
@@ -164,6 +164,7 @@ public enum ConfigLoader {
     static func readAuth(_ reader: ConfigReader?) -> AuthSettings {
         var settings = AuthSettings()
         guard let reader else { return settings }
+        var scopes: [[UInt8]: APIKeyScope] = [:]
         for entry in reader.list("api_keys") ?? [] {
             let appID = entry.requiredString("app_id")
             var digest: [UInt8]?
@@ -183,14 +184,34 @@ public enum ConfigLoader {
                     digest = SHA256Hex.digest(key)
                 }
             }
-            let shipped = entry.bool("shipped_in_app") ?? false
+            let scope = readScope(entry)
+            // A key inside one app is public for all: it must not be a backend key elsewhere.
+            if let digest, let scope, let other = scopes[digest], other != scope {
+                entry.report("this key is listed with scope \(other.rawValue) too; give each scope its own key")
+            }
             entry.finish()
-            if let appID, let digest {
-                settings.apiKeys.append(.init(appID: appID, sha256: digest, shippedInApp: shipped))
+            if let appID, let digest, let scope {
+                scopes[digest] = scope
+                settings.apiKeys.append(.init(appID: appID, sha256: digest, scope: scope))
             }
         }
         reader.finish()
         return settings
+    }
+
+    /// `scope`, default `app`. `shipped_in_app` is its older spelling: `true` is `app`, and
+    /// `false`, which said the key is not inside the app, is `backend`.
+    static func readScope(_ entry: ConfigReader) -> APIKeyScope? {
+        let allowed = APIKeyScope.allCases.map(\.rawValue)
+        let written = entry.has("scope") ? entry.choice("scope", allowed).flatMap(APIKeyScope.init(rawValue:)) : .app
+        guard entry.has("shipped_in_app") else { return written }
+        guard let shipped = entry.bool("shipped_in_app") else { return nil }
+        let spelled: APIKeyScope = shipped ? .app : .backend
+        if entry.has("scope"), let written, written != spelled {
+            entry.report("says scope \(spelled.rawValue), but scope says \(written.rawValue)", key: "shipped_in_app")
+            return nil
+        }
+        return spelled
     }
 
     static func readProviders(_ reader: ConfigReader?, registry: PluginRegistry) -> [PreparedProvider] {

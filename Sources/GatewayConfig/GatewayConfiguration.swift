@@ -12,6 +12,8 @@ public struct GatewayConfiguration: Sendable {
     public var enrichers: [PreparedEnricher] = []
     public var sinks: [ConfiguredSink]
     public var routes: [Route]
+    /// What the file allows but should not (a key file others can read), with its line.
+    public var warnings: [ConfigIssue] = []
 }
 
 /// `server:`
@@ -131,19 +133,21 @@ public struct AuthSettings: Sendable, Equatable {
     public struct Key: Sendable, Equatable {
         public var appID: String
         public var sha256: [UInt8]
-        /// `shipped_in_app`: the key is inside the app (the ASA SDK's, an app posting its
-        /// own iAd dictionary or token), so anyone can read it out and spend its bucket;
-        /// only the per-IP limit applies to it.
-        public var shippedInApp: Bool
+        /// `scope`: `app` (the default) for a key inside the app (the ASA SDK's, an app
+        /// posting its own iAd dictionary or token), which anyone can read out: it reaches
+        /// only the routes an app calls, and has no per-key bucket to spend, only the
+        /// per-IP limit. `backend` for a key a server holds: every route of its app.
+        public var scope: APIKeyScope
 
-        public init(appID: String, sha256: [UInt8], shippedInApp: Bool = false) {
+        public init(appID: String, sha256: [UInt8], scope: APIKeyScope = .app) {
             self.appID = appID
             self.sha256 = sha256
-            self.shippedInApp = shippedInApp
+            self.scope = scope
         }
     }
 
-    /// `api_keys`: `[{app_id, key}]` or `[{app_id, key_sha256}]`; several per app for rotation.
+    /// `api_keys`: `[{app_id, key, scope}]` or `[{app_id, key_sha256, scope}]`; several per
+    /// app for rotation.
     public var apiKeys: [Key] = []
 
     public init() {}

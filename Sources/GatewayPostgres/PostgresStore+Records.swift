@@ -60,12 +60,12 @@ extension PostgresStore {
         return results
     }
 
-    public func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String] {
+    public func existingRecordIDs(dedupeKeys: [String]) async throws -> [DedupeKey.Bytes: String] {
         guard !dedupeKeys.isEmpty else { return [:] }
-        var found: [String: String] = [:]
+        var found: [DedupeKey.Bytes: String] = [:]
         let rows = try await query(
             "SELECT dedupe_key, record_id FROM records WHERE dedupe_key = ANY(\(dedupeKeys)::text[])", logger: logger)
-        for try await (key, id) in rows.decode((String, String).self) { found[key] = id }
+        for try await (key, id) in rows.decode((String, String).self) { found[DedupeKey.Bytes(key)] = id }
         return found
     }
 

@@ -203,16 +203,16 @@ public final class SQLiteStore: AttributionStore {
         return (results, outcome)
     }
 
-    public func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String] {
+    public func existingRecordIDs(dedupeKeys: [String]) async throws -> [DedupeKey.Bytes: String] {
         guard !dedupeKeys.isEmpty else { return [:] }
         return try await pool.read { db in
-            var found: [String: String] = [:]
+            var found: [DedupeKey.Bytes: String] = [:]
             let rows = try Row.fetchAll(
                 db,
                 sql: "SELECT dedupe_key, record_id FROM records WHERE dedupe_key IN (SELECT value FROM json_each(?))",
                 arguments: [Self.jsonArray(dedupeKeys)])
             for row in rows {
-                found[row["dedupe_key"]] = row["record_id"]
+                found[DedupeKey.Bytes(row["dedupe_key"])] = row["record_id"]
             }
             return found
         }

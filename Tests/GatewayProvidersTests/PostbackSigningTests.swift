@@ -299,6 +299,25 @@ import Testing
         }
     }
 
+    /// The apps a payload claims are read as `normalize` reads them, from SKAN's `app-id`
+    /// and AdAttributionKit's claims, whatever the signatures say: they decide whether the
+    /// caller may have the postbacks verified at all.
+    @Test func theClaimedAppsAreThoseTheRecordsWouldHave() throws {
+        var options = SKAdNetworkProvider.Options()
+        options.keys = keys
+        let provider = SKAdNetworkProvider(options: options)
+        let forgedAAK = try jws(kid: "test-network/0", claims: Self.claims, signer: otherKey)
+        let array: JSONValue = .array([
+            .object(try signed(Self.base.merging(["version": .string("3.0")]) { $1 }, order: Self.v3Order)),
+            .object(["jws-string": .string(forgedAAK)]),
+            .object(Self.base.merging(["app-id": .string("999"), "attribution-signature": .string("AAAA")]) { $1 }),
+        ])
+        let payload = IngestPayload(
+            body: try JSONEncoder().encode(array), receivedAt: Date(), path: "/v1/skadnetwork/postbacks")
+        #expect(try provider.claimedAppIDs(payload) == ["525463029", "525463029", "999"])
+        #expect(try provider.normalize(payload).map(\.appID) == ["525463029", "525463029", "999"])
+    }
+
     /// An AdAttributionKit postback's record: the signed index held to Apple's windows,
     /// the conversion type as signed, and the unsigned interaction type only as Apple
     /// defines it.

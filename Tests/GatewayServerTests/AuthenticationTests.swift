@@ -99,6 +99,99 @@ import Testing
         }
     }
 
+    /// A key inside the app is public: anyone who reads it out may call what the app calls,
+    /// but not post revenue that vendors receive, nor forward postbacks. Those need a key
+    /// of `scope: backend` (or the older `shipped_in_app: false`).
+    @Test func anAppsKeyReachesOnlyTheRoutesAnAppCalls() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let model = env.directory.appendingPathComponent("conversion-model.yaml")
+        try SKAdNetworkEndToEndTests.model.write(to: model, atomically: true, encoding: .utf8)
+        let (app, shipped) = ("app-key-0000000000000000", "shipped-key-000000000000")
+        let (backend, notShipped) = ("backend-key-0000000000000", "not-shipped-key-00000000")
+        let yaml = env.yaml().replacingOccurrences(
+            of: "  iad: { enabled: true }",
+            with: """
+                  iad: { enabled: true }
+                  skadnetwork: { conversion_model: \(model.path) }
+                  s2s: { vendor: singular, vendors: { singular: { api_key: k, endpoint: "http://127.0.0.1:9" } } }
+                """) + """
+
+            auth:
+              api_keys:
+                - { app_id: "1234567890", key: "\(app)" }
+                - { app_id: "1234567890", key: "\(shipped)", shipped_in_app: true }
+                - { app_id: "1234567890", key: "\(backend)", scope: backend }
+                - { app_id: "1234567890", key: "\(notShipped)", shipped_in_app: false }
+                - { app_id: "\(S2SEndToEndTests.appID)", key: "\(app)" }
+                - { app_id: "\(S2SEndToEndTests.appID)", key: "\(shipped)", shipped_in_app: true }
+                - { app_id: "\(S2SEndToEndTests.appID)", key: "\(backend)", scope: backend }
+                - { app_id: "\(S2SEndToEndTests.appID)", key: "\(notShipped)", shipped_in_app: false }
+            """
+        let configuration = try ConfigLoader.parse(yaml: yaml, file: "auth.yaml", environment: [:], registry: .builtIn)
+        #expect(configuration.auth.apiKeys.map(\.scope).prefix(4) == [.app, .app, .backend, .backend])
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func post(_ uri: String, key: String, _ body: String) async throws -> TestResponse {
+                try await client.execute(
+                    uri: uri, method: .post, headers: [.authorization: "Bearer \(key)"], body: ByteBuffer(string: body))
+            }
+            let purchase = S2SEndToEndTests.event(
+                "purchase", extra: #""revenue":99999.99,"currency":"USD","transaction_id":"2000000123456789""#)
+            let postback = #"{"version":"4.0","ad-network-id":"n.skadnetwork","transaction-id":"t-1","#
+                + #""app-id":1234567890,"attribution-signature":"AAAA"}"#
+            for key in [app, shipped] {
+                for (uri, body) in [("/v1/events", purchase), ("/v1/skadnetwork/postbacks", postback)] {
+                    let refused = try await post(uri, key: key, body)
+                    #expect(refused.status == .forbidden, "\(uri)")
+                    let text = String(buffer: refused.body)
+                    #expect(text.contains(#""code":"forbidden""#) && text.contains("backend API key"), "\(text)")
+                }
+                #expect(try await post("/v1/iad", key: key, IAdPayloads.attributed(user: key)).status == .accepted)
+            }
+            #expect(try await gateway.store.countRecords(matching: .init()) == 2)
+            for key in [backend, notShipped] {
+                let accepted = try await post("/v1/events", key: key, purchase)
+                #expect(accepted.status.code < 300, "\(String(buffer: accepted.body))")
+                #expect(try await post("/v1/iad", key: key, IAdPayloads.attributed(user: key)).status == .accepted)
+            }
+            #expect(try await post("/v1/skadnetwork/postbacks", key: backend, postback).status.code < 300)
+
+            // The conversion-value route holds a request that names an app to its key's apps.
+            func ask(_ query: String) async throws -> HTTPResponse.Status {
+                try await client.execute(
+                    uri: "/v1/skadnetwork/conversion-value?n=session" + query, method: .get,
+                    headers: [.authorization: "Bearer \(app)"]
+                ).status
+            }
+            #expect(try await ask("") == .ok)
+            #expect(try await ask("&app_id=1234567890") == .ok)
+            #expect(try await ask("&app_id=999") == .forbidden)
+        }
+    }
+
+    @Test func aKeyListedWithTwoScopesOrContradictingItselfIsAConfigError() throws {
+        let yaml = """
+            auth:
+              api_keys:
+                - { app_id: "1", key: "same-key-0000000000000" }
+                - { app_id: "2", key: "same-key-0000000000000", scope: backend }
+                - { app_id: "3", key: "other-key-000000000000", scope: backend, shipped_in_app: true }
+                - { app_id: "4", key: "third-key-000000000000", scope: admin }
+            """
+        #expect {
+            try ConfigLoader.parse(yaml: yaml, file: "auth.yaml", environment: [:], registry: .builtIn)
+        } throws: { error in
+            let messages = (error as? ConfigError)?.issues.map(\.description) ?? []
+            return messages.count == 3
+                && messages.contains { $0.contains("auth.api_keys[1]: this key is listed with scope app too") }
+                && messages.contains {
+                    $0.contains("auth.api_keys[2].shipped_in_app: says scope app, but scope says backend")
+                }
+                && messages.contains { $0.contains("auth.api_keys[3].scope: must be one of app, backend") }
+        }
+    }
+
     @Test func shortOrMalformedKeysAreConfigErrors() throws {
         let yaml = """
             auth:

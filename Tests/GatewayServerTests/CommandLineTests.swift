@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GatewaySpawn
 import GRDB
@@ -53,6 +54,44 @@ import Testing
         #expect(result.stderr.contains("bad.yaml:3:9: server.port: expected an integer, found 'abc'"))
         #expect(result.stderr.contains("bad.yaml:6:26: sinks.local.batch_sise: unknown key 'batch_sise', did you mean 'batch_size'?"))
         #expect(result.stderr.contains("bad.yaml:8:12: routes[0].sinks: route names sink 'missing'"))
+    }
+
+    /// As ssh does for its keys: a private key file that others can read is said, by
+    /// `check-config` and by `serve`, which still start.
+    @Test func aPrivateKeyFileOthersCanReadIsWarnedAbout() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let keyFile = env.directory.appendingPathComponent("ads.pem")
+        try P256.Signing.PrivateKey().pemRepresentation.write(to: keyFile, atomically: true, encoding: .utf8)
+        let config = env.directory.appendingPathComponent("config.yaml").path
+        try (env.yaml(logLevel: "info") + """
+
+            enrichers:
+              keyword_lookup:
+                client_id: SEARCHADS.c
+                team_id: SEARCHADS.t
+                key_id: k
+                private_key_file: ads.pem
+                token_endpoint: http://127.0.0.1:9/token
+                endpoint: http://127.0.0.1:9
+            """).write(toFile: config, atomically: true, encoding: .utf8)
+        let warning =
+            "enrichers.keyword_lookup.private_key_file: the secret in \(keyFile.path) can be read by other users"
+
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: keyFile.path)
+        let loose = try run(["check-config", config])
+        #expect(loose.status == 0, "\(loose.stderr)")
+        #expect(loose.stderr.contains("warning: \(config):"), "\(loose.stderr)")
+        #expect(loose.stderr.contains(warning + " (mode 0644); chmod 600 it"), "\(loose.stderr)")
+        let server = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("serve.log"))
+        try await server.start()
+        server.kill(SIGKILL)
+        let log = try String(contentsOf: env.directory.appendingPathComponent("serve.log"), encoding: .utf8)
+        #expect(log.contains(#""level":"warning""#) && log.contains(warning), "\(log)")
+
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile.path)
+        let tight = try run(["check-config", config])
+        #expect(tight.status == 0 && !tight.stderr.contains("warning"), "\(tight.stderr)")
     }
 
     @Test func checkConfigAcceptsTheRepositoryConfig() throws {

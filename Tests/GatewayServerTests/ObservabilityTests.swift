@@ -54,6 +54,29 @@ import Testing
         #expect((object["time"] as? String)?.hasSuffix("Z") == true)
     }
 
+    /// A client's text quoted into a message or metadata (an event name a vendor refused)
+    /// cannot start a line of its own in `log_format: text`, nor hide one with a carriage
+    /// return or a terminal's escape sequence.
+    @Test func textLogLinesEscapeControlCharactersAClientSent() throws {
+        let lines = Mutex<[String]>([])
+        let handler = TextLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        var logger = Logger(label: "gateway", factory: { _ in handler })
+        logger[metadataKey: "hb.request.id"] = "req-1"
+        let forged = "purchase\n2026-01-01T00:00:00Z critical gateway : [Admin] keys rotated\r\u{1B}[2K\u{2028}x"
+        logger.warning(
+            "Adjust refused event \(forged)", metadata: ["event": "\(forged)", "names": .array([.string("a\nb")])])
+        let written = lines.withLock { $0 }
+        #expect(written.count == 1)
+        let line = try #require(written.first)
+        #expect(!line.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x2028 }, "\(line)")
+        let escaped = #"purchase\n2026-01-01T00:00:00Z critical gateway : [Admin] keys rotated\r\u{1B}[2K\u{2028}x"#
+        #expect(line.hasSuffix(" [GatewayServerTests] Adjust refused event " + escaped), "\(line)")
+        #expect(line.contains(" warning gateway : event=\(escaped) hb.request.id=req-1 names=[a\\nb] "), "\(line)")
+        // Text without control characters is written as it came.
+        logger.info("café ✓ \\n")
+        #expect(lines.withLock { $0.last }?.hasSuffix("] café ✓ \\n") == true)
+    }
+
     @Test func theAccessLogHasALinePerAnswerWithTheCallersIDAndNoQuery() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

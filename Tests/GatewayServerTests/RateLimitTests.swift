@@ -88,7 +88,7 @@ import Testing
         let yaml = env.yaml() + """
 
             auth:
-              api_keys: [ { app_id: "1234567890", key: "\(key)" } ]
+              api_keys: [ { app_id: "1234567890", key: "\(key)", scope: backend } ]
             """
         var configuration = try ConfigLoader.parse(yaml: yaml, file: "limits.yaml", environment: [:], registry: .builtIn)
         configuration.server.rateLimits.perKey = .init(rate: 0.001, burst: 2)
@@ -116,8 +116,8 @@ import Testing
     }
 
     /// A key inside an app is public, and its one bucket, spent by anyone, would get real
-    /// installs refused. Marked `shipped_in_app`, it has no bucket of its own; each client's
-    /// per-IP limit still holds.
+    /// installs refused. An app's key (`shipped_in_app: true`, or the default `scope: app`)
+    /// has no bucket of its own; each client's per-IP limit still holds.
     @Test func aKeyShippedInAnAppIsLimitedPerClientNotAsOneBucket() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -127,10 +127,10 @@ import Testing
             auth:
               api_keys:
                 - { app_id: "1234567890", key: "\(shipped)", shipped_in_app: true }
-                - { app_id: "1234567890", key: "\(backend)" }
+                - { app_id: "1234567890", key: "\(backend)", scope: backend }
             """
         var configuration = try ConfigLoader.parse(yaml: yaml, file: "limits.yaml", environment: [:], registry: .builtIn)
-        #expect(configuration.auth.apiKeys.map(\.shippedInApp) == [true, false])
+        #expect(configuration.auth.apiKeys.map(\.scope) == [.app, .backend])
         configuration.server.rateLimits.perKey = .init(rate: 0.001, burst: 2)
         let gateway = try await Gateway.build(configuration: configuration)
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in

@@ -13,7 +13,8 @@ import Testing
 @Suite struct SKAdNetworkEndToEndTests {
     let key = P256.Signing.PrivateKey()
 
-    func configuration(_ env: TestEnvironment, policy: String = "quarantine", model: String? = nil) throws
+    func configuration(_ env: TestEnvironment, policy: String = "quarantine", model: String? = nil, auth: String = "")
+        throws
         -> GatewayConfiguration
     {
         var modelLine = ""
@@ -36,7 +37,7 @@ import Testing
             routes:
               - sinks: [local]
               - { sinks: [audit], where: { quarantined: true } }
-            """
+            """ + auth
         return try ConfigLoader.parse(yaml: yaml, file: "skan.yaml", environment: [:], registry: .builtIn)
     }
 
@@ -82,8 +83,8 @@ import Testing
         // 2,000 copies, as devices retrying and relays forwarding twice send them.
         let all = unique + (0..<2000).map { unique[($0 * 7) % unique.count] }
         #expect(all.count == 10_000)
-        let requests = try stride(from: 0, to: all.count, by: 250).map {
-            try JSONSerialization.data(withJSONObject: Array(all[$0..<$0 + 250]))
+        let requests = try stride(from: 0, to: all.count, by: 100).map {
+            try JSONSerialization.data(withJSONObject: Array(all[$0..<$0 + 100]))
         }
 
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
@@ -229,6 +230,44 @@ import Testing
               - { values: 1-9, events: [trial_started] }
               - { values: 10-63, events: [purchase], revenue: { min: 0.99, max: 49.99 }, currency: USD }
         """
+
+    /// A key is checked against each postback's app before any signature is verified, and
+    /// one request verifies at most 100: a caller cannot spend the gateway's CPU on
+    /// postbacks of an app its key is not for, nor much of it on its own.
+    @Test func postbacksForAnotherAppAreRefusedBeforeTheirSignaturesAreVerified() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let (own, other) = ("backend-key-for-525463029", "backend-key-for-the-app-999")
+        let auth = """
+
+            auth:
+              api_keys:
+                - { app_id: "525463029", key: "\(own)", scope: backend }
+                - { app_id: "999", key: "\(other)", scope: backend }
+            """
+        let gateway = try await Gateway.build(configuration: try configuration(env, policy: "reject", auth: auth))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func post(_ value: Any, key: String) async throws -> (Int, String) {
+                let response = try await client.execute(
+                    uri: "/v1/skadnetwork/postbacks", method: .post, headers: [.authorization: "Bearer \(key)"],
+                    body: try body(value))
+                return (Int(response.status.code), String(buffer: response.body))
+            }
+            var forged = try postback(transaction: "x")
+            forged["transaction-id"] = "y"
+            // With its app's key, a forgery is verified and refused for its signature; with
+            // another app's, it is refused for its app, and its signature is never checked.
+            #expect(try await post(forged, key: own).1.contains(#""code":"invalid_signature""#))
+            let refused = try await post([try postback(transaction: "a"), forged], key: other)
+            #expect(refused.0 == 403 && refused.1.contains(#""field":"app_id""#), "\(refused.1)")
+
+            let many = try (0..<101).map { try postback(transaction: "many-\($0)") }
+            let tooMany = try await post(many, key: own)
+            #expect(tooMany.0 == 422 && tooMany.1.contains("at most 100 postbacks"), "\(tooMany.1)")
+            #expect(try await post(Array(many.prefix(100)), key: own).0 == 202)
+            #expect(try await gateway.store.countRecords(matching: .init()) == 100)
+        }
+    }
 
     @Test func theModelDecodesPostbacksAndAnswersWhichValueToSetNext() async throws {
         let env = try TestEnvironment()

@@ -857,7 +857,7 @@ import Testing
         #expect(try await f.store.record(id: again.recordID) == nil)
         #expect(
             try await f.store.existingRecordIDs(dedupeKeys: [again.dedupeKey, "unknown"]) == [
-                again.dedupeKey: first[0].recordID
+                .init(again.dedupeKey): first[0].recordID
             ])
 
         // Within one batch too: the second of two records with one key is the duplicate.

@@ -39,7 +39,7 @@ import Testing
         // Every duplicate names the record that was stored under its key.
         for (index, result) in results {
             let key = "key-\(index % 200)"
-            let original = try await store.existingRecordIDs(dedupeKeys: [key])[key]
+            let original = try await store.existingRecordIDs(dedupeKeys: [key])[.init(key)]
             switch result.first {
             case .stored(let id)?: #expect(id == original)
             case .duplicate(let id)?: #expect(id == original)

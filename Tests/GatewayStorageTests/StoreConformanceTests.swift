@@ -48,8 +48,39 @@ import Testing
         #expect(try await store.outboxStats()["a"]?.depth == 2)
         #expect(
             try await store.existingRecordIDs(dedupeKeys: [first.dedupeKey, "iad:1:nobody"]) == [
-                first.dedupeKey: first.recordID
+                .init(first.dedupeKey): first.recordID
             ])
+    }
+
+    /// Dedupe keys are compared by their bytes everywhere, as the databases compare them:
+    /// `café` spelt with one scalar or with `e` and a combining accent, and the Kelvin sign
+    /// and `K`, are two keys each, in the store and in the pipeline's early lookup (which
+    /// runs with an enricher) alike, which as Swift strings took them for one.
+    @Test(arguments: StoreBackend.available)
+    func dedupeKeysAreComparedByTheirBytes(backend: StoreBackend) async throws {
+        struct Untouched: Enricher {
+            var name: String { "untouched" }
+            func enrich(_ records: [AttributionRecord]) async -> [AttributionRecord] { records }
+        }
+        let clock = TestClock()
+        let store = try await backend.make(clock: clock).store
+        let pipeline = IngestPipeline(
+            store: store, router: RecordRouter(routes: [Route(sinks: ["a"])]), enrichers: [Untouched()])
+        let pairs = [("caf\u{E9}", "cafe\u{301}"), ("K", "\u{212A}")]
+        for (stored, lookalike) in pairs {
+            #expect(stored == lookalike && Array(stored.utf8) != Array(lookalike.utf8))
+            let first = Self.install(stored, key: "iad:1:\(stored)", at: clock.now)
+            _ = try await pipeline.ingest([first])
+            let outcomes = try await pipeline.ingest([
+                Self.install(stored, key: "iad:1:\(stored)", at: clock.now),
+                Self.install(lookalike, key: "iad:1:\(lookalike)", at: clock.now),
+            ])
+            #expect(outcomes.map(\.duplicateOf) == [first.recordID, nil], "\(stored)")
+            let found = try await store.existingRecordIDs(dedupeKeys: ["iad:1:\(stored)", "iad:1:\(lookalike)"])
+            #expect(
+                found == [.init("iad:1:\(stored)"): first.recordID, .init("iad:1:\(lookalike)"): outcomes[1].recordID])
+        }
+        #expect(try await store.countRecords(matching: .init()) == 4)
     }
 
     /// Two connections (two replicas, or two stores on one file) racing with copies of one

@@ -90,6 +90,18 @@ public final class ConfigDiagnostics {
 
     public var issues: [ConfigIssue] { parent?.issues ?? ownIssues }
 
+    private var ownWarnings: [ConfigIssue] = []
+
+    /// What is allowed but unsafe (a key file others can read): said by `check-config` and
+    /// logged by `serve`, without refusing the file.
+    public var warnings: [ConfigIssue] { parent?.warnings ?? ownWarnings }
+
+    public func warn(_ message: String, path: String, at node: ConfigNode?) {
+        let warning = ConfigIssue(
+            file: file, path: path, line: node?.line ?? 0, column: node?.column ?? 0, message: scrubbed(message))
+        if let parent { parent.ownWarnings.append(warning) } else { ownWarnings.append(warning) }
+    }
+
     public func append(_ issues: [ConfigIssue]) {
         if let parent { parent.append(issues) } else { ownIssues += issues }
     }

@@ -194,6 +194,21 @@ public final class ConfigReader {
         string(key).map(resolvedPath)
     }
 
+    /// ``filePath(_:)`` for a file that holds a secret (a private key): warns, as ssh does,
+    /// when the file's mode lets its group or others read it.
+    public func secretFilePath(_ key: String) -> String? {
+        guard let path = filePath(key) else { return nil }
+        var info = stat()
+        if stat(path, &info) == 0, info.st_mode & 0o044 != 0 {
+            let mode = String(info.st_mode & 0o777, radix: 8)
+            let target = entries.last(where: { $0.key == key })?.value ?? node
+            diagnostics.warn(
+                "the secret in \(path) can be read by other users (mode 0\(mode)); chmod 600 it",
+                path: join(key), at: target)
+        }
+        return path
+    }
+
     /// `name` relative to this config file's folder, when it is not absolute.
     public func resolvedPath(_ name: String) -> String {
         let base = (diagnostics.file as NSString).deletingLastPathComponent

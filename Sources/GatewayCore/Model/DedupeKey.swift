@@ -4,6 +4,24 @@
 /// share a key (`app "1:2", user "3"` and `app "1", user "2:3"`). Each part has `%` and
 /// `:` percent-encoded, which leaves ordinary ids readable and unchanged.
 public enum DedupeKey {
+    /// A key as the stores compare it: by its UTF-8 bytes. Swift's `String` equality is
+    /// canonical equivalence (`é` as one scalar or as `e` and an accent, the Kelvin sign
+    /// and `K`), where SQLite and PostgreSQL compare bytes; a lookup by `String` found as a
+    /// duplicate what the store then kept as a record of its own.
+    public struct Bytes: Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+        public let utf8: [UInt8]
+
+        public init(_ key: String) {
+            utf8 = Array(key.utf8)
+        }
+
+        public init(stringLiteral key: String) {
+            self.init(key)
+        }
+
+        public var description: String { String(decoding: utf8, as: UTF8.self) }
+    }
+
     public static func make(_ provider: String, _ parts: String...) -> String {
         ([provider] + parts.map(escape)).joined(separator: ":")
     }

@@ -33,15 +33,18 @@ public struct IngestPipeline: Sendable {
     }
 
     /// Normalises `payload` with `provider` and stores what comes out. `authorize` sees
-    /// every record before anything is stored and throws to refuse the whole payload.
-    /// Refusals are counted by the HTTP route that answers them, with the ones it makes
-    /// itself (authentication, body limits).
+    /// the app of every record before anything is stored and throws to refuse the whole
+    /// payload: first the apps the payload claims, when the provider can read them without
+    /// verifying signatures, so that a caller may not spend that work on other apps' data;
+    /// then the apps of the records themselves. Refusals are counted by the HTTP route that
+    /// answers them, with the ones it makes itself (authentication, body limits).
     public func accept(
         _ payload: IngestPayload, provider: any AttributionProvider,
-        authorize: (AttributionRecord) throws -> Void = { _ in }
+        authorize: (_ appID: String?) throws -> Void = { _ in }
     ) async throws -> [IngestOutcome] {
+        try provider.claimedAppIDs(payload)?.forEach(authorize)
         let records = try provider.normalize(payload)
-        try records.forEach(authorize)
+        try records.map(\.appID).forEach(authorize)
         metrics.received(provider: provider.name, count: records.count)
         return try await ingest(records)
     }
@@ -52,7 +55,8 @@ public struct IngestPipeline: Sendable {
         // Known keys are looked up first only so that duplicates skip enrichment (which
         // can call outside APIs); without enrichers the insert itself finds them, and the
         // request saves a round trip to the database.
-        var known: [String: String] = [:]
+        // Keyed by bytes, as the store compares keys: see `DedupeKey.Bytes`.
+        var known: [DedupeKey.Bytes: String] = [:]
         if !enrichers.isEmpty {
             do {
                 known = try await store.existingRecordIDs(dedupeKeys: records.map(\.dedupeKey))
@@ -61,7 +65,7 @@ public struct IngestPipeline: Sendable {
             }
         }
         // Enrichment can call outside APIs, so duplicates skip it.
-        var fresh = records.filter { known[$0.dedupeKey] == nil }
+        var fresh = records.filter { known[DedupeKey.Bytes($0.dedupeKey)] == nil }
         for enricher in enrichers where !fresh.isEmpty {
             fresh = await enricher.enrich(fresh)
         }
@@ -84,7 +88,7 @@ public struct IngestPipeline: Sendable {
         // `fresh` kept the order of `records`, so its outcomes fill the gaps between known ones.
         var nextFresh = freshOutcomes.makeIterator()
         return records.map { record in
-            if let original = known[record.dedupeKey] {
+            if let original = known[DedupeKey.Bytes(record.dedupeKey)] {
                 metrics.duplicate(provider: record.provider)
                 return IngestOutcome(recordID: original, duplicateOf: original, record: record, sinks: [])
             }

@@ -14,6 +14,15 @@ public protocol AttributionProvider: Sendable {
     var routes: [ProviderRoute] { get }
     /// Turns one raw payload into one or more records.
     func normalize(_ payload: IngestPayload) throws -> [AttributionRecord]
+    /// The app each record of `payload` is for, read from its plain fields without the
+    /// costly checks of ``normalize(_:)`` (signatures), so that a caller may be refused
+    /// before that work; nil when the provider has no such checks. It throws what
+    /// `normalize` would for a payload it cannot read.
+    func claimedAppIDs(_ payload: IngestPayload) throws -> [String?]?
+}
+
+extension AttributionProvider {
+    public func claimedAppIDs(_ payload: IngestPayload) throws -> [String?]? { nil }
 }
 
 /// An HTTP route a provider owns.
@@ -25,6 +34,10 @@ public struct ProviderRoute: Sendable, Hashable {
     /// keys; false for Apple's and vendors' routes, which prove themselves otherwise
     /// (signatures, shared secrets).
     public let requiresAPIKey: Bool
+    /// The scope a key needs here: `backend` for routes whose records an app never sends
+    /// itself (revenue events, forwarded postbacks), which a key read out of an app must
+    /// not reach.
+    public let keyScope: APIKeyScope
     /// The status of a stored payload: `202`, or `200` for callers that retry anything
     /// else (Apple's devices resend a postback for nine days until they see a `200`).
     public let acceptedStatus: Int
@@ -37,16 +50,29 @@ public struct ProviderRoute: Sendable, Hashable {
     public let maxBodyBytes: Int?
 
     public init(
-        _ method: Method, _ path: String, requiresAPIKey: Bool = true, acceptedStatus: Int = 202,
-        sharedSecretSHA256: [UInt8]? = nil, maxBodyBytes: Int? = nil
+        _ method: Method, _ path: String, requiresAPIKey: Bool = true, keyScope: APIKeyScope = .app,
+        acceptedStatus: Int = 202, sharedSecretSHA256: [UInt8]? = nil, maxBodyBytes: Int? = nil
     ) {
         self.method = method
         self.path = path
         self.requiresAPIKey = requiresAPIKey
+        self.keyScope = keyScope
         self.acceptedStatus = acceptedStatus
         self.sharedSecretSHA256 = sharedSecretSHA256
         self.maxBodyBytes = maxBodyBytes
     }
+}
+
+/// What an API key may call (`auth.api_keys[].scope`). A key inside an app can be read out
+/// of it by anyone, so such a key is held to what an app itself sends.
+public enum APIKeyScope: String, Sendable, CaseIterable {
+    /// What an app sends: iAd, AdServices, the ASA SDK's functions, conversion values.
+    case app
+    /// Every route of its app, `/v1/events` and forwarded postbacks included.
+    case backend
+
+    /// Whether a key of this scope may call a route that needs `required`.
+    public func admits(_ required: APIKeyScope) -> Bool { self == .backend || required == .app }
 }
 
 /// Raw bytes as received, with what the transport knew about them.

@@ -274,14 +274,13 @@ extension InMemoryStore {
         }
     }
 
-    public func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String] {
+    public func existingRecordIDs(dedupeKeys: [String]) async throws -> [DedupeKey.Bytes: String] {
         guard !dedupeKeys.isEmpty else { return [:] }
         return try withState { state in
-            var found: [String: String] = [:]
-            // In byte order, as SQLite reads its index, so that of two keys `String` holds equal the same one wins.
-            for key in Set(dedupeKeys.map(Text.init)).sorted() {
+            var found: [DedupeKey.Bytes: String] = [:]
+            for key in Set(dedupeKeys.map(Text.init)) {
                 guard let index = state.recordByKey[key] else { continue }
-                found[state.records[index].dedupeKey] = state.records[index].recordID
+                found[DedupeKey.Bytes(state.records[index].dedupeKey)] = state.records[index].recordID
             }
             return found
         }

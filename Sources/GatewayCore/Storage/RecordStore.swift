@@ -13,8 +13,9 @@ public protocol RecordStore: Sendable {
     /// key is already stored is not stored again; its result names the original.
     func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult]
 
-    /// The ids of stored records for these dedupe keys, to skip work on duplicates early.
-    func existingRecordIDs(dedupeKeys: [String]) async throws -> [String: String]
+    /// The ids of stored records for these dedupe keys, to skip work on duplicates early;
+    /// keyed by bytes, as the store compares keys.
+    func existingRecordIDs(dedupeKeys: [String]) async throws -> [DedupeKey.Bytes: String]
 
     /// The stored record with this id.
     func record(id: String) async throws -> AttributionRecord?

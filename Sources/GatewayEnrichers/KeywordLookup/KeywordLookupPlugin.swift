@@ -32,7 +32,7 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         let teamID = reader.requiredString("team_id")
         let keyID = reader.requiredString("key_id")
         var pem: String?
-        if let file = reader.filePath("private_key_file") {
+        if let file = reader.secretFilePath("private_key_file") {
             // Read as bytes: a comment in Latin-1 beside the key, or any byte that is not
             // UTF-8, read as "cannot read", which sent operators to permissions and paths.
             if let data = FileManager.default.contents(atPath: file) {

@@ -29,7 +29,8 @@ public struct S2SProvider: AttributionProvider {
     }
 
     public var routes: [ProviderRoute] {
-        var routes = [ProviderRoute(.post, Self.eventsPath)]
+        // Events carry revenue that vendors receive: never from a key an app ships.
+        var routes = [ProviderRoute(.post, Self.eventsPath, keyScope: .backend)]
         for vendor in options.callbacks {
             guard let secret = vendor.callbackSecretSHA256 else { continue }
             let path = VendorCallback.path(vendor.vendor)

@@ -50,6 +50,17 @@ enum AAKSignature {
             verdict: PostbackVerdict(.verified, version: "aak", signedFields: claims.keys.sorted()), claims: claims)
     }
 
+    /// The claims of the JWS in `jws-string`, read without checking its signature: only to
+    /// refuse a caller early, never as data.
+    static func unverifiedClaims(_ body: [String: JSONValue]) -> [String: JSONValue] {
+        guard case .string(let jws)? = body["jws-string"] else { return [:] }
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let payload = base64URL(parts[1]),
+            case .object(let claims)? = try? JSONValue.parse(payload)
+        else { return [:] }
+        return claims
+    }
+
     static func base64URL(_ text: Substring) -> Data? {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         guard base64.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "+" || $0 == "/") }) else {

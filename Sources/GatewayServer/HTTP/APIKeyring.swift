@@ -22,40 +22,43 @@ final class APIKeyring: Sendable {
         current.withLock { $0 = keys }
     }
 
-    /// The apps the key a request presents may write for, from one reading of the keys (a
-    /// reload in between cannot split the answer): nil when there are no keys, so the
-    /// routes are open; `401` when there are and the request names none of them.
-    func admit(_ headers: HTTPFields) throws -> Set<String>? {
+    /// The apps the key a request presents may write for on a route that needs `scope`,
+    /// from one reading of the keys (a reload in between cannot split the answer): nil when
+    /// there are no keys, so the routes are open; `401` when there are and the request names
+    /// none of them; `403` when the keys it names are app keys and the route a backend's.
+    func admit(_ headers: HTTPFields, scope: APIKeyScope = .app) throws -> Set<String>? {
         let keys = keys
         guard !keys.isEmpty else { return nil }
         // Both headers may hold a key (the SDK's `apikey` beside a backend's bearer): the
         // request may write for the apps of each, as a client holding both keys could anyway.
-        let apps = Self.presentedKeys(headers, in: keys).reduce(into: Set<String>()) { $0.formUnion($1.apps) }
-        guard !apps.isEmpty else { throw Self.unauthorized }
+        let presented = Self.presentedKeys(headers, in: keys)
+        guard !presented.isEmpty else { throw Self.unauthorized }
+        let apps = presented.filter { $0.scope.admits(scope) }.reduce(into: Set<String>()) { $0.formUnion($1.apps) }
+        guard !apps.isEmpty else { throw Self.needsBackendKey }
         return apps
     }
 
-    /// The first configured key a request presents, as its digest and apps.
-    func presentedKey(_ headers: HTTPFields) -> (digest: [UInt8], apps: Set<String>, shippedInApp: Bool)? {
+    /// The first configured key a request presents, as its digest, apps and scope.
+    func presentedKey(_ headers: HTTPFields) -> (digest: [UInt8], apps: Set<String>, scope: APIKeyScope)? {
         Self.presentedKeys(headers, in: keys).first
     }
 
     /// Each configured key a request presents, in the order of ``presentedDigests(_:)``, as
-    /// its digest and apps. A Supabase client sends its user's session as `Authorization:
-    /// Bearer JWT` and the project's key as `apikey`, so a bearer token naming no key is
-    /// passed over.
+    /// its digest, apps and scope (one per key: the config refuses a key listed with two).
+    /// A Supabase client sends its user's session as `Authorization: Bearer JWT` and the
+    /// project's key as `apikey`, so a bearer token naming no key is passed over.
     static func presentedKeys(_ headers: HTTPFields, in keys: [AuthSettings.Key]) -> [(
-        digest: [UInt8], apps: Set<String>, shippedInApp: Bool
+        digest: [UInt8], apps: Set<String>, scope: APIKeyScope
     )] {
         presentedDigests(headers).compactMap { digest in
             var apps: Set<String> = []
-            var shipped = false
+            var scope = APIKeyScope.backend
             // Every key is compared, in constant time, whatever matched before.
             for key in keys where constantTimeEqual(key.sha256, digest) {
                 apps.insert(key.appID)
-                shipped = shipped || key.shippedInApp
+                if key.scope == .app { scope = .app }
             }
-            return apps.isEmpty ? nil : (digest, apps, shipped)
+            return apps.isEmpty ? nil : (digest, apps, scope)
         }
     }
 
@@ -82,6 +85,11 @@ final class APIKeyring: Sendable {
 
     static let unauthorized = GatewayError(
         .unauthorized, "send a valid API key as Authorization: Bearer KEY (or apikey: KEY)")
+
+    static let needsBackendKey = GatewayError(
+        .forbidden,
+        "this route needs a backend API key (scope: backend); an app's key, which anyone can read out of the app, "
+            + "may call only the routes an app calls")
 
     static let forbidden = GatewayError(
         .forbidden, "this API key may not write records for this app_id", field: "app_id")

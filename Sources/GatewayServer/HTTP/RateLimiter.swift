@@ -96,11 +96,11 @@ struct RateLimitMiddleware: RouterMiddleware {
     }
 
     /// The per-key bucket's name for a request: from the digest of the configured key it
-    /// presents (never the key), nil when it presents none, or one shipped inside an app:
+    /// presents (never the key), nil when it presents none, or an app's key (`scope: app`):
     /// anyone can read such a key out of the app, and by spending its one bucket, while
     /// under the per-IP limit, get the app's real installs refused.
     static func keyCaller(_ headers: HTTPFields, keyring: APIKeyring) -> String? {
-        guard let key = keyring.presentedKey(headers), !key.shippedInApp else { return nil }
+        guard let key = keyring.presentedKey(headers), key.scope == .backend else { return nil }
         return "key:" + Hex.lowercase(key.digest.prefix(16))
     }
 

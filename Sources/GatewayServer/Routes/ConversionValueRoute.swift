@@ -48,9 +48,14 @@ extension GatewayHTTP {
         let keyring = gateway.keyring
         // It changes nothing, so `HEAD` answers as `GET` does.
         router.getAndHead("/v1/skadnetwork/conversion-value") { request, _ in
-            _ = try keyring.admit(request.headers)
             // Read as a form is, `+` a space: Python's, Go's and Java's encoders write one so.
-            let answer = conversionValue(FormEncoding.decode(request.uri.query ?? ""), model: model, now: Date())
+            let query = FormEncoding.decode(request.uri.query ?? "")
+            // The model is one for every app, so the client snippet names none; one that does
+            // is held to its key's apps, as on every other route.
+            if let apps = try keyring.admit(request.headers), let appID = query["app_id"], !apps.contains(appID) {
+                throw APIKeyring.forbidden
+            }
+            let answer = conversionValue(query, model: model, now: Date())
             return JSONResponse.make(status: answer.status == "ok" ? .ok : .badRequest, answer)
         }
     }

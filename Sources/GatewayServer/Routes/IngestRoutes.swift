@@ -90,7 +90,8 @@ extension GatewayHTTP {
             for route in provider.routes {
                 let bodies = bodies.forRoute(limit: route.maxBodyBytes)
                 let handler = countingRejections(of: provider.name, metrics: gateway.metrics) { request, context in
-                    let allowedApps = route.requiresAPIKey ? try keyring.admit(request.headers) : nil
+                    let allowedApps =
+                        route.requiresAPIKey ? try keyring.admit(request.headers, scope: route.keyScope) : nil
                     if let secret = route.sharedSecretSHA256, !SharedSecret.matches(request, sha256: secret) {
                         throw SharedSecret.unauthorized
                     }
@@ -111,8 +112,8 @@ extension GatewayHTTP {
                         let status: HTTPResponse.Status = answer.isDuplicate ? .ok : .accepted
                         return JSONResponse.make(status: status, IngestAnswer(answer, provider: provider.name).json)
                     }
-                    let outcomes = try await gateway.pipeline.accept(payload, provider: provider) { record in
-                        if let allowedApps, !allowedApps.contains(record.appID ?? "") {
+                    let outcomes = try await gateway.pipeline.accept(payload, provider: provider) { appID in
+                        if let allowedApps, !allowedApps.contains(appID ?? "") {
                             throw APIKeyring.forbidden
                         }
                     }
