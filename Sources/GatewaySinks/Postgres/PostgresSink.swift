@@ -35,30 +35,41 @@ public final class PostgresSink: AttributionSink {
         runner.cancel()
     }
 
-    /// Each row on its own: a row PostgreSQL refuses for what it holds (a constraint or a
-    /// trigger an operator added, a value out of range) is dead-lettered alone, since the
-    /// same row cannot succeed later; a lost connection fails the batch, which is retried.
+    /// The batch in one statement; when PostgreSQL refuses it, each row on its own, so that
+    /// a row refused for what it holds (a constraint or a trigger an operator added, a
+    /// value out of range) is dead-lettered alone, since the same row cannot succeed later.
+    /// A lost connection fails the batch, which is retried.
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
-        let rows = try records.map {
-            PostgresQuery(unsafeSQL: PostgresSinkTable.upsertSQL, binds: try PostgresSinkTable.bindings($0))
-        }
+        guard !records.isEmpty else { return [] }
+        let batch = PostgresQuery(
+            unsafeSQL: PostgresSinkTable.upsertSQL(rows: records.count), binds: try PostgresSinkTable.bindings(records))
+        let single = PostgresSinkTable.upsertSQL(rows: 1)
         return try await client.withConnection { connection in
+            do {
+                _ = try await connection.query(batch, logger: logger)
+                return Array(repeating: .delivered, count: records.count)
+            } catch let error as PSQLError where error.code == .server {
+                guard records.count > 1 else { return [Self.outcome(of: error)] }
+            }
             var outcomes: [DeliveryOutcome] = []
-            for row in rows {
+            for record in records {
                 do {
+                    let row = PostgresQuery(unsafeSQL: single, binds: try PostgresSinkTable.bindings([record]))
                     _ = try await connection.query(row, logger: logger)
                     outcomes.append(.delivered)
                 } catch let error as PSQLError where error.code == .server {
-                    let state = error.serverInfo?[.sqlState] ?? ""
-                    let reason = "row not written: PostgreSQL \(state): \(Self.describe(error))"
-                    // Class 22 (data exception) and 23 (integrity constraint) are the row's own.
-                    outcomes.append(
-                        state.hasPrefix("22") || state.hasPrefix("23")
-                            ? .reject(reason: reason) : .retry(reason: reason))
+                    outcomes.append(Self.outcome(of: error))
                 }
             }
             return outcomes
         }
+    }
+
+    /// Class 22 (data exception) and 23 (integrity constraint) are the row's own.
+    static func outcome(of error: PSQLError) -> DeliveryOutcome {
+        let state = error.serverInfo?[.sqlState] ?? ""
+        let reason = "row not written: PostgreSQL \(state): \(describe(error))"
+        return state.hasPrefix("22") || state.hasPrefix("23") ? .reject(reason: reason) : .retry(reason: reason)
     }
 
     static func describe(_ error: any Error) -> String {

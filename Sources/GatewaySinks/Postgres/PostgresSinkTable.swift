@@ -73,27 +73,37 @@ enum PostgresSinkTable {
 
     /// `INSERT … ON CONFLICT (record_id) DO UPDATE`: a re-delivery or a late version of the
     /// same record overwrites its row.
-    static let upsertSQL: String = {
+    /// For `rows` records at once, their parameters one record after another.
+    static func upsertSQL(rows: Int) -> String {
         let names = columns.map(\.name)
-        let values = columns.enumerated().map { index, column in
-            documents.contains(column.name) ? "$\(index + 1)::jsonb" : "$\(index + 1)"
+        let tuples = (0..<rows).map { row in
+            let values = columns.enumerated().map { index, column in
+                let parameter = "$\(row * columns.count + index + 1)"
+                return documents.contains(column.name) ? parameter + "::jsonb" : parameter
+            }
+            return "(" + values.joined(separator: ", ") + ")"
         }
         let updates = names.dropFirst().map { "\($0) = EXCLUDED.\($0)" }
         return """
-            INSERT INTO \(name) (\(names.joined(separator: ", "))) VALUES (\(values.joined(separator: ", ")))
+            INSERT INTO \(name) (\(names.joined(separator: ", "))) VALUES \(tuples.joined(separator: ", "))
             ON CONFLICT (record_id) DO UPDATE SET \(updates.joined(separator: ", "))
             """
-    }()
+    }
 
     static let columnIndex = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1.name, $0) })
 
     /// The record's fields as the statement's parameters, in column order; absent fields NULL.
-    static func bindings(_ record: AttributionRecord) throws -> PostgresBindings {
+    static func bindings(_ records: [AttributionRecord]) throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: columns.count * records.count)
+        for record in records { try append(record, to: &bindings) }
+        return bindings
+    }
+
+    private static func append(_ record: AttributionRecord, to bindings: inout PostgresBindings) throws {
         var values = [AttributionRecord.FieldValue?](repeating: nil, count: columns.count)
         for (name, value) in record.fields {
             if let index = columnIndex[name] { values[index] = value }
         }
-        var bindings = PostgresBindings(capacity: columns.count)
         for value in values {
             switch value {
             case nil: bindings.appendNull()
@@ -106,6 +116,5 @@ enum PostgresSinkTable {
             case .strings(let list)?: bindings.append(AttributionRecord.jsonText(.strings(list)))
             }
         }
-        return bindings
     }
 }
