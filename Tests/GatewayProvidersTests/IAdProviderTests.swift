@@ -45,7 +45,7 @@ import Testing
         #expect(record.adGroupID == 15_307_675)
         #expect(record.adGroupName == "Exact")
         #expect(record.keywordID == 15_307_699)
-        #expect(record.keywordMatchType == "Broad")
+        #expect(record.keywordMatchType == "BROAD")
         #expect(record.creativeSetID == 0)
         #expect(record.countryOrRegion == "GB")
         #expect(record.conversionType == "Download")
@@ -70,6 +70,19 @@ import Testing
         #expect(record.adGroupName == "Line")
         #expect(record.kind == .reinstall)
         #expect(record.conversionType == "Redownload")
+    }
+
+    /// The match type in the Apple Ads API's spelling, so one keyword is one line and one
+    /// Mixpanel value whether iAd or the API named it; `raw` keeps the dictionary's own.
+    @Test(arguments: [("Exact", "EXACT"), ("Broad", "BROAD"), ("search match", "SEARCH_MATCH"), ("EXACT", "EXACT")])
+    func theMatchTypeIsStoredInTheAppleAdsAPIsSpelling(sent: String, stored: String) throws {
+        let record = try normalize(
+            """
+            {"app_id": "1", "app_user_id": "u", "Version3.1": {"iad-attribution": "true", "iad-keyword-id": "3",
+             "iad-keyword": "calm", "iad-keyword-matchtype": "\(sent)"}}
+            """)
+        #expect(record.keywordMatchType == stored)
+        #expect(record.raw?["Version3.1"]?["iad-keyword-matchtype"] == .string(sent))
     }
 
     /// The iAd network's dictionaries, as apps logged them before Search Ads: the ad's

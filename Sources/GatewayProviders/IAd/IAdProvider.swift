@@ -50,7 +50,8 @@ public struct IAdProvider: AttributionProvider {
             record.adGroupName = try details.string("iad-adgroup-name") ?? details.string("iad-lineitem-name")
             record.keywordID = try details.id("iad-keyword-id")
             record.keyword = try details.string("iad-keyword")
-            record.keywordMatchType = try details.string("iad-keyword-matchtype")
+            // `raw` keeps the dictionary's own spelling (`Exact`).
+            record.keywordMatchType = try KeywordMatchType.normalized(details.string("iad-keyword-matchtype"))
             record.adID = try details.id("iad-ad-id")
             // The iAd network's dictionaries (before Search Ads) name the ad's creative
             // where later ones name its creative set: the record's creative fields take either.
