@@ -161,6 +161,24 @@ import Testing
         }
     }
 
+    /// A view-through install has no click: its date is the impression's, under its own name.
+    @Test func aViewThroughInstallCarriesItsImpressionDate() async throws {
+        try await run(eventName: "Attribution") { fake, sink throws in
+            var viewed = record(user: "user-v")
+            viewed.provider = "adservices"
+            viewed.claimType = "Impression"
+            viewed.impressionDate = ISO8601.parse("2025-03-10T08:15:00Z")
+            #expect(try await sink.deliver([viewed]) == [.delivered])
+            let update = fake.requests.joined().first { $0["$set_once"] != nil }
+            let once = try #require(update?["$set_once"] as? [String: Any])
+            #expect(once["asa_claim_type"] as? String == "Impression")
+            #expect(once["asa_impression_date"] as? String == "2025-03-10T08:15:00Z")
+            #expect(once["asa_click_date"] == nil)
+            let event = try #require(fake.imports.flatMap(\.events).first?["properties"] as? [String: Any])
+            #expect(event["asa_impression_date"] as? String == "2025-03-10T08:15:00Z")
+        }
+    }
+
     @Test func onlyAFinalAnswerSetsAttributionOnce() async throws {
         try await run(eventName: "ASA Purchase") { fake, sink throws in
             // The ASA SDK's purchase while the user's token still waits for Apple, and

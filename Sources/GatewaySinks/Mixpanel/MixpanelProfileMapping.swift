@@ -23,8 +23,8 @@ struct MixpanelProfileMapping: Sendable {
     /// Every property the mapping writes, unprefixed, for config checks.
     static let propertyNames = [
         "attribution", "org_id", "campaign_id", "ad_group_id", "keyword_id", "ad_id", "country", "conversion_type",
-        "claim_type", "keyword_match_type", "click_date", "keyword", "campaign_name", "ad_group_name",
-        "skan_ad_network_id", "skan_source_app_id", "skan_fine_value", "skan_coarse_value",
+        "claim_type", "keyword_match_type", "click_date", "impression_date", "keyword", "campaign_name",
+        "ad_group_name", "skan_ad_network_id", "skan_source_app_id", "skan_fine_value", "skan_coarse_value",
     ]
 
     /// Ids Mixpanel refuses as `distinct_id`: sending them would merge unrelated users.
@@ -63,6 +63,8 @@ struct MixpanelProfileMapping: Sendable {
             put(&once, "claim_type", record.claimType.map(JSONValue.string))
             put(&once, "keyword_match_type", record.keywordMatchType.map(JSONValue.string))
             put(&once, "click_date", record.clickDate.map { .string(ISO8601.format($0)) })
+            // A view-through install (`claim_type: Impression`) has no click, only this.
+            put(&once, "impression_date", record.impressionDate.map { .string(ISO8601.format($0)) })
             put(&set, "keyword", record.keyword.map(JSONValue.string))
             put(&set, "campaign_name", record.campaignName.map(JSONValue.string))
             put(&set, "ad_group_name", record.adGroupName.map(JSONValue.string))
