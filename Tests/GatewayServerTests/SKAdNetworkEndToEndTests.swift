@@ -266,6 +266,12 @@ import Testing
                 let (status, body) = try await ask("n=purchase&conversion_value=1&\(revenue)&last_call_to_skadnetwork_timestamp=\(last)")
                 #expect(status == 400 && body.contains(#""field":"last_call_to_skadnetwork_timestamp""#), "\(last)")
             }
+            // The snippet's 0 for an app that never called SKAdNetwork: answered as a first call.
+            let never = "first_call_to_skadnetwork_timestamp=0&last_call_to_skadnetwork_timestamp=0"
+            let first = try await ask(never + "&n=trial_started&conversion_value=0")
+            #expect(first == (200, #"{"conversion_value":1,"status":"ok"}"#))
+            let negative = try await ask("n=purchase&first_call_to_skadnetwork_timestamp=-5").1
+            #expect(negative.contains("0 if the app never called SKAdNetwork"), "\(negative)")
 
             let posted = try await client.execute(
                 uri: "/v1/skadnetwork/postbacks", method: .post, body: try body(try postback(transaction: "m", fine: 12)))
@@ -325,6 +331,12 @@ import Testing
                 "skan_version=aak&first_call_to_skadnetwork_timestamp=\(now - 96 * hour)&n=purchase&" + revenue)
                 == (200, #"{"coarse_value":"high","postback_sequence_index":1,"status":"ok"}"#))
 
+            // An app that never called SKAdNetwork (the snippet's 0) is making its first call:
+            // the first window.
+            let never = "skan_version=4.0&first_call_to_skadnetwork_timestamp=0&last_call_to_skadnetwork_timestamp=0"
+            let firstCall = try await ask(never + "&n=purchase&conversion_value=0&" + revenue)
+            let windowZero = #"{"coarse_value":"high","conversion_value":10,"postback_sequence_index":0,"status":"ok"}"#
+            #expect(firstCall == (200, windowZero))
             // Without its first call the window is unknown; calls out of order are a mistake.
             let (status, missing) = try await ask("skan_version=4&n=purchase&" + revenue)
             #expect(status == 400 && missing.contains(#""field":"first_call_to_skadnetwork_timestamp""#))

@@ -88,13 +88,21 @@ extension GatewayHTTP {
             }
         }
         var calls: [String: Double] = [:]
+        var neverCalled = false
         for name in ["first_call_to_skadnetwork_timestamp", "last_call_to_skadnetwork_timestamp"] {
             guard let value = text(name) else { continue }
+            // The snippet sends 0 until the app has called SKAdNetwork: this call is its first.
+            if Double(value) == 0 {
+                neverCalled = true
+                continue
+            }
             // Milliseconds, or `inf`, read as seconds kept the update window open for good.
             guard let seconds = Double(value), seconds.isFinite, seconds > 0,
                 seconds <= now.timeIntervalSince1970 + 86_400
             else {
-                return .refusal(.invalidField, field: name, "\(name) must be UNIX seconds, not in the future")
+                return .refusal(
+                    .invalidField, field: name,
+                    "\(name) must be UNIX seconds, at most a day ahead, or 0 if the app never called SKAdNetwork")
             }
             calls[name] = seconds
         }
@@ -104,6 +112,10 @@ extension GatewayHTTP {
             return .refusal(
                 .invalidField, field: "last_call_to_skadnetwork_timestamp",
                 "last_call_to_skadnetwork_timestamp is before first_call_to_skadnetwork_timestamp")
+        }
+        // The first call, about to be made, opens the first window.
+        if neverCalled && calls["first_call_to_skadnetwork_timestamp"] == nil {
+            calls["first_call_to_skadnetwork_timestamp"] = now.timeIntervalSince1970
         }
         var windowed = false
         if let version = text("skan_version")?.trimmingCharacters(in: .whitespaces) {
