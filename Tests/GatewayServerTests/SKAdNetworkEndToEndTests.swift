@@ -13,8 +13,8 @@ import Testing
 @Suite struct SKAdNetworkEndToEndTests {
     let key = P256.Signing.PrivateKey()
 
-    func configuration(_ env: TestEnvironment, policy: String = "quarantine", model: String? = nil) throws
-        -> GatewayConfiguration
+    func configuration(_ env: TestEnvironment, policy: String = "quarantine", model: String? = nil, auth: String = "")
+        throws -> GatewayConfiguration
     {
         var modelLine = ""
         if let model {
@@ -25,6 +25,7 @@ import Testing
         let yaml = """
             server: { host: 127.0.0.1, port: 0, max_body_bytes: 1048576, log_level: warning }
             storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+            \(auth)
             providers:
               skadnetwork:
                 on_invalid_signature: \(policy)
@@ -281,6 +282,46 @@ import Testing
             #expect(row.first?["events"] as String? == #"["purchase"]"#)
             #expect(row.first?["revenue_max"] as Double? == 49.99)
             #expect(row.first?["currency"] as String? == "USD")
+        }
+    }
+
+    /// Singular's snippet cannot set a header: it sends its key as `a`, and reads every
+    /// answer's `status` and `reason`, a refused key's as much as bad input's.
+    @Test func theSnippetsKeyParameterAuthenticatesAndEveryErrorIsInItsShape() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let key = "app-key-0123456789abcdef"
+        let auth = #"auth: { api_keys: [ { app_id: "525463029", key: "\#(key)", shipped_in_app: true } ] }"#
+        let gateway = try await Gateway.build(configuration: try configuration(env, model: Self.model, auth: auth))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func ask(_ query: String, method: HTTPRequest.Method = .get, headers: HTTPFields = [:]) async throws
+                -> (Int, [String: Any])
+            {
+                let response = try await client.execute(
+                    uri: "/v1/skadnetwork/conversion-value?" + query, method: method, headers: headers)
+                let json = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))
+                return (Int(response.status.code), json as? [String: Any] ?? [:])
+            }
+            let session = "i=com.example.app&p=iOS&n=trial_started&conversion_value=0"
+            let (status, answer) = try await ask("a=\(key)&" + session)
+            #expect(status == 200 && answer["status"] as? String == "ok" && answer["conversion_value"] as? Int == 1)
+            // A header still does.
+            #expect(try await ask(session, headers: [.authorization: "Bearer \(key)"]).0 == 200)
+            for query in ["a=not-the-key&" + session, session] {
+                let (status, refused) = try await ask(query)
+                #expect(status == 401, "\(query)")
+                #expect(refused["status"] as? String == "error", "\(query)")
+                #expect((refused["reason"] as? String)?.contains("a=KEY") == true, "\(query)")
+                #expect((refused["error"] as? [String: Any])?["code"] as? String == "unauthorized", "\(query)")
+            }
+            // Not only the route's own refusals: another method's too.
+            let (postStatus, post) = try await ask("a=\(key)&" + session, method: .post)
+            #expect(postStatus == 405 && post["status"] as? String == "error" && post["reason"] is String)
+            // Other routes keep the gateway's one error shape.
+            let other = try await client.execute(
+                uri: "/v1/skadnetwork/postbacks", method: .post, body: ByteBuffer(string: "{}"))
+            let otherJSON = try JSONSerialization.jsonObject(with: Data(other.body.readableBytesView)) as? [String: Any]
+            #expect(other.status == .unauthorized && otherJSON?["status"] == nil && otherJSON?["error"] != nil)
         }
     }
 

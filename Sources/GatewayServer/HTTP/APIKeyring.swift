@@ -26,11 +26,23 @@ final class APIKeyring: Sendable {
     /// reload in between cannot split the answer): nil when there are no keys, so the
     /// routes are open; `401` when there are and the request names none of them.
     func admit(_ headers: HTTPFields) throws -> Set<String>? {
+        try admit(Self.presentedDigests(headers))
+    }
+
+    /// As ``admit(_:)``, also taking a key sent as the query's `a`: the client snippet of
+    /// Singular's SKAN S2S guide sends its key so, and cannot set a header.
+    func admit(_ headers: HTTPFields, queryKey: String?) throws -> Set<String>? {
+        var digests = Self.presentedDigests(headers)
+        if let key = queryKey?.trimmingWhitespace(), !key.isEmpty { digests.append(SHA256Hex.digest(key)) }
+        return try admit(digests)
+    }
+
+    private func admit(_ digests: [[UInt8]]) throws -> Set<String>? {
         let keys = keys
         guard !keys.isEmpty else { return nil }
         // Both headers may hold a key (the SDK's `apikey` beside a backend's bearer): the
         // request may write for the apps of each, as a client holding both keys could anyway.
-        let apps = Self.presentedKeys(headers, in: keys).reduce(into: Set<String>()) { $0.formUnion($1.apps) }
+        let apps = Self.matching(digests, in: keys).reduce(into: Set<String>()) { $0.formUnion($1.apps) }
         guard !apps.isEmpty else { throw Self.unauthorized }
         return apps
     }
@@ -47,7 +59,14 @@ final class APIKeyring: Sendable {
     static func presentedKeys(_ headers: HTTPFields, in keys: [AuthSettings.Key]) -> [(
         digest: [UInt8], apps: Set<String>, shippedInApp: Bool
     )] {
-        presentedDigests(headers).compactMap { digest in
+        matching(presentedDigests(headers), in: keys)
+    }
+
+    /// The configured keys among `digests`, in their order.
+    static func matching(_ digests: [[UInt8]], in keys: [AuthSettings.Key]) -> [(
+        digest: [UInt8], apps: Set<String>, shippedInApp: Bool
+    )] {
+        digests.compactMap { digest in
             var apps: Set<String> = []
             var shipped = false
             // Every key is compared, in constant time, whatever matched before.

@@ -210,7 +210,7 @@ paths:
     get:
       summary: The next SKAN conversion value from the conversion model
       operationId: conversionValue
-      security: [{}, {apiKey: []}, {apiKeyHeader: []}]
+      security: [{}, {apiKey: []}, {apiKeyHeader: []}, {apiKeyQuery: []}]
       parameters:
         - {name: n, in: query, required: true, description: "event name, __SESSION__ for sessions", schema: {type: string}}
         - {name: conversion_value, in: query, schema: {type: string}}
@@ -230,9 +230,16 @@ paths:
           content:
             application/json:
               schema: {$ref: "#/components/schemas/ConversionValueAnswer"}
-        "401": {$ref: "#/components/responses/Error"}
-        "404": {$ref: "#/components/responses/Error"}
-        "429": {$ref: "#/components/responses/RateLimited"}
+        "401": {$ref: "#/components/responses/ConversionValueError"}
+        "404": {$ref: "#/components/responses/ConversionValueError"}
+        "405": {$ref: "#/components/responses/ConversionValueError"}
+        "429":
+          description: Over a per-key or per-IP limit, in the snippet's shape
+          headers:
+            Retry-After: {$ref: "#/components/headers/RetryAfter"}
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/ConversionValueAnswer"}
   /functions/v1/create-user:
     post:
       summary: ASA Attribution SDK backend — create a user, optionally with a token
@@ -401,6 +408,11 @@ paths:
             application/yaml:
               schema: {type: string}
 components:
+  headers:
+    RetryAfter:
+      description: Seconds until the caller may send again
+      required: true
+      schema: {type: string, pattern: "^[0-9]+$"}
   securitySchemes:
     apiKey:
       type: http
@@ -411,6 +423,11 @@ components:
       in: header
       name: apikey
       description: The same key in Supabase's header, as the ASA Attribution SDK sends it
+    apiKeyQuery:
+      type: apiKey
+      in: query
+      name: a
+      description: The same key as the query's a, as the client snippet of Singular's SKAN S2S guide sends it
     callbackSecret:
       type: apiKey
       in: header
@@ -424,13 +441,15 @@ components:
       content:
         application/json:
           schema: {$ref: "#/components/schemas/Error"}
+    ConversionValueError:
+      description: Any error of the conversion-value route, in the client snippet's shape (status and reason)
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/ConversionValueAnswer"}
     RateLimited:
       description: Over a per-key or per-IP limit (`rate_limited`); nothing was read or stored
       headers:
-        Retry-After:
-          description: Seconds until the caller may send again
-          required: true
-          schema: {type: string, pattern: "^[0-9]+$"}
+        Retry-After: {$ref: "#/components/headers/RetryAfter"}
       content:
         application/json:
           schema: {$ref: "#/components/schemas/Error"}
@@ -592,10 +611,10 @@ components:
         reason: {type: string}
         error:
           type: object
-          description: on a refusal, the same error object every other route answers with
-          required: [code, message, field]
+          description: on an error, the same error object every other route answers with
+          required: [code, message]
           properties:
-            code: {enum: [missing_field, invalid_field]}
+            code: {type: string}
             message: {type: string}
             field: {type: string}
 """#

@@ -26,7 +26,13 @@ struct ConversionValueAnswer: Encodable {
     struct ErrorBody: Encodable, Equatable {
         let code: String
         let message: String
-        let field: String
+        let field: String?
+    }
+
+    static let path = "/v1/skadnetwork/conversion-value"
+
+    static func isRoute(_ path: String) -> Bool {
+        path == Self.path || path == Self.path + "/"
     }
 
     static func value(_ value: Int?) -> ConversionValueAnswer {
@@ -34,9 +40,13 @@ struct ConversionValueAnswer: Encodable {
     }
 
     static func refusal(_ code: GatewayError.Code, field: String, _ reason: String) -> ConversionValueAnswer {
+        refusal(GatewayError(code, reason, field: field))
+    }
+
+    static func refusal(_ error: GatewayError) -> ConversionValueAnswer {
         ConversionValueAnswer(
-            conversion_value: nil, status: "error", reason: reason,
-            error: ErrorBody(code: code.name, message: reason, field: field))
+            conversion_value: nil, status: "error", reason: error.message,
+            error: ErrorBody(code: error.code.name, message: error.message, field: error.field))
     }
 }
 
@@ -47,10 +57,16 @@ extension GatewayHTTP {
         else { return }
         let keyring = gateway.keyring
         // It changes nothing, so `HEAD` answers as `GET` does.
-        router.getAndHead("/v1/skadnetwork/conversion-value") { request, _ in
-            _ = try keyring.admit(request.headers)
+        router.getAndHead(RouterPath(ConversionValueAnswer.path)) { request, _ in
             // Read as a form is, `+` a space: Python's, Go's and Java's encoders write one so.
-            let answer = conversionValue(FormEncoding.decode(request.uri.query ?? ""), model: model, now: Date())
+            let query = FormEncoding.decode(request.uri.query ?? "")
+            do {
+                _ = try keyring.admit(request.headers, queryKey: query["a"])
+            } catch let error as GatewayError where error.code == .unauthorized {
+                throw GatewayError(
+                    .unauthorized, "send a valid API key as the query's a=KEY, or Authorization: Bearer KEY")
+            }
+            let answer = conversionValue(query, model: model, now: Date())
             return JSONResponse.make(status: answer.status == "ok" ? .ok : .badRequest, answer)
         }
     }
