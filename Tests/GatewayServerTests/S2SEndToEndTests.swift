@@ -515,7 +515,9 @@ import Testing
         defer { env.remove() }
         let vendors = FakeVendors()
         if stalled503 { vendors.stalledAnswers.withLock { $0 = [.serviceUnavailable] } } else { vendors.slowAnswers.withLock { $0 = 1 } }
-        let extra = "\n        timeout_ms: 300" + (retryUnanswered ? "\n        on_no_answer: retry" : "")
+        // A second for the answer's head, well before the fake's two-second stall or delay: under
+        // the whole suite's load a 300 ms head timed out, which tested the head, not the body.
+        let extra = "\n        timeout_ms: 1000" + (retryUnanswered ? "\n        on_no_answer: retry" : "")
         let purchase = Self.event("purchase", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000998""#)
         try await withGateway(
             vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: extra) }
