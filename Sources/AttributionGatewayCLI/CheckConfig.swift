@@ -61,6 +61,7 @@ enum ConfigSummary {
         if let statuses = filter.attStatuses {
             parts.append("att_status in [\(statuses.map(String.init).joined(separator: ", "))]")
         }
+        if filter.trackingConsent == true { parts.append("tracking consent (att_status 3, or none before iOS 14.5)") }
         if filter.isTest == true { parts.append("test payloads only") }
         if filter.quarantined == true { parts.append("quarantined postbacks only") }
         return parts.isEmpty ? "all records but test payloads and quarantined postbacks" : parts.joined(separator: " and ")

@@ -37,21 +37,41 @@ import Testing
         return record
     }
 
+    /// A vendor's install for user `u<index>`: names, no ids.
+    static func vendorInstall(_ index: Int, network: String) -> AttributionRecord {
+        var record = AttributionRecord(
+            provider: "s2s", kind: .install, dedupeKey: "s2s:\(index)", receivedAt: start, attributed: true)
+        record.appID = "1"
+        record.appUserID = "u\(index)"
+        record.network = network
+        return record
+    }
+
     /// Lines alike up to the ad group's name (a vendor's, without ids) come out in the same
     /// order at each run.
     @Test func linesTiedOnTheirCountsComeInTheOrderOfEveryField() {
         var report = KeywordReport()
         for (index, group) in ["mg5", "mg2", "mg0", "mg4", "mg1", "mg3"].enumerated() {
-            var record = AttributionRecord(
-                provider: "s2s", kind: .install, dedupeKey: "s2s:\(index)", receivedAt: Self.start, attributed: true)
-            record.appID = "1"
-            record.appUserID = "u\(index)"
-            record.network = "Moloco"
+            var record = Self.vendorInstall(index, network: "Moloco")
             record.campaignName = "mc1"
             record.adGroupName = group
             report.add(record)
         }
         #expect(report.rows.map(\.adGroup) == ["mg0", "mg1", "mg2", "mg3", "mg4", "mg5"])
+    }
+
+    /// A vendor's lines are keyed by names: `Exact` stored before match types had one
+    /// spelling and `EXACT` are one keyword, not two lines.
+    @Test func aMatchTypeInAnotherSpellingIsTheSameLine() {
+        var report = KeywordReport()
+        for (index, matchType) in ["Exact", "EXACT", "exact"].enumerated() {
+            var record = Self.vendorInstall(index, network: "Apple Search Ads")
+            record.keyword = "calm"
+            record.keywordMatchType = matchType
+            report.add(record)
+        }
+        #expect(report.rows.map(\.matchType) == ["EXACT"])
+        #expect(report.rows.first?.installs == 3)
     }
 
     @Test func aRefundedPurchaseLeavesPurchasesRevenueAndPayingUsersAndCountsUnderRefunds() {

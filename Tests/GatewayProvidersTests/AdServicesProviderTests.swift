@@ -59,8 +59,8 @@ import Testing
         #expect(record.adGroupID == 542_317_095)
         #expect(record.keywordID == 87_675_432)
         #expect(record.adID == 542_317_136)
-        // Creative sets are retired; the 0 relays still send is no id.
-        #expect(record.creativeSetID == nil)
+        // Kept as Apple sent it, as `adId` and `keywordId` are, `0` included.
+        #expect(record.creativeSetID == 0)
         #expect(record.countryOrRegion == "US")
         #expect(record.claimType == "Click")
         #expect(record.supplyPlacement == "APPSTORE_SEARCH_TAB")

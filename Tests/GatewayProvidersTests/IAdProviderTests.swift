@@ -45,7 +45,7 @@ import Testing
         #expect(record.adGroupID == 15_307_675)
         #expect(record.adGroupName == "Exact")
         #expect(record.keywordID == 15_307_699)
-        #expect(record.keywordMatchType == "Broad")
+        #expect(record.keywordMatchType == "BROAD")
         #expect(record.creativeSetID == 0)
         #expect(record.countryOrRegion == "GB")
         #expect(record.conversionType == "Download")
@@ -70,6 +70,42 @@ import Testing
         #expect(record.adGroupName == "Line")
         #expect(record.kind == .reinstall)
         #expect(record.conversionType == "Redownload")
+    }
+
+    /// The match type in the Apple Ads API's spelling, so one keyword is one line and one
+    /// Mixpanel value whether iAd or the API named it; `raw` keeps the dictionary's own.
+    @Test(arguments: [("Exact", "EXACT"), ("Broad", "BROAD"), ("search match", "SEARCH_MATCH"), ("EXACT", "EXACT")])
+    func theMatchTypeIsStoredInTheAppleAdsAPIsSpelling(sent: String, stored: String) throws {
+        let record = try normalize(
+            """
+            {"app_id": "1", "app_user_id": "u", "Version3.1": {"iad-attribution": "true", "iad-keyword-id": "3",
+             "iad-keyword": "calm", "iad-keyword-matchtype": "\(sent)"}}
+            """)
+        #expect(record.keywordMatchType == stored)
+        #expect(record.raw?["Version3.1"]?["iad-keyword-matchtype"] == .string(sent))
+    }
+
+    /// The iAd network's dictionaries, as apps logged them before Search Ads: the ad's
+    /// creative and its impression, under keys later dictionaries no longer have.
+    @Test func theIAdNetworksCreativeAndImpressionFillTheRecordsFields() throws {
+        let record = try normalize(
+            """
+            {"app_id": "1", "app_user_id": "u", "Version3.1": {"iad-attribution": "true", "iad-campaign-id": "15292426",
+             "iad-lineitem-id": "15307675", "iad-lineitem-name": "TestCA2_L1", "iad-creative-id": "90841",
+             "iad-creative-name": "BoxFlip_iPad", "iad-impression-date": "2015-08-19T17:17:00Z",
+             "iad-click-date": "2015-08-19T17:18:00Z", "iad-conversion-date": "2015-08-19T17:18:07Z"}}
+            """)
+        #expect(record.creativeSetID == 90_841)
+        #expect(record.creativeSetName == "BoxFlip_iPad")
+        #expect(record.impressionDate == Date(timeIntervalSince1970: 1_440_004_620))
+        #expect(record.raw?["Version3.1"]?["iad-creative-name"] == .string("BoxFlip_iPad"))
+        // A creative set, where a dictionary names both, is the newer key's.
+        let both = try normalize(
+            """
+            {"app_id": "1", "app_user_id": "u", "Version3.1": {"iad-attribution": "true", "iad-creative-id": "1",
+             "iad-creative-name": "Old", "iad-creativeset-id": "2", "iad-creativeset-name": "New"}}
+            """)
+        #expect(both.creativeSetID == 2 && both.creativeSetName == "New")
     }
 
     @Test func appleTestPayloadsAreMarked() throws {

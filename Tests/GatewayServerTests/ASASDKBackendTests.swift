@@ -109,6 +109,15 @@ import Testing
         }
     }
 
+    /// The resolutions of a user's records delivered to the SQLite sink.
+    func resolutions(_ gateway: Gateway, user: Int) throws -> [String] {
+        try gateway.sqlite!.pool.read { db in
+            guard try db.tableExists("attribution_records") else { return [] }
+            return try String.fetchAll(
+                db, sql: "SELECT resolution FROM attribution_records WHERE app_user_id = ?", arguments: [String(user)])
+        }
+    }
+
     /// The store's own copy of the one purchase: its record id and body.
     func purchaseBody(_ gateway: Gateway) throws -> (id: String, body: String)? {
         try gateway.sqlite!.pool.read { db in
@@ -148,6 +157,40 @@ import Testing
                     arguments: [String(userID)])
             }
             #expect(installs == 1)
+        }
+    }
+
+    /// A token Apple answered `404` to through every retry is no answer: the user is not
+    /// organic for good, and the next launch's token goes to Apple.
+    @Test func aUserWhoseTokenWasNotFoundIsAskedAgainWithTheNextToken() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let apple = FakeAppleAdServices()
+        let lost = AdServicesEndToEndTests.token("sdk-not-found")
+        let next = AdServicesEndToEndTests.token("sdk-next-launch")
+        apple.script(lost, [.notFound, .notFound, .notFound])
+        let options = Self.sdk.merging(["not_found_retries": "2"]) { $1 }
+        try await harness.withGateway(apple, env: env, options: options) { client, gateway in
+            let created = try await call(client, "create-user", #"{"asa_attribution_token": "\#(lost)"}"#)
+            let userID = try #require(created.json["userId"] as? Int)
+            let body = { (token: String) in #"{"user_id": \#(userID), "asa_attribution_token": "\#(token)"}"# }
+            let resolve = { (token: String) in try await call(client, "resolve-asa-attribution", body(token)) }
+            // Apple's retries run out: recorded not_found, and still not resolved for the SDK.
+            #expect(try await env.eventually { try resolutions(gateway, user: userID) == ["not_found"] })
+            #expect(apple.calls(lost) == 3)
+            let again = try await resolve(lost)
+            #expect(again.json["asaAttributionResolved"] as? Bool == false)
+            #expect(again.json["didUserComeFromAsa"] as? Bool == false)
+            #expect(apple.calls(lost) == 3)
+            // The next launch's token is sent to Apple, which attributes it.
+            var answer: [String: Any] = [:]
+            #expect(
+                try await env.eventually {
+                    answer = try await resolve(next).json
+                    return answer["asaAttributionResolved"] as? Bool == true
+                })
+            #expect(answer["didUserComeFromAsa"] as? Bool == true)
+            #expect(apple.calls(next) == 1)
         }
     }
 

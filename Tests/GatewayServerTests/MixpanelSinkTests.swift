@@ -106,6 +106,22 @@ import Testing
             bodies.withLock { $0 }.compactMap { try? JSONSerialization.jsonObject(with: $0) as? [[String: Any]] }
         }
 
+        /// The profiles Mixpanel holds after the updates received, in order: `$set_once` sets
+        /// a property only where the profile has none, `$set` always.
+        var profiles: [String: [String: Any]] {
+            var profiles: [String: [String: Any]] = [:]
+            for update in requests.joined() {
+                guard let user = update["$distinct_id"] as? String else { continue }
+                var profile = profiles[user] ?? [:]
+                for (name, value) in update["$set_once"] as? [String: Any] ?? [:] where profile[name] == nil {
+                    profile[name] = value
+                }
+                for (name, value) in update["$set"] as? [String: Any] ?? [:] { profile[name] = value }
+                profiles[user] = profile
+            }
+            return profiles
+        }
+
         func answerNext(_ statuses: [Int]) {
             statusOverride.withLock { $0 = statuses }
         }
@@ -150,46 +166,88 @@ import Testing
             let updates = try #require(fake.requests.first)
             #expect(updates.count == 2)
             let once = try #require(updates.first { $0["$set_once"] != nil }?["$set_once"] as? [String: Any])
-            #expect(once["asa_attribution"] as? Bool == true)
             #expect(once["asa_campaign_id"] as? Int == 542_370_539)
             #expect(once["asa_keyword_id"] as? Int == 87_675_432)
             #expect(once["asa_country"] as? String == "US")
             #expect(once["asa_conversion_type"] as? String == "Download")
             let set = try #require(updates.first { $0["$set"] != nil }?["$set"] as? [String: Any])
             #expect(set["asa_keyword"] as? String == "meditation app")
+            // Set, not set once: it outranks an earlier failure's `false`.
+            #expect(set["asa_attribution"] as? Bool == true)
             #expect(updates.allSatisfy { $0["$distinct_id"] as? String == "user-42" && $0["$token"] as? String == Self.token })
         }
     }
 
-    @Test func onlyAFinalAnswerSetsAttributionOnce() async throws {
+    /// A view-through install has no click: its date is the impression's, under its own name.
+    @Test func aViewThroughInstallCarriesItsImpressionDate() async throws {
+        try await run(eventName: "Attribution") { fake, sink throws in
+            var viewed = record(user: "user-v")
+            viewed.provider = "adservices"
+            viewed.claimType = "Impression"
+            viewed.impressionDate = ISO8601.parse("2025-03-10T08:15:00Z")
+            #expect(try await sink.deliver([viewed]) == [.delivered])
+            let update = fake.requests.joined().first { $0["$set_once"] != nil }
+            let once = try #require(update?["$set_once"] as? [String: Any])
+            #expect(once["asa_claim_type"] as? String == "Impression")
+            #expect(once["asa_impression_date"] as? String == "2025-03-10T08:15:00Z")
+            #expect(once["asa_click_date"] == nil)
+            let event = try #require(fake.imports.flatMap(\.events).first?["properties"] as? [String: Any])
+            #expect(event["asa_impression_date"] as? String == "2025-03-10T08:15:00Z")
+        }
+    }
+
+    func unresolved(_ resolution: Resolution, user: String) -> AttributionRecord {
+        var record = AttributionRecord(
+            provider: "adservices", kind: .purchase, dedupeKey: "adservices:purchase:\(UUID())",
+            receivedAt: Date(), attributed: false, resolution: resolution)
+        record.appUserID = user
+        return record
+    }
+
+    /// A pending record does not know how the user arrived; Apple's `not_found` and
+    /// `invalid` put the user in the `asa_attribution = false` cohort, saying why, and an
+    /// attributed answer that comes later (a new token) still takes the profile.
+    @Test func failuresSetAttributionFalseOnceAndALaterAnswerStillCounts() async throws {
         try await run(eventName: "ASA Purchase") { fake, sink throws in
-            // The ASA SDK's purchase while the user's token still waits for Apple, and
-            // answers that never became final: none of them knows how the user arrived.
-            let unresolved = [Resolution.pending, .notFound, .invalid].map { resolution in
-                var record = AttributionRecord(
-                    provider: "adservices", kind: .purchase, dedupeKey: "adservices:purchase:\(UUID())",
-                    receivedAt: Date(), attributed: false, resolution: resolution)
-                record.appUserID = "user-7"
-                return record
-            }
-            #expect(try await sink.deliver(unresolved) == [.delivered, .delivered, .delivered])
+            #expect(try await sink.deliver([unresolved(.pending, user: "waiting")]) == [.delivered])
+            #expect(fake.requests.isEmpty)
+
+            let failed = [unresolved(.notFound, user: "user-7"), unresolved(.invalid, user: "user-8")]
+            #expect(try await sink.deliver(failed) == [.delivered, .delivered])
+            #expect(fake.profiles["user-7"]?["asa_attribution"] as? Bool == false)
+            #expect(fake.profiles["user-7"]?["asa_resolution"] as? String == "not_found")
+            #expect(fake.profiles["user-8"]?["asa_attribution"] as? Bool == false)
+            #expect(fake.profiles["user-8"]?["asa_resolution"] as? String == "invalid")
+            #expect(fake.requests.joined().allSatisfy { $0["$set"] == nil })
+
+            // Apple attributes user-7's next token: the failure's false does not keep it out.
             var answer = record(user: "user-7")
             answer.provider = "adservices"
             #expect(try await sink.deliver([answer]) == [.delivered])
+            let profile = try #require(fake.profiles["user-7"])
+            #expect(profile["asa_attribution"] as? Bool == true)
+            #expect(profile["asa_resolution"] as? String == "resolved")
+            #expect(profile["asa_campaign_id"] as? Int == 542_370_539)
+            // user-8's next token is organic: still false, now a final answer.
+            var organic = AttributionRecord(
+                provider: "adservices", kind: .install, dedupeKey: "adservices:\(UUID())", receivedAt: Date(),
+                attributed: false)
+            organic.appUserID = "user-8"
+            // An attributed user's later failure changes nothing.
+            let later = try await sink.deliver([organic, unresolved(.notFound, user: "user-7")])
+            #expect(later == [.delivered, .delivered])
+            #expect(fake.profiles["user-8"]?["asa_attribution"] as? Bool == false)
+            #expect(fake.profiles["user-8"]?["asa_resolution"] as? String == "resolved")
+            #expect(fake.profiles["user-7"]?["asa_attribution"] as? Bool == true)
+            #expect(fake.profiles["user-7"]?["asa_resolution"] as? String == "resolved")
 
-            // Mixpanel keeps the first $set_once of a property: it must be the final answer.
-            let setOnce = fake.requests.joined().compactMap { $0["$set_once"] as? [String: Any] }
-            let first = try #require(setOnce.first { $0["asa_attribution"] != nil })
-            #expect(first["asa_attribution"] as? Bool == true)
-            #expect(first["asa_campaign_id"] as? Int == 542_370_539)
-            #expect(fake.requests.count == 1)
-
-            // The purchases are still events, marked as not final and without asa_* properties.
+            // The events are still sent, and one whose record is not final has no asa_* properties.
             let events = fake.imports.flatMap(\.events).compactMap { $0["properties"] as? [String: Any] }
             let resolutions = events.map { $0["gateway_resolution"] as? String }
-            #expect(resolutions == ["pending", "not_found", "invalid", "resolved"])
-            #expect(events.prefix(3).allSatisfy { $0.keys.allSatisfy { !$0.hasPrefix("asa_") } })
-            #expect(events.last?["asa_attribution"] as? Bool == true)
+            #expect(resolutions == ["pending", "not_found", "invalid", "resolved", "resolved", "not_found"])
+            let unfinished = events.filter { $0["gateway_resolution"] as? String != "resolved" }
+            #expect(unfinished.allSatisfy { $0.keys.allSatisfy { !$0.hasPrefix("asa_") } })
+            #expect(events[3]["asa_attribution"] as? Bool == true)
         }
     }
 

@@ -77,16 +77,17 @@ import Testing
 
     static func event(
         _ type: String, name: String? = nil, user: String = "user-1", idfv: String = idfv, idfa: String? = idfa,
-        att: Int = 3, extra: String = ""
+        att: Int? = 3, os: String = "18.1", extra: String = ""
     ) -> String {
         var fields = [
             #""type":"\#(type)""#, #""app_id":"\#(appID)""#, #""bundle_id":"com.example.meditate""#,
-            #""app_user_id":"\#(user)""#, #""idfv":"\#(idfv)""#, #""att_status":\#(att)"#, #""ip":"203.0.113.7""#,
-            #""user_agent":"Meditate/1.0 CFNetwork/1.0 Darwin/24.0.0""#, #""os_version":"18.1""#,
+            #""app_user_id":"\#(user)""#, #""idfv":"\#(idfv)""#, #""ip":"203.0.113.7""#,
+            #""user_agent":"Meditate/1.0 CFNetwork/1.0 Darwin/24.0.0""#, #""os_version":"\#(os)""#,
             #""device_model":"iPhone16,2""#, #""locale":"en_US""#, #""timestamp":"\#(recently)""#,
             #""vendor_ids":{"appsflyer_id":"1700000000000-1234567"}"#,
         ]
         if let name { fields.append(#""name":"\#(name)""#) }
+        if let att { fields.append(#""att_status":\#(att)"#) }
         if let idfa { fields.append(#""idfa":"\#(idfa)""#) }
         if !extra.isEmpty { fields.append(extra) }
         return "{" + fields.joined(separator: ",") + "}"
@@ -274,6 +275,33 @@ import Testing
             #expect(try await env.eventually { vendors.accepted("singular").count == 1 })
             #expect(vendors.accepted("singular")[0].parameters["att_authorization_status"] == "3")
             #expect(try await env.eventually { try sinkRows(env).count == 2 })
+        }
+    }
+
+    /// iOS before 14.5 had no ATT: an event from it without a status has the consent the
+    /// rules allow, one from a later iOS without a status has none.
+    @Test func requireConsentForwardsEventsWithoutAStatusFromBeforeATT() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let vendors = FakeVendors()
+        // One device, in order: the last one's arrival means the others were decided.
+        let events = [
+            Self.event("event", name: "old_ios", user: "u", idfa: nil, att: nil, os: "14.4.1"),
+            Self.event("event", name: "new_ios", user: "u", idfa: nil, att: nil, os: "14.5"),
+            Self.event("event", name: "old_ios_denied", user: "u", idfa: nil, att: 2, os: "13.7"),
+            Self.event("event", name: "no_version", user: "u", idfa: nil, att: nil, os: "unknown"),
+            Self.event("event", name: "consented", user: "u", att: 3),
+        ]
+        let body = "[" + events.joined(separator: ",") + "]"
+        let yaml: @Sendable (Int) -> String = { port in
+            self.yaml(env, vendorPort: port, vendor: "singular", singularExtra: "\n        require_consent: true")
+        }
+        try await withGateway(vendors, env: env, yaml: yaml) { client, _ async throws in
+            #expect(try await post(client, body).status == .accepted)
+            let sent = { vendors.accepted("singular").map { $0.parameters["n"] } }
+            #expect(try await env.eventually { sent().contains("consented") })
+            #expect(sent() == ["old_ios", "consented"])
+            #expect(try await env.eventually { try sinkRows(env).count == 5 })
         }
     }
 

@@ -305,6 +305,12 @@ import Testing
                 let (status, body) = try await ask("n=purchase&conversion_value=1&\(revenue)&last_call_to_skadnetwork_timestamp=\(last)")
                 #expect(status == 400 && body.contains(#""field":"last_call_to_skadnetwork_timestamp""#), "\(last)")
             }
+            // The snippet's 0 for an app that never called SKAdNetwork: answered as a first call.
+            let never = "first_call_to_skadnetwork_timestamp=0&last_call_to_skadnetwork_timestamp=0"
+            let first = try await ask(never + "&n=trial_started&conversion_value=0")
+            #expect(first == (200, #"{"conversion_value":1,"status":"ok"}"#))
+            let negative = try await ask("n=purchase&first_call_to_skadnetwork_timestamp=-5").1
+            #expect(negative.contains("0 if the app never called SKAdNetwork"), "\(negative)")
 
             let posted = try await client.execute(
                 uri: "/v1/skadnetwork/postbacks", method: .post, body: try body(try postback(transaction: "m", fine: 12)))
@@ -314,6 +320,46 @@ import Testing
             #expect(row.first?["events"] as String? == #"["purchase"]"#)
             #expect(row.first?["revenue_max"] as Double? == 49.99)
             #expect(row.first?["currency"] as String? == "USD")
+        }
+    }
+
+    /// Singular's snippet cannot set a header: it sends its key as `a`, and reads every
+    /// answer's `status` and `reason`, a refused key's as much as bad input's.
+    @Test func theSnippetsKeyParameterAuthenticatesAndEveryErrorIsInItsShape() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let key = "app-key-0123456789abcdef"
+        let auth = "\n" + #"auth: { api_keys: [ { app_id: "525463029", key: "\#(key)", shipped_in_app: true } ] }"#
+        let gateway = try await Gateway.build(configuration: try configuration(env, model: Self.model, auth: auth))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func ask(_ query: String, method: HTTPRequest.Method = .get, headers: HTTPFields = [:]) async throws
+                -> (Int, [String: Any])
+            {
+                let response = try await client.execute(
+                    uri: "/v1/skadnetwork/conversion-value?" + query, method: method, headers: headers)
+                let json = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))
+                return (Int(response.status.code), json as? [String: Any] ?? [:])
+            }
+            let session = "i=com.example.app&p=iOS&n=trial_started&conversion_value=0"
+            let (status, answer) = try await ask("a=\(key)&" + session)
+            #expect(status == 200 && answer["status"] as? String == "ok" && answer["conversion_value"] as? Int == 1)
+            // A header still does.
+            #expect(try await ask(session, headers: [.authorization: "Bearer \(key)"]).0 == 200)
+            for query in ["a=not-the-key&" + session, session] {
+                let (status, refused) = try await ask(query)
+                #expect(status == 401, "\(query)")
+                #expect(refused["status"] as? String == "error", "\(query)")
+                #expect((refused["reason"] as? String)?.contains("a=KEY") == true, "\(query)")
+                #expect((refused["error"] as? [String: Any])?["code"] as? String == "unauthorized", "\(query)")
+            }
+            // Not only the route's own refusals: another method's too.
+            let (postStatus, post) = try await ask("a=\(key)&" + session, method: .post)
+            #expect(postStatus == 405 && post["status"] as? String == "error" && post["reason"] is String)
+            // Other routes keep the gateway's one error shape.
+            let other = try await client.execute(
+                uri: "/v1/skadnetwork/postbacks", method: .post, body: ByteBuffer(string: "{}"))
+            let otherJSON = try JSONSerialization.jsonObject(with: Data(other.body.readableBytesView)) as? [String: Any]
+            #expect(other.status == .unauthorized && otherJSON?["status"] == nil && otherJSON?["error"] != nil)
         }
     }
 
@@ -364,6 +410,12 @@ import Testing
                 "skan_version=aak&first_call_to_skadnetwork_timestamp=\(now - 96 * hour)&n=purchase&" + revenue)
                 == (200, #"{"coarse_value":"high","postback_sequence_index":1,"status":"ok"}"#))
 
+            // An app that never called SKAdNetwork (the snippet's 0) is making its first call:
+            // the first window.
+            let never = "skan_version=4.0&first_call_to_skadnetwork_timestamp=0&last_call_to_skadnetwork_timestamp=0"
+            let firstCall = try await ask(never + "&n=purchase&conversion_value=0&" + revenue)
+            let windowZero = #"{"coarse_value":"high","conversion_value":10,"postback_sequence_index":0,"status":"ok"}"#
+            #expect(firstCall == (200, windowZero))
             // Without its first call the window is unknown; calls out of order are a mistake.
             let (status, missing) = try await ask("skan_version=4&n=purchase&" + revenue)
             #expect(status == 400 && missing.contains(#""field":"first_call_to_skadnetwork_timestamp""#))

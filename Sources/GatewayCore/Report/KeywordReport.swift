@@ -320,7 +320,8 @@ public struct KeywordReport: Sendable {
             network: record.network ?? (["adservices", "iad"].contains(record.provider) ? appleSearchAds : record.provider),
             campaignID: record.campaignID, campaign: record.campaignName, adGroupID: record.adGroupID,
             adGroup: record.adGroupName, keywordID: record.keywordID, keyword: record.keyword,
-            matchType: record.keywordMatchType)
+            // Records stored before match types had one spelling (iAd's `Exact`) join their keyword's line.
+            matchType: KeywordMatchType.normalized(record.keywordMatchType))
     }
 
     /// The app of a user's or device's key (`app` U+001F `…`).

@@ -21,6 +21,9 @@ public struct RecordFilter: Sendable, Equatable {
     public var quarantined: Bool?
     /// App Tracking Transparency statuses (0–3); a record without one matches none.
     public var attStatuses: [Int]?
+    /// Whether the record has tracking consent as ``AttributionRecord/hasTrackingConsent``
+    /// reads it: a vendor's `require_consent`.
+    public var trackingConsent: Bool?
 
     public init(
         providers: [String]? = nil, appIDs: [String]? = nil, attributed: Bool? = nil,
@@ -39,6 +42,7 @@ public struct RecordFilter: Sendable, Equatable {
         if let attributed, record.attributed != attributed { return false }
         if let kinds, !kinds.contains(record.kind) { return false }
         if let attStatuses, !attStatuses.contains(where: { $0 == record.attStatus }) { return false }
+        if let trackingConsent, record.hasTrackingConsent != trackingConsent { return false }
         // Apple's test payloads and quarantined postbacks stay out of every route that
         // does not ask for them. Quarantined: any postback whose signature did not
         // verify, `unverifiable` (an unknown version, key or algorithm) as much as

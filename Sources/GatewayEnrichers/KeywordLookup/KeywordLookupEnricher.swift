@@ -223,7 +223,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         var filled = false
         if let id = record.keywordID, record.keyword == nil, let entry = known[AppleAdsNameKey.keyword(id)], let text = entry.name {
             record.keyword = text
-            record.keywordMatchType = record.keywordMatchType ?? entry.matchType
+            record.keywordMatchType = record.keywordMatchType ?? KeywordMatchType.normalized(entry.matchType)
             filled = true
         }
         if let id = record.adGroupID, record.adGroupName == nil, let name = known[AppleAdsNameKey.adGroup(id)]?.name {

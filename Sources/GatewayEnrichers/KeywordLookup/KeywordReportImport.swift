@@ -152,7 +152,7 @@ public struct KeywordReportImport {
                 }
                 let adGroupID = try id("ad_group_id")
                 let campaignID = try id("campaign_id")
-                let matchType = try name("match_type")?.uppercased()
+                let matchType = try KeywordMatchType.normalized(name("match_type"))
                 let adGroupName = try name("ad_group_name")
                 let campaignName = try name("campaign_name")
                 put(

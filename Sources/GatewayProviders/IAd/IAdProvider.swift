@@ -6,7 +6,8 @@ import GatewayCore
 /// Apple's iAd API has answered only `false` since February 2023; this provider serves
 /// stored payloads and backfills. Payloads arrive as the app got them: every value may
 /// be a string (`"true"`, `"40669820"`), dates with seconds, and older payloads carry
-/// `iad-lineitem-*` where newer ones have `iad-adgroup-*`.
+/// `iad-lineitem-*` and `iad-creative-*` where newer ones have `iad-adgroup-*` and
+/// `iad-creativeset-*`.
 public struct IAdProvider: AttributionProvider {
     public static let typeName = "iad"
     public var name: String { Self.typeName }
@@ -49,13 +50,17 @@ public struct IAdProvider: AttributionProvider {
             record.adGroupName = try details.string("iad-adgroup-name") ?? details.string("iad-lineitem-name")
             record.keywordID = try details.id("iad-keyword-id")
             record.keyword = try details.string("iad-keyword")
-            record.keywordMatchType = try details.string("iad-keyword-matchtype")
+            // `raw` keeps the dictionary's own spelling (`Exact`).
+            record.keywordMatchType = try KeywordMatchType.normalized(details.string("iad-keyword-matchtype"))
             record.adID = try details.id("iad-ad-id")
-            record.creativeSetID = try details.id("iad-creativeset-id")
-            record.creativeSetName = try details.string("iad-creativeset-name")
+            // The iAd network's dictionaries (before Search Ads) name the ad's creative
+            // where later ones name its creative set: the record's creative fields take either.
+            record.creativeSetID = try details.id("iad-creativeset-id") ?? details.id("iad-creative-id")
+            record.creativeSetName = try details.string("iad-creativeset-name") ?? details.string("iad-creative-name")
             record.countryOrRegion = try details.string("iad-country-or-region")
             record.conversionType = conversion
             record.clickDate = try details.date("iad-click-date")
+            record.impressionDate = try details.date("iad-impression-date")
             record.conversionDate = try details.date("iad-conversion-date")
             record.purchaseDate = try details.date("iad-purchase-date")
             record.isTest = [record.orgID, record.campaignID, record.adGroupID].contains(Self.testID)

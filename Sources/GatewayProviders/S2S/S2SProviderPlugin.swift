@@ -130,7 +130,7 @@ public enum S2SProviderPlugin: ProviderPlugin {
         options.forwarding.map { settings in
             let adapter = adapter(settings)
             var filter = RecordFilter(providers: [typeName], kinds: adapter.kinds)
-            if settings.requireConsent { filter.attStatuses = [3] }
+            if settings.requireConsent { filter.trackingConsent = true }
             let host = URL(string: settings.endpoint)?.host ?? settings.endpoint
             let prepared = PreparedSink(
                 name: settings.vendor.sinkName, typeName: "s2s",

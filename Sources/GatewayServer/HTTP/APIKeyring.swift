@@ -26,12 +26,16 @@ final class APIKeyring: Sendable {
     /// from one reading of the keys (a reload in between cannot split the answer): nil when
     /// there are no keys, so the routes are open; `401` when there are and the request names
     /// none of them; `403` when the keys it names are app keys and the route a backend's.
-    func admit(_ headers: HTTPFields, scope: APIKeyScope = .app) throws -> Set<String>? {
+    /// `queryKey` is a key sent as the query's `a`: the client snippet of Singular's SKAN S2S
+    /// guide sends its key so, and cannot set a header.
+    func admit(_ headers: HTTPFields, scope: APIKeyScope = .app, queryKey: String? = nil) throws -> Set<String>? {
         let keys = keys
         guard !keys.isEmpty else { return nil }
         // Both headers may hold a key (the SDK's `apikey` beside a backend's bearer): the
         // request may write for the apps of each, as a client holding both keys could anyway.
-        let presented = Self.presentedKeys(headers, in: keys)
+        var digests = Self.presentedDigests(headers)
+        if let key = queryKey?.trimmingWhitespace(), !key.isEmpty { digests.append(SHA256Hex.digest(key)) }
+        let presented = Self.matching(digests, in: keys)
         guard !presented.isEmpty else { throw Self.unauthorized }
         let apps = presented.filter { $0.scope.admits(scope) }.reduce(into: Set<String>()) { $0.formUnion($1.apps) }
         guard !apps.isEmpty else { throw Self.needsBackendKey }
@@ -50,7 +54,14 @@ final class APIKeyring: Sendable {
     static func presentedKeys(_ headers: HTTPFields, in keys: [AuthSettings.Key]) -> [(
         digest: [UInt8], apps: Set<String>, scope: APIKeyScope
     )] {
-        presentedDigests(headers).compactMap { digest in
+        matching(presentedDigests(headers), in: keys)
+    }
+
+    /// The configured keys among `digests`, in their order.
+    static func matching(_ digests: [[UInt8]], in keys: [AuthSettings.Key]) -> [(
+        digest: [UInt8], apps: Set<String>, scope: APIKeyScope
+    )] {
+        digests.compactMap { digest in
             var apps: Set<String> = []
             var scope = APIKeyScope.backend
             // Every key is compared, in constant time, whatever matched before.

@@ -66,6 +66,11 @@ extension GatewayError: HTTPResponseError {
     public var status: HTTPResponse.Status { HTTPResponse.Status(code: code.httpStatus) }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        JSONResponse.make(status: status, ErrorBody(self).json)
+        // Singular's SKAN snippet reads only `status` and `reason`: every error on its route,
+        // a refused key or a rate limit as much as bad input, is answered so.
+        if ConversionValueAnswer.isRoute(request.uri.path) {
+            return JSONResponse.make(status: status, ConversionValueAnswer.refusal(self))
+        }
+        return JSONResponse.make(status: status, ErrorBody(self).json)
     }
 }

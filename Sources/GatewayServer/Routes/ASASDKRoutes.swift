@@ -70,8 +70,10 @@ struct ASASDKBackend: Sendable {
         if let waiting = user.attributionRecordID, try await stored({ try await store.isPending(recordID: waiting) }) {
             return JSONResponse.make(status: .ok, AttributionAnswer(didUserComeFromAsa: false, asaAttributionResolved: false))
         }
-        // A user whose token Apple already answered keeps that answer.
-        if let known = try await attribution(of: user), known.resolution != .invalid {
+        // A user whose token Apple answered keeps that answer. One it could not attribute
+        // (`not_found` after its retries, `invalid`) is not organic: Apple is asked again
+        // with this launch's token, as `/v1/adservices` asks for every new token.
+        if let known = try await attribution(of: user), known.resolution == .resolved {
             return JSONResponse.make(status: .ok, Self.answer(for: known))
         }
         return JSONResponse.make(status: .ok, try await resolve(user, token: token))
@@ -233,10 +235,11 @@ struct ASASDKBackend: Sendable {
         return try await stored { try await store.record(id: id) }
     }
 
-    /// An invalid token is not a final answer: the SDK sends a fresh token next launch.
+    /// Only Apple's answer is final: after `not_found` or `invalid` the SDK sends a fresh
+    /// token at its next launch, which is sent to Apple.
     static func answer(for record: AttributionRecord) -> AttributionAnswer {
         AttributionAnswer(
-            didUserComeFromAsa: record.attributed, asaAttributionResolved: record.resolution != .invalid)
+            didUserComeFromAsa: record.attributed, asaAttributionResolved: record.resolution == .resolved)
     }
 
     func stored<T>(_ body: () async throws -> T) async throws -> T {

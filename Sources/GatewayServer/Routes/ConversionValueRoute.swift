@@ -26,7 +26,13 @@ struct ConversionValueAnswer: Encodable {
     struct ErrorBody: Encodable, Equatable {
         let code: String
         let message: String
-        let field: String
+        let field: String?
+    }
+
+    static let path = "/v1/skadnetwork/conversion-value"
+
+    static func isRoute(_ path: String) -> Bool {
+        path == Self.path || path == Self.path + "/"
     }
 
     static func value(_ value: Int?) -> ConversionValueAnswer {
@@ -34,9 +40,13 @@ struct ConversionValueAnswer: Encodable {
     }
 
     static func refusal(_ code: GatewayError.Code, field: String, _ reason: String) -> ConversionValueAnswer {
+        refusal(GatewayError(code, reason, field: field))
+    }
+
+    static func refusal(_ error: GatewayError) -> ConversionValueAnswer {
         ConversionValueAnswer(
-            conversion_value: nil, status: "error", reason: reason,
-            error: ErrorBody(code: code.name, message: reason, field: field))
+            conversion_value: nil, status: "error", reason: error.message,
+            error: ErrorBody(code: error.code.name, message: error.message, field: error.field))
     }
 }
 
@@ -47,12 +57,19 @@ extension GatewayHTTP {
         else { return }
         let keyring = gateway.keyring
         // It changes nothing, so `HEAD` answers as `GET` does.
-        router.getAndHead("/v1/skadnetwork/conversion-value") { request, _ in
+        router.getAndHead(RouterPath(ConversionValueAnswer.path)) { request, _ in
             // Read as a form is, `+` a space: Python's, Go's and Java's encoders write one so.
             let query = FormEncoding.decode(request.uri.query ?? "")
+            let apps: Set<String>?
+            do {
+                apps = try keyring.admit(request.headers, queryKey: query["a"])
+            } catch let error as GatewayError where error.code == .unauthorized {
+                throw GatewayError(
+                    .unauthorized, "send a valid API key as the query's a=KEY, or Authorization: Bearer KEY")
+            }
             // The model is one for every app, so the client snippet names none; one that does
             // is held to its key's apps, as on every other route.
-            if let apps = try keyring.admit(request.headers), let appID = query["app_id"], !apps.contains(appID) {
+            if let apps, let appID = query["app_id"], !apps.contains(appID) {
                 throw APIKeyring.forbidden
             }
             let answer = conversionValue(query, model: model, now: Date())
@@ -93,13 +110,21 @@ extension GatewayHTTP {
             }
         }
         var calls: [String: Double] = [:]
+        var neverCalled = false
         for name in ["first_call_to_skadnetwork_timestamp", "last_call_to_skadnetwork_timestamp"] {
             guard let value = text(name) else { continue }
+            // The snippet sends 0 until the app has called SKAdNetwork: this call is its first.
+            if Double(value) == 0 {
+                neverCalled = true
+                continue
+            }
             // Milliseconds, or `inf`, read as seconds kept the update window open for good.
             guard let seconds = Double(value), seconds.isFinite, seconds > 0,
                 seconds <= now.timeIntervalSince1970 + 86_400
             else {
-                return .refusal(.invalidField, field: name, "\(name) must be UNIX seconds, not in the future")
+                return .refusal(
+                    .invalidField, field: name,
+                    "\(name) must be UNIX seconds, at most a day ahead, or 0 if the app never called SKAdNetwork")
             }
             calls[name] = seconds
         }
@@ -109,6 +134,10 @@ extension GatewayHTTP {
             return .refusal(
                 .invalidField, field: "last_call_to_skadnetwork_timestamp",
                 "last_call_to_skadnetwork_timestamp is before first_call_to_skadnetwork_timestamp")
+        }
+        // The first call, about to be made, opens the first window.
+        if neverCalled && calls["first_call_to_skadnetwork_timestamp"] == nil {
+            calls["first_call_to_skadnetwork_timestamp"] = now.timeIntervalSince1970
         }
         var windowed = false
         if let version = text("skan_version")?.trimmingCharacters(in: .whitespaces) {

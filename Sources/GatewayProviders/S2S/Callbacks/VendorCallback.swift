@@ -101,7 +101,7 @@ enum VendorCallback {
             record.adGroupID = number(map.adGroupID)
             record.keyword = try text(map.keyword)
             record.keywordID = number(map.keywordID)
-            record.keywordMatchType = try text(map.matchType)
+            record.keywordMatchType = try KeywordMatchType.normalized(text(map.matchType))
             record.adID = number(map.adID)
             let touched = try date(map.clickTime)
             if try text(map.touchType)?.lowercased() == "impression" {

@@ -37,7 +37,8 @@ public struct VendorSettings: Sendable {
     public var endpoint: String
     /// Singular's SDK key, AppsFlyer's S2S key (dev key on the legacy host), Adjust's S2S token.
     public var apiKey: String?
-    /// Forward only events whose user allowed tracking (ATT status 3).
+    /// Forward only events whose user allowed tracking: ATT status 3, or no status from iOS
+    /// before 14.5, which had no ATT (``TrackingConsent``).
     public var requireConsent = false
     public var timeout: Duration = .seconds(10)
     /// `on_no_answer: retry`: send again an event the vendor was sent whole and did not

@@ -57,7 +57,7 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
             }
             // Its route holds back events without consent; this holds back those queued
             // before `require_consent` was set.
-            guard !settings.requireConsent || record.attStatus == 3 else {
+            guard !settings.requireConsent || record.hasTrackingConsent else {
                 outcomes[index] = .declined(reason: "\(adapter.vendor.displayName) takes consented events only")
                 continue
             }
