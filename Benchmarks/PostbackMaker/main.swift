@@ -13,10 +13,13 @@ let key = P256.Signing.PrivateKey()
 
 func postback(_ index: Int) throws -> [String: JSONValue] {
     let transaction = "bench-\(UUID().uuidString.lowercased())-\(index)"
-    let values = ["4.0", "example123.skadnetwork", "5239", "525463029", transaction, "false", "example.com", "1", "true", "0"]
+    let values = [
+        "4.0", "example123.skadnetwork", "5239", "525463029", transaction, "false", "example.com", "1", "true", "0",
+    ]
     let signature = try key.signature(for: Data(values.joined(separator: "\u{2063}").utf8))
     return [
-        "version": .string("4.0"), "ad-network-id": .string("example123.skadnetwork"), "source-identifier": .string("5239"),
+        "version": .string("4.0"), "ad-network-id": .string("example123.skadnetwork"),
+        "source-identifier": .string("5239"),
         "app-id": .integer(525_463_029), "transaction-id": .string(transaction), "redownload": .bool(false),
         "source-domain": .string("example.com"), "fidelity-type": .integer(1), "did-win": .bool(true),
         "postback-sequence-index": .integer(0), "conversion-value": .integer(Int64(index % 64)),

@@ -42,7 +42,9 @@ func report(_ stage: String, _ elapsed: Duration, per items: Int) {
 
 let payloads = (0..<count).map { IngestPayload(body: body($0), receivedAt: Date(), path: "/v1/iad") }
 let provider = IAdProvider()
-report("parse JSON alone", try clock.measure { for payload in payloads { _ = try JSONValue.parse(payload.body) } }, per: count)
+report(
+    "parse JSON alone", try clock.measure { for payload in payloads { _ = try JSONValue.parse(payload.body) } },
+    per: count)
 var records: [AttributionRecord] = []
 report("parse + normalise", try clock.measure { records = try payloads.flatMap(provider.normalize) }, per: count)
 var bodies: [Data] = []
@@ -54,11 +56,12 @@ report(
         // Nearly as the ingest routes write it: a JSONValue through the record's own
         // writer (the routes also leave absent members out first).
         for record in records {
-            _ = JSONValue.object([
-                "attributed": .bool(record.attributed), "provider": .string(record.provider),
-                "record_id": .string(record.recordID), "resolution": .string(record.resolution.rawValue),
-                "status": .string("accepted"),
-            ]).compactUTF8
+            _ =
+                JSONValue.object([
+                    "attributed": .bool(record.attributed), "provider": .string(record.provider),
+                    "record_id": .string(record.recordID), "resolution": .string(record.resolution.rawValue),
+                    "status": .string("accepted"),
+                ]).compactUTF8
         }
     }, per: count)
 
@@ -133,7 +136,9 @@ try await withScratchStore { path, store in
     report(
         "sink: resolve delivered, 500 a batch",
         try await clock.measure {
-            for batch in batches { try await store.resolve(sink: "local", batch.map { .delivered(id: $0.id) }, now: Date()) }
+            for batch in batches {
+                try await store.resolve(sink: "local", batch.map { .delivered(id: $0.id) }, now: Date())
+            }
         }, per: routed.count)
 }
 

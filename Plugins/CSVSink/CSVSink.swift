@@ -74,7 +74,8 @@ public final class CSVSink: AttributionSink {
             return []
         }
         guard scan.validUTF8 else {
-            throw CSVError("\(url.path) is not UTF-8 text (saved by a spreadsheet in another encoding?); choose a new file")
+            throw CSVError(
+                "\(url.path) is not UTF-8 text (saved by a spreadsheet in another encoding?); choose a new file")
         }
         guard scan.header == columns else {
             throw CSVError("\(url.path) has other columns than configured; choose a new file")
@@ -183,9 +184,10 @@ public final class CSVSink: AttributionSink {
     }
 
     static func create(_ url: URL, columns: [String]) throws {
-        guard FileManager.default.createFile(
-            atPath: url.path, contents: headerLine(columns),
-            attributes: [.posixPermissions: 0o600])
+        guard
+            FileManager.default.createFile(
+                atPath: url.path, contents: headerLine(columns),
+                attributes: [.posixPermissions: 0o600])
         else { throw CSVError("cannot create \(url.path)") }
     }
 

@@ -15,7 +15,9 @@ struct NewSinkCommand: CommandPlugin {
     func performCommand(context: PluginContext, arguments: [String]) async throws {
         var extractor = ArgumentExtractor(arguments)
         guard let rawName = extractor.extractOption(named: "name").first else {
-            throw Failure(description: "usage: swift package --allow-writing-to-package-directory new-sink --name Slack [--type slack]")
+            throw Failure(
+                description:
+                    "usage: swift package --allow-writing-to-package-directory new-sink --name Slack [--type slack]")
         }
         let base = rawName.hasSuffix("Sink") ? String(rawName.dropLast(4)) : rawName
         guard let first = base.unicodeScalars.first, CharacterSet.uppercaseLetters.contains(first),
@@ -30,7 +32,9 @@ struct NewSinkCommand: CommandPlugin {
         let files = FileManager.default
         // A second plugin of one `type:` would replace the first in the registry: a new
         // `csv` sink would take every existing `type: csv` config from the shipped one.
-        if let owner = Self.pluginClaiming(typeName, under: [root.appending(path: "Sources"), root.appending(path: "Plugins")]) {
+        if let owner = Self.pluginClaiming(
+            typeName, under: [root.appending(path: "Sources"), root.appending(path: "Plugins")])
+        {
             throw Failure(description: "`type: \(typeName)` is taken by \(owner); choose another with --type")
         }
         let source = root.appending(path: "Plugins/\(target)/\(target).swift")
@@ -51,7 +55,9 @@ struct NewSinkCommand: CommandPlugin {
         guard let returnLine = plugins.range(of: "        return registry") else {
             throw Failure(description: "BuiltInPlugins.swift has no `return registry` line")
         }
-        plugins.insert(contentsOf: "        registry.register(sink: \(target)Plugin.self)  // Plugins/\(target)\n", at: returnLine.lowerBound)
+        plugins.insert(
+            contentsOf: "        registry.register(sink: \(target)Plugin.self)  // Plugins/\(target)\n",
+            at: returnLine.lowerBound)
         // The new import joins the file's leading imports, kept in order.
         var lines = plugins.components(separatedBy: "\n")
         let imports = lines.prefix { $0.hasPrefix("import ") }
@@ -64,7 +70,8 @@ struct NewSinkCommand: CommandPlugin {
         try Self.testSource(target: target).write(to: test, atomically: true, encoding: .utf8)
         try package.write(to: manifest, atomically: true, encoding: .utf8)
         try plugins.write(to: registry, atomically: true, encoding: .utf8)
-        print("""
+        print(
+            """
             Created Plugins/\(target)/\(target).swift and Tests/\(target)Tests/\(target)Tests.swift,
             added "\(target)" to operatorSinks in Package.swift and registered it in BuiltInPlugins.swift.
             Fill in deliver(_:), then use it in config.yaml: sinks: { mine: { type: \(typeName), endpoint: https://… } }

@@ -25,7 +25,8 @@ enum ConfigSummary {
         var lines = ["\(configuration.file): valid"]
         let server = configuration.server
         lines.append("server: \(server.host):\(server.port), bodies up to \(server.maxBodyBytes) bytes")
-        lines.append("storage: sqlite \(configuration.storage.sqlitePath) (durability \(configuration.storage.durability))")
+        lines.append(
+            "storage: sqlite \(configuration.storage.sqlitePath) (durability \(configuration.storage.durability))")
         let keys = configuration.auth.apiKeys
         let apps = Set(keys.map(\.appID)).sorted()
         lines.append(
@@ -64,6 +65,7 @@ enum ConfigSummary {
         if filter.trackingConsent == true { parts.append("tracking consent (att_status 3, or none before iOS 14.5)") }
         if filter.isTest == true { parts.append("test payloads only") }
         if filter.quarantined == true { parts.append("quarantined postbacks only") }
-        return parts.isEmpty ? "all records but test payloads and quarantined postbacks" : parts.joined(separator: " and ")
+        return parts.isEmpty
+            ? "all records but test payloads and quarantined postbacks" : parts.joined(separator: " and ")
     }
 }

@@ -16,7 +16,8 @@ struct DeadLetters: AsyncParsableCommand {
         @Option(help: "Only this sink's dead letters.")
         var sink: String?
         // Unconditional: "-5" is a value to refuse by name, not "missing value for --id".
-        @Option(name: .customLong("id"), parsing: .unconditionalSingleValue, help: "Only these dead letters (repeatable).")
+        @Option(
+            name: .customLong("id"), parsing: .unconditionalSingleValue, help: "Only these dead letters (repeatable).")
         var ids: [Int64] = []
 
         func validate() throws {
@@ -32,7 +33,8 @@ struct DeadLetters: AsyncParsableCommand {
                 let names = configuration.sinks.map(\.name)
                 if let sink, !names.contains(sink), try await store.deadLetters(sink: sink, limit: 1).isEmpty {
                     printError(
-                        "no sink '\(sink)' in \(config) and no dead letters for one; sinks: \(names.joined(separator: ", "))")
+                        "no sink '\(sink)' in \(config) and no dead letters for one; sinks: \(names.joined(separator: ", "))"
+                    )
                     throw ExitCode(1)
                 }
                 return try await body(store)
@@ -63,7 +65,8 @@ struct DeadLetters: AsyncParsableCommand {
 
         func run() async throws {
             let letters = try await selection.withStore {
-                try await $0.deadLetters(sink: selection.sink, ids: selection.ids.isEmpty ? nil : selection.ids, limit: limit)
+                try await $0.deadLetters(
+                    sink: selection.sink, ids: selection.ids.isEmpty ? nil : selection.ids, limit: limit)
             }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -92,10 +95,12 @@ struct DeadLetters: AsyncParsableCommand {
                 // there left `dlq list` and went nowhere, and its outbox age alert fired for good.
                 if let sink = selection.sink, !configured.contains(sink) {
                     printError(
-                        "'\(sink)' is not a sink of \(selection.config): nothing would deliver them; add it back, or drop them")
+                        "'\(sink)' is not a sink of \(selection.config): nothing would deliver them; add it back, or drop them"
+                    )
                     throw ExitCode(1)
                 }
-                let moved = try await store.retryDeadLetters(ids: ids, sink: selection.sink, among: configured, now: Date())
+                let moved = try await store.retryDeadLetters(
+                    ids: ids, sink: selection.sink, among: configured, now: Date())
                 let left = try await store.deadLetterCounts(ids: ids).filter {
                     !configured.contains($0.key) && (selection.sink == nil || $0.key == selection.sink)
                 }
@@ -104,7 +109,9 @@ struct DeadLetters: AsyncParsableCommand {
             print("\(moved) dead letters queued for delivery again")
             if !left.isEmpty {
                 let sinks = left.keys.sorted().joined(separator: ", ")
-                print("\(left.values.reduce(0, +)) left for sinks no longer in the config (\(sinks)): add them back, or drop them")
+                print(
+                    "\(left.values.reduce(0, +)) left for sinks no longer in the config (\(sinks)): add them back, or drop them"
+                )
             }
         }
     }

@@ -92,7 +92,9 @@ struct Import: AsyncParsableCommand {
     /// An S2S event the provider can tell from a second one alike only by its arrival:
     /// imported twice, it is stored twice.
     static func isKeyedByArrival(_ record: AttributionRecord) -> Bool {
-        guard record.provider == S2SProvider.typeName, let event = try? RawEvent(stored: record.raw) else { return false }
+        guard record.provider == S2SProvider.typeName, let event = try? RawEvent(stored: record.raw) else {
+            return false
+        }
         return S2SProvider.isKeyedByArrival(event)
     }
 }

@@ -38,12 +38,15 @@ struct Keywords: AsyncParsableCommand {
                 _ = try Gateway.openSQLiteStore(configuration, onWait: printError)
             }
             var progress: ProgressBar?
-            let report = try await KeywordReportImport(storagePath: configuration.storage.sqlitePath).run(text) { done, total in
+            let report = try await KeywordReportImport(storagePath: configuration.storage.sqlitePath).run(text) {
+                done, total in
                 if progress == nil { progress = ProgressBar(total: total, label: "importing") }
                 progress?.advance(to: done)
             }
             progress?.finish()
-            print("\(report.keywords) keywords, \(report.adGroups) ad groups, \(report.campaigns) campaigns; \(report.badRows.count) rows rejected")
+            print(
+                "\(report.keywords) keywords, \(report.adGroups) ad groups, \(report.campaigns) campaigns; \(report.badRows.count) rows rejected"
+            )
             for bad in report.badRows { print("line \(bad.line): \(TerminalText.visible(bad.reason))") }
             if !report.renames.isEmpty {
                 print("\(report.renames.count) ids named differently on two lines; the later line's name is kept:")

@@ -63,6 +63,8 @@ struct Replay: AsyncParsableCommand {
         var notes: [String] = []
         if routed < seen { notes.append("\(seen - routed) not routed to it") }
         if queued < routed { notes.append("\(routed - queued) already waiting for it") }
-        print("\(queued) of \(seen) records queued for \(sink)" + (notes.isEmpty ? "" : " (\(notes.joined(separator: ", ")))"))
+        print(
+            "\(queued) of \(seen) records queued for \(sink)"
+                + (notes.isEmpty ? "" : " (\(notes.joined(separator: ", ")))"))
     }
 }

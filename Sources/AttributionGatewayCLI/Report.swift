@@ -31,7 +31,9 @@ struct KeywordsReport: AsyncParsableCommand {
 
     @Option(name: .shortAndLong, help: "The configuration file.")
     var config = "config.yaml"
-    @Option(help: "Only purchases made at or after this ISO-8601 time, or date (midnight UTC); installs count from any time.")
+    @Option(
+        help:
+            "Only purchases made at or after this ISO-8601 time, or date (midnight UTC); installs count from any time.")
     var since: String?
     @Option(help: "Only purchases made before this ISO-8601 time, or date (midnight UTC).")
     var until: String?
@@ -65,7 +67,8 @@ struct KeywordsReport: AsyncParsableCommand {
                 let page = try await store.waitingWork(after: after, limit: 2000)
                 guard let last = page.last else { break }
                 for work in page {
-                    guard let record = providers[work.provider]?.waitingRecord(work), appID == nil || record.appID == appID
+                    guard let record = providers[work.provider]?.waitingRecord(work),
+                        appID == nil || record.appID == appID
                     else { continue }
                     report.add(record)
                 }
@@ -90,7 +93,8 @@ struct KeywordsReport: AsyncParsableCommand {
         var rows = report.rows
         let keys = KeywordReport.nameKeys(rows)
         if !keys.isEmpty {
-            rows = KeywordReport.naming(rows, from: try await KnownNames(storagePath: configuration.storage.sqlitePath).names(keys))
+            rows = KeywordReport.naming(
+                rows, from: try await KnownNames(storagePath: configuration.storage.sqlitePath).names(keys))
         }
         print(Self.render(rows, format: format))
     }
@@ -128,7 +132,8 @@ struct KeywordsReport: AsyncParsableCommand {
         case .json:
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            return TerminalText.visibleJSON(String(decoding: (try? encoder.encode(rows)) ?? Data("[]".utf8), as: UTF8.self))
+            return TerminalText.visibleJSON(
+                String(decoding: (try? encoder.encode(rows)) ?? Data("[]".utf8), as: UTF8.self))
         case .table:
             // A keyword may hold a line break or a tab (iAd's routes take them): shown
             // escaped, so that a row stays one line.

@@ -39,6 +39,7 @@ enum TerminalText {
     /// paragraph separators.
     static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
         scalar.properties.generalCategory == .control || (0x202A...0x202E).contains(scalar.value)
-            || (0x2066...0x2069).contains(scalar.value) || [0x200E, 0x200F, 0x061C, 0x2028, 0x2029].contains(scalar.value)
+            || (0x2066...0x2069).contains(scalar.value)
+            || [0x200E, 0x200F, 0x061C, 0x2028, 0x2029].contains(scalar.value)
     }
 }

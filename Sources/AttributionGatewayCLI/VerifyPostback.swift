@@ -12,7 +12,10 @@ struct VerifyPostback: ParsableCommand {
             why when not verified. Exits 0 when verified, 1 when invalid, 2 otherwise.
             """)
 
-    @Option(help: "Verify with this key instead of Apple's key of the same curve (base64 DER SubjectPublicKeyInfo): P-256 for SKAN 2.1-4.0 and AdAttributionKit, P-192 for 1.0 and 2.0.")
+    @Option(
+        help:
+            "Verify with this key instead of Apple's key of the same curve (base64 DER SubjectPublicKeyInfo): P-256 for SKAN 2.1-4.0 and AdAttributionKit, P-192 for 1.0 and 2.0."
+    )
     var key: String?
 
     @Flag(help: "Accept AdAttributionKit's development keys (postbacks made in developer settings).")

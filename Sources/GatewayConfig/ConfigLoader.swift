@@ -20,7 +20,9 @@ public enum ConfigLoader {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
             throw ConfigError(issues: [
-                ConfigIssue(file: path, path: "", line: 0, column: 0, message: "cannot read the file: \(error.localizedDescription)")
+                ConfigIssue(
+                    file: path, path: "", line: 0, column: 0,
+                    message: "cannot read the file: \(error.localizedDescription)")
             ])
         }
         return try parse(yaml: text, file: path, environment: environment, registry: registry, enrichers: enrichers)
@@ -28,7 +30,8 @@ public enum ConfigLoader {
 
     /// Checks YAML text; `file` names it in messages.
     public static func parse(
-        yaml: String, file: String, environment: [String: String], registry: PluginRegistry, enrichers readsEnrichers: Bool = true
+        yaml: String, file: String, environment: [String: String], registry: PluginRegistry,
+        enrichers readsEnrichers: Bool = true
     ) throws(ConfigError) -> GatewayConfiguration {
         let root = try YAMLConfigNode.parse(yaml, file: file)
         let diagnostics = ConfigDiagnostics(file: file) { path in
@@ -40,7 +43,9 @@ public enum ConfigLoader {
             } catch {
                 return .failure(
                     ConfigError(issues: [
-                        ConfigIssue(file: path, path: "", line: 0, column: 0, message: "cannot read the file: \(error.localizedDescription)")
+                        ConfigIssue(
+                            file: path, path: "", line: 0, column: 0,
+                            message: "cannot read the file: \(error.localizedDescription)")
                     ]))
             }
         }
@@ -171,7 +176,9 @@ public enum ConfigLoader {
             if entry.has("key_sha256") {
                 if let hex = entry.string("key_sha256") {
                     digest = SHA256Hex.decode(hex)
-                    if digest == nil { entry.report("must be 64 hex digits (the SHA-256 of the key)", key: "key_sha256") }
+                    if digest == nil {
+                        entry.report("must be 64 hex digits (the SHA-256 of the key)", key: "key_sha256")
+                    }
                 }
             } else if let key = entry.requiredString("key") {
                 if key.utf8.count < 16 {
@@ -253,7 +260,9 @@ public enum ConfigLoader {
     static func isValidSinkName(_ name: String) -> Bool {
         guard let first = name.unicodeScalars.first, CharacterSet.lowercaseLetters.union(.decimalDigits).contains(first)
         else { return false }
-        return name.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" }
+        return name.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_"
+        }
     }
 
     static func readSinks(_ reader: ConfigReader?, storage: StorageSettings, registry: PluginRegistry)
@@ -298,7 +307,9 @@ public enum ConfigLoader {
         return sinks
     }
 
-    static func readRoutes(_ reader: ConfigReader, sinks: [String], declared: [String], registry: PluginRegistry) -> [Route] {
+    static func readRoutes(_ reader: ConfigReader, sinks: [String], declared: [String], registry: PluginRegistry)
+        -> [Route]
+    {
         guard let list = reader.list("routes") else {
             // No routes at all: every record goes to every sink.
             return sinks.isEmpty ? [] : [Route(sinks: sinks)]

@@ -22,7 +22,8 @@ enum YAMLConfigNode {
             throw ConfigError(issues: [
                 ConfigIssue(
                     file: file, path: "", line: 0, column: 0,
-                    message: "aliases expand to more values than the file holds (\(yaml.utf8.count) bytes); write them out")
+                    message:
+                        "aliases expand to more values than the file holds (\(yaml.utf8.count) bytes); write them out")
             ])
         }
         return node
@@ -51,7 +52,9 @@ enum YAMLConfigNode {
                     for source in sources {
                         guard let converted = convert(source, budget: &budget) else { return nil }
                         guard case .mapping(let inherited) = converted.value else { continue }
-                        for entry in inherited where !merged.contains(where: { $0.key == entry.key }) { merged.append(entry) }
+                        for entry in inherited where !merged.contains(where: { $0.key == entry.key }) {
+                            merged.append(entry)
+                        }
                     }
                     continue
                 }
@@ -82,7 +85,8 @@ enum YAMLConfigNode {
         }
         switch pair.value {
         case .mapping: return [pair.value]
-        case .sequence(let list) where list.allSatisfy({ if case .mapping = $0 { true } else { false } }): return Array(list)
+        case .sequence(let list) where list.allSatisfy({ if case .mapping = $0 { true } else { false } }):
+            return Array(list)
         default: return nil
         }
     }

@@ -20,7 +20,8 @@ import Foundation
 public enum NoRedirectHTTPClient {
     public static let shared: HTTPClient = {
         var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 1024)
+        configuration.connectionPool = .init(
+            idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 1024)
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 }

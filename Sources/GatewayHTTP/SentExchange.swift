@@ -65,7 +65,9 @@ public enum SentExchange {
         /// The answer's head and what came of its body, once the head has arrived.
         var answered: Answer? {
             state.withLock { state in
-                state.head.map { Answer(status: Int($0.status.code), headers: $0.headers, body: state.body, complete: false) }
+                state.head.map {
+                    Answer(status: Int($0.status.code), headers: $0.headers, body: state.body, complete: false)
+                }
             }
         }
 
@@ -89,7 +91,9 @@ public enum SentExchange {
             state.withLock { state in
                 var part = buffer
                 let room = max(0, bodyLimit - state.body.readableBytes)
-                if let kept = part.readSlice(length: min(room, part.readableBytes)) { state.body.writeImmutableBuffer(kept) }
+                if let kept = part.readSlice(length: min(room, part.readableBytes)) {
+                    state.body.writeImmutableBuffer(kept)
+                }
             }
             return task.eventLoop.makeSucceededVoidFuture()
         }

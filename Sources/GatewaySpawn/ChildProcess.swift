@@ -2,9 +2,9 @@ import CSpawn
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A program this process started, by `posix_spawn`: Foundation's `Process.run()` crashes

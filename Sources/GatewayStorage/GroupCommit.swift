@@ -79,7 +79,7 @@ final class GroupCommit: Sendable {
             do {
                 try commit(jobs)
                 for job in jobs { job.finish(nil) }
-            } catch where jobs.count > 1 && !CommitHealth.isStorageFault(error) {
+            } catch  where jobs.count > 1 && !CommitHealth.isStorageFault(error) {
                 // One job's failure rolled the shared transaction back; it must not fail
                 // the others: each runs again on its own, until the store itself fails.
                 var fault: (any Error)?

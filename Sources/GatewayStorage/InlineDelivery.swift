@@ -130,7 +130,9 @@ extension SQLiteStore {
             let encoded = item.record.encoded()
             var arguments: [String: StatementArguments] = [:]
             for sink in item.sinks where inline.writesRows {
-                if let delivery = inline.deliveries[sink] { arguments[sink] = try? delivery.arguments(item.record, encoded) }
+                if let delivery = inline.deliveries[sink] {
+                    arguments[sink] = try? delivery.arguments(item.record, encoded)
+                }
             }
             return PreparedRecord(body: encoded.text, inline: arguments)
         }

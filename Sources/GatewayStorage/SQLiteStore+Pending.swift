@@ -17,7 +17,8 @@ extension SQLiteStore {
             var keyTaken = false
             for (table, resolved) in [("records", true), ("pending", false)] {
                 let rows = try Row.fetchAll(
-                    db.cachedStatement(sql: "SELECT record_id, app_id, dedupe_key FROM \(table) WHERE dedupe_key IN (?, ?)"),
+                    db.cachedStatement(
+                        sql: "SELECT record_id, app_id, dedupe_key FROM \(table) WHERE dedupe_key IN (?, ?)"),
                     arguments: [work.dedupeKey, ownKey])
                 if let mine = rows.first(where: { $0["app_id"] as String? == work.appID }) {
                     return .duplicate(of: mine["record_id"], resolved: resolved)
@@ -125,7 +126,8 @@ extension SQLiteStore {
                 for (settlement, prepared) in encoded {
                     switch settlement {
                     case .finished(let recordID, let records):
-                        let (stored, inlined) = try Self.insert(records, prepared: prepared, inline: inline, queuedAt: self.now(), db)
+                        let (stored, inlined) = try Self.insert(
+                            records, prepared: prepared, inline: inline, queuedAt: self.now(), db)
                         results[recordID] = stored
                         outcome.add(inlined)
                         try db.executeCached("DELETE FROM pending WHERE record_id = ?", [recordID])
@@ -144,7 +146,8 @@ extension SQLiteStore {
 
     public func isPending(recordID: String) async throws -> Bool {
         try await pool.read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM pending WHERE record_id = ?)", arguments: [recordID])
+            try Bool.fetchOne(
+                db, sql: "SELECT EXISTS(SELECT 1 FROM pending WHERE record_id = ?)", arguments: [recordID])
                 ?? false
         }
     }

@@ -191,7 +191,8 @@ enum SQLiteStoreSchema {
                     Hex.lowercase(SHA256.hash(data: Data(content.utf8)))
                 }
                 try db.execute(
-                    sql: "UPDATE OR IGNORE records SET dedupe_key = ? WHERE seq = ?", arguments: [key, row["seq"] as Int64])
+                    sql: "UPDATE OR IGNORE records SET dedupe_key = ? WHERE seq = ?",
+                    arguments: [key, row["seq"] as Int64])
             }
         }
     }

@@ -108,7 +108,8 @@ public final class ServeLock: Sendable {
             let path = Self.lockPath(storePath)
             let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard descriptor >= 0 else {
-                throw StoreOpenError(path: storePath, reason: "cannot open \(path): \(String(cString: strerror(errno)))")
+                throw StoreOpenError(
+                    path: storePath, reason: "cannot open \(path): \(String(cString: strerror(errno)))")
             }
             var told = false
             var unsaid = 0

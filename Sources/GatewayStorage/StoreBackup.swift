@@ -90,7 +90,8 @@ public enum StoreBackup {
         // be taken as the copy's own when it is first opened: a hot journal rolls its
         // pages back over the backup's, a stale WAL replays another store's.
         for suffix in ["-journal", "-wal"] where lstat(destination + suffix, &status) == 0 {
-            throw Refusal(description: "\(target)\(suffix) exists: SQLite would apply it to the backup; move it away first")
+            throw Refusal(
+                description: "\(target)\(suffix) exists: SQLite would apply it to the backup; move it away first")
         }
         // The store's own side files need not exist to be its: a `-journal` made here
         // would lock the live store, and the next start would delete it as a hot journal.
@@ -137,7 +138,8 @@ public enum StoreBackup {
             try RestoredBackup.mark(db, takenAt: takenAt)
             let check = try String.fetchAll(db, sql: "PRAGMA quick_check")
             guard check == ["ok"] else {
-                throw Refusal(description: "the copy failed SQLite's quick_check: \(check.prefix(3).joined(separator: "; "))")
+                throw Refusal(
+                    description: "the copy failed SQLite's quick_check: \(check.prefix(3).joined(separator: "; "))")
             }
             let records = try Int.fetchOne(db, sql: "SELECT count(*) FROM records") ?? 0
             let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0

@@ -102,7 +102,8 @@ public final class WALCheckpointer: Service, Sendable {
                 logger.info("write-ahead log left in place: a reader (another process) or a late write still uses it")
             }
         } catch {
-            logger.warning("write-ahead log not truncated at shutdown", metadata: ["error": "\(CommitHealth.describe(error))"])
+            logger.warning(
+                "write-ahead log not truncated at shutdown", metadata: ["error": "\(CommitHealth.describe(error))"])
         }
     }
 

@@ -17,7 +17,9 @@ import Testing
 
     @Test func writesQuotedRowsOnceEvenWhenARecordIsOfferedAgain() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("csv-\(UUID())/out.csv").path
-        defer { try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path) }
+        defer {
+            try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path)
+        }
         let columns = ["app_user_id", "campaign_id", "keyword", "attributed", "received_at"]
         let first = record("u1", keyword: #"meditation, "calm" app"#)
         let second = record("u2", keyword: nil)
@@ -87,7 +89,11 @@ import Testing
         let reopened = try CSVSink(path: path, columns: ["app_user_id", "keyword"])
         #expect(try await reopened.deliver([torn]) == [.delivered])
         let rows = CSV.parse(try String(contentsOfFile: path, encoding: .utf8))
-        #expect(rows == [["record_id", "app_user_id", "keyword"], [kept.recordID, "u1", "calm"], [torn.recordID, "u2", "東京 sleep"]])
+        #expect(
+            rows == [
+                ["record_id", "app_user_id", "keyword"], [kept.recordID, "u1", "calm"],
+                [torn.recordID, "u2", "東京 sleep"],
+            ])
     }
 
     /// A last row whole but for its line break (an editor's save, an export) was taken as
@@ -141,7 +147,9 @@ import Testing
         let (path, folder) = temporaryFile()
         defer { try? FileManager.default.removeItem(at: folder) }
         let first = try CSVSink(path: path, columns: ["keyword"])
-        #expect(throws: (any Error).self) { try CSVSink(path: folder.appendingPathComponent("./out.csv").path, columns: ["keyword"]) }
+        #expect(throws: (any Error).self) {
+            try CSVSink(path: folder.appendingPathComponent("./out.csv").path, columns: ["keyword"])
+        }
         withExtendedLifetime(first) {}
     }
 

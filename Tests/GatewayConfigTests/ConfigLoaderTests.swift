@@ -72,12 +72,12 @@ import Testing
         defer { try? FileManager.default.removeItem(at: folder) }
         let path = folder.appendingPathComponent("config.yaml").path
         try """
-            storage: { sqlite: { path: ./data/gw.sqlite } }
-            sinks:
-              local: { type: sqlite }
-              elsewhere: { type: sqlite, path: ../sinks/rows.sqlite }
-              absolute: { type: sqlite, path: /srv/rows.sqlite }
-            """.write(toFile: path, atomically: true, encoding: .utf8)
+        storage: { sqlite: { path: ./data/gw.sqlite } }
+        sinks:
+          local: { type: sqlite }
+          elsewhere: { type: sqlite, path: ../sinks/rows.sqlite }
+          absolute: { type: sqlite, path: /srv/rows.sqlite }
+        """.write(toFile: path, atomically: true, encoding: .utf8)
         let config = try ConfigLoader.load(path: path, environment: [:], registry: .builtIn)
         #expect(config.storage.sqlitePath == folder.appendingPathComponent("data/gw.sqlite").path)
         let elsewhere = folder.deletingLastPathComponent().appendingPathComponent("sinks/rows.sqlite").path
@@ -165,7 +165,8 @@ import Testing
         let configuration = try parse(yaml)
         let sinks = Dictionary(uniqueKeysWithValues: configuration.sinks.map { ($0.name, $0) })
         #expect(sinks["us"]?.delivery.batchSize == 7)
-        #expect(sinks["us"]?.prepared.summary.contains("us.example.com") == true, "\(sinks["us"]?.prepared.summary ?? "")")
+        #expect(
+            sinks["us"]?.prepared.summary.contains("us.example.com") == true, "\(sinks["us"]?.prepared.summary ?? "")")
         #expect(sinks["both"]?.delivery.batchSize == 3)
         #expect(sinks["both"]?.prepared.summary.contains("eu.example.com") == true)
         // Anything but mappings under `<<` stays an unknown key.
@@ -179,7 +180,8 @@ import Testing
         let text = issues.map(\.description).joined(separator: "\n")
         #expect(text.contains("`campain_name` is not a record field"), "\(text)")
         #expect(text.contains("`keyword` is listed twice"), "\(text)")
-        #expect(problems("sinks:\n  export: { type: csv, path: out.csv, columns: [campaign_name, record_id] }\n").isEmpty)
+        #expect(
+            problems("sinks:\n  export: { type: csv, path: out.csv, columns: [campaign_name, record_id] }\n").isEmpty)
     }
 
     @Test func anUnknownSectionIsReportedOnTheLineOfItsKey() throws {
@@ -230,7 +232,8 @@ import Testing
 
     @Test func aPostgresURLFromTheEnvironmentChoosesThePostgresStore() throws {
         let yaml = "storage:\n  postgres: { url: \"${DATABASE_URL}\", pool_size: 4 }\n" + Self.oneSink
-        let config = try parse(yaml, environment: ["DATABASE_URL": "postgres://gw:s%40cret@db.internal:6543/attribution"])
+        let config = try parse(
+            yaml, environment: ["DATABASE_URL": "postgres://gw:s%40cret@db.internal:6543/attribution"])
         let postgres = try #require(config.storage.postgres)
         #expect(postgres.url.host == "db.internal")
         #expect(postgres.url.port == 6543)
@@ -260,7 +263,9 @@ import Testing
               postgres: { url: "postgres://u@127.0.0.1/db" }
 
             """ + Self.oneSink
-        #expect(try problem(at: "storage.postgres", in: problems(yaml)).message == "name one store: sqlite or postgres, not both")
+        #expect(
+            try problem(at: "storage.postgres", in: problems(yaml)).message
+                == "name one store: sqlite or postgres, not both")
     }
 
     @Test func anAPIKeyEndingInANewlineIsRefusedRatherThanNeverMatching() throws {
@@ -527,15 +532,17 @@ import Testing
     @Test func aDisabledProviderIsCheckedButNotEnabled() throws {
         #expect(try parse("providers:\n  iad: { enabled: false }").providers.isEmpty)
         // Disabled for want of its credentials, as DESIGN's sketch has it: not an error.
-        let waiting = try parse("""
+        let waiting = try parse(
+            """
             providers:
               s2s: { enabled: false, vendors: { singular: { api_key: "${SINGULAR_KEY}" } } }
             enrichers:
               keyword_lookup: { enabled: false, client_id: "${ASA_CLIENT_ID}", private_key_file: nowhere.pem }
             """)
         #expect(waiting.providers.isEmpty && waiting.enrichers.isEmpty)
-        #expect(try problem(at: "providers.adservicez", in: problems("providers:\n  adservicez: { enabled: false }"))
-            .message.hasPrefix("unknown provider"))
+        #expect(
+            try problem(at: "providers.adservicez", in: problems("providers:\n  adservicez: { enabled: false }"))
+                .message.hasPrefix("unknown provider"))
         #expect(try parse("providers:\n  iad: { enabled: true }").providers.map(\.typeName) == ["iad"])
         let issue = try problem(at: "providers.iad.enabeld", in: problems("providers:\n  iad: { enabeld: false }"))
         #expect(issue.message.hasSuffix("did you mean 'enabled'?"))
@@ -572,21 +579,25 @@ import Testing
     }
 
     @Test func mixpanelFileModeNeedsAFolderAndOnlyItTakesOne() throws {
-        let missing = problems("sinks:\n  mp: { type: mixpanel, token: t, mode: file, properties: { campaign_name: c } }")
+        let missing = problems(
+            "sinks:\n  mp: { type: mixpanel, token: t, mode: file, properties: { campaign_name: c } }")
         #expect(try problem(at: "sinks.mp.directory", in: missing).message == "is required")
         // The keys after it are read, not called unknown.
         #expect(missing.count == 1, "\(missing)")
         let stray = problems("sinks:\n  mp: { type: mixpanel, token: t, directory: ./out }")
         #expect(try problem(at: "sinks.mp.directory", in: stray).message == "only with mode: file")
-        let config = try parse("sinks:\n  mp: { type: mixpanel, token: t, mode: file, directory: ./out, event_name: Install }")
+        let config = try parse(
+            "sinks:\n  mp: { type: mixpanel, token: t, mode: file, directory: ./out, event_name: Install }")
         #expect(config.sinks.first?.prepared.summary.contains("NDJSON files in ./out") == true)
     }
 
     /// `endpoint` wins over `region`: one naming another region's Mixpanel host sent EU
     /// data to the US host, which does not ingest it, and check-config said valid.
     @Test func aMixpanelEndpointOfAnotherRegionsHostIsRefused() throws {
-        let clash = problems("sinks:\n  mp: { type: mixpanel, token: t, region: eu, endpoint: \"https://api.mixpanel.com/\" }")
-        #expect(try problem(at: "sinks.mp.endpoint", in: clash).message.contains("Mixpanel's us host, but region is eu"))
+        let clash = problems(
+            "sinks:\n  mp: { type: mixpanel, token: t, region: eu, endpoint: \"https://api.mixpanel.com/\" }")
+        #expect(
+            try problem(at: "sinks.mp.endpoint", in: clash).message.contains("Mixpanel's us host, but region is eu"))
         // A proxy, or the region's own host, is the operator's choice.
         for endpoint in ["https://mixpanel-proxy.example.com", "https://api-eu.mixpanel.com"] {
             #expect(throws: Never.self) {
@@ -598,7 +609,8 @@ import Testing
     /// Apple Ads' base URLs are checked as every outside base URL is, so that a typo fails
     /// check-config rather than every lookup.
     @Test func keywordLookupsEndpointsMustBeURLs() throws {
-        let key = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgevZzL1gdAFr88hb2\nOF/2NxApJCzGCEDdfSp6VQO30hyhRANCAAQRWz+jn65BtOMvdyHKcvjBeBSDZH2r\n1RTwjmYSi9R/zpBnuQ4EiMnCqfMPWiZqB4QdbAd0E7oH50VpuZ1P087G\n-----END PRIVATE KEY-----"
+        let key =
+            "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgevZzL1gdAFr88hb2\nOF/2NxApJCzGCEDdfSp6VQO30hyhRANCAAQRWz+jn65BtOMvdyHKcvjBeBSDZH2r\n1RTwjmYSi9R/zpBnuQ4EiMnCqfMPWiZqB4QdbAd0E7oH50VpuZ1P087G\n-----END PRIVATE KEY-----"
         let issues = problems(
             """
             enrichers:
@@ -610,7 +622,9 @@ import Testing
                 endpoint: api.ads.apple.com/v1
                 token_endpoint: "appleid apple com"
             """, environment: ["KEY": key])
-        #expect(issues.contains { $0.path == "enrichers.keyword_lookup.endpoint" && $0.message.contains("http(s) URL") }, "\(issues)")
+        #expect(
+            issues.contains { $0.path == "enrichers.keyword_lookup.endpoint" && $0.message.contains("http(s) URL") },
+            "\(issues)")
         #expect(issues.contains { $0.path == "enrichers.keyword_lookup.token_endpoint" }, "\(issues)")
     }
 
@@ -625,7 +639,8 @@ import Testing
         let delivery = Dictionary(uniqueKeysWithValues: config.sinks.map { ($0.name, $0.delivery) })
         // Mixpanel asks for 2 s doubling to 60 s; other sinks keep the generic defaults.
         #expect(delivery["mp"]?.backoffInitial == .seconds(2) && delivery["mp"]?.backoffMax == .seconds(60))
-        #expect(delivery["quick"]?.backoffInitial == .milliseconds(500) && delivery["quick"]?.backoffMax == .seconds(60))
+        #expect(
+            delivery["quick"]?.backoffInitial == .milliseconds(500) && delivery["quick"]?.backoffMax == .seconds(60))
         #expect(delivery["local"] == DeliverySettings())
 
         let issues = problems("sinks:\n  mp: { type: mixpanel, token: t, properties: { keywrd: X, keyword: $bad } }")
@@ -643,7 +658,9 @@ import Testing
                 event_name: $identify
                 properties: { keyword: Term, campaign_name: Term, ad_group_name: time, country: asa_org_id }
             """)
-        #expect(try problem(at: "sinks.mp.properties.campaign_name", in: clashes).message.contains("also the name of keyword"))
+        #expect(
+            try problem(at: "sinks.mp.properties.campaign_name", in: clashes).message.contains(
+                "also the name of keyword"))
         #expect(try problem(at: "sinks.mp.properties.ad_group_name", in: clashes).message.contains("sets itself"))
         #expect(try problem(at: "sinks.mp.property_prefix", in: clashes).message.contains("must not start with $"))
         #expect(try problem(at: "sinks.mp.event_name", in: clashes).message.contains("$identify"))
@@ -659,11 +676,14 @@ import Testing
                 on_invalid_signature: drop
                 keys: { skan_p256: "bm90IGEga2V5", skan_p192: "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8YzdO7eM97s/IJ25kdW5CZ3A14USE5IJ5Ha/vhWaxI6UBI1ZxCEvjrKxVluVGe6qWwF1BDFq+QHqKfH5u+wxHQ==" }
             """)
-        #expect(try problem(at: "providers.skadnetwork.on_invalid_signature", in: issues).message.contains("reject, quarantine"))
+        #expect(
+            try problem(at: "providers.skadnetwork.on_invalid_signature", in: issues).message.contains(
+                "reject, quarantine"))
         #expect(try problem(at: "providers.skadnetwork.keys.skan_p256", in: issues).message.contains("P-256"))
         // A P-256 key where the P-192 one belongs is refused, not trusted.
         #expect(try problem(at: "providers.skadnetwork.keys.skan_p192", in: issues).message.contains("P-192"))
-        let routes = try parse("sinks:\n  audit: { type: sqlite }\nroutes:\n  - { sinks: [audit], where: { quarantined: true } }")
+        let routes = try parse(
+            "sinks:\n  audit: { type: sqlite }\nroutes:\n  - { sinks: [audit], where: { quarantined: true } }")
         #expect(routes.routes.first?.filter.quarantined == true)
     }
 
@@ -774,11 +794,18 @@ import Testing
     @Test func anExecCommandsRelativeFilesAreBesideTheConfig() throws {
         let diagnostics = ConfigDiagnostics(file: "/etc/gateway/config.yaml")
         let words = ["python3", "./plugins/forward.py", "--mode", "fast", "../shared/extra.py", "/opt/x.py"]
-        let node = ConfigNode(.mapping([(key: "command", value: ConfigNode(.sequence(words.map { ConfigNode(.scalar($0, plain: true)) })))]))
+        let node = ConfigNode(
+            .mapping([
+                (key: "command", value: ConfigNode(.sequence(words.map { ConfigNode(.scalar($0, plain: true)) })))
+            ]))
         let reader = ConfigReader(node: node, path: "sinks.plugin", diagnostics: diagnostics, environment: [:])
         let options = try #require(
-            ExecSinkPlugin.readOptions(reader, context: SinkContext(name: "plugin", storagePath: "/tmp/s.sqlite", logger: .init(label: "t"))))
-        #expect(options.command == ["python3", "/etc/gateway/plugins/forward.py", "--mode", "fast", "/etc/shared/extra.py", "/opt/x.py"])
+            ExecSinkPlugin.readOptions(
+                reader, context: SinkContext(name: "plugin", storagePath: "/tmp/s.sqlite", logger: .init(label: "t"))))
+        #expect(
+            options.command == [
+                "python3", "/etc/gateway/plugins/forward.py", "--mode", "fast", "/etc/shared/extra.py", "/opt/x.py",
+            ])
     }
 
     /// A program the machine cannot run, or a file beside config.yaml that is not there,
@@ -786,13 +813,17 @@ import Testing
     /// every record failed with "Broken pipe" for days.
     @Test func anExecCommandThatCannotRunIsAnError() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("exec-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder.appendingPathComponent("plugins"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: folder.appendingPathComponent("plugins"), withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        _ = FileManager.default.createFile(atPath: folder.appendingPathComponent("plugins/forward.py").path, contents: Data())
+        _ = FileManager.default.createFile(
+            atPath: folder.appendingPathComponent("plugins/forward.py").path, contents: Data())
         func issues(_ words: [String], file: String? = nil) -> [String] {
             let diagnostics = ConfigDiagnostics(file: file ?? folder.appendingPathComponent("config.yaml").path)
             let node = ConfigNode(
-                .mapping([(key: "command", value: ConfigNode(.sequence(words.map { ConfigNode(.scalar($0, plain: true)) })))]))
+                .mapping([
+                    (key: "command", value: ConfigNode(.sequence(words.map { ConfigNode(.scalar($0, plain: true)) })))
+                ]))
             let reader = ConfigReader(node: node, path: "sinks.plugin", diagnostics: diagnostics, environment: [:])
             _ = ExecSinkPlugin.readOptions(
                 reader, context: SinkContext(name: "plugin", storagePath: "/tmp/s.sqlite", logger: .init(label: "t")))
@@ -848,7 +879,9 @@ import Testing
     @Test func aliasesThatMultiplyAFileAreRefused() throws {
         var yaml = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
         for level in 1...5 {
-            yaml += "a\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ", ") + "]\n"
+            yaml +=
+                "a\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ", ")
+                + "]\n"
         }
         let issues = problems(yaml)
         #expect(issues.count == 1, "\(issues.prefix(3))")
@@ -863,7 +896,9 @@ import Testing
     @Test func anUnreadableFileIsNamedWithoutItsLine() throws {
         let issues = problems("auth:\n  api_keys:\n    - { app_id: \"1\", key: \"abcdefgh\u{01}ijklmnopqrstuv\" }\n")
         #expect(issues.count == 1, "\(issues)")
-        #expect(issues.allSatisfy { !$0.description.contains("abcdefgh") && !$0.description.contains("ijklmnop") }, "\(issues)")
+        #expect(
+            issues.allSatisfy { !$0.description.contains("abcdefgh") && !$0.description.contains("ijklmnop") },
+            "\(issues)")
         #expect(issues.first?.line == 3, "\(issues)")
     }
 

@@ -67,14 +67,16 @@ import Testing
     /// Only the top range is open upward: a purchase between two ranges' bounds, or
     /// past a lower range's max when a higher one exists, is not stretched to fit.
     @Test func onlyTheHighestRevenueRangeTakesAmountsPastItsMax() throws {
-        let config = try load("""
+        let config = try load(
+            """
             windows:
               - postback: 0
                 fine:
                   - { values: 0, events: [session] }
                   - { values: 1-9, events: [purchase], revenue: { min: 0.99, max: 9.99 }, currency: USD }
                   - { values: 10-63, events: [purchase], revenue: { min: 20, max: 49.99 }, currency: USD }
-            """).get()
+            """
+        ).get()
         let provider = try #require(try config.providers.first?.build() as? SKAdNetworkProvider)
         let model = try #require(provider.options.conversionModel)
         #expect(model.fineValue(event: "purchase", revenue: ["USD": 5]) == 1)
@@ -101,7 +103,8 @@ import Testing
             }
             #expect(error.issues.contains { $0.message.contains(message) }, "\(error.issues.map(\.description))")
         }
-        let good = "windows:\n  - postback: 0\n    fine:\n      - { values: 0-63, events: [p], revenue: { min: 0, max: 10.5 }, currency: EUR }\n"
+        let good =
+            "windows:\n  - postback: 0\n    fine:\n      - { values: 0-63, events: [p], revenue: { min: 0, max: 10.5 }, currency: EUR }\n"
         #expect(throws: Never.self) { try load(good).get() }
     }
 
@@ -137,7 +140,8 @@ import Testing
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let config = folder.appendingPathComponent("config.yaml")
-        try "providers:\n  skadnetwork: { conversion_model: ./nowhere.yaml }\n".write(to: config, atomically: true, encoding: .utf8)
+        try "providers:\n  skadnetwork: { conversion_model: ./nowhere.yaml }\n".write(
+            to: config, atomically: true, encoding: .utf8)
         #expect { try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn) } throws: { error in
             (error as? ConfigError)?.issues.contains { $0.message.contains("cannot read the file") } == true
         }

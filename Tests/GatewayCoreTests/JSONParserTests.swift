@@ -32,11 +32,21 @@ import Testing
     }
 
     @Test func integersStayExactToInt64sEndsAndBeyondThemAreDoubles() throws {
-        let parsed = try JSONValue.parse(Data(#"[9223372036854775807,-9223372036854775808,9223372036854775808,370870.04353789333]"#.utf8))
-        #expect(parsed == .array([.integer(.max), .integer(.min), .double(9_223_372_036_854_775_808), .double(370870.04353789333)]))
+        let parsed = try JSONValue.parse(
+            Data(#"[9223372036854775807,-9223372036854775808,9223372036854775808,370870.04353789333]"#.utf8))
+        #expect(
+            parsed
+                == .array([
+                    .integer(.max), .integer(.min), .double(9_223_372_036_854_775_808), .double(370870.04353789333),
+                ]))
         // The longest integers read without a string, and the shortest read with one.
         let edges = try JSONValue.parse(Data(#"[999999999999999999,-99999999999999999,1000000000000000000,-0,7]"#.utf8))
-        #expect(edges == .array([.integer(999_999_999_999_999_999), .integer(-99_999_999_999_999_999), .integer(1_000_000_000_000_000_000), .integer(0), .integer(7)]))
+        #expect(
+            edges
+                == .array([
+                    .integer(999_999_999_999_999_999), .integer(-99_999_999_999_999_999),
+                    .integer(1_000_000_000_000_000_000), .integer(0), .integer(7),
+                ]))
     }
 
     @Test func aByteOrderMarkIsSkippedAsJSONSerializationDid() throws {
@@ -65,8 +75,10 @@ import Testing
                 let d = Double.random(in: -1e6...1e6, using: &generator)
                 return (d, .double(d))
             case 2:
-                let text = String((0..<Int.random(in: 0..<12, using: &generator)).map { _ in
-                    Character(Unicode.Scalar(UInt32.random(in: 0x20...0x2FF, using: &generator))!) })
+                let text = String(
+                    (0..<Int.random(in: 0..<12, using: &generator)).map { _ in
+                        Character(Unicode.Scalar(UInt32.random(in: 0x20...0x2FF, using: &generator))!)
+                    })
                 return (text, .string(text))
             case 3:
                 let b = Bool.random(using: &generator)

@@ -6,7 +6,10 @@ import Testing
 @Suite struct KeywordReportTests {
     static let start = Date(timeIntervalSince1970: 1_700_000_000)
 
-    static func install(_ user: String, keyword: String?, provider: String = "adservices", at offset: TimeInterval = 0, app: String = "1")
+    static func install(
+        _ user: String, keyword: String?, provider: String = "adservices", at offset: TimeInterval = 0,
+        app: String = "1"
+    )
         -> AttributionRecord
     {
         var record = AttributionRecord(
@@ -25,7 +28,9 @@ import Testing
         return record
     }
 
-    static func purchase(_ user: String, _ transaction: String?, _ amount: String, _ currency: String = "USD", app: String = "1")
+    static func purchase(
+        _ user: String, _ transaction: String?, _ amount: String, _ currency: String = "USD", app: String = "1"
+    )
         -> AttributionRecord
     {
         var record = AttributionRecord(provider: "s2s", kind: .purchase, dedupeKey: "p:\(UUID())", receivedAt: start)
@@ -167,7 +172,8 @@ extension KeywordReportTests {
     @Test func theSameRecordsInAnyOrderGiveTheSameReport() {
         var records: [AttributionRecord] = []
         for index in 0..<30 {
-            var install = Self.install("u\(index)", keyword: index.isMultiple(of: 3) ? nil : "k\(index % 4)", at: Double(index))
+            var install = Self.install(
+                "u\(index)", keyword: index.isMultiple(of: 3) ? nil : "k\(index % 4)", at: Double(index))
             if index.isMultiple(of: 5) { install.keyword = nil }  // some routed before their names came
             if !index.isMultiple(of: 3) { install.keywordID = Int64(index % 4) }
             records.append(install)
@@ -294,7 +300,10 @@ extension KeywordReportTests {
         var stolen = Self.purchase("7", "t9", "49.99")
         stolen.isTest = true
         stolen.receivedAt = Self.start.addingTimeInterval(60)
-        let attack = [sdkInstall, buyerInstall, Self.purchase("buyer", "t9", "49.99"), stolen, Self.purchase("buyer", "t10", "1.00")]
+        let attack = [
+            sdkInstall, buyerInstall, Self.purchase("buyer", "t9", "49.99"), stolen,
+            Self.purchase("buyer", "t10", "1.00"),
+        ]
         for order in [attack, attack.reversed()] {
             var report = KeywordReport()
             order.forEach { report.add($0) }
@@ -339,7 +348,8 @@ extension KeywordReportTests {
         let calm = rows.first { $0.keyword == "calm" }
         #expect(calm?.installs == 1 && calm?.purchases == 1 && calm?.revenue == ["USD": Decimal(string: "9.99")!])
         let organic = rows.first { $0.network == "organic" }
-        #expect(organic?.installs == 0 && organic?.purchases == 1 && organic?.revenue == ["USD": Decimal(string: "49.99")!])
+        #expect(
+            organic?.installs == 0 && organic?.purchases == 1 && organic?.revenue == ["USD": Decimal(string: "49.99")!])
     }
 
     /// Scenarios: a device's install joins its user's purchases, one device is one

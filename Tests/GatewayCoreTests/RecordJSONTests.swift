@@ -74,20 +74,25 @@ import Testing
         record.impressionDate = moment; record.conversionDate = moment; record.purchaseDate = moment
         record.skanVersion = "4.0"; record.adNetworkID = "n"; record.transactionID = "t"; record.sourceAppID = "a"
         record.sourceIdentifier = "1"; record.sourceDomain = "d"; record.coarseValue = "low"
-        record.postbackSequenceIndex = 0; record.fidelityType = 1; record.redownload = true; record.signature = "verified"
+        record.postbackSequenceIndex = 0; record.fidelityType = 1; record.redownload = true;
+        record.signature = "verified"
         record.eventName = "e"; record.currency = "USD"; record.transactionRef = "r"; record.enrichedAt = moment
         let unset = Mirror(reflecting: record).children.filter { "\($0.value)" == "nil" }.compactMap(\.label)
         #expect(unset.isEmpty, "set every field here: \(unset)")
         let encoded = try #require(
             try JSONSerialization.jsonObject(with: AttributionRecord.makeEncoder().encode(record)) as? [String: Any])
         #expect(Set(encoded.keys) == Set(AttributionRecord.fieldNames))
-        #expect(try JSONValue.parse(record.jsonData()) == JSONValue.parse(AttributionRecord.makeEncoder().encode(record)))
+        #expect(
+            try JSONValue.parse(record.jsonData()) == JSONValue.parse(AttributionRecord.makeEncoder().encode(record)))
         // And every field is read back.
         #expect(try AttributionRecord(jsonData: record.jsonData()) == record)
     }
 
     @Test func aBodyThatIsNotARecordIsRefusedNamingTheField() {
-        for body in [#"[]"#, #"{"provider":"iad"}"#, #"{"record_id":"r","received_at":"2020-01-01T00:00:00Z","provider":"p","kind":"install","resolution":"resolved","dedupe_key":"d","attributed":"yes"}"#] {
+        for body in [
+            #"[]"#, #"{"provider":"iad"}"#,
+            #"{"record_id":"r","received_at":"2020-01-01T00:00:00Z","provider":"p","kind":"install","resolution":"resolved","dedupe_key":"d","attributed":"yes"}"#,
+        ] {
             #expect(throws: AttributionRecord.NotARecord.self) { try AttributionRecord(jsonData: Data(body.utf8)) }
         }
     }

@@ -21,8 +21,9 @@ import Testing
         #expect(RecordFilter().matches(record(provider: "anything", app: nil, attributed: false, kind: .event)))
         // Apple's developer-mode payloads reach only the routes that ask for them.
         #expect(!RecordFilter().matches(record(isTest: true)))
-        #expect(RecordRouter(routes: [Route(sinks: ["prod"]), Route(sinks: ["qa"], filter: RecordFilter(isTest: true))])
-            .sinks(for: record(isTest: true)) == ["qa"])
+        #expect(
+            RecordRouter(routes: [Route(sinks: ["prod"]), Route(sinks: ["qa"], filter: RecordFilter(isTest: true))])
+                .sinks(for: record(isTest: true)) == ["qa"])
     }
 
     @Test func aQuarantineRouteTakesWhatDidNotVerifyEvenWhenItClaimsToBeATest() {
@@ -30,16 +31,28 @@ import Testing
         forged.signature = "invalid"
         // "Test" is read from unsigned fields (source-app-id and conversion-value 0): a
         // forgery marked so must still reach the audit sink.
-        #expect({ var f = RecordFilter(); f.quarantined = true; return f }().matches(forged))
+        #expect(
+            {
+                var f = RecordFilter(); f.quarantined = true; return f
+            }().matches(forged))
         #expect(!RecordFilter().matches(forged))
         #expect(!RecordFilter(isTest: true).matches(forged))
         // A quarantine route that says `is_test` still means it.
-        #expect(!{ var f = RecordFilter(isTest: false); f.quarantined = true; return f }().matches(forged))
-        #expect({ var f = RecordFilter(isTest: true); f.quarantined = true; return f }().matches(forged))
+        #expect(
+            !{
+                var f = RecordFilter(isTest: false); f.quarantined = true; return f
+            }().matches(forged))
+        #expect(
+            {
+                var f = RecordFilter(isTest: true); f.quarantined = true; return f
+            }().matches(forged))
         // A verified test postback stays on test routes only.
         var test = record(kind: .postback, isTest: true)
         test.signature = "verified"
-        #expect(!{ var f = RecordFilter(); f.quarantined = true; return f }().matches(test))
+        #expect(
+            !{
+                var f = RecordFilter(); f.quarantined = true; return f
+            }().matches(test))
         #expect(RecordFilter(isTest: true).matches(test))
     }
 

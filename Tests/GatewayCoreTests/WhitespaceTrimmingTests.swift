@@ -11,8 +11,9 @@ import Testing
 
     @Test(arguments: cases)
     func trimsWhatFoundationTrims(text: String) {
-        #expect(text.trimmingWhitespace().unicodeScalars.elementsEqual(
-            text.trimmingCharacters(in: .whitespacesAndNewlines).unicodeScalars))
+        #expect(
+            text.trimmingWhitespace().unicodeScalars.elementsEqual(
+                text.trimmingCharacters(in: .whitespacesAndNewlines).unicodeScalars))
     }
 
     @Test func everyScalarIsWhiteSpaceExactlyWhenFoundationSaysSo() {

@@ -9,7 +9,8 @@ import Testing
     let provider = AdServicesProvider(options: .init())
 
     func normalize(_ answer: String) throws -> AttributionRecord {
-        let records = try provider.normalize(IngestPayload(body: Data(answer.utf8), receivedAt: Date(timeIntervalSince1970: 0)))
+        let records = try provider.normalize(
+            IngestPayload(body: Data(answer.utf8), receivedAt: Date(timeIntervalSince1970: 0)))
         #expect(records.count == 1)
         return try #require(records.first)
     }
@@ -18,7 +19,8 @@ import Testing
         let record = try normalize(
             #"{"attribution":true,"campaignId":542370539,"app_id":"1","app_user_id":"u9","idfv":"6D92078A-8246-4BA4-AE5B-76104861E7DD","att_status":2,"idfa":"6D92078A-8246-4BA4-AE5B-76104861E7DC","token":"SECRETTOKENabc"}"#
         )
-        #expect(record.appID == "1" && record.appUserID == "u9" && record.idfv == "6D92078A-8246-4BA4-AE5B-76104861E7DD")
+        #expect(
+            record.appID == "1" && record.appUserID == "u9" && record.idfv == "6D92078A-8246-4BA4-AE5B-76104861E7DD")
         #expect(record.idfa == nil && record.attStatus == 2 && record.campaignID == 542_370_539)
         let raw = try #require(record.raw)
         #expect(raw["apple"]?["body"] == .object(["attribution": .bool(true), "campaignId": .integer(542_370_539)]))
@@ -72,7 +74,8 @@ import Testing
 
     @Test(arguments: [
         ("Download", "Download", RecordKind.install), ("Redownload", "Redownload", .reinstall),
-        ("PreOrder", "PreOrder", .install), ("preorder", "PreOrder", .install), ("REDOWNLOAD", "Redownload", .reinstall),
+        ("PreOrder", "PreOrder", .install), ("preorder", "PreOrder", .install),
+        ("REDOWNLOAD", "Redownload", .reinstall),
     ])
     func conversionTypesInAnyCase(sent: String, expected: String, kind: RecordKind) throws {
         let record = try normalize(#"{"attribution":true,"campaignId":1,"conversionType":"\#(sent)"}"#)

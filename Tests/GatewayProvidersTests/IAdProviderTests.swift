@@ -124,7 +124,8 @@ import Testing
             #"{"app_id": "1", "app_user_id": "u", "idfv": "\#(idfv)", "Version3.1": {"iad-attribution": "false"}}"#
         }
         #expect(try normalize(body("00000000-0000-0000-0000-000000000000")).idfv == nil)
-        #expect(try normalize(body("6D92078A-8246-4BA4-AE5B-76104861E7DC")).idfv == "6D92078A-8246-4BA4-AE5B-76104861E7DC")
+        #expect(
+            try normalize(body("6D92078A-8246-4BA4-AE5B-76104861E7DC")).idfv == "6D92078A-8246-4BA4-AE5B-76104861E7DC")
         // An id that is no UUID would join devices in reports; every route refuses it.
         #expect(throws: GatewayError.self) { try normalize(body("zzz")) }
     }
@@ -149,11 +150,13 @@ import Testing
     /// delivery lanes to a vendor and no order between its events.
     @Test func deviceIDsAreKeptInTheUpperCaseIOSWrites() throws {
         let record = try normalize(
-            #"{"app_id": "1", "app_user_id": "u", "att_status": 3, "idfv": "6d92078a-8246-4ba4-ae5b-76104861e7dc", "idfa": "f1a2b3c4-0000-4000-8000-00000000000a", "Version3.1": {"iad-attribution": "false"}}"#)
+            #"{"app_id": "1", "app_user_id": "u", "att_status": 3, "idfv": "6d92078a-8246-4ba4-ae5b-76104861e7dc", "idfa": "f1a2b3c4-0000-4000-8000-00000000000a", "Version3.1": {"iad-attribution": "false"}}"#
+        )
         #expect(record.idfv == "6D92078A-8246-4BA4-AE5B-76104861E7DC")
         #expect(record.idfa == "F1A2B3C4-0000-4000-8000-00000000000A")
         let upper = try normalize(
-            #"{"app_id": "1", "app_user_id": "u", "idfv": "6D92078A-8246-4BA4-AE5B-76104861E7DC", "Version3.1": {"iad-attribution": "false"}}"#)
+            #"{"app_id": "1", "app_user_id": "u", "idfv": "6D92078A-8246-4BA4-AE5B-76104861E7DC", "Version3.1": {"iad-attribution": "false"}}"#
+        )
         #expect(record.deliveryLane == upper.deliveryLane)
     }
 

@@ -34,7 +34,8 @@ import Testing
     }
 
     static let base: [String: JSONValue] = [
-        "ad-network-id": .string("example123.skadnetwork"), "campaign-id": .integer(42), "app-id": .integer(525_463_029),
+        "ad-network-id": .string("example123.skadnetwork"), "campaign-id": .integer(42),
+        "app-id": .integer(525_463_029),
         "transaction-id": .string("6aafb7a5-0170-41b5-bbe4-fe71dedf1e28"), "redownload": .bool(false),
     ]
 
@@ -91,8 +92,10 @@ import Testing
             "transaction-id": .string("6aafb7a5-0170-41b5-bbe4-fe71dedf1e40"), "redownload": .bool(false),
             "fidelity-type": .integer(1), "did-win": .bool(false), "postback-sequence-index": .integer(0),
         ]
-        let order = ["version", "ad-network-id", "source-identifier", "app-id", "transaction-id", "redownload",
-                     "fidelity-type", "did-win", "postback-sequence-index"]
+        let order = [
+            "version", "ad-network-id", "source-identifier", "app-id", "transaction-id", "redownload",
+            "fidelity-type", "did-win", "postback-sequence-index",
+        ]
         var relayed = try signed(fields, order: order)
         relayed["source-domain"] = .string("relay.example")
         let result = verdict(relayed)
@@ -117,7 +120,8 @@ import Testing
         // Real 1.0 postbacks carry a version and redownload that 1.0 does not sign.
         postback["version"] = .string(version)
         if sourceApp { postback["source-app-id"] = .integer(1_234_567_891) }
-        let order = version == "1.0"
+        let order =
+            version == "1.0"
             ? ["ad-network-id", "campaign-id", "app-id", "transaction-id"]
             : Self.v3Order + (sourceApp ? ["source-app-id"] : [])
         let message = order.map { SKANSignature.text(postback[$0])! }.joined(separator: "\u{2063}")
@@ -145,7 +149,11 @@ import Testing
     @Test func aChangedSignedFieldOrAnotherKeyIsInvalid() throws {
         var changed = try v3()
         changed["transaction-id"] = .string("another-transaction")
-        #expect(verdict(changed) == PostbackVerdict(.invalid, version: "3.0", reason: "bad signature", signedFields: Self.v3Order + ["fidelity-type", "did-win"]))
+        #expect(
+            verdict(changed)
+                == PostbackVerdict(
+                    .invalid, version: "3.0", reason: "bad signature",
+                    signedFields: Self.v3Order + ["fidelity-type", "did-win"]))
 
         var fields = Self.base
         fields["version"] = .string("3.0")
@@ -199,12 +207,15 @@ import Testing
         return "\(header).\(payload).\(encode(raw ? signature.rawRepresentation : signature.derRepresentation))"
     }
 
-    static let claims = #"{"postback-identifier":"P-1","ad-network-identifier":"example.adattributionkit","did-win":true,"postback-sequence-index":1,"source-identifier":"12","advertised-item-identifier":525463029,"conversion-type":"download"}"#
+    static let claims =
+        #"{"postback-identifier":"P-1","ad-network-identifier":"example.adattributionkit","did-win":true,"postback-sequence-index":1,"source-identifier":"12","advertised-item-identifier":525463029,"conversion-type":"download"}"#
 
     @Test func adAttributionKitByKidWithRawSignaturesOnly() throws {
         let good: [String: JSONValue] = ["jws-string": .string(try jws(kid: "test-network/0", claims: Self.claims))]
         #expect(AAKSignature.verify(good, keys: keys).verdict.outcome == .verified)
-        let der: [String: JSONValue] = ["jws-string": .string(try jws(kid: "test-network/0", claims: Self.claims, raw: false))]
+        let der: [String: JSONValue] = [
+            "jws-string": .string(try jws(kid: "test-network/0", claims: Self.claims, raw: false))
+        ]
         #expect(AAKSignature.verify(der, keys: keys).verdict.reason == "signature is not a 64-byte R‖S")
         let foreign: [String: JSONValue] = [
             "jws-string": .string(try jws(kid: "test-network/0", claims: Self.claims, signer: otherKey))
@@ -240,8 +251,10 @@ import Testing
         winning["did-win"] = .bool(true)
         winning["source-app-id"] = .integer(1_234_567_891)
         let signedWin = try signed(winning, order: Self.v3Order + ["source-app-id", "fidelity-type", "did-win"])
-        let won = try SKAdNetworkProvider(options: options).normalize(IngestPayload(
-            body: try JSONEncoder().encode(JSONValue.object(signedWin)), receivedAt: Date(), path: "/v1/skadnetwork/postbacks"))
+        let won = try SKAdNetworkProvider(options: options).normalize(
+            IngestPayload(
+                body: try JSONEncoder().encode(JSONValue.object(signedWin)), receivedAt: Date(),
+                path: "/v1/skadnetwork/postbacks"))
         #expect(won.first?.sourceAppID == "1234567891")
     }
 
@@ -264,16 +277,20 @@ import Testing
         options.keys = keys
         let provider = SKAdNetworkProvider(options: options)
         func normalize(_ postback: [String: JSONValue]) throws -> AttributionRecord? {
-            try provider.normalize(IngestPayload(
-                body: try JSONEncoder().encode(JSONValue.object(postback)), receivedAt: Date(),
-                path: "/.well-known/skadnetwork/report-attribution")).first
+            try provider.normalize(
+                IngestPayload(
+                    body: try JSONEncoder().encode(JSONValue.object(postback)), receivedAt: Date(),
+                    path: "/.well-known/skadnetwork/report-attribution")
+            ).first
         }
         let record = try #require(try normalize(try signed(fields, order: order)))
         #expect(record.signature == "verified")
         #expect(record.fidelityType == nil && record.coarseValue == nil && record.postbackSequenceIndex == nil)
-        #expect(record.raw?["verification"]?["unrecognized_fields"] == .array([
-            .string("postback-sequence-index"), .string("coarse-conversion-value"), .string("fidelity-type"),
-        ]))
+        #expect(
+            record.raw?["verification"]?["unrecognized_fields"]
+                == .array([
+                    .string("postback-sequence-index"), .string("coarse-conversion-value"), .string("fidelity-type"),
+                ]))
         // Told apart from the first postback of the same install by its index's text.
         #expect(record.dedupeKey.hasSuffix("3"))
 
@@ -281,7 +298,8 @@ import Testing
         // among the signature verdicts rather than hidden behind a value refused.
         let forged = try #require(try normalize(try signed(fields, order: order, with: otherKey)))
         #expect(forged.signature == "invalid" && forged.fidelityType == nil)
-        #expect(forged.raw?["verification"]?["unrecognized_fields"] == record.raw?["verification"]?["unrecognized_fields"])
+        #expect(
+            forged.raw?["verification"]?["unrecognized_fields"] == record.raw?["verification"]?["unrecognized_fields"])
         // A version not known here: stored, unverifiable.
         var future = fields
         future["version"] = .string("5.0")
@@ -291,9 +309,10 @@ import Testing
         // Refused only where the operator asked for refusals, and then for its signature.
         options.onInvalidSignature = .reject
         #expect {
-            try SKAdNetworkProvider(options: options).normalize(IngestPayload(
-                body: try JSONEncoder().encode(JSONValue.object(try signed(fields, order: order, with: otherKey))),
-                receivedAt: Date(), path: "/.well-known/skadnetwork/report-attribution"))
+            try SKAdNetworkProvider(options: options).normalize(
+                IngestPayload(
+                    body: try JSONEncoder().encode(JSONValue.object(try signed(fields, order: order, with: otherKey))),
+                    receivedAt: Date(), path: "/.well-known/skadnetwork/report-attribution"))
         } throws: { error in
             (error as? GatewayError)?.code == .invalidSignature
         }
@@ -334,9 +353,12 @@ import Testing
                 "jws-string": .string(try jws(kid: "test-network/0", claims: claims)),
                 "coarse-conversion-value": .string("low"), "ad-interaction-type": .string(interaction),
             ])
-            return try #require(try provider.normalize(IngestPayload(
-                body: try JSONEncoder().encode(body), receivedAt: Date(),
-                path: "/.well-known/appattribution/report-attribution/")).first)
+            return try #require(
+                try provider.normalize(
+                    IngestPayload(
+                        body: try JSONEncoder().encode(body), receivedAt: Date(),
+                        path: "/.well-known/appattribution/report-attribution/")
+                ).first)
         }
         let download = try record(Self.claims)
         #expect(download.signature == "verified" && download.postbackSequenceIndex == 1)
@@ -356,9 +378,11 @@ import Testing
             interaction: "banana")
         #expect(unknown.conversionType == nil && unknown.redownload == nil)
         #expect(unknown.postbackSequenceIndex == nil && unknown.fidelityType == nil && unknown.events == nil)
-        #expect(unknown.raw?["verification"]?["unrecognized_fields"] == .array([
-            .string("postback-sequence-index"), .string("conversion-type"), .string("ad-interaction-type"),
-        ]))
+        #expect(
+            unknown.raw?["verification"]?["unrecognized_fields"]
+                == .array([
+                    .string("postback-sequence-index"), .string("conversion-type"), .string("ad-interaction-type"),
+                ]))
     }
 
     /// SKAN 3.0 signs no sequence index: copies of a genuine postback with one made up
@@ -372,9 +396,12 @@ import Testing
         for index in [nil, "3", "x1", "", "2"] as [String?] {
             var copy = genuine
             if let index { copy["postback-sequence-index"] = .string(index) }
-            let record = try #require(try provider.normalize(IngestPayload(
-                body: try JSONEncoder().encode(JSONValue.object(copy)), receivedAt: Date(),
-                path: "/.well-known/skadnetwork/report-attribution")).first)
+            let record = try #require(
+                try provider.normalize(
+                    IngestPayload(
+                        body: try JSONEncoder().encode(JSONValue.object(copy)), receivedAt: Date(),
+                        path: "/.well-known/skadnetwork/report-attribution")
+                ).first)
             #expect(record.signature == "verified")
             keys.insert(record.dedupeKey)
         }
@@ -385,11 +412,17 @@ import Testing
     /// Apple's genuine one: a forgery with the same transaction sent first must not make
     /// it a duplicate. A device's retry of the same body still is one.
     @Test func aForgedPostbackItCannotVerifyDoesNotSwallowTheGenuineOne() throws {
-        let provider = SKAdNetworkProvider(options: { var o = SKAdNetworkProvider.Options(); o.keys = keys; return o }())
+        let provider = SKAdNetworkProvider(
+            options: {
+                var o = SKAdNetworkProvider.Options(); o.keys = keys; return o
+            }())
         func key(_ postback: [String: JSONValue]) throws -> String {
-            let record = try #require(try provider.normalize(IngestPayload(
-                body: try JSONEncoder().encode(JSONValue.object(postback)), receivedAt: Date(),
-                path: "/.well-known/skadnetwork/report-attribution")).first)
+            let record = try #require(
+                try provider.normalize(
+                    IngestPayload(
+                        body: try JSONEncoder().encode(JSONValue.object(postback)), receivedAt: Date(),
+                        path: "/.well-known/skadnetwork/report-attribution")
+                ).first)
             return record.dedupeKey
         }
         var genuine = try v3()

@@ -17,7 +17,9 @@ import Testing
     static let vectors: [Vector] = {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("Fixtures/skan_public_vectors.json")
-        guard let data = try? Data(contentsOf: url), case .array(let items)? = try? JSONValue.parse(data) else { return [] }
+        guard let data = try? Data(contentsOf: url), case .array(let items)? = try? JSONValue.parse(data) else {
+            return []
+        }
         return items.compactMap { item in
             guard case .string(let id)? = item["id"], case .object(let postback)? = item["postback"],
                 case .bool(let valid)? = item["expected_valid"]
@@ -52,7 +54,10 @@ import Testing
     /// a relay's copy with unsigned fields added or changed must make the record Apple's
     /// own would, or it takes the install's place (a test, a loss, another campaign).
     @Test(arguments: [
-        ("skan10-ironsource-real", ["source-app-id": JSONValue.integer(0), "conversion-value": .integer(0), "redownload": .bool(true)]),
+        (
+            "skan10-ironsource-real",
+            ["source-app-id": JSONValue.integer(0), "conversion-value": .integer(0), "redownload": .bool(true)]
+        ),
         ("skan21-tiktok-real", ["did-win": .bool(false), "fidelity-type": .integer(0)]),
         ("skan30-apple-doc-win", ["source-identifier": .string("9999"), "postback-sequence-index": .integer(2)]),
     ])
@@ -125,7 +130,8 @@ import Testing
         var older = try vector("skan20-apple-doc")
         older["version"] = nil
         older["ad-network-id"] = .string("2.0" + separator + "com.example")
-        older["transaction-id"] = .string("6aafb7a5-0170-41b5-bbe4-fe71dedf1e28" + separator + "true" + separator + "1234567891")
+        older["transaction-id"] = .string(
+            "6aafb7a5-0170-41b5-bbe4-fe71dedf1e28" + separator + "true" + separator + "1234567891")
         for forgery in [folded, older] {
             let verdict = SKANSignature.verify(forgery, keys: .apple)
             #expect(verdict.outcome == .invalid, "\(verdict.line)")
@@ -152,7 +158,10 @@ import Testing
         #expect(decoded.verdict.outcome == .verified)
         #expect(decoded.claims["postback-identifier"] == .string("85546EB7-FD39-44BC-8990-C98A4AC36A49"))
 
-        let provider = SKAdNetworkProvider(options: { var o = SKAdNetworkProvider.Options(); o.keys = keys; return o }())
+        let provider = SKAdNetworkProvider(
+            options: {
+                var o = SKAdNetworkProvider.Options(); o.keys = keys; return o
+            }())
         let body = try JSONEncoder().encode(JSONValue.object(Self.appleAAKExample))
         let record = try #require(
             try provider.normalize(

@@ -16,7 +16,9 @@ import Testing
         let second = try #require(try provider.normalize(IngestPayload(body: Self.body, receivedAt: now)).first)
         #expect(first.dedupeKey != second.dedupeKey)
         // With a time of its own, the same event sent twice is a resend.
-        let timed = Data(#"{"type":"event","name":"ad_watched","app_id":"1234567890","app_user_id":"u1","timestamp":1700000000}"#.utf8)
+        let timed = Data(
+            #"{"type":"event","name":"ad_watched","app_id":"1234567890","app_user_id":"u1","timestamp":1700000000}"#
+                .utf8)
         let sent = try provider.normalize(IngestPayload(body: timed, receivedAt: now))
         let resent = try provider.normalize(IngestPayload(body: timed, receivedAt: now.addingTimeInterval(5)))
         #expect(sent.map(\.dedupeKey) == resent.map(\.dedupeKey))
@@ -25,7 +27,9 @@ import Testing
     /// An import envelope's `received_at` is the event's fixed arrival: the same line
     /// imported again is the same record.
     @Test func anImportedEventWithAFixedArrivalKeepsOneKey() throws {
-        let line = Data(#"{"received_at":"2025-03-01T00:00:00Z","payload":{"type":"event","name":"ad_watched","app_id":"1234567890","app_user_id":"u1"}}"#.utf8)
+        let line = Data(
+            #"{"received_at":"2025-03-01T00:00:00Z","payload":{"type":"event","name":"ad_watched","app_id":"1234567890","app_user_id":"u1"}}"#
+                .utf8)
         let provider = S2SProvider()
         let first = try provider.normalize(HistoricalLine(line, now: Date()).payload)
         let again = try provider.normalize(HistoricalLine(line, now: Date()).payload)

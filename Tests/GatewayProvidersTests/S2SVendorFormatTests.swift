@@ -22,7 +22,9 @@ import Testing
         var settings = VendorSettings(vendor: vendor)
         settings.endpoint = "http://vendor.test"
         settings.apiKey = key
-        settings.adjustApps = ["123456789": .init(appToken: "apptok", eventTokens: ["level_up": "lvl1", "purchase": "pur1"])]
+        settings.adjustApps = [
+            "123456789": .init(appToken: "apptok", eventTokens: ["level_up": "lvl1", "purchase": "pur1"])
+        ]
         return settings
     }
 
@@ -128,7 +130,9 @@ import Testing
     /// zero: the worker pauses), a device Adjust does not know yet the record's own (none).
     @Test func aVendorsRefusalOfEverythingWithoutAWaitIsTheDestinationsNotTheRecords() {
         func after(_ adapter: some VendorAdapter, _ status: Int, _ body: String = "") -> Duration?? {
-            if case .retry(_, let after) = adapter.outcome(status: status, body: body, retryAfter: nil, age: .zero) { return after }
+            if case .retry(_, let after) = adapter.outcome(status: status, body: body, retryAfter: nil, age: .zero) {
+                return after
+            }
             return nil
         }
         for status in [429, 500, 503] {
@@ -145,7 +149,9 @@ import Testing
     /// `0001-01-01` as a negative `utime` and AppsFlyer as another day.
     @Test func aTimestampOutsideAnAppsLifeIsRefusedWhicheverWayItIsWritten() throws {
         for timestamp in [Self.q("0001-01-01T00:00:00Z"), Self.q("9999-12-31T23:59:59Z"), "0", "1700000000000", "-5"] {
-            #expect(throws: GatewayError.self, "\(timestamp)") { try records(Self.event("session", ["timestamp": timestamp])) }
+            #expect(throws: GatewayError.self, "\(timestamp)") {
+                try records(Self.event("session", ["timestamp": timestamp]))
+            }
         }
         for timestamp in [Self.q("2026-11-24T10:00:00Z"), "1764000000", "1764000000.5"] {
             #expect(throws: Never.self, "\(timestamp)") { try records(Self.event("session", ["timestamp": timestamp])) }
@@ -153,18 +159,23 @@ import Testing
     }
 
     @Test func singularSessionIsALaunchWithExactlyTheDocumentedQuery() throws {
-        let body = Self.event("session", [
-            "device_model": Self.q("iPhone15,2"), "locale": Self.q("en_US"), "app_user_id": Self.q("user-1"),
-            "timestamp": "1699999000", "adservices_token": Self.q(Self.adServicesToken), "skan_conversion_value": "12",
-            "skan_first_call_timestamp": "1699990000", "skan_last_call_timestamp": "1699995000",
-        ])
+        let body = Self.event(
+            "session",
+            [
+                "device_model": Self.q("iPhone15,2"), "locale": Self.q("en_US"), "app_user_id": Self.q("user-1"),
+                "timestamp": "1699999000", "adservices_token": Self.q(Self.adServicesToken),
+                "skan_conversion_value": "12",
+                "skan_first_call_timestamp": "1699990000", "skan_last_call_timestamp": "1699995000",
+            ])
         let sent = try request(singular, body)
-        #expect(try query(sent, path: "/api/v1/launch") == [
-            "a": "SDKKEY", "p": "iOS", "i": "com.example.calm", "ip": "203.0.113.7", "ve": "17.4", "ma": "Apple",
-            "mo": "iPhone15,2", "lc": "en_US", "idfv": Self.idfv, "att_authorization_status": "2",
-            "custom_user_id": "user-1", "utime": "1699999000", "attribution_token": Self.adServicesToken,
-            "skan_conversion_value": "12", "skan_first_call_timestamp": "1699990000", "skan_last_call_timestamp": "1699995000",
-        ])
+        #expect(
+            try query(sent, path: "/api/v1/launch") == [
+                "a": "SDKKEY", "p": "iOS", "i": "com.example.calm", "ip": "203.0.113.7", "ve": "17.4", "ma": "Apple",
+                "mo": "iPhone15,2", "lc": "en_US", "idfv": Self.idfv, "att_authorization_status": "2",
+                "custom_user_id": "user-1", "utime": "1699999000", "attribution_token": Self.adServicesToken,
+                "skan_conversion_value": "12", "skan_first_call_timestamp": "1699990000",
+                "skan_last_call_timestamp": "1699995000",
+            ])
         #expect(sent.url.contains("attribution_token=%2B%2B%2B%2B%2F%2F5BQg%3D%3D"))
     }
 
@@ -172,16 +183,20 @@ import Testing
         let body = Self.event("event", ["name": Self.q("level_up"), "properties": #"{"level":3,"mode":"hard"}"#])
         let sent = try query(try request(singular, body), path: "/api/v1/evt")
         #expect(sent["n"] == "level_up")
-        #expect(try JSONValue.parse(Data(try #require(sent["e"]).utf8)) == .object(["level": .integer(3), "mode": .string("hard")]))
+        #expect(
+            try JSONValue.parse(Data(try #require(sent["e"]).utf8))
+                == .object(["level": .integer(3), "mode": .string("hard")]))
         #expect(sent["utime"] == "1700000000", "without a timestamp, the time it was received")
         #expect(sent["amt"] == nil && sent["is_revenue_event"] == nil)
     }
 
     @Test func singularPurchaseIsARevenueEvent() throws {
-        let body = Self.event("purchase", [
-            "revenue": "9.99", "currency": Self.q("USD"), "transaction_id": Self.q("2000000123456789"),
-            "product_id": Self.q("com.example.calm.annual"),
-        ])
+        let body = Self.event(
+            "purchase",
+            [
+                "revenue": "9.99", "currency": Self.q("USD"), "transaction_id": Self.q("2000000123456789"),
+                "product_id": Self.q("com.example.calm.annual"),
+            ])
         let sent = try query(try request(singular, body), path: "/api/v1/evt")
         #expect(sent["n"] == "__iap__")
         #expect(sent["amt"] == "9.99")
@@ -212,11 +227,14 @@ import Testing
     // MARK: AppsFlyer
 
     @Test func appsFlyerPurchaseIsAnInAppEventWithAJSONStringValue() throws {
-        let body = Self.event("purchase", [
-            "vendor_ids": "{\"appsflyer_id\":\"\(Self.appsFlyerID)\"}", "att_status": "3", "idfa": Self.q(Self.idfa),
-            "app_user_id": Self.q("user-1"), "revenue": "9.99", "currency": Self.q("USD"),
-            "transaction_id": Self.q("2000000123456789"), "timestamp": Self.q("2023-11-14T22:13:20.125Z"),
-        ])
+        let body = Self.event(
+            "purchase",
+            [
+                "vendor_ids": "{\"appsflyer_id\":\"\(Self.appsFlyerID)\"}", "att_status": "3",
+                "idfa": Self.q(Self.idfa),
+                "app_user_id": Self.q("user-1"), "revenue": "9.99", "currency": Self.q("USD"),
+                "transaction_id": Self.q("2000000123456789"), "timestamp": Self.q("2023-11-14T22:13:20.125Z"),
+            ])
         let sent = try request(appsFlyer, body)
         #expect(sent.method == .post)
         #expect(sent.url == "http://vendor.test/inappevent/id123456789")
@@ -241,10 +259,12 @@ import Testing
 
     @Test(arguments: [#""123456789""#, #""id123456789""#, "123456789"])
     func appsFlyerURLAlwaysCarriesTheIDPrefix(appID: String) throws {
-        let body = Self.event("event", [
-            "app_id": appID, "name": Self.q("level_up"), "properties": #"{"level":3}"#,
-            "vendor_ids": "{\"appsflyer_id\":\"\(Self.appsFlyerID)\"}",
-        ])
+        let body = Self.event(
+            "event",
+            [
+                "app_id": appID, "name": Self.q("level_up"), "properties": #"{"level":3}"#,
+                "vendor_ids": "{\"appsflyer_id\":\"\(Self.appsFlyerID)\"}",
+            ])
         let sent = try request(appsFlyer, body)
         #expect(sent.url == "http://vendor.test/inappevent/id123456789")
         let fields = try json(sent)
@@ -254,9 +274,12 @@ import Testing
     }
 
     @Test func appsFlyerEventTimeHasMillisecondsOnAWholeSecond() throws {
-        let body = Self.event("event", [
-            "name": Self.q("level_up"), "timestamp": "1700000000", "vendor_ids": "{\"appsflyer_id\":\"\(Self.appsFlyerID)\"}",
-        ])
+        let body = Self.event(
+            "event",
+            [
+                "name": Self.q("level_up"), "timestamp": "1700000000",
+                "vendor_ids": "{\"appsflyer_id\":\"\(Self.appsFlyerID)\"}",
+            ])
         let fields = try json(try request(appsFlyer, body))
         #expect(fields["eventTime"] == .string("2023-11-14 22:13:20.000"))
     }
@@ -290,14 +313,17 @@ import Testing
         let sent = try request(adjust, Self.event("session", ["timestamp": "1699999000"]))
         #expect(sent.method == .post)
         #expect(sent.url == "http://vendor.test/session")
-        #expect(headers(sent) == [
-            "authorization: Bearer S2STOKEN", "content-type: application/x-www-form-urlencoded",
-            "x-adjust-forwarded-for: 203.0.113.7",
-        ])
-        #expect(try form(sent) == [
-            "s2s": "1", "app_token": "apptok", "idfv": Self.idfv, "att_status": "2", "os_name": "ios",
-            "os_version": "17.4", "ip_address": "203.0.113.7", "created_at_unix": "1699999000", "environment": "production",
-        ])
+        #expect(
+            headers(sent) == [
+                "authorization: Bearer S2STOKEN", "content-type: application/x-www-form-urlencoded",
+                "x-adjust-forwarded-for: 203.0.113.7",
+            ])
+        #expect(
+            try form(sent) == [
+                "s2s": "1", "app_token": "apptok", "idfv": Self.idfv, "att_status": "2", "os_name": "ios",
+                "os_version": "17.4", "ip_address": "203.0.113.7", "created_at_unix": "1699999000",
+                "environment": "production",
+            ])
     }
 
     @Test func adjustEventUsesTheAppsEventToken() throws {
@@ -310,20 +336,26 @@ import Testing
     }
 
     @Test func adjustPurchaseCarriesRevenueAndStringCallbackParams() throws {
-        let body = Self.event("purchase", [
-            "revenue": "9.99", "currency": Self.q("USD"), "properties": #"{"plan":"annual & more","trial":false,"seats":3}"#,
-        ])
+        let body = Self.event(
+            "purchase",
+            [
+                "revenue": "9.99", "currency": Self.q("USD"),
+                "properties": #"{"plan":"annual & more","trial":false,"seats":3}"#,
+            ])
         let values = try form(try request(adjust, body))
         #expect(values["event_token"] == "pur1")
         #expect(values["revenue"] == "9.99")
         #expect(values["currency"] == "USD")
         let params = try JSONValue.parse(Data(try #require(values["callback_params"]).utf8))
-        #expect(params == .object(["plan": .string("annual & more"), "trial": .string("false"), "seats": .string("3")]))
+        #expect(
+            params == .object(["plan": .string("annual & more"), "trial": .string("false"), "seats": .string("3")]))
     }
 
     @Test func adjustRefusesWhatAdjustWouldRefuse() throws {
         let day: TimeInterval = 24 * 3600
-        let recent = Self.event("event", ["name": Self.q("level_up"), "timestamp": String(Int(receivedAt.timeIntervalSince1970 - 57 * day))])
+        let recent = Self.event(
+            "event",
+            ["name": Self.q("level_up"), "timestamp": String(Int(receivedAt.timeIntervalSince1970 - 57 * day))])
         #expect(try refusal(adjust, recent) == nil)
         let old = Self.event("event", ["name": Self.q("level_up")])
         #expect(try refusal(adjust, old, now: receivedAt.addingTimeInterval(59 * day)) != nil)
@@ -351,17 +383,23 @@ import Testing
 
     @Test(arguments: consentCases)
     func idfaReachesVendorsOnlyWhenAllowed(att: Int, idfa: String, forwarded: Bool) throws {
-        let body = Self.event("event", [
-            "name": Self.q("level_up"), "att_status": String(att), "idfa": Self.q(idfa),
-            "vendor_ids": "{\"appsflyer_id\":\"\(Self.appsFlyerID)\"}",
-        ])
+        let body = Self.event(
+            "event",
+            [
+                "name": Self.q("level_up"), "att_status": String(att), "idfa": Self.q(idfa),
+                "vendor_ids": "{\"appsflyer_id\":\"\(Self.appsFlyerID)\"}",
+            ])
         let stored = try record(body)
         #expect(stored.idfa == (forwarded ? idfa : nil))
         #expect(stored.attStatus == att)
         #expect((stored.raw?["idfa"] != nil) == forwarded)
-        let sent: [VendorRequest] = [try request(singular, body), try request(appsFlyer, body), try request(adjust, body)]
+        let sent: [VendorRequest] = [
+            try request(singular, body), try request(appsFlyer, body), try request(adjust, body),
+        ]
         for request in sent {
-            let text = request.url + request.headers.map { $0.0 + $0.1 }.joined() + String(decoding: request.body ?? Data(), as: UTF8.self)
+            let text =
+                request.url + request.headers.map { $0.0 + $0.1 }.joined()
+                + String(decoding: request.body ?? Data(), as: UTF8.self)
             #expect(text.uppercased().contains(idfa) == forwarded, "\(request.url)")
         }
     }
@@ -381,7 +419,10 @@ import Testing
         (event("session", ["vendor_ids": #"{"appsflyer_id":"1700000000000-123"}"#]), "vendor_ids.appsflyer_id"),
         ("[" + event("session") + "," + event("session", ["att_status": "7"]) + "]", "[1].att_status"),
         // A property's name is held to the values' length, and named by its place.
-        (event("event", ["name": q("e"), "properties": "{\"" + String(repeating: "k", count: 5000) + "\": 1}"]), "properties"),
+        (
+            event("event", ["name": q("e"), "properties": "{\"" + String(repeating: "k", count: 5000) + "\": 1}"]),
+            "properties"
+        ),
     ]
 
     @Test(arguments: faults)
@@ -391,23 +432,32 @@ import Testing
 
     @Test func revenueTextMustBeANumber() {
         for text in ["1,50", "9.99abc", "0x10", "--1", ""] {
-            #expect(intakeError(Self.event("purchase", ["revenue": Self.q(text), "currency": Self.q("EUR")]))?.field == "revenue", "\(text)")
+            #expect(
+                intakeError(Self.event("purchase", ["revenue": Self.q(text), "currency": Self.q("EUR")]))?.field
+                    == "revenue", "\(text)")
         }
         #expect(intakeError(Self.event("purchase", ["revenue": Self.q("4.99"), "currency": Self.q("EUR")])) == nil)
     }
 
     @Test func aBatchHoldsAtMostAThousandEvents() throws {
-        let events = { (count: Int) in "[" + Array(repeating: Self.event("session"), count: count).joined(separator: ",") + "]" }
+        let events = { (count: Int) in
+            "[" + Array(repeating: Self.event("session"), count: count).joined(separator: ",") + "]"
+        }
         #expect(try records(events(1000)).count == 1000)
         let tooMany = intakeError(events(1001))
-        #expect(tooMany?.field == "" && tooMany?.message.contains("holds 1001; at most 1000") == true, "\(String(describing: tooMany))")
+        #expect(
+            tooMany?.field == "" && tooMany?.message.contains("holds 1001; at most 1000") == true,
+            "\(String(describing: tooMany))")
         #expect(intakeError("[]")?.field == "")
     }
 
     @Test func aResentEventKeepsItsDedupeKey() throws {
-        let first = #"{"type":"event","name":"level_up","app_id":"123456789","timestamp":1699999000,"idfv":"\#(Self.idfv)"}"#
-        let again = #"{"idfv":"\#(Self.idfv)","timestamp":1699999000,"app_id":"123456789","name":"level_up","type":"event"}"#
-        let other = #"{"type":"event","name":"level_up","app_id":"123456789","timestamp":1699999001,"idfv":"\#(Self.idfv)"}"#
+        let first =
+            #"{"type":"event","name":"level_up","app_id":"123456789","timestamp":1699999000,"idfv":"\#(Self.idfv)"}"#
+        let again =
+            #"{"idfv":"\#(Self.idfv)","timestamp":1699999000,"app_id":"123456789","name":"level_up","type":"event"}"#
+        let other =
+            #"{"type":"event","name":"level_up","app_id":"123456789","timestamp":1699999001,"idfv":"\#(Self.idfv)"}"#
         let key = try record(first).dedupeKey
         #expect(try record(again, at: receivedAt.addingTimeInterval(3600)).dedupeKey == key)
         #expect(try record(other).dedupeKey != key)
@@ -415,7 +465,9 @@ import Testing
 
     @Test func aPurchaseIsDedupedByItsTransaction() throws {
         let purchase = { (transaction: String, ip: String, eventID: String?) in
-            var fields = ["revenue": "9.99", "currency": Self.q("USD"), "transaction_id": Self.q(transaction), "ip": Self.q(ip)]
+            var fields = [
+                "revenue": "9.99", "currency": Self.q("USD"), "transaction_id": Self.q(transaction), "ip": Self.q(ip),
+            ]
             fields["event_id"] = eventID.map(Self.q)
             return Self.event("purchase", fields)
         }
@@ -440,7 +492,8 @@ import Testing
         -> AttributionRecord
     {
         let payload = IngestPayload(
-            body: Data(body.utf8), receivedAt: date ?? receivedAt, path: "/v1/s2s/\(vendor.rawValue)/callbacks", query: query,
+            body: Data(body.utf8), receivedAt: date ?? receivedAt, path: "/v1/s2s/\(vendor.rawValue)/callbacks",
+            query: query,
             contentType: body.isEmpty ? nil : "application/json")
         return try VendorCallback.normalize(payload, vendor: vendor)
     }
@@ -483,7 +536,8 @@ import Testing
     }
 
     static let adjustInstall = [
-        "activity_kind": "install", "network_name": "Apple Search Ads", "campaign_name": "Brand", "adgroup_name": "Exact",
+        "activity_kind": "install", "network_name": "Apple Search Ads", "campaign_name": "Brand",
+        "adgroup_name": "Exact",
         "installed_at": "1698811507", "is_organic": "0", "adid": "0123456789abcdef0123456789abcdef", "idfv": idfv,
     ]
 
@@ -513,7 +567,9 @@ import Testing
         let install = try callback(.adjust, query: empty)
         #expect(install.attributed && install.campaignName == "Brand")
         #expect(install.clickDate == nil && install.adGroupName == nil && install.countryOrRegion == nil)
-        let organic = Self.adjustInstall.merging(["is_organic": "", "network_name": "Organic", "campaign_name": ""]) { $1 }
+        let organic = Self.adjustInstall.merging(["is_organic": "", "network_name": "Organic", "campaign_name": ""]) {
+            $1
+        }
         #expect(try !callback(.adjust, query: organic).attributed)
         // AppsFlyer sends null.
         let nulls = Self.appsFlyerInstall().replacingOccurrences(
@@ -564,10 +620,15 @@ import Testing
 
     @Test func aRepeatedCallbackKeepsItsDedupeKey() throws {
         let key = try callback(.appsflyer, body: Self.appsFlyerInstall()).dedupeKey
-        #expect(try callback(.appsflyer, body: Self.appsFlyerInstall(), at: receivedAt.addingTimeInterval(600)).dedupeKey == key)
-        let otherDevice = Self.appsFlyerInstall().replacingOccurrences(of: Self.appsFlyerID, with: "1700000000000-7654321")
+        #expect(
+            try callback(.appsflyer, body: Self.appsFlyerInstall(), at: receivedAt.addingTimeInterval(600)).dedupeKey
+                == key)
+        let otherDevice = Self.appsFlyerInstall().replacingOccurrences(
+            of: Self.appsFlyerID, with: "1700000000000-7654321")
         #expect(try callback(.appsflyer, body: otherDevice).dedupeKey != key)
-        #expect(try callback(.adjust, query: Self.adjustInstall).dedupeKey == callback(.adjust, query: Self.adjustInstall, at: now).dedupeKey)
+        #expect(
+            try callback(.adjust, query: Self.adjustInstall).dedupeKey
+                == callback(.adjust, query: Self.adjustInstall, at: now).dedupeKey)
     }
 
     @Test func aCallbackKeepsNoAdvertisingIDTheUserDidNotAllow() throws {
@@ -577,7 +638,8 @@ import Testing
             .replacingOccurrences(of: #""appsflyer_id":"\#(Self.appsFlyerID)","#, with: "")
             .replacingOccurrences(of: #""idfv":"\#(Self.idfv)","#, with: "")
             .replacingOccurrences(of: #""customer_user_id":"user-1","#, with: "")
-            .replacingOccurrences(of: "{", with: #"{"idfa":"\#(Self.idfa)","idfa_md5":"0f0f","advertising_id":"\#(Self.idfa)","#)
+            .replacingOccurrences(
+                of: "{", with: #"{"idfa":"\#(Self.idfa)","idfa_md5":"0f0f","advertising_id":"\#(Self.idfa)","#)
         #expect(throws: GatewayError.self) { try callback(.appsflyer, body: body) }
         let withUser = body.replacingOccurrences(of: "{", with: #"{"customer_user_id":"user-1","#)
         let record = try callback(.appsflyer, body: withUser)
@@ -587,7 +649,8 @@ import Testing
     }
 
     @Test func inAppEventsAndSessionsAreNotAttributionResults() {
-        let event = Self.appsFlyerInstall().replacingOccurrences(of: #""event_name":"install""#, with: #""event_name":"af_purchase""#)
+        let event = Self.appsFlyerInstall().replacingOccurrences(
+            of: #""event_name":"install""#, with: #""event_name":"af_purchase""#)
         #expect(throws: GatewayError.self) { try callback(.appsflyer, body: event) }
         var session = Self.adjustInstall
         session["activity_kind"] = "session"
@@ -605,14 +668,19 @@ import Testing
 @Suite struct VendorKindTests {
     @Test func aRefundReplayedToAVendorIsDeclinedWithoutARequest() async throws {
         let body = S2SVendorFormatTests.event(
-            "refund", ["transaction_id": S2SVendorFormatTests.q("t-1"), "revenue": "9.99", "currency": S2SVendorFormatTests.q("USD")])
+            "refund",
+            [
+                "transaction_id": S2SVendorFormatTests.q("t-1"), "revenue": "9.99",
+                "currency": S2SVendorFormatTests.q("USD"),
+            ])
         let payload = IngestPayload(body: Data(body.utf8), receivedAt: Date(), path: "/v1/events")
         let refund = try #require(try S2SProvider(options: .init()).normalize(payload).first)
         #expect(refund.kind == .refund)
         // Nothing listens on port 9: a request would be a retry, not a decline.
         var settings = S2SVendorFormatTests.settings(.appsflyer, key: "AFKEY")
         settings.endpoint = "http://127.0.0.1:9"
-        let sink = VendorSink(adapter: AppsFlyerAdapter(settings: settings), settings: settings, logger: .init(label: "test"))
+        let sink = VendorSink(
+            adapter: AppsFlyerAdapter(settings: settings), settings: settings, logger: .init(label: "test"))
         let outcomes = try await sink.deliver([refund])
         guard case .declined(let reason)? = outcomes.first else {
             Issue.record("expected a decline, got \(outcomes)")
@@ -628,7 +696,8 @@ import Testing
         var settings = S2SVendorFormatTests.settings(.appsflyer, key: "AFKEY")
         settings.endpoint = "http://127.0.0.1:9"
         settings.requireConsent = true
-        let sink = VendorSink(adapter: AppsFlyerAdapter(settings: settings), settings: settings, logger: .init(label: "test"))
+        let sink = VendorSink(
+            adapter: AppsFlyerAdapter(settings: settings), settings: settings, logger: .init(label: "test"))
         guard case .declined(let reason)? = try await sink.deliver([event]).first else {
             Issue.record("expected a decline")
             return

@@ -90,7 +90,8 @@ import Testing
             #expect(purchase["attributed"] as Int? == 1)
 
             // The same transaction cannot also belong to another user.
-            let stolen = try await call(client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "\#(transaction)"}"#)
+            let stolen = try await call(
+                client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "\#(transaction)"}"#)
             #expect(stolen.status == 409)
             #expect((stolen.json["error"] as? [String: Any])?["field"] as? String == "transaction_id")
             // However it is spelt.
@@ -140,7 +141,9 @@ import Testing
         try await harness.withGateway(apple, env: env, options: Self.sdk) { client, gateway in
             let userID = try #require(try await call(client, "create-user", "{}").json["userId"] as? Int)
             let resolve = { (token: String) in
-                try await call(client, "resolve-asa-attribution", #"{"user_id": \#(userID), "asa_attribution_token": "\#(token)"}"#)
+                try await call(
+                    client, "resolve-asa-attribution", #"{"user_id": \#(userID), "asa_attribution_token": "\#(token)"}"#
+                )
             }
             #expect(try await resolve(first).json["asaAttributionResolved"] as? Bool == false)
             for _ in 0..<3 {
@@ -149,7 +152,9 @@ import Testing
             }
             #expect(apple.calls(relaunch) == 0)
             apple.held.withLock { $0 = [] }
-            #expect(try await env.eventually { try await resolve(relaunch).json["asaAttributionResolved"] as? Bool == true })
+            #expect(
+                try await env.eventually { try await resolve(relaunch).json["asaAttributionResolved"] as? Bool == true }
+            )
             #expect(apple.calls(relaunch) == 0)
             let installs = try await gateway.sqlite!.pool.read { db in
                 try Int.fetchOne(
@@ -208,18 +213,23 @@ import Testing
             let created = try await call(client, "create-user", #"{"asa_attribution_token": "\#(token)"}"#)
             #expect(created.json["asaAttributionResolved"] as? Bool == false)
             let userID = try #require(created.json["userId"] as? Int)
-            let associated = try await call(client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "2000000000000777"}"#)
+            let associated = try await call(
+                client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "2000000000000777"}"#)
             #expect(associated.status == 200)
             // Stored meanwhile as the purchase of a user whose token waits.
             let stored = try await gateway.sqlite!.pool.read { db in
                 try String.fetchAll(
-                    db, sql: "SELECT json_extract(body, '$.resolution') FROM records WHERE json_extract(body, '$.kind') = 'purchase'")
+                    db,
+                    sql:
+                        "SELECT json_extract(body, '$.resolution') FROM records WHERE json_extract(body, '$.kind') = 'purchase'"
+                )
             }
             #expect(stored == ["pending"])
             apple.held.withLock { $0 = [] }
-            #expect(try await env.eventually {
-                try purchases(gateway).first.map { ($0["keyword_id"] as Int64?) == 888 } ?? false
-            })
+            #expect(
+                try await env.eventually {
+                    try purchases(gateway).first.map { ($0["keyword_id"] as Int64?) == 888 } ?? false
+                })
             let purchase = try #require(try purchases(gateway).first)
             #expect(purchase["attributed"] as Int? == 1 && purchase["campaign_id"] as Int64? == 542_370_539)
             #expect(try purchases(gateway).count == 1)
@@ -239,26 +249,33 @@ import Testing
         try await harness.withGateway(apple, env: env, options: Self.sdk) { client, gateway in
             let created = try await call(client, "create-user", #"{"asa_attribution_token": "\#(token)"}"#)
             let userID = try #require(created.json["userId"] as? Int)
-            #expect(try await call(client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "2000000000000778"}"#).status == 200)
+            #expect(
+                try await call(
+                    client, "associate-user", #"{"user_id": \#(userID), "transaction_id": "2000000000000778"}"#
+                ).status == 200)
             let waiting = try #require(try purchaseBody(gateway))
             apple.held.withLock { $0 = [] }
-            #expect(try await env.eventually {
-                try purchaseBody(gateway)?.body.contains(#""resolution":"resolved""#) == true
-            })
+            #expect(
+                try await env.eventually {
+                    try purchaseBody(gateway)?.body.contains(#""resolution":"resolved""#) == true
+                })
             // The store as a stop right after Apple's answer left it: the answer kept, the
             // user linked to it, their purchase as it was before the crediting.
             try await gateway.sqlite!.pool.write { db in
-                try db.execute(sql: "UPDATE records SET body = ? WHERE record_id = ?", arguments: [waiting.body, waiting.id])
+                try db.execute(
+                    sql: "UPDATE records SET body = ? WHERE record_id = ?", arguments: [waiting.body, waiting.id])
             }
         }
         try await harness.withGateway(apple, env: env, options: Self.sdk) { _, gateway in
-            #expect(try await env.eventually {
-                try purchaseBody(gateway)?.body.contains(#""resolution":"resolved""#) == true
-            })
+            #expect(
+                try await env.eventually {
+                    try purchaseBody(gateway)?.body.contains(#""resolution":"resolved""#) == true
+                })
             // The sink gets the credited version (after the outbox's older one, at worst).
-            #expect(try await env.eventually {
-                try purchases(gateway).first.map { ($0["keyword_id"] as Int64?) == 888 } ?? false
-            })
+            #expect(
+                try await env.eventually {
+                    try purchases(gateway).first.map { ($0["keyword_id"] as Int64?) == 888 } ?? false
+                })
             let purchase = try #require(try purchases(gateway).first)
             #expect(purchase["resolution"] as String? == "resolved")
             #expect(try purchases(gateway).count == 1)
@@ -282,7 +299,8 @@ import Testing
             let sorted = ids.sorted()
             #expect(zip(sorted, sorted.dropFirst()).allSatisfy { $1 - $0 > 1_000 }, "\(sorted)")
             // The first users of a store are not 1, 2, 3.
-            let guessed = try await call(client, "resolve-asa-attribution", #"{"user_id": 1, "asa_attribution_token": "QUJD"}"#)
+            let guessed = try await call(
+                client, "resolve-asa-attribution", #"{"user_id": 1, "asa_attribution_token": "QUJD"}"#)
             #expect(guessed.status == 404)
         }
     }
@@ -313,7 +331,9 @@ import Testing
             let error = try #require(answer.json["error"] as? [String: Any])
             #expect(error["field"] as? String == field)
             // A refused call creates no user.
-            let users = try await DatabaseQueue(path: env.databasePath).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sdk_users") }
+            let users = try await DatabaseQueue(path: env.databasePath).read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sdk_users")
+            }
             #expect(users == 1)
         }
         #expect(apple.totalCalls == 0)

@@ -25,7 +25,8 @@ import Testing
     }
 
     static func body(_ token: String, user: String = "user-1") -> ByteBuffer {
-        ByteBuffer(string: #"{"token": "\#(token)", "app_id": "1234567890", "app_user_id": "\#(user)", "att_status": 3}"#)
+        ByteBuffer(
+            string: #"{"token": "\#(token)", "app_id": "1234567890", "app_user_id": "\#(user)", "att_status": 3}"#)
     }
 
     /// Provider settings that keep the schedule short; `options` overrides them.
@@ -96,7 +97,9 @@ import Testing
         try await withGateway(apple, env: env, options: ["answer_wait_ms": "0"], logger: logger) { client, gateway in
             try await gateway.sqlite!.pool.write { db in
                 try db.execute(
-                    sql: "CREATE TRIGGER full BEFORE UPDATE ON pending BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+                    sql:
+                        "CREATE TRIGGER full BEFORE UPDATE ON pending BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+                )
             }
             let (status, answer) = try await post(client, Self.body(Self.token("disk-full")))
             #expect(status == .accepted)
@@ -165,7 +168,8 @@ import Testing
         }
         try await withGateway(apple, env: env) { client, gateway in
             for index in bodies.indices {
-                let (status, answer) = try await post(client, Self.body(Self.token("organic-\(index)"), user: "u\(index)"))
+                let (status, answer) = try await post(
+                    client, Self.body(Self.token("organic-\(index)"), user: "u\(index)"))
                 #expect(status == .accepted)
                 #expect(answer.attributed == false && answer.resolution == "resolved")
                 let record = try #require(try await stored(gateway, answer.record_id))
@@ -222,7 +226,8 @@ import Testing
         try await withGateway(FakeAppleAdServices(), env: env) { client, _ in
             let body = #"{"token": "\#(Self.token("nul"))", "app_id": "\u0000", "app_user_id": "u-1"}"#
             for _ in 0..<2 {
-                let response = try await client.execute(uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
+                let response = try await client.execute(
+                    uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
                 #expect(response.status == .unprocessableContent)
                 #expect(String(buffer: response.body).contains(#""field":"app_id""#))
             }
@@ -264,7 +269,8 @@ import Testing
         let halfRead = Self.token("half-read")
         let huge = Self.token("huge")
         let half = FakeAppleAdServices.Reply(status: 200, body: #"{"attribution":true,"orgId":"abc"}"#)
-        let big = FakeAppleAdServices.Reply(status: 200, body: "<html>" + String(repeating: "x", count: 100_000) + "</html>")
+        let big = FakeAppleAdServices.Reply(
+            status: 200, body: "<html>" + String(repeating: "x", count: 100_000) + "</html>")
         apple.script(halfRead, [half, half, half, half])
         apple.script(huge, [big, big, big, big])
         try await withGateway(apple, env: env, options: ["answer_wait_ms": "0"]) { client, gateway in
@@ -328,10 +334,12 @@ import Testing
         defer { env.remove() }
         let apple = FakeAppleAdServices(fallback: .serverError)
         let count = 1000
-        try await withGateway(apple, env: env, options: ["answer_wait_ms": "0", "concurrency": "16"]) { client, gateway in
+        try await withGateway(apple, env: env, options: ["answer_wait_ms": "0", "concurrency": "16"]) {
+            client, gateway in
             var ids: Set<String> = []
             for index in 0..<count {
-                let (status, answer) = try await post(client, Self.body(Self.token("bulk-\(index)"), user: "bulk-\(index)"))
+                let (status, answer) = try await post(
+                    client, Self.body(Self.token("bulk-\(index)"), user: "bulk-\(index)"))
                 #expect(status == .accepted)
                 ids.insert(answer.record_id)
             }
@@ -361,7 +369,8 @@ import Testing
         defer { env.remove() }
         let apple = FakeAppleAdServices()
         try await withGateway(apple, env: env) { client, gateway in
-            let response = try await client.execute(uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
+            let response = try await client.execute(
+                uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
             #expect(response.status.code == 422)
             let text = String(buffer: response.body)
             #expect(text.contains(#""code":"\#(code)""#) && text.contains(#""field":"\#(field)""#))

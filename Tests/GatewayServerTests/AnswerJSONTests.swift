@@ -29,10 +29,14 @@ import Testing
             provider: "iad/\(text)", kind: .install, dedupeKey: "k", receivedAt: Date(), attributed: true)
         record.recordID = "id-\(text)"
         let answers = [
-            IngestAnswer(IngestOutcome(recordID: record.recordID, duplicateOf: nil, record: record, sinks: []), original: nil),
-            IngestAnswer(IngestOutcome(recordID: "orig", duplicateOf: "orig-\(text)", record: record, sinks: []), original: record),
+            IngestAnswer(
+                IngestOutcome(recordID: record.recordID, duplicateOf: nil, record: record, sinks: []), original: nil),
+            IngestAnswer(
+                IngestOutcome(recordID: "orig", duplicateOf: "orig-\(text)", record: record, sinks: []),
+                original: record),
             IngestAnswer(PendingResolver.Answer(recordID: text, isDuplicate: false, record: nil), provider: text),
-            IngestAnswer(PendingResolver.Answer(recordID: text, isDuplicate: true, record: record), provider: "adservices"),
+            IngestAnswer(
+                PendingResolver.Answer(recordID: text, isDuplicate: true, record: record), provider: "adservices"),
         ]
         for answer in answers {
             #expect(written(answer.json) == (try encoded(answer)))

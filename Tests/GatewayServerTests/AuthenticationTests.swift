@@ -12,14 +12,15 @@ import Testing
 
     func configuration(_ env: TestEnvironment) throws -> GatewayConfiguration {
         let rotated = SHA256Hex.digest("rotated-key-0000000000").map { String(format: "%02x", $0) }.joined()
-        let yaml = env.yaml() + """
+        let yaml =
+            env.yaml() + """
 
-            auth:
-              api_keys:
-                - { app_id: "1234567890", key: "${APP_KEY}" }
-                - { app_id: "1234567890", key_sha256: "\(rotated)" }
-                - { app_id: "999", key: "key-for-another-app-999" }
-            """
+                auth:
+                  api_keys:
+                    - { app_id: "1234567890", key: "${APP_KEY}" }
+                    - { app_id: "1234567890", key_sha256: "\(rotated)" }
+                    - { app_id: "999", key: "key-for-another-app-999" }
+                """
         return try ConfigLoader.parse(
             yaml: yaml, file: "auth.yaml", environment: ["APP_KEY": Self.appKey], registry: .builtIn)
     }
@@ -67,23 +68,27 @@ import Testing
     @Test func theSDKsFunctionsTakeTheKeyFromItsApikeyHeader() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let yaml = env.yaml() + """
+        let yaml =
+            env.yaml() + """
 
-            auth:
-              api_keys:
-                - { app_id: "1234567890", key: "\(Self.appKey)" }
-                - { app_id: "999", key: "key-for-another-app-999" }
-            """
+                auth:
+                  api_keys:
+                    - { app_id: "1234567890", key: "\(Self.appKey)" }
+                    - { app_id: "999", key: "key-for-another-app-999" }
+                """
         let withSDK = yaml.replacingOccurrences(
             of: "  iad: { enabled: true }",
             with: "  iad: { enabled: true }\n  adservices: { enabled: true, sdk: { app_id: \"1234567890\" } }")
-        let configuration = try ConfigLoader.parse(yaml: withSDK, file: "auth.yaml", environment: [:], registry: .builtIn)
+        let configuration = try ConfigLoader.parse(
+            yaml: withSDK, file: "auth.yaml", environment: [:], registry: .builtIn)
         let gateway = try await Gateway.build(configuration: configuration)
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client async throws in
             func create(_ headers: HTTPFields) async throws -> Int {
-                Int(try await client.execute(
-                    uri: "/functions/v1/create-user", method: .post, headers: headers, body: ByteBuffer(string: "{}")
-                ).status.code)
+                Int(
+                    try await client.execute(
+                        uri: "/functions/v1/create-user", method: .post, headers: headers,
+                        body: ByteBuffer(string: "{}")
+                    ).status.code)
             }
             let apikey = HTTPFields.Element.Name("apikey")!
             #expect(try await create([:]) == 401)
@@ -92,10 +97,12 @@ import Testing
             #expect(try await create([apikey: Self.appKey]) == 200)
             #expect(try await create([.authorization: "Bearer \(Self.appKey)"]) == 200)
             // A Supabase client's session token as the bearer, the key as apikey.
-            #expect(try await create([.authorization: "Bearer eyJhbGciOiJIUzI1NiJ9.session", apikey: Self.appKey]) == 200)
+            #expect(
+                try await create([.authorization: "Bearer eyJhbGciOiJIUzI1NiJ9.session", apikey: Self.appKey]) == 200)
             // Either header may hold this app's key, whatever key the other holds.
             #expect(try await create([.authorization: "Bearer key-for-another-app-999", apikey: Self.appKey]) == 200)
-            #expect(try await create([.authorization: "Bearer \(Self.appKey)", apikey: "key-for-another-app-999"]) == 200)
+            #expect(
+                try await create([.authorization: "Bearer \(Self.appKey)", apikey: "key-for-another-app-999"]) == 200)
         }
     }
 
@@ -109,25 +116,26 @@ import Testing
         try SKAdNetworkEndToEndTests.model.write(to: model, atomically: true, encoding: .utf8)
         let (app, shipped) = ("app-key-0000000000000000", "shipped-key-000000000000")
         let (backend, notShipped) = ("backend-key-0000000000000", "not-shipped-key-00000000")
-        let yaml = env.yaml().replacingOccurrences(
-            of: "  iad: { enabled: true }",
-            with: """
-                  iad: { enabled: true }
-                  skadnetwork: { conversion_model: \(model.path) }
-                  s2s: { vendor: singular, vendors: { singular: { api_key: k, endpoint: "http://127.0.0.1:9" } } }
-                """) + """
+        let yaml =
+            env.yaml().replacingOccurrences(
+                of: "  iad: { enabled: true }",
+                with: """
+                      iad: { enabled: true }
+                      skadnetwork: { conversion_model: \(model.path) }
+                      s2s: { vendor: singular, vendors: { singular: { api_key: k, endpoint: "http://127.0.0.1:9" } } }
+                    """) + """
 
-            auth:
-              api_keys:
-                - { app_id: "1234567890", key: "\(app)" }
-                - { app_id: "1234567890", key: "\(shipped)", shipped_in_app: true }
-                - { app_id: "1234567890", key: "\(backend)", scope: backend }
-                - { app_id: "1234567890", key: "\(notShipped)", shipped_in_app: false }
-                - { app_id: "\(S2SEndToEndTests.appID)", key: "\(app)" }
-                - { app_id: "\(S2SEndToEndTests.appID)", key: "\(shipped)", shipped_in_app: true }
-                - { app_id: "\(S2SEndToEndTests.appID)", key: "\(backend)", scope: backend }
-                - { app_id: "\(S2SEndToEndTests.appID)", key: "\(notShipped)", shipped_in_app: false }
-            """
+                auth:
+                  api_keys:
+                    - { app_id: "1234567890", key: "\(app)" }
+                    - { app_id: "1234567890", key: "\(shipped)", shipped_in_app: true }
+                    - { app_id: "1234567890", key: "\(backend)", scope: backend }
+                    - { app_id: "1234567890", key: "\(notShipped)", shipped_in_app: false }
+                    - { app_id: "\(S2SEndToEndTests.appID)", key: "\(app)" }
+                    - { app_id: "\(S2SEndToEndTests.appID)", key: "\(shipped)", shipped_in_app: true }
+                    - { app_id: "\(S2SEndToEndTests.appID)", key: "\(backend)", scope: backend }
+                    - { app_id: "\(S2SEndToEndTests.appID)", key: "\(notShipped)", shipped_in_app: false }
+                """
         let configuration = try ConfigLoader.parse(yaml: yaml, file: "auth.yaml", environment: [:], registry: .builtIn)
         #expect(configuration.auth.apiKeys.map(\.scope).prefix(4) == [.app, .app, .backend, .backend])
         let gateway = try await Gateway.build(configuration: configuration)
@@ -138,7 +146,8 @@ import Testing
             }
             let purchase = S2SEndToEndTests.event(
                 "purchase", extra: #""revenue":99999.99,"currency":"USD","transaction_id":"2000000123456789""#)
-            let postback = #"{"version":"4.0","ad-network-id":"n.skadnetwork","transaction-id":"t-1","#
+            let postback =
+                #"{"version":"4.0","ad-network-id":"n.skadnetwork","transaction-id":"t-1","#
                 + #""app-id":1234567890,"attribution-signature":"AAAA"}"#
             for key in [app, shipped] {
                 for (uri, body) in [("/v1/events", purchase), ("/v1/skadnetwork/postbacks", postback)] {

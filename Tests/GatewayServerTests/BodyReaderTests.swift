@@ -56,7 +56,9 @@ import Testing
     }
 
     @Test func aBodyPastTheLimitIsRefused413WhileItArrives() async throws {
-        let request = request([(.zero, String(repeating: "x", count: 600)), (.zero, String(repeating: "x", count: 600))])
+        let request = request([
+            (.zero, String(repeating: "x", count: 600)), (.zero, String(repeating: "x", count: 600)),
+        ])
         do {
             _ = try await reader(limit: 1_000, timeoutMs: 60_000).collect(request)
             Issue.record("a body past the limit was collected")

@@ -52,7 +52,9 @@ import Testing
         let result = try run(["check-config", path])
         #expect(result.status == 1)
         #expect(result.stderr.contains("bad.yaml:3:9: server.port: expected an integer, found 'abc'"))
-        #expect(result.stderr.contains("bad.yaml:6:26: sinks.local.batch_sise: unknown key 'batch_sise', did you mean 'batch_size'?"))
+        #expect(
+            result.stderr.contains(
+                "bad.yaml:6:26: sinks.local.batch_sise: unknown key 'batch_sise', did you mean 'batch_size'?"))
         #expect(result.stderr.contains("bad.yaml:8:12: routes[0].sinks: route names sink 'missing'"))
     }
 
@@ -64,17 +66,18 @@ import Testing
         let keyFile = env.directory.appendingPathComponent("ads.pem")
         try P256.Signing.PrivateKey().pemRepresentation.write(to: keyFile, atomically: true, encoding: .utf8)
         let config = env.directory.appendingPathComponent("config.yaml").path
-        try (env.yaml(logLevel: "info") + """
+        try
+            (env.yaml(logLevel: "info") + """
 
-            enrichers:
-              keyword_lookup:
-                client_id: SEARCHADS.c
-                team_id: SEARCHADS.t
-                key_id: k
-                private_key_file: ads.pem
-                token_endpoint: http://127.0.0.1:9/token
-                endpoint: http://127.0.0.1:9
-            """).write(toFile: config, atomically: true, encoding: .utf8)
+                enrichers:
+                  keyword_lookup:
+                    client_id: SEARCHADS.c
+                    team_id: SEARCHADS.t
+                    key_id: k
+                    private_key_file: ads.pem
+                    token_endpoint: http://127.0.0.1:9/token
+                    endpoint: http://127.0.0.1:9
+                """).write(toFile: config, atomically: true, encoding: .utf8)
         let warning =
             "enrichers.keyword_lookup.private_key_file: the secret in \(keyFile.path) can be read by other users"
 
@@ -129,7 +132,8 @@ import Testing
     }
 
     @Test func normalizeReadsAnAnswerFromAppleOffline() throws {
-        let answer = #"{"attribution":true,"orgId":40669820,"campaignId":542370539,"keywordId":87675432,"conversionType":"preorder","clickDate":"2024-10-08T17:17Z"}"#
+        let answer =
+            #"{"attribution":true,"orgId":40669820,"campaignId":542370539,"keywordId":87675432,"conversionType":"preorder","clickDate":"2024-10-08T17:17Z"}"#
         let result = try run(["normalize", "--provider", "adservices"], stdin: answer)
         #expect(result.status == 0, "\(result.stderr)")
         let record = try #require(
@@ -166,7 +170,8 @@ import Testing
         let future = try run(["verify-postback"], stdin: #"{"version": "9.0", "attribution-signature": "MEUC"}"#)
         #expect(future.status == 2 && future.stdout.hasPrefix("unverifiable 9.0 unknown version"))
         // Another key: Apple's genuine postback no longer verifies.
-        let otherKey = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8YzdO7eM97s/IJ25kdW5CZ3A14USE5IJ5Ha/vhWaxI6UBI1ZxCEvjrKxVluVGe6qWwF1BDFq+QHqKfH5u+wxHQ=="
+        let otherKey =
+            "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8YzdO7eM97s/IJ25kdW5CZ3A14USE5IJ5Ha/vhWaxI6UBI1ZxCEvjrKxVluVGe6qWwF1BDFq+QHqKfH5u+wxHQ=="
         let withKey = try run(["verify-postback", "--key", otherKey], stdin: try postback("skan40-apple-doc-fine"))
         #expect(withKey.status == 1)
     }
@@ -241,20 +246,27 @@ import Testing
         let config = try storeConfig(env, providers: "iad: {}, s2s: {}")
         // Two users came through the keyword, one organically; two purchases by the first
         // (one reported twice), one by the organic user.
-        let installs = ["buyer", "browser"].map { IAdPayloads.attributed(user: $0).replacingOccurrences(of: "\n", with: "") }
+        let installs =
+            ["buyer", "browser"].map { IAdPayloads.attributed(user: $0).replacingOccurrences(of: "\n", with: "") }
             + [#"{"app_id":"1234567890","app_user_id":"organic","Version3.1":{"iad-attribution":"false"}}"#]
             // A keyword of its own holding a line break, as iAd's routes take it.
-            + [IAdPayloads.attributed(user: "spaced").replacingOccurrences(of: "\n", with: "")
-                .replacingOccurrences(of: #""iad-keyword-id":"87675432""#, with: #""iad-keyword-id":"11""#)
-                .replacingOccurrences(of: #""iad-keyword":"meditation app""#, with: #""iad-keyword":"calm\nsleep\u202e""#)]
+            + [
+                IAdPayloads.attributed(user: "spaced").replacingOccurrences(of: "\n", with: "")
+                    .replacingOccurrences(of: #""iad-keyword-id":"87675432""#, with: #""iad-keyword-id":"11""#)
+                    .replacingOccurrences(
+                        of: #""iad-keyword":"meditation app""#, with: #""iad-keyword":"calm\nsleep\u202e""#)
+            ]
         func purchase(_ user: String, _ transaction: String, _ amount: String) -> String {
             #"{"type":"purchase","app_id":"1234567890","app_user_id":"\#(user)","revenue":\#(amount),"currency":"USD","transaction_id":"\#(transaction)","timestamp":1700000000}"#
         }
-        let purchases = [purchase("buyer", "t1", "4.99"), purchase("buyer", "t2", "9.99"), purchase("organic", "t3", "1.00")]
+        let purchases = [
+            purchase("buyer", "t1", "4.99"), purchase("buyer", "t2", "9.99"), purchase("organic", "t3", "1.00"),
+        ]
         let installFile = env.directory.appendingPathComponent("installs.jsonl").path
         let purchaseFile = env.directory.appendingPathComponent("purchases.jsonl").path
         try installs.joined(separator: "\n").write(toFile: installFile, atomically: true, encoding: .utf8)
-        try (purchases + [purchases[0]]).joined(separator: "\n").write(toFile: purchaseFile, atomically: true, encoding: .utf8)
+        try (purchases + [purchases[0]]).joined(separator: "\n").write(
+            toFile: purchaseFile, atomically: true, encoding: .utf8)
         #expect(try run(["import", "--provider", "iad", "--config", config, installFile]).status == 0)
         #expect(try run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
 
@@ -304,7 +316,8 @@ import Testing
         #expect(try run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
         // The token of user `waiting`, as the AdServices route keeps it while Apple has not
         // answered (Apple down, or its 404 retries): a row of `pending`, no record yet.
-        let state = #"{"appID":"1234567890","appUserID":"waiting","errors":3,"malformed":0,"notFound":0,"token":"TOKEN"}"#
+        let state =
+            #"{"appID":"1234567890","appUserID":"waiting","errors":3,"malformed":0,"notFound":0,"token":"TOKEN"}"#
         try DatabaseQueue(path: env.databasePath).write { db in
             try db.execute(
                 sql: """
@@ -360,7 +373,8 @@ import Testing
         func install(_ time: String, keyword: Int) -> String {
             #"{"received_at":"\#(time)","payload":{"app_id":"1234567890","app_user_id":"h1","attribution":true,"orgId":40669820,"campaignId":542370539,"adGroupId":542317095,"keywordId":\#(keyword),"conversionType":"Download"}}"#
         }
-        let purchase = #"{"received_at":"2025-03-02T09:00:00Z","payload":{"type":"purchase","app_id":"1234567890","app_user_id":"h1","revenue":4.99,"currency":"USD","transaction_id":"ht1"}}"#
+        let purchase =
+            #"{"received_at":"2025-03-02T09:00:00Z","payload":{"type":"purchase","app_id":"1234567890","app_user_id":"h1","revenue":4.99,"currency":"USD","transaction_id":"ht1"}}"#
         let installFile = env.directory.appendingPathComponent("installs.jsonl").path
         let purchaseFile = env.directory.appendingPathComponent("purchases.jsonl").path
         try [install("2025-06-01T08:00:00Z", keyword: 222), install("2025-03-01T12:00:00Z", keyword: 111)]
@@ -399,9 +413,11 @@ import Testing
 
         let bad = [
             #"{"received_at":"yesterday","payload":{}}"#, #"{"received_at":"1970-01-01T00:00:00Z","payload":{}}"#,
-            #"{"received_at":"2999-01-01T00:00:00Z","payload":{}}"#, #"{"received_at":"2025-03-01T12:00:00Z","payload":"x"}"#,
+            #"{"received_at":"2999-01-01T00:00:00Z","payload":{}}"#,
+            #"{"received_at":"2025-03-01T12:00:00Z","payload":"x"}"#,
             // Envelopes with a typo, not read as payloads.
-            #"{"recieved_at":"2025-03-01T12:00:00Z","payload":{}}"#, #"{"received_at":"2025-03-01T12:00:00Z","payload":{},"note":1}"#,
+            #"{"recieved_at":"2025-03-01T12:00:00Z","payload":{}}"#,
+            #"{"received_at":"2025-03-01T12:00:00Z","payload":{},"note":1}"#,
             #"{"Received-At":"2025-03-01T12:00:00Z","payload":{},"source":"x"}"#,
         ]
         let badFile = env.directory.appendingPathComponent("bad.jsonl").path
@@ -417,14 +433,18 @@ import Testing
         }
         #expect(
             refused.stdout.contains(
-                "line 5: missing_field: received_at: an import envelope has received_at beside payload; found 'recieved_at'"),
+                "line 5: missing_field: received_at: an import envelope has received_at beside payload; found 'recieved_at'"
+            ),
             "\(refused.stdout)")
         #expect(
             refused.stdout.contains(
-                "line 7: missing_field: received_at: an import envelope has received_at beside payload; found 'Received-At', 'source'"),
+                "line 7: missing_field: received_at: an import envelope has received_at beside payload; found 'Received-At', 'source'"
+            ),
             "\(refused.stdout)")
         // A payload of its own with a key named payload is a payload, not an envelope.
-        let plain = try run(["normalize", "--provider", "s2s"], stdin: #"{"type":"event","name":"x","app_id":"1","app_user_id":"u","payload":{}}"#)
+        let plain = try run(
+            ["normalize", "--provider", "s2s"],
+            stdin: #"{"type":"event","name":"x","app_id":"1","app_user_id":"u","payload":{}}"#)
         #expect(!plain.stderr.contains("envelope"), "\(plain.stderr)")
     }
 
@@ -433,7 +453,8 @@ import Testing
         defer { env.remove() }
         let config = try storeConfig(env, providers: "iad: {}")
         // Stored with ids only, as when Apple Ads was down or no credentials were set.
-        let install = #"{"app_id":"1234567890","app_user_id":"u1","Version3.1":{"iad-attribution":"true","iad-campaign-id":"542370539","iad-adgroup-id":"542317095","iad-keyword-id":"87675499","iad-conversion-type":"Download"}}"#
+        let install =
+            #"{"app_id":"1234567890","app_user_id":"u1","Version3.1":{"iad-attribution":"true","iad-campaign-id":"542370539","iad-adgroup-id":"542317095","iad-keyword-id":"87675499","iad-conversion-type":"Download"}}"#
         let installs = env.directory.appendingPathComponent("installs.jsonl").path
         try install.write(toFile: installs, atomically: true, encoding: .utf8)
         #expect(try run(["import", "--provider", "iad", "--config", config, installs]).status == 0)
@@ -442,14 +463,15 @@ import Testing
         // Then the team loads its keyword export.
         let csv = env.directory.appendingPathComponent("keywords.csv").path
         try """
-            Campaign Name,Campaign ID,Ad Group Name,Ad Group ID,Keyword,Match Type,Keyword ID
-            US Search - Sleep,542370539,Exact - Core,542317095,sleep sounds,Exact,87675499
+        Campaign Name,Campaign ID,Ad Group Name,Ad Group ID,Keyword,Match Type,Keyword ID
+        US Search - Sleep,542370539,Exact - Core,542317095,sleep sounds,Exact,87675499
 
-            """.write(toFile: csv, atomically: true, encoding: .utf8)
+        """.write(toFile: csv, atomically: true, encoding: .utf8)
         #expect(try run(["keywords", "import", "--config", config, csv]).status == 0)
         // A refused name is shown, not run: an escape sequence retitled and cleared the terminal.
         let hostile = env.directory.appendingPathComponent("hostile.csv").path
-        try "Keyword ID,Keyword\n42,\u{1B}]0;owned\u{07}\u{1B}[2J\n".write(toFile: hostile, atomically: true, encoding: .utf8)
+        try "Keyword ID,Keyword\n42,\u{1B}]0;owned\u{07}\u{1B}[2J\n".write(
+            toFile: hostile, atomically: true, encoding: .utf8)
         let refused = try run(["keywords", "import", "--config", config, hostile])
         #expect(refused.status == 1 && refused.stdout.contains("line 2:"), "\(refused.stdout)")
         #expect(!refused.stdout.contains("\u{1B}") && refused.stdout.contains("\\u{1b}"), "\(refused.stdout)")
@@ -459,7 +481,8 @@ import Testing
 
         // An app's payload names the same ids as it likes, with a date far ahead so that
         // it would be the line's newest install: the names Apple's cache holds stand.
-        let forged = #"{"app_id":"1234567890","app_user_id":"u2","Version3.1":{"iad-attribution":"true","iad-campaign-id":"542370539","iad-campaign-name":"HIJACKED","iad-adgroup-id":"542317095","iad-adgroup-name":"HIJACKED","iad-keyword-id":"87675499","iad-keyword":"HIJACKED","iad-conversion-date":"2099-01-01T00:00:00Z","iad-conversion-type":"Download"}}"#
+        let forged =
+            #"{"app_id":"1234567890","app_user_id":"u2","Version3.1":{"iad-attribution":"true","iad-campaign-id":"542370539","iad-campaign-name":"HIJACKED","iad-adgroup-id":"542317095","iad-adgroup-name":"HIJACKED","iad-keyword-id":"87675499","iad-keyword":"HIJACKED","iad-conversion-date":"2099-01-01T00:00:00Z","iad-conversion-type":"Download"}}"#
         try forged.write(toFile: installs, atomically: true, encoding: .utf8)
         #expect(try run(["import", "--provider", "iad", "--config", config, installs]).status == 0)
         let kept = try run(["report", "keywords", "--config", config, "--format", "csv"])
@@ -488,14 +511,15 @@ import Testing
         defer { env.remove() }
         let config = env.directory.appendingPathComponent("keys.yaml").path
         try """
-            storage: { sqlite: { path: \(env.databasePath) } }
-            providers: { iad: {} }
-            enrichers:
-              keyword_lookup: { client_id: c, team_id: t, key_id: k, private_key: "${ADS_KEY_NEVER_SET_IN_TESTS}" }
-            sinks: { local: { type: sqlite } }
-            """.write(toFile: config, atomically: true, encoding: .utf8)
+        storage: { sqlite: { path: \(env.databasePath) } }
+        providers: { iad: {} }
+        enrichers:
+          keyword_lookup: { client_id: c, team_id: t, key_id: k, private_key: "${ADS_KEY_NEVER_SET_IN_TESTS}" }
+        sinks: { local: { type: sqlite } }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
         let csv = env.directory.appendingPathComponent("keywords.csv").path
-        try "Campaign Name,Campaign ID,Ad Group Name,Ad Group ID,Keyword,Match Type,Keyword ID\nUS,1,Core,2,calm,Exact,3\n"
+        try
+            "Campaign Name,Campaign ID,Ad Group Name,Ad Group ID,Keyword,Match Type,Keyword ID\nUS,1,Core,2,calm,Exact,3\n"
             .write(toFile: csv, atomically: true, encoding: .utf8)
         let commands = [
             ["keywords", "import", csv], ["dlq", "list"], ["report", "keywords"], ["replay", "--sink", "local"],
@@ -583,7 +607,8 @@ import Testing
             let result = try run(command + ["--config", config])
             #expect(result.status == 1, "\(command)")
             #expect(
-                result.stderr.hasPrefix("cannot use the store at \(env.databasePath) (storage.sqlite.path): SQLite error"),
+                result.stderr.hasPrefix(
+                    "cannot use the store at \(env.databasePath) (storage.sqlite.path): SQLite error"),
                 "\(command): \(result.stderr)")
         }
     }
@@ -597,8 +622,10 @@ import Testing
         try await DatabaseQueue(path: env.databasePath).write { db in
             try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('store-v99-later')")
         }
-        let commands = [["serve"], ["import", "--provider", "iad", lines], ["report", "keywords"], ["dlq", "list"],
-            ["replay", "--sink", "local"]]
+        let commands = [
+            ["serve"], ["import", "--provider", "iad", lines], ["report", "keywords"], ["dlq", "list"],
+            ["replay", "--sink", "local"],
+        ]
         for command in commands {
             let result = try run(command + ["--config", config])
             #expect(result.status == 1, "\(command)")
@@ -624,7 +651,8 @@ import Testing
         #expect(status == 202)
         // The running server as an older release: its tables lack this release's last upgrade.
         let last = try await DatabaseQueue(path: env.databasePath).write { db in
-            let last = try String.fetchOne(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid DESC LIMIT 1")!
+            let last = try String.fetchOne(
+                db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid DESC LIMIT 1")!
             try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = ?", arguments: [last])
             return last
         }
@@ -663,7 +691,8 @@ import Testing
             for command in [["serve"], ["import", "--provider", "iad", lines]] {
                 let result = try run(command + ["--config", config])
                 #expect(result.status != 0, "\(command) \(path)")
-                #expect(result.stderr.contains("cannot use the store at \(path) (storage.sqlite.path): \(reason)"),
+                #expect(
+                    result.stderr.contains("cannot use the store at \(path) (storage.sqlite.path): \(reason)"),
                     "\(command): \(result.stderr)")
             }
         }
@@ -675,7 +704,8 @@ import Testing
         let secret = "LiteralKey-0123456789-abcdef"
         let config = env.directory.appendingPathComponent("typo.yaml").path
         // A missing colon makes the key part of the key's name, and so of the message.
-        try (env.yaml().replacingOccurrences(of: "port: 0", with: "port: abc")
+        try
+            (env.yaml().replacingOccurrences(of: "port: 0", with: "port: abc")
             + "\nauth: { api_keys: [ { app_id: \"1234567890\", key \"\(secret)\" } ] }\n")
             .write(toFile: config, atomically: true, encoding: .utf8)
         let served = try run(["serve", "--config", config])
@@ -733,7 +763,8 @@ import Testing
         let queue = try DatabaseQueue(path: copy)
         let (check, mode, pages, ids) = try await queue.read { db in
             (
-                try String.fetchAll(db, sql: "PRAGMA integrity_check"), try String.fetchOne(db, sql: "PRAGMA journal_mode"),
+                try String.fetchAll(db, sql: "PRAGMA integrity_check"),
+                try String.fetchOne(db, sql: "PRAGMA journal_mode"),
                 try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
                 Set(try String.fetchAll(db, sql: "SELECT record_id FROM records"))
             )
@@ -788,7 +819,9 @@ extension CommandLineTests {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, length) == 0 && getsockname(taken, $0, &length) == 0 }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(taken, $0, length) == 0 && getsockname(taken, $0, &length) == 0
+            }
         }
         let listening = Glibc.listen(taken, 1) == 0
         try #require(bound && listening)
@@ -797,7 +830,8 @@ extension CommandLineTests {
         try env.yaml(port: port, logLevel: "info").write(toFile: config, atomically: true, encoding: .utf8)
         let result = try run(["serve", "--config", config])
         #expect(result.status == 1)
-        #expect(result.stderr.contains("cannot listen on 127.0.0.1:\(port) (server.host, server.port)"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains("cannot listen on 127.0.0.1:\(port) (server.host, server.port)"), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: env.databasePath))
     }
 }

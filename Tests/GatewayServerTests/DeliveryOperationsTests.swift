@@ -51,7 +51,9 @@ import Testing
         #expect(first.stdout.contains("1 of 3 records queued for late (2 not routed to it)"), "\(first.stdout)")
         // Already waiting: not queued twice.
         let again = try cli.run(["replay", "--config", after, "--sink", "late", "--provider", "iad"])
-        #expect(again.stdout.contains("0 of 3 records queued for late (2 not routed to it, 1 already waiting for it)"), "\(again.stdout)")
+        #expect(
+            again.stdout.contains("0 of 3 records queued for late (2 not routed to it, 1 already waiting for it)"),
+            "\(again.stdout)")
         let future = try cli.run(["replay", "--config", after, "--sink", "late", "--since", "2999-01-01T00:00Z"])
         #expect(future.stdout.contains("0 of 0 records queued"))
         // A bare date is that day's midnight UTC; a time without its zone is refused, naming the fix.
@@ -103,7 +105,8 @@ import Testing
 
         let replay = try cli.run(["replay", "--config", path, "--sink", "s2s.appsflyer"])
         #expect(replay.status == 0, "\(replay.stderr)")
-        #expect(replay.stdout.contains("1 of 3 records queued for s2s.appsflyer (2 not routed to it)"), "\(replay.stdout)")
+        #expect(
+            replay.stdout.contains("1 of 3 records queued for s2s.appsflyer (2 not routed to it)"), "\(replay.stdout)")
         let queued = try await store.dueEntries(sink: "s2s.appsflyer", now: Date(), limit: 10)
         #expect(queued.map(\.record.attStatus) == [3])
     }
@@ -123,7 +126,8 @@ import Testing
         // A receiver's answer is kept as the error, and printed: a C1 CSI or a bidi
         // override in it would act on the terminal, so they are written as JSON escapes.
         try await store.resolve(
-            sink: "local", [.deadLetter(id: entries[1].id, attempts: 10, error: "answered 400 \u{9B}2J\u{202E}gnp.exe")],
+            sink: "local",
+            [.deadLetter(id: entries[1].id, attempts: 10, error: "answered 400 \u{9B}2J\u{202E}gnp.exe")],
             now: Date())
 
         let list = try cli.run(["dlq", "list", "--config", config])
@@ -152,7 +156,8 @@ import Testing
 
         // A sink taken out of config.yaml still has its dead letters to look at.
         let without = env.directory.appendingPathComponent("without-local.yaml").path
-        try "storage: { sqlite: { path: \(env.databasePath) } }\nproviders: { iad: {} }\nsinks: { other: { type: sqlite } }\n"
+        try
+            "storage: { sqlite: { path: \(env.databasePath) } }\nproviders: { iad: {} }\nsinks: { other: { type: sqlite } }\n"
             .write(toFile: without, atomically: true, encoding: .utf8)
         let removed = try cli.run(["dlq", "list", "--config", without, "--sink", "local"])
         #expect(removed.status == 0, "\(removed.stderr)")
@@ -182,7 +187,8 @@ import Testing
         #expect(Set(queued.map(\.record.recordID)).contains(dead.recordID))
         // It fails again: one dead letter, as before the replay.
         try await store.resolve(
-            sink: "local", queued.filter { $0.record.recordID == dead.recordID }
+            sink: "local",
+            queued.filter { $0.record.recordID == dead.recordID }
                 .map { .deadLetter(id: $0.id, attempts: 10, error: "answered 400 again") }, now: Date())
         #expect(try await store.deadLetters(sink: "local", limit: 10).map(\.recordID) == [dead.recordID])
 

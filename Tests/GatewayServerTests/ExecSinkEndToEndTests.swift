@@ -36,9 +36,10 @@ import Testing
                     uri: "/v1/iad", method: .post, body: ByteBuffer(string: IAdPayloads.attributed(user: user)))
                 #expect(response.status == .accepted)
             }
-            #expect(try await env.eventually {
-                try await gateway.store.outboxStats().isEmpty
-            })
+            #expect(
+                try await env.eventually {
+                    try await gateway.store.outboxStats().isEmpty
+                })
             let lines = try String(contentsOfFile: received, encoding: .utf8).split(separator: "\n")
             let users = lines.compactMap { line in
                 (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["user"] as? String
@@ -57,7 +58,8 @@ import Testing
     static func pipes(of pid: Int32) -> Int {
         let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
         return fds.filter { fd in
-            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"))?.hasPrefix("pipe:") == true
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"))?.hasPrefix("pipe:")
+                == true
         }.count
     }
 
@@ -74,12 +76,12 @@ import Testing
             """
         let config = env.directory.appendingPathComponent("exec.yaml").path
         try """
-            server: { host: 127.0.0.1, port: 0, log_level: info }
-            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
-            providers: { iad: { enabled: true } }
-            sinks:
-              once: { type: exec, command: [python3, -c, \(JSONValue.string(once).jsonText)], max_batch_size: 1 }
-            """.write(toFile: config, atomically: true, encoding: .utf8)
+        server: { host: 127.0.0.1, port: 0, log_level: info }
+        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+        providers: { iad: { enabled: true } }
+        sinks:
+          once: { type: exec, command: [python3, -c, \(JSONValue.string(once).jsonText)], max_batch_size: 1 }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
         let server = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("serve.log"))
         try await server.start()
         defer { server.kill(SIGKILL) }
@@ -88,9 +90,10 @@ import Testing
             for user in users {
                 #expect(try await server.post("/v1/iad", body: IAdPayloads.attributed(user: user)).0 == 202)
             }
-            #expect(try await env.eventually(seconds: 60) {
-                try await SQLiteStore(path: env.databasePath, upgrade: .never).outboxStats().isEmpty
-            })
+            #expect(
+                try await env.eventually(seconds: 60) {
+                    try await SQLiteStore(path: env.databasePath, upgrade: .never).outboxStats().isEmpty
+                })
         }
         try await deliver(["first"])
         let before = Self.pipes(of: pid)

@@ -94,17 +94,18 @@ import Testing
         }
     }
 
-    @Test(arguments: [
-        ("not json at all", 400, "malformed_json", nil),
-        ("[1, 2]", 400, "malformed_json", nil),
-        (#"{"app_id": "1", "app_user_id": "u"}"#, 422, "missing_field", "Version3.1"),
-        (#"{"app_user_id": "u", "Version3.1": {"iad-attribution": "true"}}"#, 422, "missing_field", "app_id"),
-        (
-            #"{"app_id": "1", "app_user_id": "u", "Version3.1": {"iad-attribution": "true", "iad-campaign-id": "x"}}"#,
-            422, "invalid_field", "Version3.1.iad-campaign-id"
-        ),
-        (#"{"app_id": "1", "app_user_id": "u", "Version3.1": "true"}"#, 422, "invalid_field", "Version3.1"),
-    ] as [(String, Int, String, String?)])
+    @Test(
+        arguments: [
+            ("not json at all", 400, "malformed_json", nil),
+            ("[1, 2]", 400, "malformed_json", nil),
+            (#"{"app_id": "1", "app_user_id": "u"}"#, 422, "missing_field", "Version3.1"),
+            (#"{"app_user_id": "u", "Version3.1": {"iad-attribution": "true"}}"#, 422, "missing_field", "app_id"),
+            (
+                #"{"app_id": "1", "app_user_id": "u", "Version3.1": {"iad-attribution": "true", "iad-campaign-id": "x"}}"#,
+                422, "invalid_field", "Version3.1.iad-campaign-id"
+            ),
+            (#"{"app_id": "1", "app_user_id": "u", "Version3.1": "true"}"#, 422, "invalid_field", "Version3.1"),
+        ] as [(String, Int, String, String?)])
     func badPayloadsGetAJSONErrorNamingTheProblem(body: String, status: Int, code: String, field: String?)
         async throws
     {
@@ -144,8 +145,9 @@ import Testing
         let gateway = try await Gateway.build(configuration: try env.configuration())
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             func nested(_ depth: Int) -> ByteBuffer {
-                ByteBuffer(string: #"{"app_id":"1","app_user_id":"u","Version3.1":"# + String(repeating: "[", count: depth)
-                    + String(repeating: "]", count: depth) + "}")
+                ByteBuffer(
+                    string: #"{"app_id":"1","app_user_id":"u","Version3.1":"# + String(repeating: "[", count: depth)
+                        + String(repeating: "]", count: depth) + "}")
             }
             let deep = try await client.execute(uri: "/v1/iad", method: .post, body: nested(40))
             #expect(deep.status == .badRequest)
@@ -158,7 +160,8 @@ import Testing
 
             // A valid payload at the limit is stored inside `raw`, deeper than the limit, and
             // must still be read back and delivered.
-            let atLimit = #"{"app_id":"1","app_user_id":"deep","Version3.1":{"iad-attribution":"false","x":"#
+            let atLimit =
+                #"{"app_id":"1","app_user_id":"deep","Version3.1":{"iad-attribution":"false","x":"#
                 + String(repeating: "[", count: 30) + String(repeating: "]", count: 30) + "}}"
             let stored = try await client.execute(uri: "/v1/iad", method: .post, body: ByteBuffer(string: atLimit))
             #expect(stored.status == .accepted)

@@ -29,7 +29,8 @@ import Testing
         let gateway = try await Gateway.build(configuration: configuration)
         #expect(gateway.sqlite!.inlineSinkNames == ["inline"])
 
-        let payload = IngestPayload(body: Data(IAdPayloads.attributed(user: "wired").utf8), receivedAt: Date(), path: "/v1/iad")
+        let payload = IngestPayload(
+            body: Data(IAdPayloads.attributed(user: "wired").utf8), receivedAt: Date(), path: "/v1/iad")
         let provider = try #require(gateway.providers.first { $0.name == "iad" })
         let outcome = try #require(try await gateway.pipeline.accept(payload, provider: provider).first)
         let queued = try await gateway.sqlite!.pool.read { db in
@@ -60,7 +61,8 @@ import Testing
                     BEGIN SELECT RAISE(ROLLBACK, 'refused'); END;
                     """)
         }
-        let payload = IngestPayload(body: Data(IAdPayloads.attributed(user: "full").utf8), receivedAt: Date(), path: "/v1/iad")
+        let payload = IngestPayload(
+            body: Data(IAdPayloads.attributed(user: "full").utf8), receivedAt: Date(), path: "/v1/iad")
         let provider = try #require(gateway.providers.first { $0.name == "iad" })
         let outcome = try #require(try await gateway.pipeline.accept(payload, provider: provider).first)
         let queued = try await gateway.sqlite!.pool.read { db in

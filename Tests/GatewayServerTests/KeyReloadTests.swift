@@ -81,7 +81,8 @@ import Testing
         let config = env.directory.appendingPathComponent("keys.yaml").path
         var lines = env.yaml(logLevel: "info").components(separatedBy: "\n")
         lines.insert(
-            contentsOf: ["auth:", "  api_keys:"] + [Self.oldKey, Self.newKey].map { "    - { app_id: \"1234567890\", key: \"\($0)\" }" },
+            contentsOf: ["auth:", "  api_keys:"]
+                + [Self.oldKey, Self.newKey].map { "    - { app_id: \"1234567890\", key: \"\($0)\" }" },
             at: 2)
         let full = lines.joined(separator: "\n") + "\n"
         try full.write(toFile: config, atomically: true, encoding: .utf8)
@@ -91,7 +92,8 @@ import Testing
         func log() -> String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
         func status(_ key: String) async throws -> Int {
             try await gateway.post(
-                "/v1/iad", body: IAdPayloads.attributed(user: "cut-\(UUID())"), headers: ["Authorization": "Bearer \(key)"]
+                "/v1/iad", body: IAdPayloads.attributed(user: "cut-\(UUID())"),
+                headers: ["Authorization": "Bearer \(key)"]
             ).0
         }
         #expect(try await status(Self.newKey) == 202)
@@ -100,7 +102,9 @@ import Testing
         let prefix = String(full[..<cut]) + "\" }\n"
         try prefix.write(toFile: config, atomically: false, encoding: .utf8)
         gateway.signal(SIGHUP)
-        #expect(try await env.eventually(seconds: 30) { log().contains("the file no longer has what the server runs with") })
+        #expect(
+            try await env.eventually(seconds: 30) { log().contains("the file no longer has what the server runs with") }
+        )
         #expect(log().contains("provider iad") && log().contains("sink local"))
         #expect(try await status(Self.newKey) == 202)
 

@@ -51,7 +51,8 @@ import Testing
 
     func record(keyword: Int64) -> AttributionRecord {
         var record = AttributionRecord(
-            provider: "adservices", kind: .install, dedupeKey: "adservices:\(UUID())", receivedAt: Date(), attributed: true)
+            provider: "adservices", kind: .install, dedupeKey: "adservices:\(UUID())", receivedAt: Date(),
+            attributed: true)
         record.orgID = FakeAppleAds.orgID
         record.campaignID = 542_370_539
         record.adGroupID = 542_317_095
@@ -66,7 +67,9 @@ import Testing
     }
 
     /// The enricher's Apple Ads source against the fake, its waits instant.
-    func withSource(_ body: @escaping @Sendable (FakeAppleAds, any AppleAdsNameSource) async throws -> Void) async throws {
+    func withSource(_ body: @escaping @Sendable (FakeAppleAds, any AppleAdsNameSource) async throws -> Void)
+        async throws
+    {
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
@@ -79,7 +82,9 @@ import Testing
         defer { env.remove() }
         try await withFake { fake, port in
             let enricher = try makeEnricher(options(port: port), env: env)
-            let batches = (0..<10).map { batch in (0..<100).map { record(keyword: 1000 + Int64((batch * 100 + $0) % 50)) } }
+            let batches = (0..<10).map { batch in
+                (0..<100).map { record(keyword: 1000 + Int64((batch * 100 + $0) % 50)) }
+            }
             let enriched = await withTaskGroup(of: [AttributionRecord].self) { group in
                 for batch in batches { group.addTask { await enricher.enrich(batch) } }
                 var all: [AttributionRecord] = []
@@ -88,7 +93,9 @@ import Testing
             }
             #expect(enriched.count == 1000)
             #expect(enriched.allSatisfy { $0.keyword == "keyword \($0.keywordID!)" && $0.keywordMatchType == "EXACT" })
-            #expect(enriched.allSatisfy { $0.adGroupName == "adgroup 542317095" && $0.campaignName == "campaign 542370539" })
+            #expect(
+                enriched.allSatisfy { $0.adGroupName == "adgroup 542317095" && $0.campaignName == "campaign 542370539" }
+            )
             #expect(enriched.allSatisfy { $0.enrichedAt != nil })
             #expect(fake.tokenRequests == 1)
             // The first batch's 50 keywords go in one bulk query; the others wait for it.
@@ -184,14 +191,18 @@ import Testing
         let lines = Mutex<[String]>([])
         try await withFake { fake, port in
             let enricher = try makeEnricher(
-                options(port: port, wait: .milliseconds(200)), env: env, logger: capturing { line in lines.withLock { $0.append(line) } }, sleep: { _ in })
+                options(port: port, wait: .milliseconds(200)), env: env,
+                logger: capturing { line in lines.withLock { $0.append(line) } }, sleep: { _ in })
             // Apple answers, so a token exists; then its API goes down.
             _ = await enricher.enrich([record(keyword: 7)])
             fake.down.withLock { $0 = true }
             let passed = await enricher.enrich([record(keyword: 8)])
             #expect(passed.first?.keyword == nil && passed.first?.keywordID == 8)
             // The failure is logged by the fetch, which goes on after the record did.
-            #expect(try await env.eventually { lines.withLock { $0.joined(separator: "\n").contains("name lookup failed") } })
+            #expect(
+                try await env.eventually {
+                    lines.withLock { $0.joined(separator: "\n").contains("name lookup failed") }
+                })
             let log = lines.withLock { $0.joined(separator: "\n") }
             for secret in fake.issuedTokens + [String(key.pemRepresentation.split(separator: "\n")[1]), "eyJ"] {
                 #expect(!log.contains(secret))
@@ -209,7 +220,8 @@ import Testing
         try await withFake { fake, port in
             var options = options(port: port, wait: .milliseconds(50))
             options.backoffInitial = .milliseconds(100)
-            let enricher = try makeEnricher(options, env: env, logger: capturing { line in lines.withLock { $0.append(line) } })
+            let enricher = try makeEnricher(
+                options, env: env, logger: capturing { line in lines.withLock { $0.append(line) } })
             _ = await enricher.enrich([record(keyword: 7)])
             fake.down.withLock { $0 = true }
             let before = fake.requests
@@ -224,9 +236,10 @@ import Testing
             #expect(failures == 1, "\(failures) lines")
 
             fake.down.withLock { $0 = false }
-            #expect(try await env.eventually {
-                await enricher.enrich([record(keyword: 999)]).first?.keyword != nil
-            })
+            #expect(
+                try await env.eventually {
+                    await enricher.enrich([record(keyword: 999)]).first?.keyword != nil
+                })
         }
     }
 
@@ -254,9 +267,10 @@ import Testing
             try await Task.sleep(for: .milliseconds(1500))
             fake.down.withLock { $0 = false }
             let id = waiting.recordID
-            #expect(try await env.eventually {
-                versions.withLock { $0.contains { $0.recordID == id && $0.campaignName != nil } }
-            })
+            #expect(
+                try await env.eventually {
+                    versions.withLock { $0.contains { $0.recordID == id && $0.campaignName != nil } }
+                })
             // Nothing follows it.
             try await Task.sleep(for: .milliseconds(300))
             let late = versions.withLock { $0 }.filter { $0.recordID == id }
@@ -276,7 +290,8 @@ import Testing
             // A wait of an hour, and retries that sleep for real: only a name known to be
             // failing lets the records go before the test's limit.
             let enricher = try makeEnricher(
-                options(port: port, wait: .seconds(3600)), env: env, sleep: { _ in try await Task.sleep(for: .seconds(3600)) })
+                options(port: port, wait: .seconds(3600)), env: env,
+                sleep: { _ in try await Task.sleep(for: .seconds(3600)) })
             fake.down.withLock { $0 = true }
             let first = await enricher.enrich([record(keyword: 21)])
             #expect(first.first?.keywordID == 21 && first.first?.keyword == nil)
@@ -345,7 +360,9 @@ import Testing
             let requests = fake.requests
             let tokens = fake.tokenRequests
             for id: Int64 in 2...20 {
-                await #expect(throws: (any Error).self) { _ = try await source.campaignName(id: id, orgID: FakeAppleAds.orgID) }
+                await #expect(throws: (any Error).self) {
+                    _ = try await source.campaignName(id: id, orgID: FakeAppleAds.orgID)
+                }
             }
             #expect(fake.requests == requests)
             #expect(fake.tokenRequests == tokens)
@@ -358,7 +375,9 @@ import Testing
         try await withSource { fake, source in
             fake.refuseClient.withLock { $0 = true }
             for id: Int64 in 1...20 {
-                await #expect(throws: (any Error).self) { _ = try await source.campaignName(id: id, orgID: FakeAppleAds.orgID) }
+                await #expect(throws: (any Error).self) {
+                    _ = try await source.campaignName(id: id, orgID: FakeAppleAds.orgID)
+                }
             }
             #expect(fake.clientRefusals.withLock { $0 } == 1)
             #expect(fake.requests == 0)
@@ -377,7 +396,9 @@ import Testing
             let source = try makeEnricher(options, env: env, sleep: { _ in }).source
             fake.tokenDown.withLock { $0 = true }
             for id: Int64 in 1...20 {
-                await #expect(throws: (any Error).self) { _ = try await source.campaignName(id: id, orgID: FakeAppleAds.orgID) }
+                await #expect(throws: (any Error).self) {
+                    _ = try await source.campaignName(id: id, orgID: FakeAppleAds.orgID)
+                }
             }
             // Every other name is refused without asking.
             #expect(fake.tokenFailures.withLock { $0 } == 1)
@@ -407,9 +428,12 @@ import Testing
             #expect(try await env.eventually { fake.tokenFailures.withLock { $0 } == 1 })
             // Nobody waits on the renewal: it says so itself (a revoked key shows now, not
             // at the token's end).
-            #expect(try await env.eventually {
-                lines.withLock { $0.contains { $0.contains("Apple Ads token renewal failed") && $0.contains("503") } }
-            })
+            #expect(
+                try await env.eventually {
+                    lines.withLock {
+                        $0.contains { $0.contains("Apple Ads token renewal failed") && $0.contains("503") }
+                    }
+                })
             // A renewal that hangs must not hold every lookup for its 30 s; the token
             // serves meanwhile, and a lookup is answered well within that.
             fake.tokenHangs.withLock { $0 = true }
@@ -427,7 +451,9 @@ import Testing
             fake.tokenHangs.withLock { $0 = false }
             // Past its end, there is no token to use.
             clock.withLock { $0 = $0.addingTimeInterval(3 * 60) }
-            await #expect(throws: (any Error).self) { _ = try await enricher.source.campaignName(id: 3, orgID: FakeAppleAds.orgID) }
+            await #expect(throws: (any Error).self) {
+                _ = try await enricher.source.campaignName(id: 3, orgID: FakeAppleAds.orgID)
+            }
         }
     }
 
@@ -513,7 +539,9 @@ import Testing
 
     /// `slow`: Apple Ads answers after the wait; `down`: it fails until it is back.
     /// A gateway asking the fake AdServices at `applePort` and the fake Apple Ads at `adsPort`.
-    func keywordGateway(_ env: TestEnvironment, applePort: Int, adsPort: Int, waitMs: Int) throws -> GatewayConfiguration {
+    func keywordGateway(_ env: TestEnvironment, applePort: Int, adsPort: Int, waitMs: Int) throws
+        -> GatewayConfiguration
+    {
         let yaml = """
             server: { host: 127.0.0.1, port: 0, log_level: warning }
             storage: { sqlite: { path: \(env.databasePath), durability: normal } }
@@ -533,7 +561,8 @@ import Testing
               local: { type: sqlite, backoff_initial_ms: 10, backoff_max_ms: 100 }
             """
         return try ConfigLoader.parse(
-            yaml: yaml, file: "keywords.yaml", environment: ["ADS_PRIVATE_KEY": key.pemRepresentation], registry: .builtIn)
+            yaml: yaml, file: "keywords.yaml", environment: ["ADS_PRIVATE_KEY": key.pemRepresentation],
+            registry: .builtIn)
     }
 
     /// The fake Apple Ads, and a gateway's configuration asking it and a fake AdServices
@@ -544,11 +573,15 @@ import Testing
     ) async throws {
         let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 87_675_432))
         try await withFake { fake, adsPort in
-            try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-                .test(.live) { appleClient in
-                    try await body(
-                        fake, try keywordGateway(env, applePort: try #require(appleClient.port), adsPort: adsPort, waitMs: waitMs))
-                }
+            try await Application(
+                router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0))
+            )
+            .test(.live) { appleClient in
+                try await body(
+                    fake,
+                    try keywordGateway(env, applePort: try #require(appleClient.port), adsPort: adsPort, waitMs: waitMs)
+                )
+            }
         }
     }
 
@@ -576,10 +609,14 @@ import Testing
         }
 
         func keywords(ids: [Int64], orgID: Int64?) async throws -> [Int64: (text: String, matchType: String?)]? { nil }
-        func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)? {
+        func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (
+            text: String, matchType: String?
+        )? {
             (await answer("keyword", "calm app"), "EXACT")
         }
-        func adGroupName(id: Int64, campaignID: Int64?, orgID: Int64?) async throws -> String? { await answer("adgroup", "Exact - Core") }
+        func adGroupName(id: Int64, campaignID: Int64?, orgID: Int64?) async throws -> String? {
+            await answer("adgroup", "Exact - Core")
+        }
         func campaignName(id: Int64, orgID: Int64?) async throws -> String? { await answer("campaign", "US Search") }
     }
 
@@ -598,7 +635,9 @@ import Testing
         defer { collector.cancel() }
         let record = record(keyword: 31)
         #expect(await enricher.enrich([record]).first?.keyword == nil)
-        for (kind, key) in [("keyword", AppleAdsNameKey.keyword(31)), ("adgroup", AppleAdsNameKey.adGroup(542_317_095))] {
+        for (kind, key) in [
+            ("keyword", AppleAdsNameKey.keyword(31)), ("adgroup", AppleAdsNameKey.adGroup(542_317_095)),
+        ] {
             source.release(kind)
             // Handled: its records no longer wait under it.
             #expect(try await env.eventually { !enricher.isWaiting(for: key) })
@@ -628,7 +667,8 @@ import Testing
             try await GatewayHTTP.makeApplication(gateway: try await Gateway.build(configuration: config)).test(.live) {
                 client in
                 let body = #"{"token": "QUJDREVG", "app_id": "1234567890", "app_user_id": "u-1"}"#
-                let response = try await client.execute(uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
+                let response = try await client.execute(
+                    uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body))
                 #expect(response.status == .accepted)
                 #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
                 #expect(try !named(env))
@@ -675,7 +715,9 @@ import Testing
                     try DatabaseQueue(path: env.databasePath).read { db in
                         try Row.fetchOne(
                             db,
-                            sql: "SELECT keyword, keyword_match_type, ad_group_name, campaign_name, keyword_id FROM attribution_records")
+                            sql:
+                                "SELECT keyword, keyword_match_type, ad_group_name, campaign_name, keyword_id FROM attribution_records"
+                        )
                     })
                 #expect(row["keyword"] as String? == "keyword 87675432")
                 #expect(row["keyword_match_type"] as String? == "EXACT")
@@ -685,9 +727,13 @@ import Testing
                 // Three names (keyword, ad group, campaign) were looked up: in time, or late.
                 let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
                 let outcome = late ? "late" : "fetched"
-                #expect(metrics.contains(#"gateway_enrichment_lookups_total{enricher="keyword_lookup",outcome="\#(outcome)"} 3"#))
+                #expect(
+                    metrics.contains(
+                        #"gateway_enrichment_lookups_total{enricher="keyword_lookup",outcome="\#(outcome)"} 3"#))
                 // KeywordNamesLate takes rate() of `late`: there from the start, at zero.
-                #expect(metrics.contains(#"gateway_enrichment_lookups_total{enricher="keyword_lookup",outcome="unknown"} 0"#))
+                #expect(
+                    metrics.contains(
+                        #"gateway_enrichment_lookups_total{enricher="keyword_lookup",outcome="unknown"} 0"#))
                 #expect(metrics.contains(#"gateway_delivery_latency_seconds_count{sink="local"}"#))
                 // Buckets reach a day: an outage's deliveries are not all in +Inf.
                 #expect(metrics.contains(#"gateway_delivery_latency_seconds_bucket{sink="local",le="86400.0"}"#))
@@ -699,15 +745,16 @@ import Testing
     /// anywhere finds `keys/ads.pem` beside its config.
     @Test func thePrivateKeyFileIsFoundRelativeToTheConfigFile() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder.appendingPathComponent("keys"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: folder.appendingPathComponent("keys"), withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         try P256.Signing.PrivateKey().pemRepresentation.write(
             to: folder.appendingPathComponent("keys/ads.pem"), atomically: true, encoding: .utf8)
         let config = folder.appendingPathComponent("config.yaml")
         try """
-            enrichers:
-              keyword_lookup: { client_id: SEARCHADS.c, team_id: SEARCHADS.t, key_id: k, private_key_file: keys/ads.pem }
-            """.write(to: config, atomically: true, encoding: .utf8)
+        enrichers:
+          keyword_lookup: { client_id: SEARCHADS.c, team_id: SEARCHADS.t, key_id: k, private_key_file: keys/ads.pem }
+        """.write(to: config, atomically: true, encoding: .utf8)
         #expect(FileManager.default.currentDirectoryPath != folder.path)
         let loaded = try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn)
         #expect(loaded.enrichers.count == 1)
@@ -731,8 +778,10 @@ import Testing
         let parameters = "-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n"
         #expect(try loads(parameters + P256.Signing.PrivateKey().pemRepresentation))
         // The first key in the file, whatever its label; indented as pasted into YAML.
-        let later = P384.Signing.PrivateKey().pemRepresentation.replacingOccurrences(of: "PRIVATE KEY", with: "EC PRIVATE KEY")
-        let indented = P256.Signing.PrivateKey().pemRepresentation.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n")
+        let later = P384.Signing.PrivateKey().pemRepresentation.replacingOccurrences(
+            of: "PRIVATE KEY", with: "EC PRIVATE KEY")
+        let indented = P256.Signing.PrivateKey().pemRepresentation.split(separator: "\n").map { "    " + $0 }.joined(
+            separator: "\n")
         #expect(try loads(indented + "\n" + later))
         let encrypted = "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n"
         #expect(try refusal(encrypted).contains("is encrypted"))
@@ -742,7 +791,9 @@ import Testing
         // Bytes that are not UTF-8 beside the key, and a byte-order mark, do not keep the
         // key from being read; a DER key is told to be converted.
         let key = P256.Signing.PrivateKey()
-        try (Data("# cl\u{E9} d'Apple\n".utf8.map { $0 == 0xC3 ? 0xE9 : $0 }.filter { $0 != 0xA9 }) + Data(key.pemRepresentation.utf8))
+        try
+            (Data("# cl\u{E9} d'Apple\n".utf8.map { $0 == 0xC3 ? 0xE9 : $0 }.filter { $0 != 0xA9 })
+            + Data(key.pemRepresentation.utf8))
             .write(to: file)
         #expect(try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn).enrichers.count == 1)
         #expect(try loads("\u{FEFF}" + key.pemRepresentation))
@@ -822,7 +873,8 @@ import Testing
             "Keywords Report", "Date Range: 2026-11-01 - 2026-11-26", "",
             ["Campaign Name", "Campaign ID", "Ad Group Name", "Ad Group ID", "Keyword", "Match Type", "Keyword ID"]
                 .joined(separator: separator),
-            ["Été US", "542370539", "Exact", "542317095", "méditation", "Exact", "87675432"].joined(separator: separator),
+            ["Été US", "542370539", "Exact", "542317095", "méditation", "Exact", "87675432"].joined(
+                separator: separator),
         ]
         let text = lines.joined(separator: "\r\n") + "\r\n"
         let data: Data =

@@ -21,19 +21,19 @@ import Testing
         }
         let config = env.directory.appendingPathComponent("file.yaml").path
         try """
-            server: { host: 127.0.0.1, port: 0, log_level: info }
-            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
-            providers: { iad: { enabled: true } }
-            sinks:
-              mp:
-                type: mixpanel
-                mode: file
-                directory: \(directory)
-                token: mp-file-token-0123
-                event_name: install
-                backoff_initial_ms: 50
-                backoff_max_ms: 100
-            """.write(toFile: config, atomically: true, encoding: .utf8)
+        server: { host: 127.0.0.1, port: 0, log_level: info }
+        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+        providers: { iad: { enabled: true } }
+        sinks:
+          mp:
+            type: mixpanel
+            mode: file
+            directory: \(directory)
+            token: mp-file-token-0123
+            event_name: install
+            backoff_initial_ms: 50
+            backoff_max_ms: 100
+        """.write(toFile: config, atomically: true, encoding: .utf8)
         func attempts() throws -> Int {
             try DatabaseQueue(path: env.databasePath).read { db in
                 try Int.fetchOne(db, sql: "SELECT MAX(attempts) FROM outbox") ?? 0
@@ -57,9 +57,12 @@ import Testing
         let roomy = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("roomy.log"))
         try await roomy.start()
         defer { roomy.kill(SIGKILL) }
-        #expect(try await env.eventually(seconds: 60) {
-            try DatabaseQueue(path: env.databasePath).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox") } == 0
-        })
+        #expect(
+            try await env.eventually(seconds: 60) {
+                try DatabaseQueue(path: env.databasePath).read { db in
+                    try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox")
+                } == 0
+            })
         let written = try eventFiles().values.filter { $0 != prefill }
         let added = try #require(written.first).dropFirst(prefill.count)
         #expect(written.count == 1)
@@ -67,7 +70,8 @@ import Testing
         let event = try JSONSerialization.jsonObject(with: Data(added.utf8)) as? [String: Any]
         #expect(event?["event"] as? String == "install")
         // Every line holds the project token: the files the gateway makes are its user's alone.
-        let engage = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).first { $0.hasPrefix("engage-") })
+        let engage = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: directory).first { $0.hasPrefix("engage-") })
         let mode = try FileManager.default.attributesOfItem(atPath: "\(directory)/\(engage)")[.posixPermissions] as? Int
         #expect(mode == 0o600)
     }

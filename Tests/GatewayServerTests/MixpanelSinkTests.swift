@@ -33,7 +33,9 @@ import Testing
                     return Self.answer(0, "expected application/json")
                 }
                 let body = try await request.body.collect(upTo: 10 << 20)
-                guard let updates = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [[String: Any]]
+                guard
+                    let updates = try JSONSerialization.jsonObject(with: Data(body.readableBytesView))
+                        as? [[String: Any]]
                 else { return Self.answer(0, "body must be a JSON array") }
                 let data = Data(body.readableBytesView)
                 self.bodies.withLock { $0.append(data) }
@@ -55,13 +57,15 @@ import Testing
                     return Response(status: .init(code: status))
                 }
                 if let answer = self.importAnswers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
-                    return Response(status: .init(code: answer.status), body: .init(byteBuffer: ByteBuffer(string: answer.body)))
+                    return Response(
+                        status: .init(code: answer.status), body: .init(byteBuffer: ByteBuffer(string: answer.body)))
                 }
                 let body = try await request.body.collect(upTo: 10 << 20)
                 let expected = "Basic " + Data("\(MixpanelSinkTests.token):".utf8).base64EncodedString()
                 guard request.headers[.authorization] == expected else { return Response(status: .unauthorized) }
                 guard request.headers[.contentType] == "application/json",
-                    let events = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [[String: Any]]
+                    let events = try JSONSerialization.jsonObject(with: Data(body.readableBytesView))
+                        as? [[String: Any]]
                 else { return Response(status: .badRequest) }
                 let received = (query: request.uri.query ?? "", body: Data(body.readableBytesView))
                 self.importBodies.withLock { $0.append(received) }
@@ -69,22 +73,28 @@ import Testing
                 for (index, event) in events.enumerated() {
                     let properties = event["properties"] as? [String: Any] ?? [:]
                     let insertID = properties["$insert_id"] as? String ?? ""
-                    let valid = insertID.count <= 36 && !insertID.isEmpty
+                    let valid =
+                        insertID.count <= 36 && !insertID.isEmpty
                         && insertID.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
                     var problem: (String, String)?
                     if event["event"] as? String == nil { problem = ("event", "missing") }
                     if properties["time"] as? Int == nil { problem = ("properties.time", "missing") }
-                    if (properties["distinct_id"] as? String ?? "").isEmpty { problem = ("properties.distinct_id", "missing") }
+                    if (properties["distinct_id"] as? String ?? "").isEmpty {
+                        problem = ("properties.distinct_id", "missing")
+                    }
                     if !valid { problem = ("properties.$insert_id", "invalid") }
                     if properties["asa_keyword"] as? String == "reject-me" {
                         problem = ("properties.asa_keyword", "value rejected")
                     }
                     if let (field, message) = problem {
-                        failures.append(#"{"index":\#(index),"$insert_id":"\#(insertID)","field":"\#(field)","message":"\#(message)"}"#)
+                        failures.append(
+                            #"{"index":\#(index),"$insert_id":"\#(insertID)","field":"\#(field)","message":"\#(message)"}"#
+                        )
                     }
                 }
                 let imported = events.count - failures.count
-                let json = failures.isEmpty
+                let json =
+                    failures.isEmpty
                     ? #"{"code":200,"num_records_imported":\#(imported),"status":"OK"}"#
                     : #"{"code":400,"error":"some data points in the request failed validation","status":"Bad Request","num_records_imported":\#(imported),"failed_records":[\#(failures.joined(separator: ","))]}"#
                 return Response(
@@ -127,9 +137,11 @@ import Testing
         }
 
         static func answer(_ status: Int, _ error: String?) -> Response {
-            let json = error.map { #"{"status":\#(status),"error":"\#($0)"}"# } ?? #"{"status":\#(status),"error":null}"#
+            let json =
+                error.map { #"{"status":\#(status),"error":"\#($0)"}"# } ?? #"{"status":\#(status),"error":null}"#
             return Response(
-                status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: json)))
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: json)))
         }
     }
 
@@ -174,7 +186,10 @@ import Testing
             #expect(set["asa_keyword"] as? String == "meditation app")
             // Set, not set once: it outranks an earlier failure's `false`.
             #expect(set["asa_attribution"] as? Bool == true)
-            #expect(updates.allSatisfy { $0["$distinct_id"] as? String == "user-42" && $0["$token"] as? String == Self.token })
+            #expect(
+                updates.allSatisfy {
+                    $0["$distinct_id"] as? String == "user-42" && $0["$token"] as? String == Self.token
+                })
         }
     }
 
@@ -281,7 +296,9 @@ import Testing
         try await run { fake, sink throws in
             let outcomes = try await sink.deliver([record(user: nil), record(user: "anon"), record(user: "0")])
             // Counted apart from what Mixpanel holds.
-            #expect(outcomes == Array(repeating: .declined(reason: "no real user id: nothing is sent to Mixpanel"), count: 3))
+            #expect(
+                outcomes
+                    == Array(repeating: .declined(reason: "no real user id: nothing is sent to Mixpanel"), count: 3))
             #expect(fake.requests.isEmpty)
         }
     }
@@ -289,8 +306,14 @@ import Testing
     @Test func throttlingIsRetriedAfterMixpanelsDelay() async throws {
         try await run { fake, sink throws in
             fake.answerNext([429, 503])
-            #expect(try await sink.deliver([record(user: "u1")]) == [.retry(reason: "Mixpanel answered 429", after: .seconds(3))])
-            #expect(try await sink.deliver([record(user: "u1")]) == [.retry(reason: "Mixpanel answered 503", after: .seconds(3))])
+            #expect(
+                try await sink.deliver([record(user: "u1")]) == [
+                    .retry(reason: "Mixpanel answered 429", after: .seconds(3))
+                ])
+            #expect(
+                try await sink.deliver([record(user: "u1")]) == [
+                    .retry(reason: "Mixpanel answered 503", after: .seconds(3))
+                ])
             #expect(try await sink.deliver([record(user: "u1")]) == [.delivered])
         }
     }
@@ -318,7 +341,8 @@ import Testing
             #expect(first["time"] as? Int == Int((batch[0].receivedAt.timeIntervalSince1970 * 1000).rounded()))
             #expect(first["asa_campaign_id"] as? Int == 542_370_539)
             #expect(first["asa_keyword"] as? String == "meditation app")
-            let again = try #require(imports.last?.events.compactMap { ($0["properties"] as? [String: Any])?["$insert_id"] as? String })
+            let again = try #require(
+                imports.last?.events.compactMap { ($0["properties"] as? [String: Any])?["$insert_id"] as? String })
             #expect(again == [batch[0].recordID, batch[1].recordID])
         }
     }
@@ -339,8 +363,12 @@ import Testing
             let installed = arrived.addingTimeInterval(-3 * 86_400)
             let batch = [
                 // Posted a day late: it lands on the day it was bought.
-                make(.purchase, user: "buyer") { $0.purchaseDate = dayBefore; $0.conversionDate = installed },
-                make(.install, user: "installer") { $0.conversionDate = installed; $0.purchaseDate = dayBefore },
+                make(.purchase, user: "buyer") {
+                    $0.purchaseDate = dayBefore; $0.conversionDate = installed
+                },
+                make(.install, user: "installer") {
+                    $0.conversionDate = installed; $0.purchaseDate = dayBefore
+                },
                 make(.reinstall, user: "returner") { $0.conversionDate = installed },
                 make(.session, user: "opener") { $0.conversionDate = installed },
                 make(.purchase, user: "undated"),
@@ -392,9 +420,10 @@ import Testing
         try await run(eventName: "ASA Install") { fake, sink throws in
             let outcomes = try await sink.deliver(
                 [record(user: "u1"), record(user: "u2", keyword: "reject-me"), record(user: "u3")])
-            #expect(outcomes == [
-                .delivered, .reject(reason: "Mixpanel /import: properties.asa_keyword: value rejected"), .delivered,
-            ])
+            #expect(
+                outcomes == [
+                    .delivered, .reject(reason: "Mixpanel /import: properties.asa_keyword: value rejected"), .delivered,
+                ])
         }
     }
 
@@ -410,7 +439,10 @@ import Testing
                         after: .seconds(3))
                 ])
             // Back: the profile goes, the event is refused again, and the record is dead-lettered for it.
-            #expect(try await sink.deliver([record]) == [.reject(reason: "Mixpanel /import: properties.asa_keyword: value rejected")])
+            #expect(
+                try await sink.deliver([record]) == [
+                    .reject(reason: "Mixpanel /import: properties.asa_keyword: value rejected")
+                ])
             #expect(fake.requests.count == 1)
         }
     }
@@ -434,9 +466,19 @@ import Testing
             }
             let records = [record(user: "u1"), record(user: "u2")]
             let proxy = try await sink.deliver(records)
-            #expect(proxy.allSatisfy { if case .retry(let reason, _) = $0 { reason.contains("without num_records_imported") } else { false } })
+            #expect(
+                proxy.allSatisfy {
+                    if case .retry(let reason, _) = $0 {
+                        reason.contains("without num_records_imported")
+                    } else {
+                        false
+                    }
+                })
             let partial = try await sink.deliver(records)
-            #expect(partial.allSatisfy { if case .retry(let reason, _) = $0 { reason.contains("1 of 2 events") } else { false } })
+            #expect(
+                partial.allSatisfy {
+                    if case .retry(let reason, _) = $0 { reason.contains("1 of 2 events") } else { false }
+                })
             #expect(try await sink.deliver(records) == [.delivered, .delivered])
         }
     }
@@ -450,13 +492,19 @@ import Testing
             // /import 302: the profile's outcome is the record's.
             #expect(
                 try await sink.deliver([record(user: "u1")])
-                    == [.retry(reason: "Mixpanel answered 307 (a redirect to \(elsewhere), not followed)", after: .zero)])
+                    == [
+                        .retry(reason: "Mixpanel answered 307 (a redirect to \(elsewhere), not followed)", after: .zero)
+                    ])
             // A record without profile properties goes to /import alone.
             var event = AttributionRecord(provider: "s2s", kind: .event, dedupeKey: "s2s:\(UUID())", receivedAt: Date())
             event.appUserID = "u2"
             #expect(
                 try await sink.deliver([event])
-                    == [.retry(reason: "Mixpanel /import answered 308 (a redirect to \(elsewhere), not followed)", after: .zero)])
+                    == [
+                        .retry(
+                            reason: "Mixpanel /import answered 308 (a redirect to \(elsewhere), not followed)",
+                            after: .zero)
+                    ])
         }
         #expect(trap.redirects == 3)
         // Neither the updates nor /import's Basic credentials went to the other host.
@@ -525,7 +573,8 @@ import Testing
     /// gives one, and never the project token, whatever the answer quoted.
     @Test func aRefusalsReasonIsMixpanelsMessageWithoutTheToken() {
         let token = MixpanelSinkTests.token
-        #expect(MixpanelRefusal.reason(#"{"error": "bad $distinct_id", "status": 0}"#, token: token) == "bad $distinct_id")
+        #expect(
+            MixpanelRefusal.reason(#"{"error": "bad $distinct_id", "status": 0}"#, token: token) == "bad $distinct_id")
         let echoed = MixpanelRefusal.reason(#"{"error": "token \#(token) is not a project"}"#, token: token)
         #expect(!echoed.contains(token) && echoed.contains("<project token>"))
         let page = MixpanelRefusal.reason("<html>proxy refused Authorization for \(token)</html>", token: token)

@@ -112,7 +112,8 @@ import Testing
             configuration: try env.configuration(), logger: Logger(label: "gateway", factory: { _ in handler }))
         // As a full disk would: every insert of a record fails.
         try await DatabaseQueue(path: env.databasePath).write { db in
-            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON records BEGIN SELECT RAISE(ABORT, 'no room'); END")
+            try db.execute(
+                sql: "CREATE TRIGGER refuse BEFORE INSERT ON records BEGIN SELECT RAISE(ABORT, 'no room'); END")
         }
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             let response = try await client.execute(
@@ -202,7 +203,8 @@ import Testing
             #expect(try await env.eventually { gateway.health.stoppedSinks.isEmpty })
             // A record from last year, just imported, has waited for its sink no time at all…
             var imported = AttributionRecord(
-                provider: "iad", kind: .install, dedupeKey: "iad:1:imported", receivedAt: Date().addingTimeInterval(-365 * 86400))
+                provider: "iad", kind: .install, dedupeKey: "iad:1:imported",
+                receivedAt: Date().addingTimeInterval(-365 * 86400))
             imported.appID = "1"
             _ = try await gateway.pipeline.ingest([imported])
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
@@ -248,7 +250,8 @@ import Testing
               inline: { type: sqlite }
               ordered: { type: sqlite, path: \(env.directory.appendingPathComponent("ordered.sqlite").path), in_device_order: true }
             """
-        let configuration = try ConfigLoader.parse(yaml: yaml, file: "latency.yaml", environment: [:], registry: .builtIn)
+        let configuration = try ConfigLoader.parse(
+            yaml: yaml, file: "latency.yaml", environment: [:], registry: .builtIn)
         let gateway = try await Gateway.build(configuration: configuration)
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             var imported = AttributionRecord(
@@ -285,7 +288,8 @@ import Testing
         record.appID = "1"
         _ = try await before.pipeline.ingest([record])
         try await before.sqlite!.pool.write { db in
-            try db.execute(sql: "UPDATE outbox SET sink = 'retired', created_at = created_at - 3600 WHERE sink = 'local'")
+            try db.execute(
+                sql: "UPDATE outbox SET sink = 'retired', created_at = created_at - 3600 WHERE sink = 'local'")
         }
 
         let gateway = try await Gateway.build(configuration: configuration)
@@ -313,7 +317,8 @@ import Testing
         let configuration = try env.configuration(paused: true)
         let before = try await Gateway.build(configuration: configuration)
         _ = try await before.store.addPending(
-            PendingWork(provider: "adservices", dedupeKey: "adservices:t", appID: "1", receivedAt: Date(), state: Data()),
+            PendingWork(
+                provider: "adservices", dedupeKey: "adservices:t", appID: "1", receivedAt: Date(), state: Data()),
             now: Date())
         let gateway = try await Gateway.build(configuration: configuration)
         #expect(gateway.resolvers["adservices"] == nil)

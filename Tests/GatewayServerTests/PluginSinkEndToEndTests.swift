@@ -31,12 +31,16 @@ import Testing
                 uri: "/v1/iad", method: .post, body: ByteBuffer(string: IAdPayloads.attributed(user: "csv-user")))
             #expect(attributed.status == .accepted)
             let organic = #"{"app_id": "1", "app_user_id": "organic", "Version3.1": {"iad-attribution": "false"}}"#
-            #expect(try await client.execute(uri: "/v1/iad", method: .post, body: ByteBuffer(string: organic)).status == .accepted)
+            #expect(
+                try await client.execute(uri: "/v1/iad", method: .post, body: ByteBuffer(string: organic)).status
+                    == .accepted)
 
             #expect(try await env.eventually { try env.deliveredRecordIDs().count == 2 })
-            #expect(try await env.eventually {
-                (try? String(contentsOfFile: csv, encoding: .utf8))?.contains("csv-user,meditation app,US Search - Meditation") == true
-            })
+            #expect(
+                try await env.eventually {
+                    (try? String(contentsOfFile: csv, encoding: .utf8))?.contains(
+                        "csv-user,meditation app,US Search - Meditation") == true
+                })
             let text = try String(contentsOfFile: csv, encoding: .utf8)
             #expect(!text.contains("organic"))
             #expect(text.split(separator: "\r\n").count == 2)

@@ -72,7 +72,9 @@ import Testing
     }
 
     @Test func anIPv6CallerIsLimitedByItsSlash64() throws {
-        func caller(_ ip: String) throws -> String { RateLimitMiddleware.ipCaller(ClientAddress.peer(try SocketAddress(ipAddress: ip, port: 1))!) }
+        func caller(_ ip: String) throws -> String {
+            RateLimitMiddleware.ipCaller(ClientAddress.peer(try SocketAddress(ipAddress: ip, port: 1))!)
+        }
         #expect(try caller("2001:db8:1:2::1") == caller("2001:db8:1:2:ffff:ffff:ffff:ffff"))
         #expect(try caller("2001:db8:1:2::1") != caller("2001:db8:1:3::1"))
         #expect(try caller("192.0.2.7") == "ip:192.0.2.7")
@@ -85,12 +87,14 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let key = "key-for-app-1234567890"
-        let yaml = env.yaml() + """
+        let yaml =
+            env.yaml() + """
 
-            auth:
-              api_keys: [ { app_id: "1234567890", key: "\(key)", scope: backend } ]
-            """
-        var configuration = try ConfigLoader.parse(yaml: yaml, file: "limits.yaml", environment: [:], registry: .builtIn)
+                auth:
+                  api_keys: [ { app_id: "1234567890", key: "\(key)", scope: backend } ]
+                """
+        var configuration = try ConfigLoader.parse(
+            yaml: yaml, file: "limits.yaml", environment: [:], registry: .builtIn)
         configuration.server.rateLimits.perKey = .init(rate: 0.001, burst: 2)
         let gateway = try await Gateway.build(configuration: configuration)
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
@@ -98,7 +102,8 @@ import Testing
                 try await Self.postIAd(client, authorization: authorization, user: "spelled-\(index)")
             }
             var statuses: [Int] = []
-            for (index, spelling) in ["Bearer \(key)", "bearer \(key)", "BEARER  \(key)", "Bearer \(key) "].enumerated() {
+            for (index, spelling) in ["Bearer \(key)", "bearer \(key)", "BEARER  \(key)", "Bearer \(key) "].enumerated()
+            {
                 statuses.append(try await post(spelling, index))
             }
             #expect(statuses == [202, 202, 429, 429])
@@ -122,14 +127,16 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let shipped = "sdk-key-for-app-1234567890", backend = "backend-key-for-app-1234567890"
-        let yaml = env.yaml() + """
+        let yaml =
+            env.yaml() + """
 
-            auth:
-              api_keys:
-                - { app_id: "1234567890", key: "\(shipped)", shipped_in_app: true }
-                - { app_id: "1234567890", key: "\(backend)", scope: backend }
-            """
-        var configuration = try ConfigLoader.parse(yaml: yaml, file: "limits.yaml", environment: [:], registry: .builtIn)
+                auth:
+                  api_keys:
+                    - { app_id: "1234567890", key: "\(shipped)", shipped_in_app: true }
+                    - { app_id: "1234567890", key: "\(backend)", scope: backend }
+                """
+        var configuration = try ConfigLoader.parse(
+            yaml: yaml, file: "limits.yaml", environment: [:], registry: .builtIn)
         #expect(configuration.auth.apiKeys.map(\.scope) == [.app, .backend])
         configuration.server.rateLimits.perKey = .init(rate: 0.001, burst: 2)
         let gateway = try await Gateway.build(configuration: configuration)
@@ -150,8 +157,10 @@ import Testing
     static func postIAd(_ client: some TestClientProtocol, authorization: String, user: String) async throws -> Int {
         let body = ByteBuffer(string: IAdPayloads.attributed(user: user))
         return Int(
-            try await client.execute(uri: "/v1/iad", method: .post, headers: [.authorization: authorization], body: body)
-                .status.code)
+            try await client.execute(
+                uri: "/v1/iad", method: .post, headers: [.authorization: authorization], body: body
+            )
+            .status.code)
     }
 
     @Test func limitsAreConfigured() throws {

@@ -67,7 +67,8 @@ import Testing
         try await Application(router: vendors.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             .test(.live) { vendorClient in
                 let port = try #require(vendorClient.port)
-                let config = try ConfigLoader.parse(yaml: yaml(port), file: "s2s.yaml", environment: [:], registry: .builtIn)
+                let config = try ConfigLoader.parse(
+                    yaml: yaml(port), file: "s2s.yaml", environment: [:], registry: .builtIn)
                 let gateway = try await Gateway.build(configuration: config)
                 try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
                     try await body(client, gateway)
@@ -171,16 +172,19 @@ import Testing
         defer { env.remove() }
         let vendors = FakeVendors()
         // The two configurations differ in the `vendor:` line only.
-        let lines = { (port: Int, vendor: String) in yaml(env, vendorPort: port, vendor: vendor).split(separator: "\n") }
+        let lines = { (port: Int, vendor: String) in yaml(env, vendorPort: port, vendor: vendor).split(separator: "\n")
+        }
         let differing = zip(lines(1, "singular"), lines(1, "adjust")).filter { $0 != $1 }
         #expect(differing.count == 1 && differing[0].0.contains("vendor: singular"))
 
-        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, _ async throws in
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) {
+            client, _ async throws in
             #expect(try await post(client, Self.threeEvents).status == .accepted)
             #expect(try await env.eventually { vendors.accepted("singular").count == 3 })
         }
         let later = "[" + Self.event("event", name: "level_up", user: "user-2") + "]"
-        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "adjust") }) { client, _ async throws in
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "adjust") }) {
+            client, _ async throws in
             #expect(try await post(client, later).status == .accepted)
             #expect(try await env.eventually { vendors.accepted("adjust").count == 1 })
             #expect(vendors.accepted("singular").count == 3)
@@ -194,7 +198,8 @@ import Testing
         try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, _ in
             let answer = { (body: String) async throws -> [String: Any] in
                 let response = try await post(client, body)
-                return try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
+                return try #require(
+                    try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
             }
             let one = Self.event("event", name: "level_up", extra: #""event_id":"one""#)
             // A client batching what it has sends one event as often as many.
@@ -216,17 +221,28 @@ import Testing
         let vendors = FakeVendors()
         let denied = "D0D0D0D0-2222-2222-2222-222222222222"
         let allowed = "A0A0A0A0-3333-3333-3333-333333333333"
-        let body = "[" + [
-            Self.event("event", name: "level_up", user: "denied", idfv: "11111111-1111-1111-1111-111111111111", idfa: denied, att: 2),
-            Self.event("event", name: "level_up", user: "allowed", idfv: "22222222-2222-2222-2222-222222222222", idfa: allowed, att: 3),
-            Self.event("event", name: "level_up", user: "zeros", idfv: "33333333-3333-3333-3333-333333333333", idfa: Self.zeroIDFA, att: 3),
-        ].joined(separator: ",") + "]"
-        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "[singular, appsflyer, adjust]") }) {
+        let body =
+            "["
+            + [
+                Self.event(
+                    "event", name: "level_up", user: "denied", idfv: "11111111-1111-1111-1111-111111111111",
+                    idfa: denied, att: 2),
+                Self.event(
+                    "event", name: "level_up", user: "allowed", idfv: "22222222-2222-2222-2222-222222222222",
+                    idfa: allowed, att: 3),
+                Self.event(
+                    "event", name: "level_up", user: "zeros", idfv: "33333333-3333-3333-3333-333333333333",
+                    idfa: Self.zeroIDFA, att: 3),
+            ].joined(separator: ",") + "]"
+        try await withGateway(
+            vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "[singular, appsflyer, adjust]") }
+        ) {
             client, gateway in
             let response = try await post(client, body)
             #expect(response.status == .accepted)
             struct Results: Decodable { struct R: Decodable { let record_id: String }; let results: [R] }
-            let ids = try JSONDecoder().decode(Results.self, from: Data(response.body.readableBytesView)).results.map(\.record_id)
+            let ids = try JSONDecoder().decode(Results.self, from: Data(response.body.readableBytesView)).results.map(
+                \.record_id)
             #expect(ids.count == 3)
 
             // Storage.
@@ -263,10 +279,12 @@ import Testing
         let vendors = FakeVendors()
         // One device: its events go in order, so the consented one arriving means the
         // other was not sent.
-        let body = "[" + [
-            Self.event("event", name: "level_up", user: "u", att: 2),
-            Self.event("event", name: "level_up", user: "u", att: 3, extra: #""properties":{"second":true}"#),
-        ].joined(separator: ",") + "]"
+        let body =
+            "["
+            + [
+                Self.event("event", name: "level_up", user: "u", att: 2),
+                Self.event("event", name: "level_up", user: "u", att: 3, extra: #""properties":{"second":true}"#),
+            ].joined(separator: ",") + "]"
         let yaml: @Sendable (Int) -> String = { port in
             self.yaml(env, vendorPort: port, vendor: "singular", singularExtra: "\n        require_consent: true")
         }
@@ -314,11 +332,19 @@ import Testing
         defer { env.remove() }
         let vendors = FakeVendors()
         vendors.echoes.withLock { $0 = 1 }
-        let key = ["singular": FakeVendors.singularKey, "appsflyer": FakeVendors.appsFlyerKey, "adjust": FakeVendors.adjustToken][vendor]!
-        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: vendor) }) { client, gateway in
+        let key = [
+            "singular": FakeVendors.singularKey, "appsflyer": FakeVendors.appsFlyerKey,
+            "adjust": FakeVendors.adjustToken,
+        ][vendor]!
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: vendor) }) {
+            client, gateway in
             #expect(try await post(client, Self.event("event", name: "level_up")).status == .accepted)
-            #expect(try await env.eventually { try await !gateway.store.deadLetters(sink: "s2s.\(vendor)", limit: 10).isEmpty })
-            let reason = try #require(try await gateway.store.deadLetters(sink: "s2s.\(vendor)", limit: 10).first?.error)
+            #expect(
+                try await env.eventually {
+                    try await !gateway.store.deadLetters(sink: "s2s.\(vendor)", limit: 10).isEmpty
+                })
+            let reason = try #require(
+                try await gateway.store.deadLetters(sink: "s2s.\(vendor)", limit: 10).first?.error)
             // The page was kept, and the key taken out of it.
             #expect(reason.contains("answered 400") && reason.contains("<key>"), "\(reason)")
             #expect(!reason.contains(key), "\(reason)")
@@ -330,10 +356,15 @@ import Testing
         defer { env.remove() }
         let vendors = FakeVendors()
         vendors.outage.withLock { $0 = 40 }
-        let body = "[" + (0..<20).map { index in
-            Self.event("event", name: "level_up", user: "user-\(index)", idfv: UUID().uuidString, extra: #""properties":{"seq":\#(index)}"#)
-        }.joined(separator: ",") + "]"
-        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, gateway in
+        let body =
+            "["
+            + (0..<20).map { index in
+                Self.event(
+                    "event", name: "level_up", user: "user-\(index)", idfv: UUID().uuidString,
+                    extra: #""properties":{"seq":\#(index)}"#)
+            }.joined(separator: ",") + "]"
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) {
+            client, gateway in
             #expect(try await post(client, body).status == .accepted)
             #expect(try await env.eventually { vendors.outage.withLock { $0 } == 0 })
             #expect(try await env.eventually { vendors.accepted("singular").count == 20 })
@@ -355,9 +386,12 @@ import Testing
         let vendors = FakeVendors()
         vendors.outage.withLock { $0 = 1_000_000 }
         let copy = env.directory.appendingPathComponent("restored.sqlite").path
-        let body = "[" + (0..<3).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
+        let body =
+            "["
+            + (0..<3).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
             .joined(separator: ",") + "]"
-        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, gateway in
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) {
+            client, gateway in
             #expect(try await post(client, body).status == .accepted)
             #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.singular"]?.depth == 3 })
             _ = try StoreBackup.copy(gateway.sqlite!, to: copy)
@@ -403,7 +437,9 @@ import Testing
         defer { env.remove() }
         let vendors = FakeVendors()
         vendors.outage.withLock { $0 = 1_000_000 }
-        let body = "[" + (0..<2).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
+        let body =
+            "["
+            + (0..<2).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
             .joined(separator: ",") + "]"
         try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) {
             (client: TestClientProtocol, gateway: Gateway) async throws in
@@ -413,16 +449,24 @@ import Testing
         // As a kill leaves it: the first event's request was out, its answer not written.
         let queue = try DatabaseQueue(path: env.databasePath)
         try await queue.write { db in
-            try db.execute(sql: "UPDATE outbox SET sending_since = 1 WHERE id = (SELECT MIN(id) FROM outbox WHERE sink = 's2s.singular')")
+            try db.execute(
+                sql:
+                    "UPDATE outbox SET sending_since = 1 WHERE id = (SELECT MIN(id) FROM outbox WHERE sink = 's2s.singular')"
+            )
         }
         vendors.outage.withLock { $0 = 0 }
         try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) {
             (_: TestClientProtocol, gateway: Gateway) async throws in
             #expect(try await env.eventually { vendors.accepted("singular").count == 1 })
             // Written with the rest of the batch, after the other event's answer.
-            #expect(try await env.eventually { try await gateway.store.deadLetters(sink: "s2s.singular", limit: 10).count == 1 })
+            #expect(
+                try await env.eventually {
+                    try await gateway.store.deadLetters(sink: "s2s.singular", limit: 10).count == 1
+                })
             let letters = try await gateway.store.deadLetters(sink: "s2s.singular", limit: 10)
-            #expect(letters.first?.error.contains("the gateway stopped before its answer was written: it may have counted it") == true)
+            #expect(
+                letters.first?.error.contains(
+                    "the gateway stopped before its answer was written: it may have counted it") == true)
             #expect(try await gateway.store.outboxStats()["s2s.singular"] == nil)
             try await Task.sleep(for: .milliseconds(200))
             #expect(vendors.accepted("singular").count == 1)
@@ -438,10 +482,14 @@ import Testing
         defer { env.remove() }
         let vendors = FakeVendors()
         vendors.openAtOnce.withLock { $0 = 16 }
-        let body = "[" + (0..<16).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
+        let body =
+            "["
+            + (0..<16).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
             .joined(separator: ",") + "]"
         let extra = "\n        concurrency: 16\n        timeout_ms: 30000"
-        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: extra) }) {
+        try await withGateway(
+            vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: extra) }
+        ) {
             (client: TestClientProtocol, gateway: Gateway) async throws in
             #expect(try await post(client, body).status == .accepted)
             #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.singular"] == nil })
@@ -460,7 +508,9 @@ import Testing
         let vendors = FakeVendors()
         let outage = 1_000_000
         vendors.outage.withLock { $0 = outage }
-        let body = "[" + (0..<20).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
+        let body =
+            "["
+            + (0..<20).map { Self.event("event", name: "level_up", user: "user-\($0)", idfv: UUID().uuidString) }
             .joined(separator: ",") + "]"
         // Retries seconds away: the first batch's requests are all this test sees.
         let slow: @Sendable (Int) -> String = { port in
@@ -468,7 +518,8 @@ import Testing
                 .replacingOccurrences(of: "backoff_initial_ms: 10\n", with: "backoff_initial_ms: 5000\n")
                 .replacingOccurrences(of: "backoff_max_ms: 50\n", with: "backoff_max_ms: 50000\n")
         }
-        try await withGateway(vendors, env: env, yaml: slow) { (client: TestClientProtocol, gateway: Gateway) async throws in
+        try await withGateway(vendors, env: env, yaml: slow) {
+            (client: TestClientProtocol, gateway: Gateway) async throws in
             #expect(try await post(client, body).status == .accepted)
             #expect(try await env.eventually { vendors.outage.withLock { $0 } < outage })
             try await Task.sleep(for: .milliseconds(500))
@@ -514,7 +565,11 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let vendors = FakeVendors()
-        if stalled503 { vendors.stalledAnswers.withLock { $0 = [.serviceUnavailable] } } else { vendors.slowAnswers.withLock { $0 = 1 } }
+        if stalled503 {
+            vendors.stalledAnswers.withLock { $0 = [.serviceUnavailable] }
+        } else {
+            vendors.slowAnswers.withLock { $0 = 1 }
+        }
         // The timeout is far from both the vendor's hold and a loaded machine's delays: the
         // status of the stalled answer arrives well within it, the held answer far past it.
         vendors.holdFor.withLock { $0 = .seconds(12) }
@@ -548,7 +603,8 @@ import Testing
             func field(_ body: String) async throws -> String? {
                 let response = try await post(client, body)
                 #expect(response.status == .unprocessableContent)
-                let json = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
+                let json =
+                    try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
                 return (json?["error"] as? [String: Any])?["field"] as? String
             }
             let other = Self.event("purchase", extra: #""revenue":999.99,"currency":"USD","transaction_id":"7""#)
@@ -575,13 +631,21 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let vendors = FakeVendors()
-        if stalled200 { vendors.stalledAnswers.withLock { $0 = [.ok] } } else { vendors.slowAnswers.withLock { $0 = 1 } }
+        if stalled200 {
+            vendors.stalledAnswers.withLock { $0 = [.ok] }
+        } else {
+            vendors.slowAnswers.withLock { $0 = 1 }
+        }
         let purchase = Self.event("purchase", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000999""#)
         try await withGateway(
-            vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: "\n        timeout_ms: 300") }
+            vendors, env: env,
+            yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: "\n        timeout_ms: 300") }
         ) { client, gateway in
             #expect(try await post(client, purchase).status == .accepted)
-            #expect(try await env.eventually { try await !gateway.store.deadLetters(sink: "s2s.singular", limit: 10).isEmpty })
+            #expect(
+                try await env.eventually {
+                    try await !gateway.store.deadLetters(sink: "s2s.singular", limit: 10).isEmpty
+                })
             let letter = try #require(try await gateway.store.deadLetters(sink: "s2s.singular", limit: 10).first)
             #expect(letter.error.contains("may have counted it"))
             // Past the slow answer and any backoff: the vendor saw it once.
@@ -596,11 +660,14 @@ import Testing
         let vendors = FakeVendors()
         let optedOut = UUID().uuidString
         vendors.optedOut.withLock { $0 = [optedOut] }
-        let body = "[" + [
-            Self.event("event", name: "level_up", user: "user-in", idfv: UUID().uuidString),
-            Self.event("event", name: "level_up", user: "user-out", idfv: optedOut),
-        ].joined(separator: ",") + "]"
-        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "adjust") }) { client, gateway in
+        let body =
+            "["
+            + [
+                Self.event("event", name: "level_up", user: "user-in", idfv: UUID().uuidString),
+                Self.event("event", name: "level_up", user: "user-out", idfv: optedOut),
+            ].joined(separator: ",") + "]"
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "adjust") }) {
+            client, gateway in
             #expect(try await post(client, body).status == .accepted)
             #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.adjust"] == nil })
             #expect(vendors.accepted("adjust").count == 1)
@@ -623,7 +690,8 @@ import Testing
         // The backend's purchase reached the gateway before the app's Adjust SDK reached Adjust.
         vendors.unknownToAdjust.withLock { $0 = [racing: 3] }
         let body = Self.event("event", name: "level_up", user: "user-racing", idfv: racing)
-        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "adjust") }) { (client: TestClientProtocol, gateway: Gateway) async throws in
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "adjust") }) {
+            (client: TestClientProtocol, gateway: Gateway) async throws in
             #expect(try await post(client, body).status == .accepted)
             #expect(try await env.eventually { try await gateway.store.outboxStats()["s2s.adjust"] == nil })
             let notFound = [String](repeating: "adjust: Device not found", count: 3)
@@ -645,7 +713,8 @@ import Testing
              "attributed_touch_type":"click","app_id":"id\(Self.appID)","customer_user_id":"user-9",
              "appsflyer_id":"1698811503838-6471005","idfv":"\(Self.idfv)","country_code":"us"}
             """
-        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, gateway in
+        try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) {
+            client, gateway in
             let path = "/v1/s2s/appsflyer/callbacks"
             let none = try await post(client, install, uri: path)
             #expect(none.status == .unauthorized)
@@ -673,19 +742,23 @@ import Testing
                 uri: path, method: .post, headers: [.authorization: "Bearer \(Self.callbackSecret)"],
                 body: ByteBuffer(string: install))
             #expect(again.status == .ok)
-            #expect(try JSONDecoder().decode(Answer.self, from: Data(again.body.readableBytesView)).status == "duplicate")
+            #expect(
+                try JSONDecoder().decode(Answer.self, from: Data(again.body.readableBytesView)).status == "duplicate")
 
             // Adjust calls back with a GET and the secret in the URL.
-            let query = "activity_kind=install&network_name=Organic&is_organic=1&installed_at=1698811507"
+            let query =
+                "activity_kind=install&network_name=Organic&is_organic=1&installed_at=1698811507"
                 + "&adid=0123456789abcdef0123456789abcdef&app_id=\(Self.appID)"
             let adjust = try await client.execute(
                 uri: "/v1/s2s/adjust/callbacks?\(query)&secret=\(Self.callbackSecret)", method: .get)
             #expect(adjust.status == .ok)
             let organic = try JSONDecoder().decode(Answer.self, from: Data(adjust.body.readableBytesView))
             let organicRecord = try #require(try await gateway.store.record(id: organic.record_id))
-            #expect(!organicRecord.attributed && organicRecord.network == "Organic" && organicRecord.campaignName == nil)
+            #expect(
+                !organicRecord.attributed && organicRecord.network == "Organic" && organicRecord.campaignName == nil)
             // Values in the URL read as a form's do: `+` is a space, `%2B` a plus.
-            let spaced = "activity_kind=install&network_name=Apple+Search+Ads&campaign_name=Winter%20Sale+US%2B&is_organic=0"
+            let spaced =
+                "activity_kind=install&network_name=Apple+Search+Ads&campaign_name=Winter%20Sale+US%2B&is_organic=0"
                 + "&installed_at=1698811508&adid=0123456789abcdef0123456789abcdef&app_id=\(Self.appID)"
             let named = try await client.execute(
                 uri: "/v1/s2s/adjust/callbacks?\(spaced)&secret=\(Self.callbackSecret)", method: .get)
@@ -705,7 +778,8 @@ import Testing
                 .replacingOccurrences(of: "1698811503838-6471005", with: "1698811503838-6471006")
             #expect(!appless.contains("app_id"))
             let fromURL = try await client.execute(
-                uri: path + "?app_id=id987654321&secret=\(Self.callbackSecret)", method: .post, body: ByteBuffer(string: appless))
+                uri: path + "?app_id=id987654321&secret=\(Self.callbackSecret)", method: .post,
+                body: ByteBuffer(string: appless))
             #expect(fromURL.status == .ok)
             let urlAnswer = try JSONDecoder().decode(Answer.self, from: Data(fromURL.body.readableBytesView))
             #expect(try await gateway.store.record(id: urlAnswer.record_id)?.appID == "987654321")
@@ -760,7 +834,8 @@ import Testing
         defer { env.remove() }
         let seconds = Int(Date().timeIntervalSince1970) - 60
         let iso = ISO8601.format(Date(timeIntervalSince1970: TimeInterval(seconds)))
-        let raw = #"{"type":"event","name":"level_up","app_id":"\#(Self.appID)","idfv":"\#(Self.idfv.lowercased())","att_status":2,"timestamp":"\#(iso)"}"#
+        let raw =
+            #"{"type":"event","name":"level_up","app_id":"\#(Self.appID)","idfv":"\#(Self.idfv.lowercased())","att_status":2,"timestamp":"\#(iso)"}"#
         let oldKey = DedupeKey.make(
             "s2s", Self.appID, "content",
             Hex.lowercase(SHA256.hash(data: Data(try JSONValue.parse(Data(raw.utf8)).jsonText.utf8))))
@@ -770,9 +845,13 @@ import Testing
         // in milliseconds).
         let rawLater = raw.replacingOccurrences(of: "level_up", with: "level_down")
         try await DatabaseQueue(path: env.databasePath).write { db in
-            for (id, key, body) in [("old-1", oldKey, raw), ("old-2", "s2s:\(Self.appID):event:\(String(repeating: "0", count: 64))", rawLater)] {
+            for (id, key, body) in [
+                ("old-1", oldKey, raw),
+                ("old-2", "s2s:\(Self.appID):event:\(String(repeating: "0", count: 64))", rawLater),
+            ] {
                 try db.execute(
-                    sql: "INSERT INTO records (record_id, dedupe_key, provider, received_at, body) VALUES (?, ?, 's2s', 0, ?)",
+                    sql:
+                        "INSERT INTO records (record_id, dedupe_key, provider, received_at, body) VALUES (?, ?, 's2s', 0, ?)",
                     arguments: [
                         id, key,
                         #"{"record_id":"\#(id)","provider":"s2s","kind":"event","app_id":"\#(Self.appID)","raw":\#(body)}"#,
@@ -782,9 +861,12 @@ import Testing
         let vendors = FakeVendors()
         try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular") }) { client, _ in
             for name in ["level_up", "level_down"] {
-                let resend = #"{"type":"event","name":"\#(name)","app_id":"\#(Self.appID)","idfv":"\#(Self.idfv)","att_status":2,"timestamp":\#(seconds)}"#
+                let resend =
+                    #"{"type":"event","name":"\#(name)","app_id":"\#(Self.appID)","idfv":"\#(Self.idfv)","att_status":2,"timestamp":\#(seconds)}"#
                 let again = try await post(client, resend)
-                #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"), "\(name): \(String(buffer: again.body))")
+                #expect(
+                    again.status == .ok && String(buffer: again.body).contains("duplicate"),
+                    "\(name): \(String(buffer: again.body))")
             }
         }
         #expect(vendors.accepted.isEmpty)
@@ -794,7 +876,8 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let vendors = FakeVendors()
-        let refund = Self.event("refund", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000123456789""#)
+        let refund = Self.event(
+            "refund", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000123456789""#)
         try await withGateway(vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "adjust") }) {
             (client: TestClientProtocol, gateway: Gateway) async throws in
             let unnamed = try await post(client, Self.event("refund", extra: #""revenue":9.99,"currency":"USD""#))
@@ -805,7 +888,9 @@ import Testing
             // App Store Server Notifications are resent, a resend may differ in its time and
             // event id: one refund per purchase all the same.
             let resent = Self.event(
-                "refund", extra: #""event_id":"notification-2","revenue":9.99,"currency":"USD","transaction_id":"2000000123456789""#)
+                "refund",
+                extra:
+                    #""event_id":"notification-2","revenue":9.99,"currency":"USD","transaction_id":"2000000123456789""#)
             let again = try await post(client, resent)
             #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"))
             #expect(try await env.eventually { try sinkRows(env).values.map(\.kind) == ["refund"] })

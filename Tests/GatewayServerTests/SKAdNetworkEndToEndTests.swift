@@ -53,7 +53,8 @@ import Testing
             "4.0", "example123.skadnetwork", "5239", "525463029", transaction, "false", "example.com", "1", "true",
             String(sequence),
         ].joined(separator: "\u{2063}")
-        fields["attribution-signature"] = try key.signature(for: Data(message.utf8)).derRepresentation.base64EncodedString()
+        fields["attribution-signature"] = try key.signature(for: Data(message.utf8)).derRepresentation
+            .base64EncodedString()
         return fields
     }
 
@@ -76,7 +77,8 @@ import Testing
         var unique: [[String: Any]] = []
         for install in 0..<2000 {
             for sequence in 0..<3 {
-                unique.append(try postback(transaction: "tx-\(install)", sequence: sequence, fine: sequence == 0 ? 12 : nil))
+                unique.append(
+                    try postback(transaction: "tx-\(install)", sequence: sequence, fine: sequence == 0 ? 12 : nil))
             }
         }
         for install in 2000..<4000 { unique.append(try postback(transaction: "tx-\(install)")) }
@@ -103,7 +105,8 @@ import Testing
             #expect(counts.first?["verified"] as Int? == 8000)
             let windows = try rows(
                 env.databasePath,
-                "SELECT postback_sequence_index AS i, fine_value, coarse_value FROM attribution_records WHERE transaction_id = 'tx-7' ORDER BY i")
+                "SELECT postback_sequence_index AS i, fine_value, coarse_value FROM attribution_records WHERE transaction_id = 'tx-7' ORDER BY i"
+            )
             #expect(windows.map { $0["i"] as Int } == [0, 1, 2])
             #expect(windows.map { $0["coarse_value"] as String? } == [nil, "medium", "medium"])
         }
@@ -122,7 +125,9 @@ import Testing
         smallFields["padding"] = String(repeating: "x", count: 2_000)
         let padded = try body(paddedFields), small = try body(smallFields)
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
-            for path in ["/.well-known/skadnetwork/report-attribution/", "/.well-known/appattribution/report-attribution/"] {
+            for path in [
+                "/.well-known/skadnetwork/report-attribution/", "/.well-known/appattribution/report-attribution/",
+            ] {
                 let refused = try await client.execute(uri: path, method: .post, body: padded)
                 #expect(refused.status == .contentTooLarge, "\(path)")
                 #expect(String(buffer: refused.body).contains("4096 bytes"), "\(String(buffer: refused.body))")
@@ -141,12 +146,15 @@ import Testing
         let gateway = try await Gateway.build(configuration: try configuration(env))
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             let path = "/.well-known/skadnetwork/report-attribution"
-            let first = try await client.execute(uri: path + "/", method: .post, body: try body(try postback(transaction: "a")))
+            let first = try await client.execute(
+                uri: path + "/", method: .post, body: try body(try postback(transaction: "a")))
             #expect(first.status == .ok)
-            let bare = try await client.execute(uri: path, method: .post, body: try body(try postback(transaction: "b")))
+            let bare = try await client.execute(
+                uri: path, method: .post, body: try body(try postback(transaction: "b")))
             #expect(bare.status == .ok)
             // A device retrying gets 200 and nothing new.
-            let again = try await client.execute(uri: path + "/", method: .post, body: try body(try postback(transaction: "a")))
+            let again = try await client.execute(
+                uri: path + "/", method: .post, body: try body(try postback(transaction: "a")))
             #expect(again.status == .ok && String(buffer: again.body).contains("duplicate"))
 
             var forged = try postback(transaction: "c")
@@ -155,21 +163,29 @@ import Testing
             #expect(quarantined.status == .ok)
 
             let audit = env.directory.appendingPathComponent("audit.sqlite").path
-            #expect(try await env.eventually { try rows(audit, "SELECT record_id FROM attribution_records").count == 1 })
+            #expect(
+                try await env.eventually { try rows(audit, "SELECT record_id FROM attribution_records").count == 1 })
             #expect(try await env.eventually { try env.deliveredRecordIDs().count == 2 })
             let kept = try rows(audit, "SELECT transaction_id, signature, raw FROM attribution_records")
             #expect(kept.first?["transaction_id"] as String? == "c")
             #expect(kept.first?["signature"] as String? == "invalid")
             #expect((kept.first?["raw"] as String?)?.contains("unsigned_fields") == true)
 
-            let array = try await client.execute(uri: path + "/", method: .post, body: try body([try postback(transaction: "d")]))
+            let array = try await client.execute(
+                uri: path + "/", method: .post, body: try body([try postback(transaction: "d")]))
             #expect(array.status.code == 400)
 
             // Verdicts are counted once per stored postback (the device's retry is not).
             let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
-            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="verified",version="4.0"} 2"#))
-            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="invalid",version="4.0"} 1"#))
-            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="invalid",version="3.0"} 0"#))
+            #expect(
+                metrics.contains(
+                    #"gateway_signature_verdicts_total{provider="skadnetwork",verdict="verified",version="4.0"} 2"#))
+            #expect(
+                metrics.contains(
+                    #"gateway_signature_verdicts_total{provider="skadnetwork",verdict="invalid",version="4.0"} 1"#))
+            #expect(
+                metrics.contains(
+                    #"gateway_signature_verdicts_total{provider="skadnetwork",verdict="invalid",version="3.0"} 0"#))
         }
     }
 
@@ -184,18 +200,25 @@ import Testing
             forged["version"] = "9.0"
             let claimed = try await client.execute(uri: path, method: .post, body: try body(forged))
             #expect(claimed.status == .ok, "stored, as Apple's own future versions must be")
-            let genuine = try await client.execute(uri: path, method: .post, body: try body(try postback(transaction: "t-1")))
+            let genuine = try await client.execute(
+                uri: path, method: .post, body: try body(try postback(transaction: "t-1")))
             #expect(genuine.status == .ok && !String(buffer: genuine.body).contains("duplicate"))
 
             let audit = env.directory.appendingPathComponent("audit.sqlite").path
-            #expect(try await env.eventually { try rows(audit, "SELECT record_id FROM attribution_records").count == 1 })
-            #expect(try rows(audit, "SELECT signature FROM attribution_records").first?["signature"] as String? == "unverifiable")
+            #expect(
+                try await env.eventually { try rows(audit, "SELECT record_id FROM attribution_records").count == 1 })
+            #expect(
+                try rows(audit, "SELECT signature FROM attribution_records").first?["signature"] as String?
+                    == "unverifiable")
             #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
             let delivered = try rows(env.databasePath, "SELECT transaction_id, signature FROM attribution_records")
             #expect(delivered.map { $0["signature"] as String? } == ["verified"])
             // The claimed version is no series of its own.
             let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
-            #expect(metrics.contains(#"gateway_signature_verdicts_total{provider="skadnetwork",verdict="unverifiable",version="other"} 1"#))
+            #expect(
+                metrics.contains(
+                    #"gateway_signature_verdicts_total{provider="skadnetwork",verdict="unverifiable",version="other"} 1"#
+                ))
             #expect(!metrics.contains(#"version="9.0""#))
 
             // Their fields are held to the length every other route's are.
@@ -214,7 +237,8 @@ import Testing
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             var forged = try postback(transaction: "x")
             forged["transaction-id"] = "y"
-            let response = try await client.execute(uri: "/v1/skadnetwork/postbacks", method: .post, body: try body(forged))
+            let response = try await client.execute(
+                uri: "/v1/skadnetwork/postbacks", method: .post, body: try body(forged))
             #expect(response.status.code == 422)
             let text = String(buffer: response.body)
             #expect(text.contains(#""code":"invalid_signature""#) && text.contains(#""field":"attribution-signature""#))
@@ -281,28 +305,42 @@ import Testing
             }
             let base = "a=app&i=com.example.app&app_v=1.0&p=iOS&idfv=X&last_call_to_skadnetwork_timestamp=\(now - 60)"
             #expect(try await ask(base + "&n=__SESSION__&conversion_value=0") == (200, #"{"status":"ok"}"#))
-            #expect(try await ask(base + "&n=trial_started&conversion_value=0") == (200, #"{"conversion_value":1,"status":"ok"}"#))
+            #expect(
+                try await ask(base + "&n=trial_started&conversion_value=0") == (
+                    200, #"{"conversion_value":1,"status":"ok"}"#
+                ))
             let revenue = "total_revenue_by_currency=%7B%22USD%22%3A4.99%7D"
-            #expect(try await ask(base + "&n=purchase&conversion_value=1&" + revenue) == (200, #"{"conversion_value":10,"status":"ok"}"#))
+            #expect(
+                try await ask(base + "&n=purchase&conversion_value=1&" + revenue) == (
+                    200, #"{"conversion_value":10,"status":"ok"}"#
+                ))
             // Values never go down, and nothing changes once the window closed.
             #expect(try await ask(base + "&n=trial_started&conversion_value=12") == (200, #"{"status":"ok"}"#))
-            let closed = "n=purchase&conversion_value=1&\(revenue)&last_call_to_skadnetwork_timestamp=\(now - 25 * 3600)"
+            let closed =
+                "n=purchase&conversion_value=1&\(revenue)&last_call_to_skadnetwork_timestamp=\(now - 25 * 3600)"
             #expect(try await ask(closed) == (200, #"{"status":"ok"}"#))
             let (status, error) = try await ask(base + "&n=purchase&conversion_value=99")
             #expect(status == 400 && error.contains(#""status":"error""#) && error.contains("conversion_value"))
-            #expect(error.contains(#""error":{"code":"invalid_field","#) && error.contains(#""field":"conversion_value""#))
+            #expect(
+                error.contains(#""error":{"code":"invalid_field","#) && error.contains(#""field":"conversion_value""#))
             let missing = try await ask(base + "&conversion_value=1").1
             #expect(missing.contains("n (the event name") && missing.contains(#""code":"missing_field""#))
             #expect(missing.contains(#""field":"n""#))
             let notANumber = try await ask(base + "&n=purchase&total_revenue_by_currency=%7B%22USD%22%3A%22x%22%7D").1
             #expect(notANumber.contains(#""field":"total_revenue_by_currency.USD""#))
-            #expect(try await ask(base + "&n=purchase&total_revenue_by_currency=lots").1.contains("total_revenue_by_currency"))
+            #expect(
+                try await ask(base + "&n=purchase&total_revenue_by_currency=lots").1.contains(
+                    "total_revenue_by_currency"))
             // As Python's, Go's and Java's encoders write it: `+` for a space.
             let spaced = "total_revenue_by_currency=%7B%22USD%22%3A+4.99%7D"
-            #expect(try await ask(base + "&n=purchase&conversion_value=1&" + spaced) == (200, #"{"conversion_value":10,"status":"ok"}"#))
+            #expect(
+                try await ask(base + "&n=purchase&conversion_value=1&" + spaced) == (
+                    200, #"{"conversion_value":10,"status":"ok"}"#
+                ))
             // Milliseconds, `inf` or a time to come would keep the window open for good.
             for last in ["\((now - 25 * 3600) * 1000)", "inf", "\(now + 3 * 86_400)"] {
-                let (status, body) = try await ask("n=purchase&conversion_value=1&\(revenue)&last_call_to_skadnetwork_timestamp=\(last)")
+                let (status, body) = try await ask(
+                    "n=purchase&conversion_value=1&\(revenue)&last_call_to_skadnetwork_timestamp=\(last)")
                 #expect(status == 400 && body.contains(#""field":"last_call_to_skadnetwork_timestamp""#), "\(last)")
             }
             // The snippet's 0 for an app that never called SKAdNetwork: answered as a first call.
@@ -313,10 +351,12 @@ import Testing
             #expect(negative.contains("0 if the app never called SKAdNetwork"), "\(negative)")
 
             let posted = try await client.execute(
-                uri: "/v1/skadnetwork/postbacks", method: .post, body: try body(try postback(transaction: "m", fine: 12)))
+                uri: "/v1/skadnetwork/postbacks", method: .post,
+                body: try body(try postback(transaction: "m", fine: 12)))
             #expect(posted.status == .accepted)
             #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
-            let row = try rows(env.databasePath, "SELECT events, revenue_min, revenue_max, currency FROM attribution_records")
+            let row = try rows(
+                env.databasePath, "SELECT events, revenue_min, revenue_max, currency FROM attribution_records")
             #expect(row.first?["events"] as String? == #"["purchase"]"#)
             #expect(row.first?["revenue_max"] as Double? == 49.99)
             #expect(row.first?["currency"] as String? == "USD")
@@ -370,16 +410,17 @@ import Testing
     @Test func skan4AppsAreAnsweredForTheirPostbackWindow() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let model = Self.model + """
+        let model =
+            Self.model + """
 
-                coarse:
-                  low: { events: [session] }
-                  high: { events: [purchase], revenue: { min: 0.99 }, currency: USD }
-              - postback: 1
-                coarse:
-                  medium: { events: [retained] }
-                  high: { events: [purchase], revenue: { min: 0.99 }, currency: USD }
-            """
+                    coarse:
+                      low: { events: [session] }
+                      high: { events: [purchase], revenue: { min: 0.99 }, currency: USD }
+                  - postback: 1
+                    coarse:
+                      medium: { events: [retained] }
+                      high: { events: [purchase], revenue: { min: 0.99 }, currency: USD }
+                """
         let gateway = try await Gateway.build(configuration: try configuration(env, model: model))
         let now = Int(Date().timeIntervalSince1970)
         let hour = 3600
@@ -394,21 +435,31 @@ import Testing
             }
             // A purchase 30 hours after the only call: SKAN 3's timer had closed, SKAN 4's
             // first window is open.
-            #expect(try await ask(calls(first: 30 * hour, last: 30 * hour) + "&n=purchase&conversion_value=0&" + revenue)
-                == (200, #"{"coarse_value":"high","conversion_value":10,"postback_sequence_index":0,"status":"ok"}"#))
+            #expect(
+                try await ask(calls(first: 30 * hour, last: 30 * hour) + "&n=purchase&conversion_value=0&" + revenue)
+                    == (
+                        200, #"{"coarse_value":"high","conversion_value":10,"postback_sequence_index":0,"status":"ok"}"#
+                    ))
             // Day 4: the second window, coarse only, and only upward within it.
-            #expect(try await ask(calls(first: 96 * hour, last: hour) + "&n=retained&conversion_value=10")
-                == (200, #"{"coarse_value":"medium","postback_sequence_index":1,"status":"ok"}"#))
-            #expect(try await ask(calls(first: 96 * hour, last: hour) + "&n=retained&coarse_value=high")
-                == (200, #"{"postback_sequence_index":1,"status":"ok"}"#))
+            #expect(
+                try await ask(calls(first: 96 * hour, last: hour) + "&n=retained&conversion_value=10")
+                    == (200, #"{"coarse_value":"medium","postback_sequence_index":1,"status":"ok"}"#))
+            #expect(
+                try await ask(calls(first: 96 * hour, last: hour) + "&n=retained&coarse_value=high")
+                    == (200, #"{"postback_sequence_index":1,"status":"ok"}"#))
             // Day 10: a window the model says nothing of; day 40: every window closed.
-            #expect(try await ask(calls(first: 240 * hour, last: hour) + "&n=purchase&" + revenue)
-                == (200, #"{"postback_sequence_index":2,"status":"ok"}"#))
-            #expect(try await ask(calls(first: 960 * hour, last: hour) + "&n=purchase&" + revenue) == (200, #"{"status":"ok"}"#))
+            #expect(
+                try await ask(calls(first: 240 * hour, last: hour) + "&n=purchase&" + revenue)
+                    == (200, #"{"postback_sequence_index":2,"status":"ok"}"#))
+            #expect(
+                try await ask(calls(first: 960 * hour, last: hour) + "&n=purchase&" + revenue) == (
+                    200, #"{"status":"ok"}"#
+                ))
             // AdAttributionKit follows the same windows.
-            #expect(try await ask(
-                "skan_version=aak&first_call_to_skadnetwork_timestamp=\(now - 96 * hour)&n=purchase&" + revenue)
-                == (200, #"{"coarse_value":"high","postback_sequence_index":1,"status":"ok"}"#))
+            #expect(
+                try await ask(
+                    "skan_version=aak&first_call_to_skadnetwork_timestamp=\(now - 96 * hour)&n=purchase&" + revenue)
+                    == (200, #"{"coarse_value":"high","postback_sequence_index":1,"status":"ok"}"#))
 
             // An app that never called SKAdNetwork (the snippet's 0) is making its first call:
             // the first window.
@@ -421,23 +472,28 @@ import Testing
             #expect(status == 400 && missing.contains(#""field":"first_call_to_skadnetwork_timestamp""#))
             let reversed = try await ask(calls(first: hour, last: 2 * hour) + "&n=purchase").1
             #expect(reversed.contains(#""field":"last_call_to_skadnetwork_timestamp""#))
-            #expect(try await ask(calls(first: hour, last: hour) + "&n=purchase&coarse_value=huge").1
-                .contains(#""field":"coarse_value""#))
+            #expect(
+                try await ask(calls(first: hour, last: hour) + "&n=purchase&coarse_value=huge").1
+                    .contains(#""field":"coarse_value""#))
             for version in ["four", "0x4", "1e9", "-4"] {
-                #expect(try await ask("skan_version=\(version)&n=purchase").1.contains(#""field":"skan_version""#), "\(version)")
+                #expect(
+                    try await ask("skan_version=\(version)&n=purchase").1.contains(#""field":"skan_version""#),
+                    "\(version)")
             }
             // As a form encoder writes a stray space: `4+`.
-            #expect(try await ask("skan_version=4+&first_call_to_skadnetwork_timestamp=\(now - hour)&n=session").1
-                .contains(#""postback_sequence_index":0"#))
+            #expect(
+                try await ask("skan_version=4+&first_call_to_skadnetwork_timestamp=\(now - hour)&n=session").1
+                    .contains(#""postback_sequence_index":0"#))
             // The current coarse value is checked whatever the version.
             #expect(try await ask("n=purchase&coarse_value=extreme").1.contains(#""field":"coarse_value""#))
             // It changes nothing: `HEAD` answers as `GET` does.
             let head = try await client.execute(uri: "/v1/skadnetwork/conversion-value?n=session", method: .head)
             #expect(head.status == .ok && head.body.readableBytes == 0)
             // SKAN 3 callers are answered as before: no window, the 24-hour timer.
-            #expect(try await ask(
-                "skan_version=3.0&last_call_to_skadnetwork_timestamp=\(now - 30 * hour)&n=purchase&" + revenue)
-                == (200, #"{"status":"ok"}"#))
+            #expect(
+                try await ask(
+                    "skan_version=3.0&last_call_to_skadnetwork_timestamp=\(now - 30 * hour)&n=purchase&" + revenue)
+                    == (200, #"{"status":"ok"}"#))
         }
     }
 }

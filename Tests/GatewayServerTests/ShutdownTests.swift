@@ -41,9 +41,10 @@ import Testing
         let (status, json) = try await hanging.post("/v1/iad", body: IAdPayloads.attributed(user: "in-flight"))
         #expect(status == 202)
         let recordID = try #require(json["record_id"] as? String)
-        #expect(try await env.eventually {
-            ((try? String(contentsOfFile: held, encoding: .utf8)) ?? "").contains(recordID)
-        })
+        #expect(
+            try await env.eventually {
+                ((try? String(contentsOfFile: held, encoding: .utf8)) ?? "").contains(recordID)
+            })
 
         // One signal: the delay and then the timeout run out by themselves.
         #expect(try await hanging.stop(SIGTERM), "shutdown waited for the sink's own timeout")
@@ -75,10 +76,11 @@ import Testing
 
         Foundation.kill(gateway.process.processIdentifier, SIGTERM)
         var readiness: (Int, [String: Any]) = (0, [:])
-        #expect(try await env.eventually {
-            readiness = try await gateway.get("/readyz")
-            return readiness.0 == 503
-        })
+        #expect(
+            try await env.eventually {
+                readiness = try await gateway.get("/readyz")
+                return readiness.0 == 503
+            })
         #expect(readiness.1["problems"] as? [String] == ["shutting down"])
         #expect(try await gateway.get("/healthz").0 == 200)
         let (status, json) = try await gateway.post("/v1/iad", body: IAdPayloads.attributed(user: "late-caller"))
@@ -116,8 +118,10 @@ import Testing
             """
         }
         func serve(_ apple: FakeAppleAdServices, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
-            try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-                .test(.live) { try await body(try #require($0.port)) }
+            try await Application(
+                router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0))
+            )
+            .test(.live) { try await body(try #require($0.port)) }
         }
         // The tokens are taken and the gateway dies with them claimed: the next start
         // finds all six due at once, one round of six for two calls at a time.
@@ -144,12 +148,13 @@ import Testing
 
             apples[1].held.withLock { $0 = [] }
             let third = try await launch(env, yaml(port), log: "third")
-            #expect(try await env.eventually {
-                try await DatabaseQueue(path: env.databasePath).read { db in
-                    try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending") == 0
-                        && Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records") == 6
-                }
-            })
+            #expect(
+                try await env.eventually {
+                    try await DatabaseQueue(path: env.databasePath).read { db in
+                        try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending") == 0
+                            && Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records") == 6
+                    }
+                })
             #expect(try await third.stop(SIGTERM))
         }
     }

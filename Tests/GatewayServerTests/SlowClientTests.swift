@@ -39,7 +39,9 @@ import Testing
             address.sin_port = in_port_t(UInt16(port).bigEndian)
             address.sin_addr.s_addr = inet_addr("127.0.0.1")
             let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
             try #require(connected == 0)
             var bound = timeval(tv_sec: 10, tv_usec: 0)
@@ -82,8 +84,10 @@ import Testing
             while true {
                 if let end = (0..<max(0, data.count - 3)).first(where: { Array(data[$0..<$0 + 4]) == blank }) {
                     let head = String(decoding: data[..<end], as: UTF8.self).lowercased()
-                    let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
-                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                    let length =
+                        head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+                        ?? 0
                     if data.count - (end + 4) >= length { return String(decoding: data, as: UTF8.self) }
                 }
                 let count = recv(fd, &buffer, buffer.count, 0)
@@ -131,7 +135,8 @@ import Testing
     func aRequestTheParserCannotReadGetsAJSONErrorAndTheConnectionCloses(request: String) async throws {
         let lines = Mutex<[String]>([])
         let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
-        try await withGateway(idleMs: 5000, bodyMs: 5000, logger: Logger(label: "gateway", factory: { _ in handler })) { port in
+        try await withGateway(idleMs: 5000, bodyMs: 5000, logger: Logger(label: "gateway", factory: { _ in handler })) {
+            port in
             let scrape = { () async throws -> String in
                 let connection = try RawConnection(port: port)
                 connection.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -251,7 +256,9 @@ import Testing
         // this into the idle case.
         try await withGateway(idleMs: 5000, bodyMs: 300) { port in
             let connection = try RawConnection(port: port)
-            connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
+            connection.send(
+                "POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":"
+            )
             // Within the idle timeout each time, past the body deadline in all.
             for _ in 0..<4 {
                 try await Task.sleep(for: .milliseconds(150))
@@ -280,16 +287,21 @@ import Testing
         let lines = Mutex<[String]>([])
         let answeredID = Mutex<String?>(nil)
         let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
-        try await withGateway(idleMs: 30_000, bodyMs: 200, logger: Logger(label: "gateway", factory: { _ in handler })) { port in
+        try await withGateway(idleMs: 30_000, bodyMs: 200, logger: Logger(label: "gateway", factory: { _ in handler }))
+        { port in
             let connection = try RawConnection(port: port)
             let idHeader = callersID.map { "X-Request-Id: \($0)\r\n" } ?? ""
-            connection.send("POST /v1/iad?secret=x HTTP/1.1\r\nHost: x\r\n\(idHeader)Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
+            connection.send(
+                "POST /v1/iad?secret=x HTTP/1.1\r\nHost: x\r\n\(idHeader)Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":"
+            )
             let answer = await connection.readAll()
             #expect(answer.closed)
             #expect(answer.text.hasPrefix("HTTP/1.1 408"), "\(answer.text.prefix(200))")
             #expect(answer.text.lowercased().contains("connection: close"))
             let answered = answer.text.components(separatedBy: "\r\n")
-                .first { $0.lowercased().hasPrefix("x-request-id: ") }.map { String($0.dropFirst("x-request-id: ".count)) }
+                .first { $0.lowercased().hasPrefix("x-request-id: ") }.map {
+                    String($0.dropFirst("x-request-id: ".count))
+                }
             answeredID.withLock { $0 = answered }
             let body = try #require(answer.text.components(separatedBy: "\r\n\r\n").last)
             let json = try JSONValue.parse(Data(body.utf8))
@@ -307,9 +319,13 @@ import Testing
     @Test func aClientThatHangsUpMidBodyIsLoggedAndCountedAsItsOwnDoing() async throws {
         let lines = Mutex<[String]>([])
         let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
-        try await withGateway(idleMs: 30_000, bodyMs: 10_000, logger: Logger(label: "gateway", factory: { _ in handler })) { port in
+        try await withGateway(
+            idleMs: 30_000, bodyMs: 10_000, logger: Logger(label: "gateway", factory: { _ in handler })
+        ) { port in
             let connection = try RawConnection(port: port)
-            connection.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":")
+            connection.send(
+                "POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"app_id\":"
+            )
             try await Task.sleep(for: .milliseconds(100))
             connection.hangUp()
             func accessLines() -> [[String: Any]] { accessLogLines(lines.withLock { $0 }) }
@@ -371,8 +387,10 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = env.directory.appendingPathComponent("limited.yaml").path
-        try env.yaml(logLevel: "info").replacingOccurrences(of: "max_body_bytes: 65536", with: "max_body_bytes: 65536, max_connections: 2")
-            .write(toFile: config, atomically: true, encoding: .utf8)
+        try env.yaml(logLevel: "info").replacingOccurrences(
+            of: "max_body_bytes: 65536", with: "max_body_bytes: 65536, max_connections: 2"
+        )
+        .write(toFile: config, atomically: true, encoding: .utf8)
         let gateway = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("gateway.log"))
         try await gateway.start()
         defer { gateway.kill(SIGKILL) }
@@ -436,19 +454,25 @@ import Testing
             let third = try RawConnection(port: port)
             third.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
             let refused = await third.readAll()
-            #expect(refused.text.hasPrefix("HTTP/1.1 429") && refused.text.contains(#""code":"rate_limited""#), "\(refused)")
+            #expect(
+                refused.text.hasPrefix("HTTP/1.1 429") && refused.text.contains(#""code":"rate_limited""#), "\(refused)"
+            )
             #expect(refused.text.lowercased().contains("retry-after: 1") && refused.closed, "\(refused)")
             held[0].hangUp()
-            #expect(try await env.eventually(seconds: 10) { await answer(try RawConnection(port: port)).hasPrefix("HTTP/1.1 200") })
+            #expect(
+                try await env.eventually(seconds: 10) {
+                    await answer(try RawConnection(port: port)).hasPrefix("HTTP/1.1 200")
+                })
             // Room for one more once the server has seen the others close.
             held[1].hangUp()
             var text = ""
-            #expect(try await env.eventually(seconds: 10) {
-                let metrics = try RawConnection(port: port)
-                metrics.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                text = await metrics.readAll().text
-                return text.hasPrefix("HTTP/1.1 200")
-            })
+            #expect(
+                try await env.eventually(seconds: 10) {
+                    let metrics = try RawConnection(port: port)
+                    metrics.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    text = await metrics.readAll().text
+                    return text.hasPrefix("HTTP/1.1 200")
+                })
             // Counted (the third connection, and any the wait above tried before the close).
             #expect(text.contains(#"gateway_rate_limited_total{limit="connections_per_ip"} "#), "\(text)")
             #expect(!text.contains(#"gateway_rate_limited_total{limit="connections_per_ip"} 0"#), "\(text)")
@@ -478,7 +502,8 @@ import Testing
         // pipelined behind it, would have been closed at 1.1 s had its clock started at its head.
         let env = try TestEnvironment()
         defer { env.remove() }
-        let apple = FakeAppleAdServices(fallback: .init(status: 200, body: #"{"attribution":false}"#, delay: .seconds(5)))
+        let apple = FakeAppleAdServices(
+            fallback: .init(status: 200, body: #"{"attribution":false}"#, delay: .seconds(5)))
         try await Application(router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             .test(.live) { appleClient in
                 let yaml = """
@@ -489,7 +514,8 @@ import Testing
                       adservices: { endpoint: "http://127.0.0.1:\(try #require(appleClient.port))/api/v1/", answer_wait_ms: 2000, timeout_ms: 10000 }
                     sinks: { local: { type: sqlite } }
                     """
-                let config = try ConfigLoader.parse(yaml: yaml, file: "pipelined.yaml", environment: [:], registry: .builtIn)
+                let config = try ConfigLoader.parse(
+                    yaml: yaml, file: "pipelined.yaml", environment: [:], registry: .builtIn)
                 let gateway = try await Gateway.build(configuration: config)
                 try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
                     let connection = try RawConnection(port: try #require(client.port))

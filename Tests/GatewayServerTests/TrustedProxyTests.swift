@@ -47,9 +47,15 @@ import Testing
 
     @Test func hopsAreReadWithPortsBracketsAndEitherFamily() {
         #expect(client(peer: "10.0.0.1", forwardedFor: ["203.0.113.9:5120"]) == "ip:203.0.113.9")
-        #expect(client(peer: "10.0.0.1", forwardedFor: ["\"[2001:db8:1:2::7]:443\""]) == client(peer: "2001:db8:1:2::1", forwardedFor: []))
-        #expect(client(peer: "10.0.0.1", forwardedFor: ["[2001:db8:1:2::7]"]) == client(peer: "2001:db8:1:2::1", forwardedFor: []))
-        #expect(client(peer: "10.0.0.1", forwardedFor: ["2001:db8:1:2::7"]) == client(peer: "2001:db8:1:2::1", forwardedFor: []))
+        #expect(
+            client(peer: "10.0.0.1", forwardedFor: ["\"[2001:db8:1:2::7]:443\""])
+                == client(peer: "2001:db8:1:2::1", forwardedFor: []))
+        #expect(
+            client(peer: "10.0.0.1", forwardedFor: ["[2001:db8:1:2::7]"])
+                == client(peer: "2001:db8:1:2::1", forwardedFor: []))
+        #expect(
+            client(peer: "10.0.0.1", forwardedFor: ["2001:db8:1:2::7"])
+                == client(peer: "2001:db8:1:2::1", forwardedFor: []))
         // An IPv6 proxy, and an IPv4 proxy seen through a dual-stack listener.
         #expect(client(peer: "2001:db8:aa:1::1", forwardedFor: ["203.0.113.9"]) == "ip:203.0.113.9")
         #expect(client(peer: "::ffff:10.0.0.1", forwardedFor: ["203.0.113.9"]) == "ip:203.0.113.9")
@@ -74,7 +80,8 @@ import Testing
             "104.0.0.0/12", "172.0.0.0/11", "::ffff:3.0.0.0/104", "2600::/12", "2a06:98c0::/28", "64:ff9b::/96",
             "64:ff9b:1::/48",
         ]
-        let yaml = "server: { trusted_proxies: [10.0.0.0/8, \"::1\", 10.0.0.0/33, "
+        let yaml =
+            "server: { trusted_proxies: [10.0.0.0/8, \"::1\", 10.0.0.0/33, "
             + wide.map { "\"\($0)\"" }.joined(separator: ", ") + "] }"
         let error = try #require(throws: ConfigError.self) {
             try ConfigLoader.parse(yaml: yaml, file: "proxies.yaml", environment: [:], registry: .builtIn)
@@ -118,7 +125,8 @@ import Testing
         }
         // The test's client is the proxy, on loopback.
         let loopback = [IPNetwork("127.0.0.1")!]
-        #expect(try await statuses(trusting: loopback, ["203.0.113.1", "203.0.113.2", "203.0.113.1"]) == [202, 202, 429])
+        #expect(
+            try await statuses(trusting: loopback, ["203.0.113.1", "203.0.113.2", "203.0.113.1"]) == [202, 202, 429])
         // A client naming someone else left of the proxy's entry is still itself.
         #expect(try await statuses(trusting: loopback, ["203.0.113.3", "198.51.100.1, 203.0.113.3"]) == [202, 429])
         // Untrusted, the header is the caller's own words: one bucket, the peer's.

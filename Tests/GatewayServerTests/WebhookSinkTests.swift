@@ -86,7 +86,9 @@ import Testing
                 let webhook = sink(port: try #require(client.port))
                 let batch = records(3)
 
-                #expect(try await webhook.deliver(batch) == Array(repeating: .retry(reason: "webhook answered 503", after: .zero), count: 3))
+                #expect(
+                    try await webhook.deliver(batch)
+                        == Array(repeating: .retry(reason: "webhook answered 503", after: .zero), count: 3))
                 #expect(try await webhook.deliver(batch) == Array(repeating: .delivered, count: 3))
 
                 let seen = receiver.requests
@@ -106,10 +108,16 @@ import Testing
                 let header = try #require(delivered.signature)
                 let now = Int(Date().timeIntervalSince1970)
                 #expect(WebhookSignature.verify(header: header, body: delivered.body, secret: Self.secret, now: now))
-                #expect(!WebhookSignature.verify(header: header, body: delivered.body, secret: "another-secret-value", now: now))
-                #expect(!WebhookSignature.verify(header: header, body: delivered.body + Data(" ".utf8), secret: Self.secret, now: now))
+                #expect(
+                    !WebhookSignature.verify(
+                        header: header, body: delivered.body, secret: "another-secret-value", now: now))
+                #expect(
+                    !WebhookSignature.verify(
+                        header: header, body: delivered.body + Data(" ".utf8), secret: Self.secret, now: now))
                 // A stale timestamp is refused even with a valid MAC.
-                #expect(!WebhookSignature.verify(header: header, body: delivered.body, secret: Self.secret, now: now + 3600))
+                #expect(
+                    !WebhookSignature.verify(header: header, body: delivered.body, secret: Self.secret, now: now + 3600)
+                )
             }
     }
 
@@ -120,7 +128,8 @@ import Testing
         let old = "the-old-secret-0123456789"
         try await Application(router: receiver.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             .test(.live) { client in
-                var options = WebhookSink.Options(url: "http://127.0.0.1:\(try #require(client.port))/hook", secret: Self.secret)
+                var options = WebhookSink.Options(
+                    url: "http://127.0.0.1:\(try #require(client.port))/hook", secret: Self.secret)
                 options.previousSecret = old
                 #expect(try await WebhookSink(options: options).deliver(records(1)) == [.delivered])
                 let delivered = try #require(receiver.requests.last)
@@ -129,7 +138,9 @@ import Testing
                 let now = Int(Date().timeIntervalSince1970)
                 #expect(WebhookSignature.verify(header: header, body: delivered.body, secret: Self.secret, now: now))
                 #expect(WebhookSignature.verify(header: header, body: delivered.body, secret: old, now: now))
-                #expect(!WebhookSignature.verify(header: header, body: delivered.body, secret: "another-secret-value", now: now))
+                #expect(
+                    !WebhookSignature.verify(
+                        header: header, body: delivered.body, secret: "another-secret-value", now: now))
                 #expect(!header.contains(old) && !header.contains(Self.secret))
             }
     }
@@ -140,7 +151,10 @@ import Testing
         try await Application(router: receiver.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             .test(.live) { client in
                 let webhook = sink(port: try #require(client.port))
-                #expect(try await webhook.deliver(records(1)) == [.retry(reason: "webhook answered 429", after: .seconds(7))])
+                #expect(
+                    try await webhook.deliver(records(1)) == [
+                        .retry(reason: "webhook answered 429", after: .seconds(7))
+                    ])
                 #expect(try await webhook.deliver(records(1)) == [.reject(reason: "webhook answered 400")])
                 #expect(try await webhook.deliver(records(1)) == [.reject(reason: "webhook answered 404")])
                 #expect(try await webhook.deliver(records(1)) == [.retry(reason: "webhook answered 500", after: .zero)])
@@ -208,35 +222,38 @@ import Testing
         let released = Release()
         defer { released.now() }
         try await Application(
-            router: Self.stallingRouter(released: released), configuration: .init(address: .hostname("127.0.0.1", port: 0))
+            router: Self.stallingRouter(released: released),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0))
         )
-            .test(.live) { client in
-                defer { released.now() }
-                let port = try #require(client.port)
-                // The webhook's answer is its status: the 200 stands, the stalled body is dropped.
-                // Time enough for the head on a loaded machine; the body never comes,
-                // whatever the timeout.
-                let webhook = sink(port: port, timeout: .seconds(3))
-                let delivered = try await Self.finishes { try await webhook.deliver(self.records(1)) }
-                #expect(delivered == [.delivered], "\(String(describing: delivered))")
-                // Mixpanel's verdict is in its body: without it, the worker retries.
-                let mixpanel = MixpanelSink(
-                    options: .init(token: "mp-token", endpoint: "http://127.0.0.1:\(port)", timeout: .seconds(3)))
-                let profile = { () -> AttributionRecord in
-                    var record = self.records(1)[0]
-                    record.appID = "1234567890"
-                    return record
-                }()
-                let failure = try await Self.finishes { () async -> String? in
-                    do {
-                        _ = try await mixpanel.deliver([profile])
-                        return nil
-                    } catch {
-                        return "\(error)"
-                    }
+        .test(.live) { client in
+            defer { released.now() }
+            let port = try #require(client.port)
+            // The webhook's answer is its status: the 200 stands, the stalled body is dropped.
+            // Time enough for the head on a loaded machine; the body never comes,
+            // whatever the timeout.
+            let webhook = sink(port: port, timeout: .seconds(3))
+            let delivered = try await Self.finishes { try await webhook.deliver(self.records(1)) }
+            #expect(delivered == [.delivered], "\(String(describing: delivered))")
+            // Mixpanel's verdict is in its body: without it, the worker retries.
+            let mixpanel = MixpanelSink(
+                options: .init(token: "mp-token", endpoint: "http://127.0.0.1:\(port)", timeout: .seconds(3)))
+            let profile = { () -> AttributionRecord in
+                var record = self.records(1)[0]
+                record.appID = "1234567890"
+                return record
+            }()
+            let failure = try await Self.finishes { () async -> String? in
+                do {
+                    _ = try await mixpanel.deliver([profile])
+                    return nil
+                } catch {
+                    return "\(error)"
                 }
-                #expect(failure??.contains("the answer's body did not arrive in time") == true, "\(String(describing: failure))")
             }
+            #expect(
+                failure??.contains("the answer's body did not arrive in time") == true, "\(String(describing: failure))"
+            )
+        }
     }
 
     @Test func aRedirectIsRetriedAndNeverFollowedToAnotherHost() async throws {
@@ -250,7 +267,10 @@ import Testing
             // headers; and a 2xx from elsewhere would count as delivered.
             for status in [302, 307, 308] {
                 let reason = "webhook answered \(status) (a redirect to \(elsewhere), not followed)"
-                #expect(try await webhook.deliver(records(2)) == [.retry(reason: reason, after: .zero), .retry(reason: reason, after: .zero)])
+                #expect(
+                    try await webhook.deliver(records(2)) == [
+                        .retry(reason: reason, after: .zero), .retry(reason: reason, after: .zero),
+                    ])
             }
         }
         #expect(trap.redirects == 3)
@@ -312,10 +332,11 @@ import Testing
                 }
                 #expect(Set(arrived.keys) == Set(batch.map(\.recordID)))
                 #expect(arrived.values.allSatisfy { $0 == 1 })
-                #expect(receiver.requests.dropFirst(3).allSatisfy { request in
-                    (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any])?["records"]
-                        .map { ($0 as? [Any])?.count ?? 0 <= 10 } ?? false
-                })
+                #expect(
+                    receiver.requests.dropFirst(3).allSatisfy { request in
+                        (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any])?["records"]
+                            .map { ($0 as? [Any])?.count ?? 0 <= 10 } ?? false
+                    })
             }
     }
 }

@@ -59,8 +59,9 @@ import Testing
             guard !chunk.isEmpty else { break }
             firstLine.append(chunk)
         }
-        #expect(String(decoding: firstLine, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            == "\(process.processIdentifier)")
+        #expect(
+            String(decoding: firstLine, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                == "\(process.processIdentifier)")
         process.signal(SIGKILL, group: true)
         // EOF only comes once the grandchild holding stdout is gone too.
         _ = reader.readDataToEndOfFile()

@@ -18,7 +18,9 @@ final class CapturedLog: Sendable {
             set { metadata[key] = newValue }
         }
         func log(event: LogEvent) {
-            log.entries.withLock { $0.append((event.message.description, metadata.merging(event.metadata ?? [:]) { $1 })) }
+            log.entries.withLock {
+                $0.append((event.message.description, metadata.merging(event.metadata ?? [:]) { $1 }))
+            }
         }
     }
 }

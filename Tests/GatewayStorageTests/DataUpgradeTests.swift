@@ -21,14 +21,24 @@ import Testing
     /// Raw payloads as the releases before the fix kept them, by record: the record's own
     /// `idfa` is there only with consent.
     let rows: [(id: String, provider: String, dedupeKey: String, idfa: String?, raw: String)] = [
-        ("iad-no-consent", "iad", "iad:1", nil, #"{"app_id":"1","att_status":2,"idfa":"AAAA-1","Version3.1":{"iad-attribution":"true"}}"#),
+        (
+            "iad-no-consent", "iad", "iad:1", nil,
+            #"{"app_id":"1","att_status":2,"idfa":"AAAA-1","Version3.1":{"iad-attribution":"true"}}"#
+        ),
         ("iad-consent", "iad", "iad:2", "BBBB-2", #"{"app_id":"1","att_status":3,"idfa":"BBBB-2"}"#),
-        ("answer", "adservices", "adservices:answer:ab12", nil,
-         #"{"apple":{"status":200,"body":{"attribution":true,"campaignId":1.50,"token":"TOKEN-TEXT","idfa":"CCCC-3","app_user_id":"u"}}}"#),
-        ("answer-consent", "adservices", "adservices:answer:cd34", "DDDD-4",
-         #"{"apple":{"status":200,"body":{"attribution":true,"token":"TOKEN-2","idfa":"DDDD-4"}}}"#),
+        (
+            "answer", "adservices", "adservices:answer:ab12", nil,
+            #"{"apple":{"status":200,"body":{"attribution":true,"campaignId":1.50,"token":"TOKEN-TEXT","idfa":"CCCC-3","app_user_id":"u"}}}"#
+        ),
+        (
+            "answer-consent", "adservices", "adservices:answer:cd34", "DDDD-4",
+            #"{"apple":{"status":200,"body":{"attribution":true,"token":"TOKEN-2","idfa":"DDDD-4"}}}"#
+        ),
         // A live record keeps Apple's answer apart from the app's fields; nothing to remove.
-        ("live", "adservices", "adservices:ef56", nil, #"{"apple":{"status":200,"body":{"attribution":true}},"request":{"token_sha256":"ff"}}"#),
+        (
+            "live", "adservices", "adservices:ef56", nil,
+            #"{"apple":{"status":200,"body":{"attribution":true}},"request":{"token_sha256":"ff"}}"#
+        ),
     ]
 
     /// What each row's `raw` holds once cleaned.
@@ -53,15 +63,17 @@ import Testing
         try await DatabaseQueue(path: path).write { db in
             for row in rows {
                 try db.execute(
-                    sql: "INSERT INTO records (record_id, dedupe_key, provider, received_at, body) VALUES (?, ?, ?, 0, ?)",
+                    sql:
+                        "INSERT INTO records (record_id, dedupe_key, provider, received_at, body) VALUES (?, ?, ?, 0, ?)",
                     arguments: [row.id, row.dedupeKey, row.provider, body(row)])
             }
         }
         _ = try SQLiteStore(path: path, upgrade: .unlessServed)
         let bodies = try await DatabaseQueue(path: path).read { db in
-            try Dictionary(uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT record_id, body FROM records").map {
-                ($0["record_id"] as String, $0["body"] as String)
-            })
+            try Dictionary(
+                uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT record_id, body FROM records").map {
+                    ($0["record_id"] as String, $0["body"] as String)
+                })
         }
         for row in rows {
             var expected = row
@@ -79,16 +91,18 @@ import Testing
             try db.execute(sql: "DROP TABLE attribution_records_steps")
             for row in rows {
                 try db.execute(
-                    sql: "INSERT INTO attribution_records (record_id, provider, dedupe_key, idfa, raw) VALUES (?, ?, ?, ?, ?)",
+                    sql:
+                        "INSERT INTO attribution_records (record_id, provider, dedupe_key, idfa, raw) VALUES (?, ?, ?, ?, ?)",
                     arguments: [row.id, row.provider, row.dedupeKey, row.idfa, row.raw])
             }
         }
         _ = try SQLiteSink(path: path)
         let raws = { () async throws -> [String: String] in
             try await DatabaseQueue(path: path).read { db in
-                try Dictionary(uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT record_id, raw FROM attribution_records").map {
-                    ($0["record_id"] as String, $0["raw"] as String)
-                })
+                try Dictionary(
+                    uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT record_id, raw FROM attribution_records").map {
+                        ($0["record_id"] as String, $0["raw"] as String)
+                    })
             }
         }
         #expect(try await raws() == cleaned)
@@ -96,7 +110,9 @@ import Testing
         // Once: a row an older release writes afterwards (a rollback) is not scanned again
         // at every start; the step is named as done.
         try await DatabaseQueue(path: path).write { db in
-            try db.execute(sql: "UPDATE attribution_records SET raw = ? WHERE record_id = 'iad-no-consent'", arguments: [rows[0].raw])
+            try db.execute(
+                sql: "UPDATE attribution_records SET raw = ? WHERE record_id = 'iad-no-consent'",
+                arguments: [rows[0].raw])
         }
         _ = try SQLiteSink(path: path)
         #expect(try await raws()["iad-no-consent"] == rows[0].raw)
@@ -119,24 +135,30 @@ import Testing
             ("p2", "s2s:1234567890:id:evt-2", purchase("p2", "evt-2", "2000000999")),
             ("p3", "s2s:1234567890:id:evt-3", purchase("p3", "evt-3", "tx:with%colon")),
             // Not purchases: left alone.
-            ("e1", "s2s:1234567890:id:evt-4", #"{"record_id":"e1","provider":"s2s","kind":"event","app_id":"1234567890"}"#),
+            (
+                "e1", "s2s:1234567890:id:evt-4",
+                #"{"record_id":"e1","provider":"s2s","kind":"event","app_id":"1234567890"}"#
+            ),
         ]
         try await DatabaseQueue(path: path).write { db in
             for row in rows {
                 try db.execute(
-                    sql: "INSERT INTO records (record_id, dedupe_key, provider, received_at, body) VALUES (?, ?, 's2s', 0, ?)",
+                    sql:
+                        "INSERT INTO records (record_id, dedupe_key, provider, received_at, body) VALUES (?, ?, 's2s', 0, ?)",
                     arguments: [row.id, row.key, row.body])
             }
         }
         _ = try SQLiteStore(path: path, upgrade: .unlessServed)
         let keys = try await DatabaseQueue(path: path).read { db in
-            try Dictionary(uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT record_id, dedupe_key FROM records").map {
-                ($0["record_id"] as String, $0["dedupe_key"] as String)
-            })
+            try Dictionary(
+                uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT record_id, dedupe_key FROM records").map {
+                    ($0["record_id"] as String, $0["dedupe_key"] as String)
+                })
         }
-        #expect(keys == [
-            "p1": "s2s:1234567890:purchase:2000000999", "p2": "s2s:1234567890:id:evt-2",
-            "p3": "s2s:1234567890:purchase:tx%3Awith%25colon", "e1": "s2s:1234567890:id:evt-4",
-        ])
+        #expect(
+            keys == [
+                "p1": "s2s:1234567890:purchase:2000000999", "p2": "s2s:1234567890:id:evt-2",
+                "p3": "s2s:1234567890:purchase:tx%3Awith%25colon", "e1": "s2s:1234567890:id:evt-4",
+            ])
     }
 }

@@ -57,10 +57,12 @@ import Testing
 
         /// A worker delivering one record at a time, each device's in order.
         func inDeviceOrderWorker() -> SinkWorker {
-            var settings = DeliverySettings(batchSize: 1, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10))
+            var settings = DeliverySettings(
+                batchSize: 1, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10))
             settings.inDeviceOrder = true
             let clock = clock
-            return SinkWorker(sinkName: "memory", sink: sink, store: store, settings: settings, now: { clock.now }, random: { 0 })
+            return SinkWorker(
+                sinkName: "memory", sink: sink, store: store, settings: settings, now: { clock.now }, random: { 0 })
         }
 
         func records(_ count: Int, prefix: String = "u") -> [AttributionRecord] {
@@ -194,7 +196,8 @@ import Testing
         var records: [AttributionRecord] = []
         for (index, device) in ["A", "A", "B", "A"].enumerated() {
             var record = AttributionRecord(
-                provider: "s2s", kind: index == 0 ? .session : .event, dedupeKey: "s2s:\(index)", receivedAt: f.clock.now)
+                provider: "s2s", kind: index == 0 ? .session : .event, dedupeKey: "s2s:\(index)",
+                receivedAt: f.clock.now)
             record.appID = "1"
             record.idfv = device
             record.eventName = "e\(index)"
@@ -204,13 +207,19 @@ import Testing
         // A's session fails once; everything else would go through at once.
         let failedOnce = Mutex(false)
         f.sink.addRule { record in
-            guard record.eventName == "e0", !failedOnce.withLock({ let was = $0; $0 = true; return was }) else { return nil }
+            guard record.eventName == "e0",
+                !failedOnce.withLock({
+                    let was = $0; $0 = true; return was
+                })
+            else { return nil }
             return .retry(reason: "503")
         }
         let clock = f.clock
-        var settings = DeliverySettings(batchSize: 10, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10))
+        var settings = DeliverySettings(
+            batchSize: 10, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10))
         settings.inDeviceOrder = true
-        let worker = SinkWorker(sinkName: "memory", sink: f.sink, store: f.store, settings: settings, now: { clock.now }, random: { 0 })
+        let worker = SinkWorker(
+            sinkName: "memory", sink: f.sink, store: f.store, settings: settings, now: { clock.now }, random: { 0 })
 
         // One row per device is due: A's session (fails) and B's event (delivered).
         #expect(try await worker.drainOnce() == 2)
@@ -232,7 +241,8 @@ import Testing
         defer { f.remove() }
         func record(_ name: String, _ offset: TimeInterval) -> AttributionRecord {
             var record = AttributionRecord(
-                provider: "adservices", kind: .install, dedupeKey: "k:\(name)", receivedAt: f.clock.now.addingTimeInterval(offset))
+                provider: "adservices", kind: .install, dedupeKey: "k:\(name)",
+                receivedAt: f.clock.now.addingTimeInterval(offset))
             record.appID = "1"
             record.idfv = "A"
             record.eventName = name
@@ -244,7 +254,8 @@ import Testing
         // Names arrive late for the first: its new row must still go before the second.
         var named = first
         named.keyword = "calm"
-        _ = try await f.store.replaceRecords([RoutedRecord(record: named, sinks: ["memory"])], now: f.clock.now.addingTimeInterval(5))
+        _ = try await f.store.replaceRecords(
+            [RoutedRecord(record: named, sinks: ["memory"])], now: f.clock.now.addingTimeInterval(5))
         let due = try await f.store.dueEntries(sink: "memory", now: .distantFuture, limit: 10, laneOrdered: true)
         #expect(due.map(\.record.eventName) == ["first"])
         #expect(due.first?.record.keyword == "calm")
@@ -282,7 +293,9 @@ import Testing
         final class Recording: AttributionSink, Sendable {
             let maxBatchSize = 10
             let stopped = Mutex(false)
-            func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] { records.map { _ in .delivered } }
+            func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+                records.map { _ in .delivered }
+            }
             func shutdown() async { stopped.withLock { $0 = true } }
         }
         let f = try Fixture()
@@ -304,7 +317,9 @@ import Testing
         _ = try await f.store.ingest([RoutedRecord(record: events[0], sinks: ["memory"])])
         _ = try await f.store.ingest([RoutedRecord(record: events[1], sinks: ["memory"])])
         try await f.store.pool.write { db in
-            try db.execute(sql: "UPDATE outbox SET created_at = created_at - 30 WHERE record_id = ?", arguments: [events[1].recordID])
+            try db.execute(
+                sql: "UPDATE outbox SET created_at = created_at - 30 WHERE record_id = ?",
+                arguments: [events[1].recordID])
         }
         let worker = f.inDeviceOrderWorker()
         while try await worker.drainOnce() > 0 {}
@@ -320,7 +335,8 @@ import Testing
         defer { f.remove() }
         let records = try await f.ingest(3)
         try await f.store.pool.write { db in
-            try db.execute(sql: "UPDATE records SET body = \(body) WHERE record_id = ?", arguments: [records[1].recordID])
+            try db.execute(
+                sql: "UPDATE records SET body = \(body) WHERE record_id = ?", arguments: [records[1].recordID])
         }
         await #expect(throws: (any Error).self) { _ = try await f.store.record(id: records[1].recordID) }
         #expect(try await f.worker().drainOnce() == 3)
@@ -340,7 +356,9 @@ import Testing
         let records = try await f.ingest(3)
         try await f.store.pool.write { db in
             try db.execute(
-                sql: "CREATE TRIGGER refuse BEFORE DELETE ON outbox BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+                sql:
+                    "CREATE TRIGGER refuse BEFORE DELETE ON outbox BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+            )
         }
         let worker = f.worker()
         for _ in 0..<3 {
@@ -392,7 +410,9 @@ import Testing
         #expect(RetryAfter.parse("-1") == nil && RetryAfter.parse("soon") == nil)
         f.sink.addRule { _ in .retry(reason: "503", after: huge) }
         #expect(try await f.worker(maxAttempts: 5).drainOnce() == 1)
-        let dueAt = try await f.store.pool.read { db in try Double.fetchOne(db, sql: "SELECT next_attempt_at FROM outbox") }
+        let dueAt = try await f.store.pool.read { db in
+            try Double.fetchOne(db, sql: "SELECT next_attempt_at FROM outbox")
+        }
         #expect(dueAt == f.clock.now.timeIntervalSince1970 + 86_400)
     }
 
@@ -500,7 +520,8 @@ import Testing
             try? await Task.sleep(for: .seconds(3600))  // the answer comes after the signal
             let refused = DeliveryOutcome.retry(reason: "answered 503", after: .zero)
             await progress.answered(0, refused)
-            return [refused] + Array(repeating: .retry(reason: "not sent: the gateway is stopping"), count: records.count - 1)
+            return [refused]
+                + Array(repeating: .retry(reason: "not sent: the gateway is stopping"), count: records.count - 1)
         }
     }
 
@@ -520,7 +541,8 @@ import Testing
             try Row.fetchAll(db, sql: "SELECT record_id, attempts, sending_since FROM outbox ORDER BY id")
         }
         #expect(rows.map { $0["record_id"] as String } == records.map(\.recordID))
-        #expect(rows.map { ($0["sending_since"] as Double?) == nil } == [true, true], "the answer is known: no mark left")
+        #expect(
+            rows.map { ($0["sending_since"] as Double?) == nil } == [true, true], "the answer is known: no mark left")
         #expect(rows.map { $0["attempts"] as Int } == [1, 0])
     }
 
@@ -640,7 +662,10 @@ import Testing
         try await f.ingest(6)
         let worker = f.worker(batchSize: 2, random: 0.5)
         // One of the batch declined by the sink itself (no user to send) asked nothing.
-        f.sink.addRule { $0.appUserID == "u1" ? .declined(reason: "no real user id") : .retry(reason: "answered 429", after: .seconds(7)) }
+        f.sink.addRule {
+            $0.appUserID == "u1"
+                ? .declined(reason: "no real user id") : .retry(reason: "answered 429", after: .seconds(7))
+        }
         #expect(try await worker.drainOnce() == 2)
         #expect(worker.postponedUntil.withLock { $0 } == f.clock.now.addingTimeInterval(7))
         f.sink.removeRules()
@@ -665,7 +690,8 @@ import Testing
         let clock = f.clock
         let worker = SinkWorker(
             sinkName: "memory", sink: f.sink, store: f.store,
-            settings: DeliverySettings(batchSize: 3, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10)),
+            settings: DeliverySettings(
+                batchSize: 3, maxAttempts: 5, backoffInitial: .seconds(1), backoffMax: .seconds(10)),
             now: { clock.now }, random: { draws.withLock { $0.isEmpty ? 0 : $0.removeFirst() } })
         f.sink.addRule { _ in .retry(reason: "answered 429", after: .zero) }
         #expect(try await worker.drainOnce() == 3)
@@ -708,7 +734,8 @@ import Testing
         let clock = f.clock
         let worker = SinkWorker(
             sinkName: "memory", sink: f.sink, store: f.store,
-            settings: DeliverySettings(batchSize: 10, maxAttempts: 100, backoffInitial: .seconds(600), backoffMax: .seconds(3600)),
+            settings: DeliverySettings(
+                batchSize: 10, maxAttempts: 100, backoffInitial: .seconds(600), backoffMax: .seconds(3600)),
             now: { clock.now }, random: { 0.5 })
         f.sink.addRule { _ in .retry(reason: "answered 500", after: .zero) }
         #expect(try await worker.drainOnce() == 1)
@@ -767,7 +794,9 @@ import Testing
         let records = try await f.ingest(2)
         let log = CapturedLog()
         let worker = f.worker(batchSize: 1, maxAttempts: 100, logger: log.logger)
-        f.sink.addRule { $0.appUserID == "u0" ? .retry(reason: "answered 503") : .reject(reason: "answered 400: bad field") }
+        f.sink.addRule {
+            $0.appUserID == "u0" ? .retry(reason: "answered 503") : .reject(reason: "answered 400: bad field")
+        }
         for _ in 0..<2 { #expect(try await worker.drainOnce() == 1) }
         #expect(log.messages.filter { $0 == "delivery incomplete" }.count == 1, "\(log.messages)")
         let dead = log.entries.withLock { $0.filter { $0.message == "records moved to the dead letters" } }
@@ -984,8 +1013,12 @@ import Testing
         defer { f.remove() }
         func indexes() throws -> Set<String> {
             try f.store.pool.read { db in
-                Set(try String.fetchAll(
-                    db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'attribution_records' AND sql IS NOT NULL"))
+                Set(
+                    try String.fetchAll(
+                        db,
+                        sql:
+                            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'attribution_records' AND sql IS NOT NULL"
+                    ))
             }
         }
         _ = try SQLiteSink(path: f.path)
@@ -997,7 +1030,8 @@ import Testing
         }
         // Restarted with a shorter list: the others are dropped, since every row pays for them.
         let lean = try SQLiteSink(path: f.path, indexes: ["keyword_id", "currency"])
-        #expect(try indexes() == ["attribution_records_keyword_id", "attribution_records_currency", "reports_by_country"])
+        #expect(
+            try indexes() == ["attribution_records_keyword_id", "attribution_records_currency", "reports_by_country"])
         let record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k", receivedAt: Date())
         #expect(try await lean.deliver([record]) == [.delivered])
 

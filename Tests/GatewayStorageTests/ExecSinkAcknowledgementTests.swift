@@ -24,7 +24,8 @@ import Testing
                         stray = False
                     print(json.dumps({"record_id": record_id, "status": "ok"}), flush=True)
             """
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(20), maxBatchSize: 10))
+        let sink = ExecSink(
+            options: .init(command: ["python3", "-c", script], timeout: .seconds(20), maxBatchSize: 10))
         let batches = (0..<3).map { batch in
             (0..<3).map { index in
                 AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k\(batch)-\(index)", receivedAt: Date())
@@ -47,7 +48,8 @@ import Testing
 
     static func records(_ count: Int, padding: Int = 0) -> [AttributionRecord] {
         (0..<count).map { index in
-            var record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k\(index)-\(UUID())", receivedAt: Date())
+            var record = AttributionRecord(
+                provider: "iad", kind: .install, dedupeKey: "k\(index)-\(UUID())", receivedAt: Date())
             if padding > 0 { record.campaignName = String(repeating: "c", count: padding) }
             return record
         }
@@ -62,7 +64,8 @@ import Testing
                 print("debug: got a record", flush=True)
                 print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
             """
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(20), maxBatchSize: 10))
+        let sink = ExecSink(
+            options: .init(command: ["python3", "-c", script], timeout: .seconds(20), maxBatchSize: 10))
         #expect(try await sink.deliver(Self.records(5)) == Array(repeating: .delivered, count: 5))
         await sink.shutdown()
     }
@@ -81,7 +84,8 @@ import Testing
             for line in sys.stdin:
                 print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok", "reason": "x" * \(reasonLength)}), flush=True)
             """
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(30), maxBatchSize: 5000))
+        let sink = ExecSink(
+            options: .init(command: ["python3", "-c", script], timeout: .seconds(30), maxBatchSize: 5000))
         // About 700 KB of answers, and 5 MB of records.
         #expect(try await sink.deliver(Self.records(5000, padding: 1000)) == Array(repeating: .delivered, count: 5000))
         await sink.shutdown()
@@ -99,7 +103,8 @@ import Testing
                 print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
             """
         // Time enough for a slow machine's Python to start and answer three.
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(8), maxBatchSize: 500))
+        let sink = ExecSink(
+            options: .init(command: ["python3", "-c", script], timeout: .seconds(8), maxBatchSize: 500))
         let records = Self.records(500, padding: 2000)
         let outcomes = try await sink.deliver(records)
         #expect(outcomes.prefix(3) == [.delivered, .delivered, .delivered])
@@ -131,9 +136,10 @@ import Testing
         // The daemons' stdout and stderr: pipes the gateway read, whose ends it must let go
         // of (a read blocked on one held a thread, and the pipe, for good).
         func links(_ folder: String) -> Set<String> {
-            Set(((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap {
-                try? FileManager.default.destinationOfSymbolicLink(atPath: "\(folder)/\($0)")
-            })
+            Set(
+                ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap {
+                    try? FileManager.default.destinationOfSymbolicLink(atPath: "\(folder)/\($0)")
+                })
         }
         // Each batch waits out its timeout (the daemon keeps stdout open); time enough for
         // a slow machine's Python to start the daemon before the plugin is stopped.
@@ -166,7 +172,9 @@ import Testing
             sys.stdout.flush()
             """
         let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(20)))
-        let records = (0..<2).map { AttributionRecord(provider: "iad", kind: .install, dedupeKey: "last\($0)", receivedAt: Date()) }
+        let records = (0..<2).map {
+            AttributionRecord(provider: "iad", kind: .install, dedupeKey: "last\($0)", receivedAt: Date())
+        }
         #expect(try await sink.deliver(records) == [.delivered, .delivered])
         await sink.shutdown()
     }
@@ -190,7 +198,8 @@ import Testing
                     while True:
                         sys.stdout.write("x" * 65536); sys.stdout.flush()
             """
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(50), maxBatchSize: 10))
+        let sink = ExecSink(
+            options: .init(command: ["python3", "-c", script], timeout: .seconds(50), maxBatchSize: 10))
         let records = Self.records(2)
         let outcomes = try await sink.deliver(records)
         #expect(outcomes[0] == .delivered)
@@ -207,7 +216,9 @@ import Testing
     /// memory; one printing lines that are no acknowledgement must not keep its batch going
     /// past its timeout for good, so the deadline is looked at while lines keep coming too.
     /// Its answers before that still stand.
-    @Test(.timeLimit(.minutes(1)), arguments: ["print(flush=True)", "print('debug: still here', flush=True); time.sleep(0.01)"])
+    @Test(
+        .timeLimit(.minutes(1)),
+        arguments: ["print(flush=True)", "print('debug: still here', flush=True); time.sleep(0.01)"])
     func aPluginPrintingLinesThatAreNoAnswerStillEndsItsBatch(_ chatter: String) async throws {
         let script = """
             import json, sys, time
@@ -238,7 +249,8 @@ import Testing
             print(json.dumps({"record_id": json.loads(first)["record_id"], "status": "ok"}), flush=True)
             sys.exit(3)
             """
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(20), maxBatchSize: 500))
+        let sink = ExecSink(
+            options: .init(command: ["python3", "-c", script], timeout: .seconds(20), maxBatchSize: 500))
         let outcomes = try await sink.deliver(Self.records(500, padding: 2000))
         await sink.shutdown()
         #expect(outcomes[0] == .delivered)
@@ -257,14 +269,15 @@ import Testing
         defer { try? FileManager.default.removeItem(at: folder) }
         let program = folder.appendingPathComponent("fwd=v2.py").path
         try """
-            #!/usr/bin/env python3
-            import json, sys
-            for line in sys.stdin:
-                print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
-            """.write(toFile: program, atomically: true, encoding: .utf8)
+        #!/usr/bin/env python3
+        import json, sys
+        for line in sys.stdin:
+            print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
+        """.write(toFile: program, atomically: true, encoding: .utf8)
         #expect(chmod(program, 0o755) == 0)
         let captured = CapturedLog()
-        let sink = ExecSink(options: .init(command: [program], timeout: .seconds(20), maxBatchSize: 10), logger: captured.logger)
+        let sink = ExecSink(
+            options: .init(command: [program], timeout: .seconds(20), maxBatchSize: 10), logger: captured.logger)
         #expect(try await sink.deliver(Self.records(3)) == Array(repeating: .delivered, count: 3))
         await sink.shutdown()
         #expect(!captured.entries.withLock { $0.contains { $0.message.contains("not an acknowledgement") } })

@@ -11,7 +11,9 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func aPluginThatHangsWithItsStdoutHeldOpenTimesOutTheBatch() async throws {
         let sleep = "sleep 120.\(Int.random(in: 100_000...999_999))"
         let sink = ExecSink(
-            options: .init(command: ["sh", "-c", "exec 2>/dev/null; \(sleep); true"], timeout: .milliseconds(300), maxBatchSize: 10))
+            options: .init(
+                command: ["sh", "-c", "exec 2>/dev/null; \(sleep); true"], timeout: .milliseconds(300), maxBatchSize: 10
+            ))
         let record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k", receivedAt: Date())
         await #expect(throws: (any Error).self) { try await sink.deliver([record]) }
         // The next batch starts a fresh plugin, and times out the same way rather than
@@ -32,7 +34,9 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func aPluginThatStopsReadingTimesOutTheBatchAtItsWrite() async throws {
         let sleep = "sleep 120.\(Int.random(in: 100_000...999_999))"
         let sink = ExecSink(
-            options: .init(command: ["sh", "-c", "exec 2>/dev/null; exec \(sleep)"], timeout: .milliseconds(300), maxBatchSize: 500))
+            options: .init(
+                command: ["sh", "-c", "exec 2>/dev/null; exec \(sleep)"], timeout: .milliseconds(300), maxBatchSize: 500
+            ))
         let records = (0..<500).map { index in
             var record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k\(index)", receivedAt: Date())
             record.raw = .object(["padding": .string(String(repeating: "x", count: 400))])
@@ -62,7 +66,8 @@ import Testing
             for line in sys.stdin:
                 print(json.dumps({"record_id": json.loads(line)["record_id"], "status": "ok"}), flush=True)
             """
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(20), maxBatchSize: 10))
+        let sink = ExecSink(
+            options: .init(command: ["python3", "-c", script], timeout: .seconds(20), maxBatchSize: 10))
         let record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k", receivedAt: Date())
         #expect(try await sink.deliver([record]) == [.delivered])
         var started = Self.processes(running: sleep)

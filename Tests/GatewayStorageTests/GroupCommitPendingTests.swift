@@ -9,7 +9,8 @@ import GatewayStorage
 /// still one pending row.
 @Suite struct GroupCommitPendingTests {
     @Test func concurrentTokensShareCommitsAndATokenTwiceIsOneRow() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pending-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pending-\(UUID().uuidString).sqlite")
+            .path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let store = try SQLiteStore(path: path, durability: .normal)
         let now = Date(timeIntervalSince1970: 1_700_000_000)
@@ -45,13 +46,16 @@ import GatewayStorage
     /// After a crash the one server of the store hands back what the dead one had claimed,
     /// due at once rather than after the lease; a retry's own schedule stays as it was.
     @Test func releasingClaimsMakesClaimedWorkDueAndLeavesScheduledRetriesAlone() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pending-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pending-\(UUID().uuidString).sqlite")
+            .path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let store = try SQLiteStore(path: path, durability: .normal)
         let now = Date(timeIntervalSince1970: 1_700_000_000)
         for token in ["claimed", "retrying"] {
             _ = try await store.addPending(
-                PendingWork(provider: "adservices", dedupeKey: "adservices:\(token)", appID: "1", receivedAt: now, state: Data()),
+                PendingWork(
+                    provider: "adservices", dedupeKey: "adservices:\(token)", appID: "1", receivedAt: now, state: Data()
+                ),
                 now: now)
         }
         let claimed = try await store.claimPending(provider: "adservices", now: now, lease: .seconds(120), limit: 10)
@@ -59,7 +63,8 @@ import GatewayStorage
         // One was answered "not found yet" and is due in an hour; the other's process died.
         let retrying = try #require(claimed.first { $0.dedupeKey == "adservices:retrying" })
         _ = try await store.settlePending([
-            .retry(recordID: retrying.recordID, state: Data(), attempts: 1, at: now.addingTimeInterval(3600), error: "404")
+            .retry(
+                recordID: retrying.recordID, state: Data(), attempts: 1, at: now.addingTimeInterval(3600), error: "404")
         ])
         #expect(try await store.claimPending(provider: "adservices", now: now, lease: .seconds(120), limit: 10).isEmpty)
 
@@ -70,13 +75,16 @@ import GatewayStorage
 
     /// A key for one app cannot reach another app's work through a token both send.
     @Test func aTokenSentForTwoAppsIsEachAppsOwnWork() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pending-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pending-\(UUID().uuidString).sqlite")
+            .path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let store = try SQLiteStore(path: path, durability: .normal)
         let now = Date(timeIntervalSince1970: 1_700_000_000)
         func submit(_ app: String) async throws -> PendingAdmission {
             try await store.addPending(
-                PendingWork(provider: "adservices", dedupeKey: "adservices:same-token", appID: app, receivedAt: now, state: Data()),
+                PendingWork(
+                    provider: "adservices", dedupeKey: "adservices:same-token", appID: app, receivedAt: now,
+                    state: Data()),
                 now: now)
         }
         // Another app's key posts the token first…
@@ -96,7 +104,8 @@ import GatewayStorage
                 provider: "adservices", kind: .install, dedupeKey: work.dedupeKey, receivedAt: now,
                 recordID: work.recordID)
             record.appID = work.appID
-            return PendingSettlement.finished(recordID: work.recordID, records: [RoutedRecord(record: record, sinks: [])])
+            return PendingSettlement.finished(
+                recordID: work.recordID, records: [RoutedRecord(record: record, sinks: [])])
         }
         _ = try await store.settlePending(settlements)
         #expect(try await submit("1234567890") == .duplicate(of: own, resolved: true))

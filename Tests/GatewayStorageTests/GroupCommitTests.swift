@@ -17,7 +17,8 @@ import Testing
     }
 
     @Test func concurrentRequestsAreStoredOnceEachWithTheirOwnAnswers() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("group-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("group-\(UUID().uuidString).sqlite")
+            .path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let store = try SQLiteStore(path: path, durability: .normal)
         // 300 requests at once: 200 distinct keys, and 100 that repeat one of them.
@@ -54,7 +55,8 @@ import Testing
 /// request in it at once: run again one by one, each waited out the store's fault in turn.
 @Suite struct GroupCommitFaultTests {
     @Test func aStoreFaultFailsTheWholeBatchWithoutRunningEachAgain() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("fault-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("fault-\(UUID().uuidString).sqlite")
+            .path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
         let store = try SQLiteStore(path: path, durability: .normal)
         // A full disk, for the writer: no page past those it has.
@@ -159,7 +161,8 @@ import Testing
 /// the server holds open, which no path names, and vanished at the next start.
 @Suite struct StoreFileGoneTests {
     @Test func aCommitAfterTheStorePathStoppedNamingItsFileIsNotAcknowledged() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("gone-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("gone-\(UUID().uuidString).sqlite")
+            .path
         let moved = path + ".moved"
         defer {
             for file in [path, moved] {

@@ -34,7 +34,9 @@ import GatewayStorage
 
     /// An inline sink that writes each record's campaign into `table`.
     func campaigns(into table: String) -> InlineDelivery {
-        InlineDelivery(sink: table, sql: "INSERT INTO \(table) (campaign) VALUES (?)") { record, _ in [record.campaignID] }
+        InlineDelivery(sink: table, sql: "INSERT INTO \(table) (campaign) VALUES (?)") { record, _ in
+            [record.campaignID]
+        }
     }
 
     func outboxSinks(_ store: SQLiteStore) async throws -> [String] {
@@ -46,14 +48,19 @@ import GatewayStorage
             let sink = try SQLiteSink(path: path)
             store.deliverInline(try #require(sink.inlineDelivery(sinkName: "local", into: store)))
             var first = record("u1")
-            first.raw = .object(["Version3.1": .object(["iad-keyword": .string("say \"om\""), "iad-org-id": .integer(4)])])
+            first.raw = .object([
+                "Version3.1": .object(["iad-keyword": .string("say \"om\""), "iad-org-id": .integer(4)])
+            ])
             let results = try await store.ingest([
-                RoutedRecord(record: first, sinks: ["local", "hook"]), RoutedRecord(record: record("u2"), sinks: ["local"]),
+                RoutedRecord(record: first, sinks: ["local", "hook"]),
+                RoutedRecord(record: record("u2"), sinks: ["local"]),
             ])
             #expect(results.count == 2)
             let rows = try store.pool.read { db in
                 try Row.fetchAll(
-                    db, sql: "SELECT record_id, app_user_id, campaign_id, raw FROM attribution_records ORDER BY app_user_id")
+                    db,
+                    sql: "SELECT record_id, app_user_id, campaign_id, raw FROM attribution_records ORDER BY app_user_id"
+                )
             }
             #expect(rows.map { $0["app_user_id"] as String } == ["u1", "u2"])
             #expect(rows.first?["record_id"] as String? == first.recordID)
@@ -68,7 +75,8 @@ import GatewayStorage
             _ = try await store.ingest([RoutedRecord(record: record("u1"), sinks: ["local", "hook"])])
             #expect(reported.fellBackCounts.withLock { $0 }.isEmpty)
             #expect(
-                try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM attribution_records") }
+                try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM attribution_records")
+                }
                     == 2)
             #expect(try await outboxSinks(store) == ["hook"])
         }
@@ -117,7 +125,8 @@ import GatewayStorage
                 RoutedRecord(record: bad, sinks: ["checked"]), RoutedRecord(record: good, sinks: ["checked"]),
             ])
             #expect(results == [.stored(recordID: bad.recordID), .stored(recordID: good.recordID)])
-            #expect(try await store.pool.read { db in try Int64.fetchAll(db, sql: "SELECT campaign FROM checked") } == [5])
+            #expect(
+                try await store.pool.read { db in try Int64.fetchAll(db, sql: "SELECT campaign FROM checked") } == [5])
             let queued = try await store.dueEntries(sink: "checked", now: .distantFuture, limit: 10, laneOrdered: false)
             #expect(queued.map(\.record.recordID) == [bad.recordID])
             #expect(try await store.record(id: bad.recordID) != nil)
@@ -137,7 +146,8 @@ import GatewayStorage
                 })
             let odd = record("odd", campaign: 0)
             let results = try await store.ingest([
-                RoutedRecord(record: odd, sinks: ["picky"]), RoutedRecord(record: record("fine", campaign: 3), sinks: ["picky"]),
+                RoutedRecord(record: odd, sinks: ["picky"]),
+                RoutedRecord(record: record("fine", campaign: 3), sinks: ["picky"]),
             ])
             #expect(results.count == 2)
             let queued = try await store.dueEntries(sink: "picky", now: .distantFuture, limit: 10, laneOrdered: false)

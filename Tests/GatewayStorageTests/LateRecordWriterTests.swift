@@ -62,7 +62,8 @@ import GatewayStorage
         let pipeline = IngestPipeline(store: store, router: RecordRouter(routes: [Route(sinks: ["local"])]))
         let writer = LateRecordWriter(enricher: LateNames(), pipeline: pipeline, logger: Logger(label: "test"))
 
-        var record = AttributionRecord(provider: "adservices", kind: .purchase, dedupeKey: "asa:p:1", receivedAt: Date())
+        var record = AttributionRecord(
+            provider: "adservices", kind: .purchase, dedupeKey: "asa:p:1", receivedAt: Date())
         record.resolution = .pending
         record.keywordID = 87_675_432
         _ = try await pipeline.ingest([record])
@@ -81,7 +82,9 @@ import GatewayStorage
         // The same names again change nothing and are not queued again.
         let queued = try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false).count
         #expect(await writer.write([named]).isEmpty)
-        #expect(try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false).count == queued)
+        #expect(
+            try await store.dueEntries(sink: "local", now: .distantFuture, limit: 10, laneOrdered: false).count
+                == queued)
     }
 
     /// A late version gets no new outbox row on a sink that counts every copy it is sent (a
@@ -96,7 +99,8 @@ import GatewayStorage
         let pipeline = IngestPipeline(store: store, router: router)
         let writer = LateRecordWriter(enricher: LateNames(), pipeline: pipeline, logger: Logger(label: "test"))
 
-        var record = AttributionRecord(provider: "adservices", kind: .purchase, dedupeKey: "asa:p:2", receivedAt: Date())
+        var record = AttributionRecord(
+            provider: "adservices", kind: .purchase, dedupeKey: "asa:p:2", receivedAt: Date())
         record.appID = "1"
         record.keywordID = 87_675_432
         _ = try await pipeline.ingest([record])

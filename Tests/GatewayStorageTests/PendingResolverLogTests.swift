@@ -12,7 +12,9 @@ import Testing
         let resolveConcurrency = 4
         let answerWait: Duration = .zero
         func normalize(_ payload: IngestPayload) throws -> [AttributionRecord] { [] }
-        func accept(_ payload: IngestPayload) throws -> PendingWork { throw GatewayError.invalid("token", "not used in this test") }
+        func accept(_ payload: IngestPayload) throws -> PendingWork {
+            throw GatewayError.invalid("token", "not used in this test")
+        }
         func resolve(_ work: PendingWork) async -> ResolutionStep {
             .retry(after: .seconds(0), error: "Apple answered 503", state: work.state)
         }

@@ -47,7 +47,8 @@ import Testing
             sys.stderr.flush()
             sys.exit(1)
             """
-        let sink = ExecSink(options: .init(command: ["python3", "-c", script], timeout: .seconds(20)), logger: captured.logger)
+        let sink = ExecSink(
+            options: .init(command: ["python3", "-c", script], timeout: .seconds(20)), logger: captured.logger)
         for index in 0..<6 {
             let record = AttributionRecord(provider: "iad", kind: .install, dedupeKey: "k\(index)", receivedAt: Date())
             _ = try? await sink.deliver([record])
@@ -73,7 +74,9 @@ import Testing
         for _ in 0..<(PluginStderr.linesPerMinute + 7) { limiter.emit(Data("noise".utf8)) }
         limiter.rollOver()
         func dropped() -> [String] {
-            captured.entries.withLock { $0.filter { $0.message == "plugin stderr lines dropped" }.map { "\($0.metadata["lines"] ?? "")" } }
+            captured.entries.withLock {
+                $0.filter { $0.message == "plugin stderr lines dropped" }.map { "\($0.metadata["lines"] ?? "")" }
+            }
         }
         #expect(dropped().isEmpty, "the minute is not over")
         limiter.windowStart = .now - .seconds(61)

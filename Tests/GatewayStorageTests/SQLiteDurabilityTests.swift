@@ -43,7 +43,9 @@ import GatewayStorage
             #expect(actual == (durability == .full ? 2 : 1))
             // A later opener without a setting of its own leaves it.
             _ = try SQLiteDatabase.pool(path: path)
-            #expect(try await opener.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") } == actual)
+            #expect(
+                try await opener.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+                    == actual)
         }
     }
 }

@@ -30,14 +30,18 @@ import Testing
         let path = try olderStore()
         defer { remove(path) }
         let told = Mutex<[String]>([])
-        _ = try SQLiteStore(path: path, upgrade: .unlessServed, onWait: { message in told.withLock { $0.append(message) } })
+        _ = try SQLiteStore(
+            path: path, upgrade: .unlessServed, onWait: { message in told.withLock { $0.append(message) } })
         let last = SQLiteStoreSchema.migrator.migrations.last!
-        #expect(told.withLock { $0 }.contains { $0.contains("upgrading the store's tables (\(last))") }, "\(told.withLock { $0 })")
+        #expect(
+            told.withLock { $0 }.contains { $0.contains("upgrading the store's tables (\(last))") },
+            "\(told.withLock { $0 })")
 
         let fresh = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID()).sqlite").path
         defer { remove(fresh) }
         let toldFresh = Mutex<[String]>([])
-        _ = try SQLiteStore(path: fresh, upgrade: .unlessServed, onWait: { message in toldFresh.withLock { $0.append(message) } })
+        _ = try SQLiteStore(
+            path: fresh, upgrade: .unlessServed, onWait: { message in toldFresh.withLock { $0.append(message) } })
         #expect(toldFresh.withLock { $0 }.isEmpty)
     }
 
@@ -136,7 +140,9 @@ import Testing
         let lines = try String(contentsOfFile: upgrader.path, encoding: .utf8).split(separator: "\n")
         #expect(lines == ["\(getpid())", "upgrading"])
         let told = Mutex<[String]>([])
-        let server = Task { try await onThread { try ServeLock(storePath: path) { message in told.withLock { $0.append(message) } } } }
+        let server = Task {
+            try await onThread { try ServeLock(storePath: path) { message in told.withLock { $0.append(message) } } }
+        }
         // It waits, and says so once, for as long as the upgrade holds the lock.
         try #require(try await eventually { !told.withLock { $0.isEmpty } })
         #expect(told.withLock { $0 } == ["pid \(getpid()) is upgrading the store's tables; waiting for it to finish"])
@@ -157,7 +163,9 @@ import Testing
         let server = try ServeLock(storePath: path)
         let waiting = Mutex(false)
         let command = Task {
-            try await onThread { _ = try SQLiteStore(path: path, upgrade: .unlessServed) { _ in waiting.withLock { $0 = true } } }
+            try await onThread {
+                _ = try SQLiteStore(path: path, upgrade: .unlessServed) { _ in waiting.withLock { $0 = true } }
+            }
         }
         try #require(try await eventually { waiting.withLock { $0 } }, "\(command)")
         // The server finishes its upgrade and serves: the command reads the upgraded tables,
@@ -171,7 +179,8 @@ import Testing
     @Test func aStoreReachedThroughADanglingLinkHasTheLockOfTheFileItWillBe() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("link-\(UUID())")
         defer { try? FileManager.default.removeItem(at: folder) }
-        try FileManager.default.createDirectory(at: folder.appendingPathComponent("real"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: folder.appendingPathComponent("real"), withIntermediateDirectories: true)
         let target = folder.appendingPathComponent("real/store.sqlite").path
         let link = folder.appendingPathComponent("link.sqlite").path
         // Relative, as `ln -s real/store.sqlite link.sqlite` makes it; the file is not there yet.

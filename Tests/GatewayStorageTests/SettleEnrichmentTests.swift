@@ -27,18 +27,21 @@ import Testing
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
         let store = try SQLiteStore(path: path, durability: .normal)
         let enricher = CountingEnricher()
-        let pipeline = IngestPipeline(store: store, router: RecordRouter(routes: [Route(sinks: ["local"])]), enrichers: [enricher])
+        let pipeline = IngestPipeline(
+            store: store, router: RecordRouter(routes: [Route(sinks: ["local"])]), enrichers: [enricher])
         let now = Date()
         var attempts: [(work: PendingWork, step: ResolutionStep)] = []
         for user in ["u1", "u2", "u3", "u4"] {
-            let work = PendingWork(provider: "adservices", dedupeKey: "adservices:\(user)", appID: "1", receivedAt: now, state: Data())
+            let work = PendingWork(
+                provider: "adservices", dedupeKey: "adservices:\(user)", appID: "1", receivedAt: now, state: Data())
             _ = try await store.addPending(work, now: now)
             var record = AttributionRecord(
                 provider: "adservices", kind: .install, dedupeKey: work.dedupeKey, receivedAt: now, attributed: true,
                 recordID: work.recordID)
             record.appUserID = user
             // One token still waits for Apple: it is not enriched, and is retried.
-            attempts.append((work, user == "u3" ? .retry(after: .seconds(5), error: "later", state: Data()) : .finished([record])))
+            attempts.append(
+                (work, user == "u3" ? .retry(after: .seconds(5), error: "later", state: Data()) : .finished([record])))
         }
         try await pipeline.settle(attempts, now: now)
         #expect(enricher.calls.withLock { $0 } == [["u1", "u2", "u4"]])

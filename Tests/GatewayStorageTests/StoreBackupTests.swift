@@ -60,7 +60,9 @@ import Testing
         let besideJournal = f.path + ".bak"
         try Data("pages of another store".utf8).write(to: URL(fileURLWithPath: besideJournal + "-journal"))
         defer {
-            for path in [existing, dangling, besideJournal + "-journal"] { try? FileManager.default.removeItem(atPath: path) }
+            for path in [existing, dangling, besideJournal + "-journal"] {
+                try? FileManager.default.removeItem(atPath: path)
+            }
         }
         let cases = [
             (besideJournal, ".bak-journal exists"),
@@ -111,7 +113,9 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: stale + "/sub"))
         let folder = (target as NSString).deletingLastPathComponent
         let name = (target as NSString).lastPathComponent
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasPrefix(name + ".partial-") }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder).filter {
+            $0.hasPrefix(name + ".partial-")
+        }
         #expect(leftovers.isEmpty, "\(leftovers)")
     }
 
@@ -148,10 +152,11 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: base) }
         // `..` after a link goes up from where the link points, as the kernel resolves it.
         let summary = try StoreBackup.copy(f.store, to: base + "/lnk/../copy.sqlite")
-        let landed = try #require(realpath(base + "/deep/copy.sqlite", nil).map { path in
-            defer { free(path) }
-            return String(cString: path)
-        })
+        let landed = try #require(
+            realpath(base + "/deep/copy.sqlite", nil).map { path in
+                defer { free(path) }
+                return String(cString: path)
+            })
         #expect(summary.path == landed)
         let mode = try #require(try FileManager.default.attributesOfItem(atPath: landed)[.posixPermissions] as? Int)
         #expect(mode & 0o077 == 0, "mode \(String(mode, radix: 8))")

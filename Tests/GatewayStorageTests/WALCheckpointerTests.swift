@@ -11,9 +11,12 @@ import GatewayStorage
 @Suite struct WALCheckpointerTests {
     func record(_ index: Int) -> RoutedRecord {
         var record = AttributionRecord(
-            provider: "iad", kind: .install, dedupeKey: "key-\(index)", receivedAt: Date(timeIntervalSince1970: 1_700_000_000))
+            provider: "iad", kind: .install, dedupeKey: "key-\(index)",
+            receivedAt: Date(timeIntervalSince1970: 1_700_000_000))
         // About 2 KB, like a stored iAd record with its payload.
-        record.raw = .object(["padding": .string(String(repeating: "x", count: 2_000)), "index": .integer(Int64(index))])
+        record.raw = .object([
+            "padding": .string(String(repeating: "x", count: 2_000)), "index": .integer(Int64(index)),
+        ])
         return RoutedRecord(record: record, sinks: ["local"])
     }
 

@@ -107,7 +107,10 @@ public final class ConfigDiagnostics {
     }
 
     public func report(_ message: String, path: String, at node: ConfigNode?) {
-        append([ConfigIssue(file: file, path: path, line: node?.line ?? 0, column: node?.column ?? 0, message: scrubbed(message))])
+        append([
+            ConfigIssue(
+                file: file, path: path, line: node?.line ?? 0, column: node?.column ?? 0, message: scrubbed(message))
+        ])
     }
 
     /// Values read from the environment, longest first, with the variable each came from.

@@ -26,7 +26,8 @@ public final class ConfigReader {
             var seen: Set<String> = []
             for entry in entries {
                 if !seen.insert(entry.key).inserted {
-                    diagnostics.report("duplicate key '\(entry.key)'", path: join(entry.key), at: entry.value.keyPosition)
+                    diagnostics.report(
+                        "duplicate key '\(entry.key)'", path: join(entry.key), at: entry.value.keyPosition)
                 }
             }
             self.entries = entries
@@ -136,7 +137,9 @@ public final class ConfigReader {
     public func choice(_ key: String, _ allowed: [String]) -> String? {
         guard let text = string(key) else { return nil }
         guard allowed.contains(text) else {
-            report("must be one of \(allowed.joined(separator: ", ")), \(found(key, text))\(suggestion(text, allowed))", key: key)
+            report(
+                "must be one of \(allowed.joined(separator: ", ")), \(found(key, text))\(suggestion(text, allowed))",
+                key: key)
             return nil
         }
         return text
@@ -173,7 +176,8 @@ public final class ConfigReader {
             }
             return values
         default:
-            diagnostics.report("expected a string or a list of strings, found \(node.typeName)", path: join(key), at: node)
+            diagnostics.report(
+                "expected a string or a list of strings, found \(node.typeName)", path: join(key), at: node)
             return nil
         }
     }
@@ -251,7 +255,8 @@ public final class ConfigReader {
         let known = Array(consumed)
         for entry in entries where !consumed.contains(entry.key) {
             diagnostics.report(
-                "unknown key '\(entry.key)'\(suggestion(entry.key, known))", path: join(entry.key), at: entry.value.keyPosition)
+                "unknown key '\(entry.key)'\(suggestion(entry.key, known))", path: join(entry.key),
+                at: entry.value.keyPosition)
         }
     }
 
@@ -321,7 +326,8 @@ public final class ConfigReader {
     static func isVariableName(_ name: Substring) -> Bool {
         guard let first = name.unicodeScalars.first, !("0"..."9").contains(first) else { return false }
         return name.unicodeScalars.allSatisfy {
-            "_.-".unicodeScalars.contains($0) || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+            "_.-".unicodeScalars.contains($0) || ("a"..."z").contains($0) || ("A"..."Z").contains($0)
+                || ("0"..."9").contains($0)
         }
     }
 }

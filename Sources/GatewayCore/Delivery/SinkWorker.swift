@@ -83,7 +83,8 @@ public final class SinkWorker: Service, Sendable {
                     await wakeUp.wait(timeout: .seconds(3600))
                     continue
                 }
-                if let until = postponedUntil.withLock({ $0 }), case let left = until.timeIntervalSince(now()), left > 0 {
+                if let until = postponedUntil.withLock({ $0 }), case let left = until.timeIntervalSince(now()), left > 0
+                {
                     // New records wake the worker; they wait for the sink like the rest.
                     await wakeUp.wait(timeout: .milliseconds(Int64(left * 1000) + 1))
                     continue
@@ -131,7 +132,8 @@ public final class SinkWorker: Service, Sendable {
                 metadata: ["count": "\(unreadable.count)", "error": "\(unreadable[0].unreadable ?? "")"])
             try await store.resolve(
                 sink: sinkName,
-                unreadable.map { .deadLetter(id: $0.id, attempts: $0.attempts, error: $0.unreadable ?? "") }, now: now())
+                unreadable.map { .deadLetter(id: $0.id, attempts: $0.attempts, error: $0.unreadable ?? "") }, now: now()
+            )
             metrics.delivery(sink: sinkName, outcome: "dead_letter", count: unreadable.count)
             if entries.isEmpty { return due.count }
         }
@@ -157,7 +159,9 @@ public final class SinkWorker: Service, Sendable {
                 // as "may have counted it"). Not written now: the batch's end writes it with
                 // the rest.
                 let sinkName = self.sinkName, store = self.store
-                guard (try? await uncancelled { try await store.resolve(sink: sinkName, [resolution], now: decidedAt) }) != nil
+                guard
+                    (try? await uncancelled { try await store.resolve(sink: sinkName, [resolution], now: decidedAt) })
+                        != nil
                 else { return }
                 settled.withLock { $0[entry.id] = resolution }
             })
@@ -177,7 +181,8 @@ public final class SinkWorker: Service, Sendable {
                 // Shutdown cut the batch short: it stays in the outbox as it was, not a failed
                 // attempt, and is offered again after the restart.
                 if Task.isCancelled {
-                    logger.info("batch in flight left in the outbox by shutdown", metadata: ["records": "\(entries.count)"])
+                    logger.info(
+                        "batch in flight left in the outbox by shutdown", metadata: ["records": "\(entries.count)"])
                     return due.count
                 }
                 answers = Array(repeating: .retry(reason: "\(error)"), count: offered.count)
@@ -258,13 +263,17 @@ public final class SinkWorker: Service, Sendable {
         // Records tried before, many at once, are a backlog refused again: after a
         // restart during an outage every record has been tried, and the backlog would
         // otherwise go out as refused batch after refused batch.
-        let throttled = !threw && !asked.isEmpty && asked.allSatisfy { outcome in
-            if case .retry(_, _?) = outcome { return true }
-            return false
-        } && (asked.count > 1 || zip(entries, outcomes).contains { entry, outcome in
-            if case .retry = outcome { return entry.attempts == 0 }
-            return false
-        })
+        let throttled =
+            !threw && !asked.isEmpty
+            && asked.allSatisfy { outcome in
+                if case .retry(_, _?) = outcome { return true }
+                return false
+            }
+            && (asked.count > 1
+                || zip(entries, outcomes).contains { entry, outcome in
+                    if case .retry = outcome { return entry.attempts == 0 }
+                    return false
+                })
         let down = !cutShort && (postponed == outcomes.count || streak >= 2 || throttled)
         var firstDue = decisions.compactMap { resolution -> Date? in
             if case .retry(_, _, let at, _) = resolution { return at }
@@ -332,7 +341,9 @@ public final class SinkWorker: Service, Sendable {
 
     /// What `outcome` makes of `entry`'s outbox row, decided at `decidedAt`, with the
     /// batch's `jitter` (0..<1).
-    func resolution(of entry: OutboxEntry, _ outcome: DeliveryOutcome, decidedAt: Date, jitter: Double) -> OutboxResolution {
+    func resolution(of entry: OutboxEntry, _ outcome: DeliveryOutcome, decidedAt: Date, jitter: Double)
+        -> OutboxResolution
+    {
         switch outcome {
         case .delivered, .declined:
             return .delivered(id: entry.id)
@@ -341,9 +352,12 @@ public final class SinkWorker: Service, Sendable {
             return .retry(id: entry.id, attempts: entry.attempts, at: at, error: reason)
         case .retry(let reason, let after):
             let attempts = entry.attempts + 1
-            guard attempts < settings.maxAttempts else { return .deadLetter(id: entry.id, attempts: attempts, error: reason) }
+            guard attempts < settings.maxAttempts else {
+                return .deadLetter(id: entry.id, attempts: attempts, error: reason)
+            }
             let delay = settings.backoff(attempt: attempts, retryAfter: after, unit: jitter)
-            return .retry(id: entry.id, attempts: attempts, at: decidedAt.addingTimeInterval(delay / .seconds(1)), error: reason)
+            return .retry(
+                id: entry.id, attempts: attempts, at: decidedAt.addingTimeInterval(delay / .seconds(1)), error: reason)
         case .reject(let reason):
             return .deadLetter(id: entry.id, attempts: entry.attempts + 1, error: reason)
         }
@@ -382,9 +396,12 @@ public final class SinkWorker: Service, Sendable {
     /// Writes the answers the store could not take before, if any.
     private func writeUnwritten() async throws {
         guard let pending = unwritten.withLock({ $0 }) else { return }
-        try await uncancelled { try await self.store.resolve(sink: self.sinkName, pending.resolutions, now: pending.at) }
+        try await uncancelled {
+            try await self.store.resolve(sink: self.sinkName, pending.resolutions, now: pending.at)
+        }
         unwritten.withLock { $0 = nil }
-        logger.info("answers the outbox could not take are written", metadata: ["records": "\(pending.resolutions.count)"])
+        logger.info(
+            "answers the outbox could not take are written", metadata: ["records": "\(pending.resolutions.count)"])
     }
 
     private func idleWait() async throws -> Duration {

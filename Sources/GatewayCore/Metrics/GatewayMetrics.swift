@@ -25,7 +25,9 @@ public struct GatewayMetrics: Sendable {
         sinks: [String]
     ) {
         for provider in providers {
-            for label in ["gateway_records_received_total", "gateway_records_stored_total", "gateway_records_duplicate_total"] {
+            for label in [
+                "gateway_records_received_total", "gateway_records_stored_total", "gateway_records_duplicate_total",
+            ] {
                 counter(label, [("provider", provider)]).increment(by: 0)
             }
             // The gateway's own faults, which `IngestFailing` watches: the first outage
@@ -38,7 +40,8 @@ public struct GatewayMetrics: Sendable {
             for verdict in ["verified", "invalid", "unverifiable"] {
                 for version in Self.postbackVersions + ["other"] {
                     counter(
-                        "gateway_signature_verdicts_total", [("provider", provider), ("verdict", verdict), ("version", version)]
+                        "gateway_signature_verdicts_total",
+                        [("provider", provider), ("verdict", verdict), ("version", version)]
                     ).increment(by: 0)
                 }
             }
@@ -57,12 +60,14 @@ public struct GatewayMetrics: Sendable {
         // `KeywordNamesLate` watches `late`; the others, so that every rate starts at zero.
         for enricher in enrichers {
             for outcome in ["hit", "fetched", "stale", "unknown", "late"] {
-                counter("gateway_enrichment_lookups_total", [("enricher", enricher), ("outcome", outcome)]).increment(by: 0)
+                counter("gateway_enrichment_lookups_total", [("enricher", enricher), ("outcome", outcome)]).increment(
+                    by: 0)
             }
         }
         for provider in deferredProviders {
             for outcome in Resolution.allCases.filter({ $0 != .pending }).map(\.rawValue) + ["retry"] {
-                counter("gateway_resolution_attempts_total", [("provider", provider), ("outcome", outcome)]).increment(by: 0)
+                counter("gateway_resolution_attempts_total", [("provider", provider), ("outcome", outcome)]).increment(
+                    by: 0)
             }
         }
     }
@@ -100,8 +105,10 @@ public struct GatewayMetrics: Sendable {
     /// version the gateway does not verify is `other`: a forger cannot mint series.
     public func verdict(provider: String, verdict: String, version: String?) {
         let version = version.flatMap { Self.postbackVersions.contains($0) ? $0 : nil } ?? "other"
-        counter("gateway_signature_verdicts_total", [("provider", provider), ("verdict", verdict), ("version", version)])
-            .increment()
+        counter(
+            "gateway_signature_verdicts_total", [("provider", provider), ("verdict", verdict), ("version", version)]
+        )
+        .increment()
     }
 
     /// The postback versions the gateway verifies: SKAdNetwork's and AdAttributionKit's.

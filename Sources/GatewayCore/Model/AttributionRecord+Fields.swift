@@ -34,7 +34,8 @@ extension AttributionRecord {
             ("duplicate_of", { s($0.duplicateOf) }), ("network", { s($0.network) }),
             ("org_id", { i($0.orgID) }), ("org_name", { s($0.orgName) }), ("campaign_id", { i($0.campaignID) }),
             ("campaign_name", { s($0.campaignName) }), ("ad_group_id", { i($0.adGroupID) }),
-            ("ad_group_name", { s($0.adGroupName) }), ("keyword_id", { i($0.keywordID) }), ("keyword", { s($0.keyword) }),
+            ("ad_group_name", { s($0.adGroupName) }), ("keyword_id", { i($0.keywordID) }),
+            ("keyword", { s($0.keyword) }),
             ("keyword_match_type", { s($0.keywordMatchType) }), ("ad_id", { i($0.adID) }),
             ("creative_set_id", { i($0.creativeSetID) }), ("creative_set_name", { s($0.creativeSetName) }),
             ("country_or_region", { s($0.countryOrRegion) }), ("conversion_type", { s($0.conversionType) }),
@@ -259,7 +260,9 @@ extension AttributionRecord {
         }
         func date(_ key: String) throws -> Date? {
             guard let text = try string(key) else { return nil }
-            guard let date = ISO8601.parse(text) else { throw NotARecord(description: "\(key) is not an ISO-8601 date") }
+            guard let date = ISO8601.parse(text) else {
+                throw NotARecord(description: "\(key) is not an ISO-8601 date")
+            }
             return date
         }
         func decimal(_ key: String) throws -> Decimal? {
@@ -275,7 +278,8 @@ extension AttributionRecord {
             let receivedAt = try date("received_at")
         else { throw NotARecord(description: "kind, resolution or received_at is missing or unknown") }
         self.init(
-            provider: try required("provider"), kind: kind, dedupeKey: try required("dedupe_key"), receivedAt: receivedAt,
+            provider: try required("provider"), kind: kind, dedupeKey: try required("dedupe_key"),
+            receivedAt: receivedAt,
             attributed: try bool("attributed") ?? false, resolution: resolution, recordID: try required("record_id"))
         isTest = try bool("is_test") ?? false
         appID = try string("app_id")

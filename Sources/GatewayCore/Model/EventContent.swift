@@ -82,4 +82,3 @@ public enum EventContent {
         return String(trimmed)
     }
 }
-

@@ -94,7 +94,8 @@ public enum ISO8601 {
         let (year, month, day) = civilFromDays((seconds - secondOfDay) / 86_400)
         guard (0...9999).contains(year) else {
             return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T" + pad(secondOfDay / 3600, 2) + ":"
-                + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2) + (millis != 0 ? "." + pad(millis, 3) : "")
+                + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2)
+                + (millis != 0 ? "." + pad(millis, 3) : "")
                 + "Z"
         }
         // Written into one buffer: this runs for every date of every record stored or read.
@@ -113,7 +114,8 @@ public enum ISO8601 {
                 at += 1
             }
             digits(year, 4); char("-"); digits(month, 2); char("-"); digits(day, 2); char("T")
-            digits(secondOfDay / 3600, 2); char(":"); digits(secondOfDay / 60 % 60, 2); char(":"); digits(secondOfDay % 60, 2)
+            digits(secondOfDay / 3600, 2); char(":"); digits(secondOfDay / 60 % 60, 2); char(":");
+            digits(secondOfDay % 60, 2)
             if millis != 0 { char("."); digits(millis, 3) }
             char("Z")
             return at

@@ -18,7 +18,9 @@ extension IngestPipeline {
         for (work, step) in attempts {
             switch step {
             case .finished(let records):
-                let routed = enriched.prefix(records.count).map { RoutedRecord(record: $0, sinks: router.sinks(for: $0)) }
+                let routed = enriched.prefix(records.count).map {
+                    RoutedRecord(record: $0, sinks: router.sinks(for: $0))
+                }
                 enriched = enriched.dropFirst(records.count)
                 settlements.append(.finished(recordID: work.recordID, records: routed))
             case .retry(let delay, let error, let state):

@@ -65,7 +65,8 @@ public final class LateRecordWriter: Service, Sendable {
                 }
                 tasks.cancelAll()
             }
-        } onGracefulShutdown: {}
+        } onGracefulShutdown: {
+        }
     }
 
     /// Writes what of `batch` can be written, and hands the rest to `later` with the delay
@@ -124,10 +125,15 @@ public final class LateRecordWriter: Service, Sendable {
             var missing: [String] = []
             for id in ids[start..<min(start + 1000, ids.count)] {
                 do {
-                    if let record = try await pipeline.store.record(id: id) { records.append(record) } else { missing.append(id) }
+                    if let record = try await pipeline.store.record(id: id) {
+                        records.append(record)
+                    } else {
+                        missing.append(id)
+                    }
                 } catch {
                     // Kept for the next start.
-                    logger.warning("cannot read a record left waiting for late enrichment", metadata: ["error": "\(error)"])
+                    logger.warning(
+                        "cannot read a record left waiting for late enrichment", metadata: ["error": "\(error)"])
                 }
             }
             if forgettingUnstored, !missing.isEmpty { await enricher.forget(missing) }

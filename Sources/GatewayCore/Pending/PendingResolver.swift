@@ -113,7 +113,8 @@ public final class PendingResolver: Service, Sendable {
                     // A store that cannot be written (a full disk) fails at once: without
                     // a pause this would loop, flooding the log and burning CPU.
                     failures += 1
-                    logger.error("cannot read pending work", metadata: ["error": "\(error)", "failures": "\(failures)"])
+                    logger.error(
+                        "cannot read pending work", metadata: ["error": "\(error)", "failures": "\(failures)"])
                     await wakeUp.wait(timeout: min(.milliseconds(100) * (1 << min(failures - 1, 9)), .seconds(30)))
                     continue
                 }
@@ -172,7 +173,8 @@ public final class PendingResolver: Service, Sendable {
             try await uncancelled { try await self.pipeline.settle(attempts, now: now) }
         } catch {
             // The claims' lease brings the work back; nothing is lost.
-            logger.error("cannot store a round of attempts", metadata: ["count": "\(attempts.count)", "error": "\(error)"])
+            logger.error(
+                "cannot store a round of attempts", metadata: ["count": "\(attempts.count)", "error": "\(error)"])
             for (work, _) in attempts { await waiters.attempted(work.recordID, finished: nil) }
             return attempts.count
         }

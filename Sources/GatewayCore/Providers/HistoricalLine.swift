@@ -32,7 +32,8 @@ public struct HistoricalLine: Sendable {
             let found = others.map { "'\($0)'" }.joined(separator: ", ")
             guard object["received_at"] != nil else {
                 throw GatewayError(
-                    .missingField, "an import envelope has received_at beside payload; found \(found)", field: "received_at")
+                    .missingField, "an import envelope has received_at beside payload; found \(found)",
+                    field: "received_at")
             }
             throw GatewayError.invalid(others[0], "an import envelope has only received_at and payload; found \(found)")
         }
@@ -51,7 +52,8 @@ public struct HistoricalLine: Sendable {
         default:
             throw GatewayError.invalid("payload", "expected the payload as posted: a JSON object or array")
         }
-        payload = IngestPayload(body: Data(object["payload"]!.compactUTF8), receivedAt: receivedAt, hasFixedArrival: true)
+        payload = IngestPayload(
+            body: Data(object["payload"]!.compactUTF8), receivedAt: receivedAt, hasFixedArrival: true)
     }
 
     /// `received_at`, or a typo of it (two edits at most: `recieved_at`, `received-at`),

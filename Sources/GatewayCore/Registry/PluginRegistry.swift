@@ -157,7 +157,8 @@ public struct PluginRegistry: Sendable {
         enrichers[P.typeName] = EnricherEntry { reader in
             guard let options = P.readOptions(reader) else { return nil }
             return PreparedEnricher(
-                typeName: P.typeName, build: { context in try await P.makeEnricher(options: options, context: context) })
+                typeName: P.typeName, build: { context in try await P.makeEnricher(options: options, context: context) }
+            )
         }
     }
 

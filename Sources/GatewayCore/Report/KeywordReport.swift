@@ -129,7 +129,8 @@ public struct KeywordReport: Sendable {
         /// ad the user met after buying did not bring that purchase), or of all when none
         /// was (a record late, a clock off). Without `time`, the user's own line.
         func credited(at time: Date? = nil) -> Install? {
-            let before = time.map { time in installs.filter { $0.time <= time + KeywordReport.signalDelay } } ?? installs
+            let before =
+                time.map { time in installs.filter { $0.time <= time + KeywordReport.signalDelay } } ?? installs
             return (before.isEmpty ? installs : before).max(by: Install.isWorse)
         }
 
@@ -200,7 +201,9 @@ public struct KeywordReport: Sendable {
         // buyer, so that its revenue shows as unattributed instead of nowhere.
         // The all-zero IDFV (an app's unset `identifierForVendor`) names no device; records
         // stored under an earlier rule may carry it, and joined on it every such user is one.
-        let device = record.idfv.flatMap { $0 == AttributionRecord.unsetDeviceID ? nil : app + "\u{1F}idfv:" + $0.uppercased() }
+        let device = record.idfv.flatMap {
+            $0 == AttributionRecord.unsetDeviceID ? nil : app + "\u{1F}idfv:" + $0.uppercased()
+        }
         let key: String
         if let user = record.appUserID {
             key = app + "\u{1F}" + user
@@ -221,21 +224,24 @@ public struct KeywordReport: Sendable {
                 return
             }
             let rank: Rank = record.attributed ? .attributed : record.resolution == .resolved ? .organic : .unknown
-            let attribution: Attribution = switch rank {
-            case .attributed: Self.attribution(record)
-            case .organic: .organic
-            case .unknown: .unknown
-            }
+            let attribution: Attribution =
+                switch rank {
+                case .attributed: Self.attribution(record)
+                case .organic: .organic
+                case .unknown: .unknown
+                }
             // When the install happened, where the source says (a vendor's `installed_at`,
             // iAd's conversion date), else when its signal arrived.
-            entry.installs.append(Install(
-                time: record.conversionDate ?? record.receivedAt, rank: rank, attribution: intern(attribution),
-                recordID: record.recordID))
+            entry.installs.append(
+                Install(
+                    time: record.conversionDate ?? record.receivedAt, rank: rank, attribution: intern(attribution),
+                    recordID: record.recordID))
             users[key] = entry
         case .purchase:
             // A test's purchase is kept for its claim: the backend posting the same
             // transaction under its own user id is the same tester, left out with it.
-            let transaction = record.transactionRef.map { Self.transactionKey(app, $0) } ?? app + "\u{1F}r:" + record.recordID
+            let transaction =
+                record.transactionRef.map { Self.transactionKey(app, $0) } ?? app + "\u{1F}r:" + record.recordID
             var purchase = purchases[transaction] ?? Purchase()
             if record.isTest { purchase.testClaims.insert(key) } else { purchase.claims.insert(key) }
             if purchase.first.map({ (record.receivedAt, record.recordID) < ($0.at, $0.recordID) }) ?? true {
@@ -317,7 +323,8 @@ public struct KeywordReport: Sendable {
 
     static func attribution(_ record: AttributionRecord) -> Attribution {
         Attribution(
-            network: record.network ?? (["adservices", "iad"].contains(record.provider) ? appleSearchAds : record.provider),
+            network: record.network
+                ?? (["adservices", "iad"].contains(record.provider) ? appleSearchAds : record.provider),
             campaignID: record.campaignID, campaign: record.campaignName, adGroupID: record.adGroupID,
             adGroup: record.adGroupName, keywordID: record.keywordID, keyword: record.keyword,
             // Records stored before match types had one spelling (iAd's `Exact`) join their keyword's line.
@@ -352,13 +359,16 @@ public struct KeywordReport: Sendable {
             if let row = lines[line] { return row }
             let attribution = names[line] ?? line
             return Row(
-                appID: line.appID ?? "", network: attribution.network, campaignID: attribution.campaignID, campaign: attribution.campaign,
+                appID: line.appID ?? "", network: attribution.network, campaignID: attribution.campaignID,
+                campaign: attribution.campaign,
                 adGroupID: attribution.adGroupID, adGroup: attribution.adGroup, keywordID: attribution.keywordID,
                 keyword: attribution.keyword, matchType: attribution.matchType, installs: 0, payingUsers: 0,
                 purchases: 0, revenue: [:])
         }
         for (key, user) in people where !user.isTest {
-            guard let line = user.attribution.map({ attributions[Int($0)].line(app: Self.app(of: key)) }) else { continue }
+            guard let line = user.attribution.map({ attributions[Int($0)].line(app: Self.app(of: key)) }) else {
+                continue
+            }
             var row = row(line)
             row.installs += 1
             lines[line] = row
@@ -387,9 +397,10 @@ public struct KeywordReport: Sendable {
         }
         for (line, owners) in paying {
             lines[line]?.payingUsers = owners.count
-            lines[line]?.convertedInstalls = owners.filter { owner in
-                people[owner]?.attribution.map { attributions[Int($0)].line(app: Self.app(of: owner)) } == line
-            }.count
+            lines[line]?.convertedInstalls =
+                owners.filter { owner in
+                    people[owner]?.attribution.map { attributions[Int($0)].line(app: Self.app(of: owner)) } == line
+                }.count
         }
         return lines.values.sorted { a, b in
             if (a.payingUsers, a.installs) != (b.payingUsers, b.installs) {
@@ -402,7 +413,9 @@ public struct KeywordReport: Sendable {
             let first = (a.network ?? "", a.campaignID ?? -1, a.campaign ?? "", a.adGroupID ?? -1, a.adGroup ?? "")
             let second = (b.network ?? "", b.campaignID ?? -1, b.campaign ?? "", b.adGroupID ?? -1, b.adGroup ?? "")
             if first != second { return first < second }
-            return (a.keywordID ?? -1, a.keyword ?? "", a.matchType ?? "") < (b.keywordID ?? -1, b.keyword ?? "", b.matchType ?? "")
+            return (a.keywordID ?? -1, a.keyword ?? "", a.matchType ?? "") < (
+                b.keywordID ?? -1, b.keyword ?? "", b.matchType ?? ""
+            )
         }
     }
 

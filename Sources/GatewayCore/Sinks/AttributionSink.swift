@@ -47,7 +47,8 @@ public struct DeliveryProgress: Sendable {
     public var answered: @Sendable (Int, DeliveryOutcome) async -> Void
 
     public init(
-        sending: @escaping @Sendable (Int) async throws -> Void, answered: @escaping @Sendable (Int, DeliveryOutcome) async -> Void
+        sending: @escaping @Sendable (Int) async throws -> Void,
+        answered: @escaping @Sendable (Int, DeliveryOutcome) async -> Void
     ) {
         self.sending = sending
         self.answered = answered

@@ -92,11 +92,15 @@ public enum CSV {
             if quoted {
                 if c == "\"" {
                     if let next = iterator.next() {
-                        if next == "\"" { cell.append("\"") } else {
+                        if next == "\"" {
+                            cell.append("\"")
+                        } else {
                             quoted = false
                             handle(next)
                         }
-                    } else { quoted = false }
+                    } else {
+                        quoted = false
+                    }
                 } else {
                     if isBreak(c) { line += 1 }
                     cell.append(c)

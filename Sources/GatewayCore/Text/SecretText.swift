@@ -10,13 +10,15 @@ public enum SecretText {
     /// cut: a secret across the cut would leave its start.
     public static func removing(_ secrets: [String], from text: String, as name: String) -> String {
         var text = text
-        let spellings = Set(secrets.filter { !$0.isEmpty }.flatMap { secret -> [String] in
-            let encoded = FormEncoding.escape(secret)
-            return [
-                secret, encoded, encoded.replacingOccurrences(of: "%20", with: "+"),
-                encoded.replacingOccurrences(of: "%2F", with: "/"), secret.replacingOccurrences(of: "/", with: "\\/"),
-            ]
-        })
+        let spellings = Set(
+            secrets.filter { !$0.isEmpty }.flatMap { secret -> [String] in
+                let encoded = FormEncoding.escape(secret)
+                return [
+                    secret, encoded, encoded.replacingOccurrences(of: "%20", with: "+"),
+                    encoded.replacingOccurrences(of: "%2F", with: "/"),
+                    secret.replacingOccurrences(of: "/", with: "\\/"),
+                ]
+            })
         // Longest first: one secret may hold another.
         for secret in spellings.sorted(by: { $0.count > $1.count }) {
             // In any case: a page may lower-case what it quotes (headers, `%2F` as `%2f`).

@@ -8,7 +8,9 @@ import NIOCore
 protocol AppleAdsNameSource: Sendable {
     /// Many keywords in one request, by id; nil when the API has no bulk query.
     func keywords(ids: [Int64], orgID: Int64?) async throws -> [Int64: (text: String, matchType: String?)]?
-    func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)?
+    func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (
+        text: String, matchType: String?
+    )?
     func adGroupName(id: Int64, campaignID: Int64?, orgID: Int64?) async throws -> String?
     func campaignName(id: Int64, orgID: Int64?) async throws -> String?
     /// True when an entity is found only by its org (and campaign and ad group): v5.
@@ -68,7 +70,10 @@ struct AppleAdsHTTP: Sendable {
         for _ in 0..<maxAttempts {
             if let pause = await gate.pause() { try await sleep(pause) }
             if let left = await gate.refusedCredentials() {
-                throw Failure(description: "\(path): Apple Ads refused the credentials (401); asking again in \(left.components.seconds) s")
+                throw Failure(
+                    description:
+                        "\(path): Apple Ads refused the credentials (401); asking again in \(left.components.seconds) s"
+                )
             }
             // Apple Ads failing: one request at a time finds out when it is back, not every
             // name's own retries.
@@ -201,7 +206,8 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
                     if !(byOrg[org] ?? []).contains(id) { byOrg[org, default: []].append(id) }
                 }
                 guard !byOrg.isEmpty else {
-                    throw AppleAdsHTTP.Failure(description: "/acls: Apple Ads named no ad account for these credentials")
+                    throw AppleAdsHTTP.Failure(
+                        description: "/acls: Apple Ads named no ad account for these credentials")
                 }
                 return byOrg
             }
@@ -258,17 +264,26 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
         return found
     }
 
-    func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)? {
+    func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (
+        text: String, matchType: String?
+    )? {
         guard let result = try await entity("/keywords/\(id)", orgID: orgID) else { return nil }
-        return (try AppleAdsHTTP.field("text", of: result, at: "/keywords/\(id)"), AppleAdsHTTP.matchType(result["matchType"]))
+        return (
+            try AppleAdsHTTP.field("text", of: result, at: "/keywords/\(id)"),
+            AppleAdsHTTP.matchType(result["matchType"])
+        )
     }
 
     func adGroupName(id: Int64, campaignID: Int64?, orgID: Int64?) async throws -> String? {
-        try await entity("/adgroups/\(id)", orgID: orgID).map { try AppleAdsHTTP.field("name", of: $0, at: "/adgroups/\(id)") }
+        try await entity("/adgroups/\(id)", orgID: orgID).map {
+            try AppleAdsHTTP.field("name", of: $0, at: "/adgroups/\(id)")
+        }
     }
 
     func campaignName(id: Int64, orgID: Int64?) async throws -> String? {
-        try await entity("/campaigns/\(id)", orgID: orgID).map { try AppleAdsHTTP.field("name", of: $0, at: "/campaigns/\(id)") }
+        try await entity("/campaigns/\(id)", orgID: orgID).map {
+            try AppleAdsHTTP.field("name", of: $0, at: "/campaigns/\(id)")
+        }
     }
 
     static func int(_ value: Any?) -> Int64? {
@@ -290,7 +305,9 @@ struct AppleAdsCampaignManagementV5: AppleAdsNameSource {
     /// v5's bulk find is per campaign; lookups go one by one.
     func keywords(ids: [Int64], orgID: Int64?) async throws -> [Int64: (text: String, matchType: String?)]? { nil }
 
-    func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (text: String, matchType: String?)? {
+    func keyword(id: Int64, adGroupID: Int64?, campaignID: Int64?, orgID: Int64?) async throws -> (
+        text: String, matchType: String?
+    )? {
         guard let adGroupID, let campaignID, let orgID else { throw AppleAdsHTTP.CannotAsk() }
         let path = "/campaigns/\(campaignID)/adgroups/\(adGroupID)/targetingkeywords/\(id)"
         guard let data = try await entity(path, orgID: orgID) else { return nil }
@@ -331,7 +348,9 @@ extension AppleAdsHTTP {
     /// one no record could hold (empty, past 1,024 characters, a control character), is
     /// an error: every record with the id would carry it for the cache's life.
     static func field(_ key: String, of entity: [String: Any], at path: String) throws -> String {
-        guard let text = entity[key] as? String else { throw Failure(description: "\(path): an answer without its \(key)") }
+        guard let text = entity[key] as? String else {
+            throw Failure(description: "\(path): an answer without its \(key)")
+        }
         guard isName(text) else { throw Failure(description: "\(path): an answer whose \(key) is not a name") }
         return text
     }

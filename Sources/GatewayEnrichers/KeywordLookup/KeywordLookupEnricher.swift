@@ -89,7 +89,8 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         guard source.asksByOrg else { return lookups }
         return lookups.filter { _, lookup in
             switch lookup {
-            case .keyword(_, let adGroupID, let campaignID, let orgID): adGroupID != nil && campaignID != nil && orgID != nil
+            case .keyword(_, let adGroupID, let campaignID, let orgID):
+                adGroupID != nil && campaignID != nil && orgID != nil
             case .adGroup(_, let campaignID, let orgID): campaignID != nil && orgID != nil
             case .campaign(_, let orgID): orgID != nil
             }
@@ -107,20 +108,24 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         if !missing.isEmpty {
             // Many keywords of one org: one bulk query (the rest, and single ones, by id).
             var single = missing
-            let byOrg = Dictionary(grouping: missing.compactMap { key, lookup -> (Int64?, String)? in
-                if case .keyword(_, _, _, let orgID) = lookup { return (orgID, key) }
-                return nil
-            }) { $0.0 }
+            let byOrg = Dictionary(
+                grouping: missing.compactMap { key, lookup -> (Int64?, String)? in
+                    if case .keyword(_, _, _, let orgID) = lookup { return (orgID, key) }
+                    return nil
+                }
+            ) { $0.0 }
             for (orgID, group) in byOrg where group.count >= 2 {
                 let keys = group.map(\.1)
                 let lookups = keys.reduce(into: [String: Lookup]()) { $0[$1] = missing[$1] }
                 for key in keys { single[key] = nil }
                 await fetches.startGroup(
-                    keys, { [self] keys, done in await self.fetchKeywords(keys, lookups: lookups, orgID: orgID, done: done) },
+                    keys,
+                    { [self] keys, done in await self.fetchKeywords(keys, lookups: lookups, orgID: orgID, done: done) },
                     then: { [self] key in await self.completeLate(key) })
             }
             for (key, lookup) in single {
-                await fetches.start(key, { [self] in await self.fetch(key, lookup) }, then: { [self] in await self.completeLate(key) })
+                await fetches.start(
+                    key, { [self] in await self.fetch(key, lookup) }, then: { [self] in await self.completeLate(key) })
             }
             let deadline = ContinuousClock.now.advanced(by: wait)
             for key in missing.keys {
@@ -140,7 +145,9 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         do {
             try await cache.rememberOwed(owed.map(\.recordID), now: now())
             // Let go after a week even without a restart (revoked credentials, for months).
-            if !owed.isEmpty, owedPruning.allow() { try await cache.letGoOwed(before: now().addingTimeInterval(-Self.owedFor)) }
+            if !owed.isEmpty, owedPruning.allow() {
+                try await cache.letGoOwed(before: now().addingTimeInterval(-Self.owedFor))
+            }
         } catch {
             logger.warning("cannot keep the records owed a name", metadata: ["error": "\(error)"])
         }
@@ -209,7 +216,8 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
                 if let entry = known[key] {
                     entry.name == nil
                         ? "unknown"
-                        : now.timeIntervalSince(entry.fetchedAt) >= ttl ? "stale" : missing.contains(key) ? "fetched" : "hit"
+                        : now.timeIntervalSince(entry.fetchedAt) >= ttl
+                            ? "stale" : missing.contains(key) ? "fetched" : "hit"
                 } else { "late" }
             outcomes[outcome, default: 0] += 1
         }
@@ -221,7 +229,9 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     func fill(_ record: AttributionRecord, _ known: [String: KeywordNameCache.Entry]) -> AttributionRecord {
         var record = record
         var filled = false
-        if let id = record.keywordID, record.keyword == nil, let entry = known[AppleAdsNameKey.keyword(id)], let text = entry.name {
+        if let id = record.keywordID, record.keyword == nil, let entry = known[AppleAdsNameKey.keyword(id)],
+            let text = entry.name
+        {
             record.keyword = text
             record.keywordMatchType = record.keywordMatchType ?? KeywordMatchType.normalized(entry.matchType)
             filled = true
@@ -230,7 +240,8 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
             record.adGroupName = name
             filled = true
         }
-        if let id = record.campaignID, record.campaignName == nil, let name = known[AppleAdsNameKey.campaign(id)]?.name {
+        if let id = record.campaignID, record.campaignName == nil, let name = known[AppleAdsNameKey.campaign(id)]?.name
+        {
             record.campaignName = name
             filled = true
         }
@@ -282,7 +293,9 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
             let ids = Set(records.map(\.recordID))
             var elsewhere: [String: Set<String>] = [:]
             for (other, list) in waiting where other != key {
-                for record in list where ids.contains(record.recordID) { elsewhere[record.recordID, default: []].insert(other) }
+                for record in list where ids.contains(record.recordID) {
+                    elsewhere[record.recordID, default: []].insert(other)
+                }
             }
             return (records, elsewhere)
         }
@@ -422,7 +435,9 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         var entry = KeywordNameCache.Entry(name: nil, matchType: nil, fetchedAt: now())
         switch lookup {
         case .keyword(let id, let adGroupID, let campaignID, let orgID):
-            if let keyword = try await source.keyword(id: id, adGroupID: adGroupID, campaignID: campaignID, orgID: orgID) {
+            if let keyword = try await source.keyword(
+                id: id, adGroupID: adGroupID, campaignID: campaignID, orgID: orgID)
+            {
                 entry.name = keyword.text
                 entry.matchType = keyword.matchType
             }

@@ -44,7 +44,8 @@ public enum KeywordLookupPlugin: EnricherPlugin {
                     pem = String(decoding: data, as: UTF8.self)
                 }
             } else {
-                reader.report("cannot read the private key file (missing, or not readable by this user)", key: "private_key_file")
+                reader.report(
+                    "cannot read the private key file (missing, or not readable by this user)", key: "private_key_file")
             }
         } else if let inline = reader.string("private_key") {
             pem = inline
@@ -58,7 +59,8 @@ public enum KeywordLookupPlugin: EnricherPlugin {
             // The key read is the first block; a text with no plain key block may hold an
             // encrypted one (`BEGIN ENCRYPTED PRIVATE KEY`), and so may that block itself.
             if PrivateKeyPEM.isEncrypted(pem ?? text) {
-                reader.report("is encrypted; write it without a passphrase: openssl pkcs8 -topk8 -nocrypt -in KEY", key: key)
+                reader.report(
+                    "is encrypted; write it without a passphrase: openssl pkcs8 -topk8 -nocrypt -in KEY", key: key)
             } else if pem == nil {
                 reader.report("holds no PEM block BEGIN EC PRIVATE KEY or BEGIN PRIVATE KEY", key: key)
             } else if (try? P256.Signing.PrivateKey(pemRepresentation: pem!)) == nil {
@@ -74,7 +76,9 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         let ttl = reader.int("cache_ttl_hours", in: 1...(24 * 365))
         let unknown = reader.int("unknown_ttl_minutes", in: 1...(24 * 60 * 30))
         let backoff = reader.int("backoff_initial_ms", in: 1...60_000)
-        guard reader.diagnostics.issues.count == before, let clientID, let teamID, let keyID, let pem else { return nil }
+        guard reader.diagnostics.issues.count == before, let clientID, let teamID, let keyID, let pem else {
+            return nil
+        }
         var options = Options(
             api: api, clientID: clientID, teamID: teamID, keyID: keyID, privateKeyPEM: pem, endpoint: endpoint)
         if let tokenEndpoint { options.tokenEndpoint = tokenEndpoint }
@@ -104,7 +108,8 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         let source: any AppleAdsNameSource =
             options.api == "v5" ? AppleAdsCampaignManagementV5(http: http) : AppleAdsPlatformV1(http: http)
         return KeywordLookupEnricher(
-            source: source, cache: try KeywordNameCache(path: context.storagePath), wait: options.wait, ttl: options.ttl,
+            source: source, cache: try KeywordNameCache(path: context.storagePath), wait: options.wait,
+            ttl: options.ttl,
             unknownTTL: options.unknownTTL, logger: context.logger, now: now, sleep: sleep,
             retryInitial: options.backoffInitial, metrics: context.metrics)
     }

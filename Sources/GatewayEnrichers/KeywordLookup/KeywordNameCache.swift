@@ -34,10 +34,12 @@ struct KeywordNameCache: Sendable {
         return try await pool.read { db in
             var found: [String: Entry] = [:]
             for row in try Row.fetchAll(
-                db, sql: "SELECT * FROM apple_ads_names WHERE key IN (SELECT value FROM json_each(?))", arguments: [list])
+                db, sql: "SELECT * FROM apple_ads_names WHERE key IN (SELECT value FROM json_each(?))",
+                arguments: [list])
             {
                 found[row["key"]] = Entry(
-                    name: row["name"], matchType: row["match_type"], fetchedAt: Date(timeIntervalSince1970: row["fetched_at"]))
+                    name: row["name"], matchType: row["match_type"],
+                    fetchedAt: Date(timeIntervalSince1970: row["fetched_at"]))
             }
             return found
         }
@@ -53,7 +55,8 @@ struct KeywordNameCache: Sendable {
         try await pool.write { db in
             for (key, entry) in entries {
                 try db.execute(
-                    sql: "INSERT OR REPLACE INTO apple_ads_names (key, name, match_type, fetched_at) VALUES (?, ?, ?, ?)",
+                    sql:
+                        "INSERT OR REPLACE INTO apple_ads_names (key, name, match_type, fetched_at) VALUES (?, ?, ?, ?)",
                     arguments: [key, entry.name, entry.matchType, entry.fetchedAt.timeIntervalSince1970])
             }
         }
@@ -84,7 +87,8 @@ extension KeywordNameCache {
 
     func letGoOwed(before: Date) async throws {
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM apple_ads_names_owed WHERE since < ?", arguments: [before.timeIntervalSince1970])
+            try db.execute(
+                sql: "DELETE FROM apple_ads_names_owed WHERE since < ?", arguments: [before.timeIntervalSince1970])
         }
     }
 
@@ -93,7 +97,8 @@ extension KeywordNameCache {
         let list = String(decoding: try JSONEncoder().encode(recordIDs), as: UTF8.self)
         try await pool.write { db in
             try db.execute(
-                sql: "DELETE FROM apple_ads_names_owed WHERE record_id IN (SELECT value FROM json_each(?))", arguments: [list])
+                sql: "DELETE FROM apple_ads_names_owed WHERE record_id IN (SELECT value FROM json_each(?))",
+                arguments: [list])
         }
     }
 }
@@ -138,7 +143,8 @@ actor NameFetches {
     /// reports it done, else when the whole fetch ends. Held to the end, the names a bulk
     /// query found waited for the one key of the group Apple kept failing, up to an hour.
     func startGroup(
-        _ keys: [String], _ fetch: @escaping @Sendable ([String], _ done: @escaping KeyDone) async -> [String: KeywordNameCache.Entry],
+        _ keys: [String],
+        _ fetch: @escaping @Sendable ([String], _ done: @escaping KeyDone) async -> [String: KeywordNameCache.Entry],
         then: @escaping @Sendable (String) async -> Void
     ) {
         let now = ContinuousClock.now

@@ -60,10 +60,11 @@ public struct KeywordReportImport {
     /// "Unicode text"). A title row above the header cannot decide it.
     static func separator(of text: String) -> Character {
         var lines = 0
-        let end = text.utf8.firstIndex { byte in
-            if byte == UInt8(ascii: "\n") { lines += 1 }
-            return lines == rowsBeforeHeader
-        } ?? text.utf8.endIndex
+        let end =
+            text.utf8.firstIndex { byte in
+                if byte == UInt8(ascii: "\n") { lines += 1 }
+                return lines == rowsBeforeHeader
+            } ?? text.utf8.endIndex
         let head = String(text[..<end])
         return [",", ";", "\t"].first { separator in
             CSV.numberedRows(head, separator: separator).contains { isHeader(columnIndex($0.cells)) }
@@ -105,7 +106,9 @@ public struct KeywordReportImport {
             report.badRows.append(
                 BadRow(
                     line: 1,
-                    reason: "no header with at least 'Keyword ID' and 'Keyword' columns in the first \(Self.rowsBeforeHeader) rows"))
+                    reason:
+                        "no header with at least 'Keyword ID' and 'Keyword' columns in the first \(Self.rowsBeforeHeader) rows"
+                ))
             return report
         }
         let numbered = Array(all.dropFirst(headerRow))
@@ -135,8 +138,14 @@ public struct KeywordReportImport {
             // characters without control characters wherever else they come from.
             func name(_ column: String) throws -> String? {
                 guard let text = cell(column) else { return nil }
-                guard PayloadFields.fitsLengthLimit(text), !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-                else { throw BadID(column: column, text: text, reason: "is longer than \(PayloadFields.maxStringLength) characters or holds a control character") }
+                guard PayloadFields.fitsLengthLimit(text),
+                    !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+                else {
+                    throw BadID(
+                        column: column, text: text,
+                        reason:
+                            "is longer than \(PayloadFields.maxStringLength) characters or holds a control character")
+                }
                 return text
             }
             func id(_ column: String) throws -> Int64? {
@@ -176,11 +185,14 @@ public struct KeywordReportImport {
                     BadRow(
                         line: line,
                         reason: error.text.isEmpty
-                            ? "\(error.column) is empty" : "\(error.column) '\(error.text.prefix(40))' \(error.reason)"))
+                            ? "\(error.column) is empty" : "\(error.column) '\(error.text.prefix(40))' \(error.reason)")
+                )
             }
         }
         try await cache.store(entries)
-        (report.keywords, report.adGroups, report.campaigns) = (named.keywords.count, named.adGroups.count, named.campaigns.count)
+        (report.keywords, report.adGroups, report.campaigns) = (
+            named.keywords.count, named.adGroups.count, named.campaigns.count
+        )
         return report
     }
 

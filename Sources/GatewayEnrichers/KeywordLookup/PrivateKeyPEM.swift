@@ -26,7 +26,8 @@ enum PrivateKeyPEM {
 
     /// A DER key (binary ASN.1, starting with a SEQUENCE) rather than PEM text.
     static func isBinary(_ data: Data) -> Bool {
-        data.first == 0x30 && !data.prefix(64).allSatisfy { $0 == 0x09 || $0 == 0x0A || $0 == 0x0D || (0x20..<0x7F).contains($0) }
+        data.first == 0x30
+            && !data.prefix(64).allSatisfy { $0 == 0x09 || $0 == 0x0A || $0 == 0x0D || (0x20..<0x7F).contains($0) }
     }
 
     /// Whether the text holds a key this gateway cannot read without its passphrase.

@@ -32,7 +32,8 @@ enum AdServicesAnswer {
         guard answer.object.isEmpty || organicError || !fieldNames.isDisjoint(with: answer.object.keys) else {
             throw GatewayError.invalid(
                 "attribution",
-                "not an answer from Apple's AdServices API: it has none of its fields (attribution, orgId, campaignId, …)")
+                "not an answer from Apple's AdServices API: it has none of its fields (attribution, orgId, campaignId, …)"
+            )
         }
     }
 

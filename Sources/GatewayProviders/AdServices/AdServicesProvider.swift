@@ -43,7 +43,8 @@ public struct AdServicesProvider: DeferredAttributionProvider {
     let random: @Sendable () -> Double
 
     public init(
-        options: Options, httpClient: HTTPClient = NoRedirectHTTPClient.shared, now: @escaping @Sendable () -> Date = { Date() },
+        options: Options, httpClient: HTTPClient = NoRedirectHTTPClient.shared,
+        now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
         self.options = options
@@ -122,7 +123,9 @@ public struct AdServicesProvider: DeferredAttributionProvider {
     public func resolve(_ work: PendingWork) async -> ResolutionStep {
         guard var state = State(stored: work.state) else {
             // Only a store written by another version could hold this; keep the evidence.
-            return .finished([record(work, nil, resolution: .invalid, apple: ["error": .string("unreadable pending state")])])
+            return .finished([
+                record(work, nil, resolution: .invalid, apple: ["error": .string("unreadable pending state")])
+            ])
         }
         switch await client.post(token: state.token) {
         case .answer(let body):
@@ -136,7 +139,8 @@ public struct AdServicesProvider: DeferredAttributionProvider {
             state.notFound += 1
             return retry(after: options.notFoundInterval, "Apple answered 404 (not found yet)", state)
         case .unavailable(let status, let retryAfter):
-            return failed(work, &state, "Apple answered \(status)", floor: retryAfter, apple: ["status": .integer(Int64(status))])
+            return failed(
+                work, &state, "Apple answered \(status)", floor: retryAfter, apple: ["status": .integer(Int64(status))])
         case .transport(let error):
             return failed(work, &state, "cannot reach Apple: \(error)", floor: nil, apple: ["error": .string(error)])
         }
@@ -157,11 +161,15 @@ public struct AdServicesProvider: DeferredAttributionProvider {
                 // Made afresh: the answer may have been applied part way (`attribution: true`
                 // read before an unreadable id), and an answer not read attributes nothing.
                 return .finished([
-                    self.record(work, state, resolution: .invalid, apple: ["status": .integer(200), "unreadable_body": .string(text)])
+                    self.record(
+                        work, state, resolution: .invalid,
+                        apple: ["status": .integer(200), "unreadable_body": .string(text)])
                 ])
             }
             state.malformed += 1
-            return retry(after: backoff(state.malformed + state.errors, floor: nil), "Apple's 200 answer is unreadable: \(error)", state)
+            return retry(
+                after: backoff(state.malformed + state.errors, floor: nil),
+                "Apple's 200 answer is unreadable: \(error)", state)
         }
     }
 

@@ -150,14 +150,16 @@ public struct RawEvent: Sendable {
         case .double(let d):
             return try seconds(d, fields.fieldPath(key))
         default:
-            throw GatewayError.invalid(fields.fieldPath(key), "expected an ISO-8601 date or Unix seconds, found \(value.typeName)")
+            throw GatewayError.invalid(
+                fields.fieldPath(key), "expected an ISO-8601 date or Unix seconds, found \(value.typeName)")
         }
     }
 
     static func seconds(_ value: Double, _ field: String) throws -> Date {
         guard unixSecondsWindow.contains(value) else {
             throw GatewayError.invalid(
-                field, "expected a time from 2008 to 2100, in Unix seconds (not milliseconds) or ISO-8601, found \(value)")
+                field,
+                "expected a time from 2008 to 2100, in Unix seconds (not milliseconds) or ISO-8601, found \(value)")
         }
         return Date(timeIntervalSince1970: value)
     }
@@ -191,10 +193,12 @@ public struct RawEvent: Sendable {
     static func token(_ fields: PayloadFields, _ key: String) throws -> String? {
         guard let value = fields.value(key) else { return nil }
         guard case .string(let token) = value, !token.isEmpty else {
-            throw GatewayError.invalid(fields.fieldPath(key), "expected the Base64 token from AAAttribution.attributionToken()")
+            throw GatewayError.invalid(
+                fields.fieldPath(key), "expected the Base64 token from AAAttribution.attributionToken()")
         }
         guard token.utf8.count <= maxTokenLength, Data(base64Encoded: token) != nil else {
-            throw GatewayError.invalid(fields.fieldPath(key), "expected the Base64 token from AAAttribution.attributionToken()")
+            throw GatewayError.invalid(
+                fields.fieldPath(key), "expected the Base64 token from AAAttribution.attributionToken()")
         }
         return token
     }
@@ -208,7 +212,8 @@ public struct RawEvent: Sendable {
         }
         // Checked here so that a backend hears of a malformed id at once, not from a dead letter.
         if let id = result["appsflyer_id"], !matches(id, digits: [13, 7], separator: "-") {
-            throw GatewayError.invalid(ids.fieldPath("appsflyer_id"), "expected AppsFlyer's id, 13 digits, '-', 7 digits")
+            throw GatewayError.invalid(
+                ids.fieldPath("appsflyer_id"), "expected AppsFlyer's id, 13 digits, '-', 7 digits")
         }
         if let adid = result["adid"], adid.count != 32 || !adid.allSatisfy(\.isHexDigit) {
             throw GatewayError.invalid(ids.fieldPath("adid"), "expected Adjust's adid, 32 hexadecimal digits")
@@ -240,7 +245,9 @@ public struct RawEvent: Sendable {
             case .integer, .double, .bool: continue
             default:
                 throw GatewayError.invalid(
-                    object.fieldPath(key), "properties are flat: strings (up to \(PayloadFields.maxStringLength) characters), numbers or booleans")
+                    object.fieldPath(key),
+                    "properties are flat: strings (up to \(PayloadFields.maxStringLength) characters), numbers or booleans"
+                )
             }
         }
         return object.object

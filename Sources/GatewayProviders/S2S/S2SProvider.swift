@@ -36,7 +36,8 @@ public struct S2SProvider: AttributionProvider {
             let path = VendorCallback.path(vendor.vendor)
             // Adjust calls back with GET and the values in the query; the others POST.
             for method in [ProviderRoute.Method.post, .get] {
-                routes.append(ProviderRoute(method, path, requiresAPIKey: false, acceptedStatus: 200, sharedSecretSHA256: secret))
+                routes.append(
+                    ProviderRoute(method, path, requiresAPIKey: false, acceptedStatus: 200, sharedSecretSHA256: secret))
             }
         }
         return routes

@@ -26,7 +26,8 @@ public enum S2SProviderPlugin: ProviderPlugin {
         for name in reader.stringList("vendor") ?? [] {
             guard let vendor = Vendor(rawValue: name) else {
                 reader.report(
-                    "unknown vendor '\(name)'; one of \(Vendor.allCases.map(\.rawValue).joined(separator: ", "))", key: "vendor")
+                    "unknown vendor '\(name)'; one of \(Vendor.allCases.map(\.rawValue).joined(separator: ", "))",
+                    key: "vendor")
                 continue
             }
             if !chosen.contains(vendor) { chosen.append(vendor) }
@@ -34,14 +35,16 @@ public enum S2SProviderPlugin: ProviderPlugin {
         // `endpoint` and `api_key` beside `vendor` belong to that one vendor.
         let shorthand = (endpoint: reader.url("endpoint"), apiKey: reader.string("api_key"))
         if reader.has("endpoint") || shorthand.apiKey != nil, chosen.count != 1 {
-            reader.report("endpoint and api_key here need exactly one vendor; use vendors.<name> for several", key: "vendor")
+            reader.report(
+                "endpoint and api_key here need exactly one vendor; use vendors.<name> for several", key: "vendor")
         }
         var settings: [Vendor: VendorSettings] = [:]
         let sections = reader.child("vendors")
         for name in sections?.keys ?? [] {
             guard let vendor = Vendor(rawValue: name) else {
                 sections?.report(
-                    "unknown vendor '\(name)'; one of \(Vendor.allCases.map(\.rawValue).joined(separator: ", "))", key: name)
+                    "unknown vendor '\(name)'; one of \(Vendor.allCases.map(\.rawValue).joined(separator: ", "))",
+                    key: name)
                 continue
             }
             settings[vendor] = sections?.child(name).map { readVendor(vendor, $0) }
@@ -62,7 +65,9 @@ public enum S2SProviderPlugin: ProviderPlugin {
                     "\(vendor.displayName) needs api_key (here, or under vendors.\(vendor.rawValue))", key: "vendor")
             }
             if vendor == .adjust, vendorSettings.adjustApps.isEmpty {
-                reader.report("Adjust needs apps: { \"<app_id>\": { app_token: …, event_tokens: {…} } } under vendors.adjust", key: "vendor")
+                reader.report(
+                    "Adjust needs apps: { \"<app_id>\": { app_token: …, event_tokens: {…} } } under vendors.adjust",
+                    key: "vendor")
             }
         }
         guard reader.diagnostics.issues.count == before else { return nil }
@@ -81,7 +86,9 @@ public enum S2SProviderPlugin: ProviderPlugin {
         settings.apiKey = reader.string("api_key")
         if let consent = reader.bool("require_consent") { settings.requireConsent = consent }
         if let ms = reader.int("timeout_ms", in: 100...120_000) { settings.timeout = .milliseconds(ms) }
-        if let choice = reader.choice("on_no_answer", ["dead_letter", "retry"]) { settings.retryUnanswered = choice == "retry" }
+        if let choice = reader.choice("on_no_answer", ["dead_letter", "retry"]) {
+            settings.retryUnanswered = choice == "retry"
+        }
         if let n = reader.int("concurrency", in: 1...256) { settings.concurrency = n }
         if let secret = reader.string("callback_secret") {
             if secret.count < 16 {
@@ -92,7 +99,9 @@ public enum S2SProviderPlugin: ProviderPlugin {
         }
         settings.delivery = DeliverySettings.read(reader, defaults: settings.delivery)
         if vendor == .adjust {
-            if let environment = reader.choice("environment", ["production", "sandbox"]) { settings.environment = environment }
+            if let environment = reader.choice("environment", ["production", "sandbox"]) {
+                settings.environment = environment
+            }
             if let apps = reader.child("apps") {
                 for appID in apps.keys {
                     guard let app = apps.child(appID) else { continue }

@@ -44,7 +44,9 @@ enum AAKSignature {
             return fail(.invalid, "signature is not a 64-byte R‖S", claims: claims)
         }
         let signingInput = Data("\(parts[0]).\(parts[1])".utf8)
-        guard key.isValidSignature(signature, for: signingInput) else { return fail(.invalid, "bad signature", claims: claims) }
+        guard key.isValidSignature(signature, for: signingInput) else {
+            return fail(.invalid, "bad signature", claims: claims)
+        }
         guard !claims.isEmpty else { return fail(.invalid, "the JWS payload is not a JSON object") }
         return Decoded(
             verdict: PostbackVerdict(.verified, version: "aak", signedFields: claims.keys.sorted()), claims: claims)

@@ -126,7 +126,9 @@ public struct ConversionModel: Sendable, Equatable {
                         owner[value] = position
                     }
                 }
-                if let overlap { item.report("value \(overlap.value) is also in fine[\(overlap.other)]", key: "values") }
+                if let overlap {
+                    item.report("value \(overlap.value) is also in fine[\(overlap.other)]", key: "values")
+                }
                 if let outcome = readOutcome(item) { model.fine.append(FineRange(values: values, outcome: outcome)) }
                 item.finish()
             }
@@ -145,7 +147,9 @@ public struct ConversionModel: Sendable, Equatable {
             window.finish()
             windows[index] = model
         }
-        if windows.isEmpty && reader.diagnostics.issues.count == before { reader.report("defines no windows", key: nil) }
+        if windows.isEmpty && reader.diagnostics.issues.count == before {
+            reader.report("defines no windows", key: nil)
+        }
         reader.finish()
         return reader.diagnostics.issues.count == before ? ConversionModel(windows: windows) : nil
     }

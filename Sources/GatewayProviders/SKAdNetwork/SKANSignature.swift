@@ -50,7 +50,8 @@ enum SKANSignature {
         var values: [String] = []
         for field in fields {
             guard let value = text(postback[field]) else {
-                return PostbackVerdict(.invalid, version: version, reason: "missing field \(field)", signedFields: fields)
+                return PostbackVerdict(
+                    .invalid, version: version, reason: "missing field \(field)", signedFields: fields)
             }
             // The message joins the values with this character: one inside a value would
             // move a field boundary without changing a byte, so that a genuine signature
@@ -76,7 +77,8 @@ enum SKANSignature {
             valid = P192Verifier.verify(signature: signature, message: message, spki: keys.skanP192)
         } else {
             guard let der = try? P256.Signing.ECDSASignature(derRepresentation: signature) else {
-                return PostbackVerdict(.invalid, version: version, reason: "signature is not DER ECDSA", signedFields: fields)
+                return PostbackVerdict(
+                    .invalid, version: version, reason: "signature is not DER ECDSA", signedFields: fields)
             }
             valid = keys.skanP256.isValidSignature(der, for: message)
         }

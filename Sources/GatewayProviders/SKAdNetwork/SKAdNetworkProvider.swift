@@ -54,8 +54,10 @@ public struct SKAdNetworkProvider: AttributionProvider {
             // router matches these with and without the trailing slash. Open to anyone, and
             // an unverifiable postback is kept (quarantined) whole: a postback is under 2 KB,
             // and at the server's 1 MiB a request anyone could fill the disk fast.
-            ProviderRoute(.post, Self.skanCopyPath, requiresAPIKey: false, acceptedStatus: 200, maxBodyBytes: Self.maxOpenBody),
-            ProviderRoute(.post, Self.aakCopyPath, requiresAPIKey: false, acceptedStatus: 200, maxBodyBytes: Self.maxOpenBody),
+            ProviderRoute(
+                .post, Self.skanCopyPath, requiresAPIKey: false, acceptedStatus: 200, maxBodyBytes: Self.maxOpenBody),
+            ProviderRoute(
+                .post, Self.aakCopyPath, requiresAPIKey: false, acceptedStatus: 200, maxBodyBytes: Self.maxOpenBody),
             // Ad networks and backends: an app never forwards postbacks itself.
             ProviderRoute(.post, Self.forwardPath, keyScope: .backend),
         ]
@@ -136,7 +138,8 @@ public struct SKAdNetworkProvider: AttributionProvider {
         func isVouched(_ key: String) -> Bool { !verified || verdict.signedFields.contains(key) }
         func vouched(_ key: String) throws -> String? { isVouched(key) ? try text(key) : nil }
         let transactionID = try text("transaction-id")
-        let sequence = isVouched("postback-sequence-index")
+        let sequence =
+            isVouched("postback-sequence-index")
             ? try values.read("postback-sequence-index") { try fields.int("postback-sequence-index", in: 0...2) } : nil
         // `did-win` is signed from 3.0 only. A 2.2 copy with `did-win: false` and a source
         // app added verifies too: the flag drops the source app from the signed message.
@@ -151,10 +154,12 @@ public struct SKAdNetworkProvider: AttributionProvider {
             let text = SKANSignature.text(object["postback-sequence-index"]).flatMap { $0.isEmpty ? nil : $0 }
             sequenceKey = sequence.map(String.init) ?? text ?? "0"
         }
-        let dedupeKey = transactionID.map { DedupeKey.make("skan", $0, sequenceKey) }
+        let dedupeKey =
+            transactionID.map { DedupeKey.make("skan", $0, sequenceKey) }
             ?? Self.unkeyed("skan", object)
         var record = AttributionRecord(
-            provider: name, kind: .postback, dedupeKey: Self.dedupeKey(dedupeKey, verdict, object), receivedAt: receivedAt,
+            provider: name, kind: .postback, dedupeKey: Self.dedupeKey(dedupeKey, verdict, object),
+            receivedAt: receivedAt,
             attributed: didWin ?? true)
         record.skanVersion = verdict.version
         record.adNetworkID = try text("ad-network-id")
@@ -169,7 +174,8 @@ public struct SKAdNetworkProvider: AttributionProvider {
         record.coarseValue = try values.read("coarse-conversion-value") { try coarse(fields) }
         record.postbackSequenceIndex = sequence
         record.didWin = didWin
-        record.fidelityType = isVouched("fidelity-type")
+        record.fidelityType =
+            isVouched("fidelity-type")
             ? try values.read("fidelity-type") { try fields.int("fidelity-type", in: 0...1) } : nil
         record.redownload = isVouched("redownload") ? SKANSignature.boolValue(object["redownload"]) : nil
         record.signature = verdict.outcome.rawValue
@@ -179,7 +185,8 @@ public struct SKAdNetworkProvider: AttributionProvider {
         record.isTest = record.sourceAppID == "0" && record.fineValue == 0
         // Apple's 2.2 test postbacks carry the mark unsigned: an install by default, yet
         // said, so that a sink or an analyst can set them apart (a relay can write it too).
-        let unsignedTestMark = !record.isTest && record.fineValue == 0
+        let unsignedTestMark =
+            !record.isTest && record.fineValue == 0
             && !isVouched("source-app-id") && SKANSignature.text(object["source-app-id"]) == "0"
         record.raw = raw(object, verdict, unrecognized: values.unrecognized, unsignedTestMark: unsignedTestMark)
         // A window not known here has no meaning in the model.
@@ -222,7 +229,8 @@ public struct SKAdNetworkProvider: AttributionProvider {
         record.conversionType = try values.read("conversion-type") {
             guard let type = try claim("conversion-type") else { return nil }
             guard let spelled = Self.conversionTypes[type] else {
-                throw GatewayError.invalid(prefix + "jws-string.conversion-type", "expected download, redownload or re-engagement")
+                throw GatewayError.invalid(
+                    prefix + "jws-string.conversion-type", "expected download, redownload or re-engagement")
             }
             return spelled
         }
@@ -296,8 +304,10 @@ public struct SKAdNetworkProvider: AttributionProvider {
             "verdict": .string(verdict.outcome.rawValue), "version": .string(verdict.version),
             "signed_fields": .array(verdict.signedFields.map(JSONValue.string)),
             "unsigned_fields": .array(
-                object.keys.filter { !verdict.signedFields.contains($0) && $0 != "attribution-signature" && $0 != "jws-string" }
-                    .sorted().map(JSONValue.string)),
+                object.keys.filter {
+                    !verdict.signedFields.contains($0) && $0 != "attribution-signature" && $0 != "jws-string"
+                }
+                .sorted().map(JSONValue.string)),
         ]
         if let reason = verdict.reason { verification["reason"] = .string(reason) }
         if !unrecognized.isEmpty { verification["unrecognized_fields"] = .array(unrecognized.map(JSONValue.string)) }

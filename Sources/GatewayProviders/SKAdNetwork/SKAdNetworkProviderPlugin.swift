@@ -10,7 +10,9 @@ public enum SKAdNetworkProviderPlugin: ProviderPlugin {
     public static func readOptions(_ reader: ConfigReader) -> Options? {
         var options = Options()
         let before = reader.diagnostics.issues.count
-        if let policy = reader.choice("on_invalid_signature", SKAdNetworkProvider.InvalidSignaturePolicy.allCases.map(\.rawValue)) {
+        if let policy = reader.choice(
+            "on_invalid_signature", SKAdNetworkProvider.InvalidSignaturePolicy.allCases.map(\.rawValue))
+        {
             options.onInvalidSignature = .init(rawValue: policy)!
         }
         if let allow = reader.bool("allow_development_keys") { options.keys.allowDevelopmentKeys = allow }
@@ -19,10 +21,14 @@ public enum SKAdNetworkProviderPlugin: ProviderPlugin {
         }
         if let keys = reader.child("keys") {
             if let text = keys.string("skan_p192") {
-                do { options.keys.skanP192 = try PostbackKeys.p192Key(text) } catch { keys.report("\(error)", key: "skan_p192") }
+                do { options.keys.skanP192 = try PostbackKeys.p192Key(text) } catch {
+                    keys.report("\(error)", key: "skan_p192")
+                }
             }
             if let text = keys.string("skan_p256") {
-                do { options.keys.skanP256 = try PostbackKeys.p256Key(text) } catch { keys.report("\(error)", key: "skan_p256") }
+                do { options.keys.skanP256 = try PostbackKeys.p256Key(text) } catch {
+                    keys.report("\(error)", key: "skan_p256")
+                }
             }
             if let production = readKeyMap(keys, "aak_production") { options.keys.aakProduction = production }
             if let development = readKeyMap(keys, "aak_development") { options.keys.aakDevelopment = development }

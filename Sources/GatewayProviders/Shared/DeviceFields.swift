@@ -34,7 +34,8 @@ struct DeviceFields {
     private static func deviceID(_ key: String, in fields: PayloadFields) throws -> String? {
         guard let text = try fields.string(key) else { return nil }
         guard let uuid = UUID(uuidString: text) else {
-            throw GatewayError.invalid(fields.fieldPath(key), "expected a UUID such as 6D92078A-8246-4BA4-AE5B-76104861E7DC")
+            throw GatewayError.invalid(
+                fields.fieldPath(key), "expected a UUID such as 6D92078A-8246-4BA4-AE5B-76104861E7DC")
         }
         let canonical = uuid.uuidString
         return canonical == AttributionRecord.unsetDeviceID ? nil : canonical

@@ -50,7 +50,8 @@ extension GatewayHTTP {
     /// `check-config` prints the messages to whoever runs it.
     static func issuePositions(_ error: any Error) -> String {
         guard let error = error as? ConfigError else { return String(reflecting: type(of: error)) }
-        return "\(error.issues.map(\.position).joined(separator: ", ")) (attribution-gateway check-config FILE says what is wrong)"
+        return
+            "\(error.issues.map(\.position).joined(separator: ", ")) (attribution-gateway check-config FILE says what is wrong)"
     }
 
     static func reloadKeys(gateway: Gateway, load: () throws -> GatewayConfiguration) {
@@ -93,7 +94,9 @@ extension GatewayHTTP {
         }
         gateway.keyring.replace(with: keys)
         // Counts and app ids only: neither keys nor their digests go to the log.
-        func held(_ keys: [AuthSettings.Key]) -> Set<[UInt8]> { Set(keys.map { Array($0.appID.utf8) + [0] + $0.sha256 }) }
+        func held(_ keys: [AuthSettings.Key]) -> Set<[UInt8]> {
+            Set(keys.map { Array($0.appID.utf8) + [0] + $0.sha256 })
+        }
         logger.info(
             "auth.api_keys reloaded; other settings apply at the next start",
             metadata: [

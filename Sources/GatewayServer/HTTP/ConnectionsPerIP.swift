@@ -76,7 +76,8 @@ final class ConnectionsPerIP: ChannelDuplexHandler, RemovableChannelHandler {
     private func check(_ context: ChannelHandlerContext) {
         guard !checked else { return }
         checked = true
-        guard let peer = ClientAddress.peer(context.channel.remoteAddress), !ClientAddress.isTrusted(peer, trusted) else {
+        guard let peer = ClientAddress.peer(context.channel.remoteAddress), !ClientAddress.isTrusted(peer, trusted)
+        else {
             return
         }
         let key = RateLimitMiddleware.ipCaller(peer)
@@ -111,7 +112,8 @@ final class ConnectionsPerIP: ChannelDuplexHandler, RemovableChannelHandler {
         metrics.rateLimited(limit: "connections_per_ip")
         let error = GatewayError(.rateLimited, "too many connections from this address; close one, or retry after 1 s")
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        ChannelErrorAnswer.write(error, requestID: RequestID().description, retryAfter: 1, to: context).whenComplete { _ in
+        ChannelErrorAnswer.write(error, requestID: RequestID().description, retryAfter: 1, to: context).whenComplete {
+            _ in
             bound.value.close(promise: nil)
         }
     }

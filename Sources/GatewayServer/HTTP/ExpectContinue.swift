@@ -24,10 +24,13 @@ final class ExpectContinue: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let head) = unwrapInboundIn(data), head.version.major == 1, head.version.minor >= 1,
-            head.headers["expect"].contains(where: { $0.trimmingCharacters(in: .whitespaces).lowercased() == "100-continue" }),
+            head.headers["expect"].contains(where: {
+                $0.trimmingCharacters(in: .whitespaces).lowercased() == "100-continue"
+            }),
             head.headers.first(name: "content-length").flatMap(Int.init).map({ $0 <= maxBodyBytes }) ?? true
         {
-            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
+            context.writeAndFlush(
+                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
         }
         context.fireChannelRead(data)
     }

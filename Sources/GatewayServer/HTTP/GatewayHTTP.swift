@@ -84,12 +84,16 @@ public enum GatewayHTTP {
                                 .reduce(settings.maxBodyBytes, max)),
                         MalformedHTTPAnswer(
                             metrics: gateway.metrics, accessLog: settings.accessLog ? gateway.logger : nil),
-                    ] + (perIP.map { counts in
-                        [ConnectionsPerIP(counts: counts, trusted: settings.trustedProxies, metrics: gateway.metrics)]
-                    } ?? []) + [
-                        RequestReadDeadline(timeout: .milliseconds(Int64(settings.bodyTimeoutMs) + 1000)),
-                        StalledWriteTimeout(timeout: .milliseconds(Int64(settings.idleTimeoutMs))),
-                    ],
+                    ]
+                        + (perIP.map { counts in
+                            [
+                                ConnectionsPerIP(
+                                    counts: counts, trusted: settings.trustedProxies, metrics: gateway.metrics)
+                            ]
+                        } ?? []) + [
+                            RequestReadDeadline(timeout: .milliseconds(Int64(settings.bodyTimeoutMs) + 1000)),
+                            StalledWriteTimeout(timeout: .milliseconds(Int64(settings.idleTimeoutMs))),
+                        ],
                     idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),
             configuration: .init(
                 address: .hostname(settings.host, port: settings.port), serverName: nil,

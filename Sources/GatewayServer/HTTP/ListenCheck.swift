@@ -25,7 +25,8 @@ public enum ListenCheck {
         var next: UnsafeMutablePointer<addrinfo>? = first
         while let address = next {
             next = address.pointee.ai_next
-            let socket = Glibc.socket(address.pointee.ai_family, address.pointee.ai_socktype, address.pointee.ai_protocol)
+            let socket = Glibc.socket(
+                address.pointee.ai_family, address.pointee.ai_socktype, address.pointee.ai_protocol)
             guard socket >= 0 else { continue }
             defer { close(socket) }
             var on: Int32 = 1

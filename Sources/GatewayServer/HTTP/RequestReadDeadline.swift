@@ -103,7 +103,8 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     /// connection by leaving the answer stuck in the socket (it is then dropped).
     private func expire(_ context: ChannelHandlerContext) {
         if unanswered == 1, !answering {
-            _ = ChannelErrorAnswer.write(BodyReader.tooSlow, requestID: requestID ?? RequestID().description, to: context)
+            _ = ChannelErrorAnswer.write(
+                BodyReader.tooSlow, requestID: requestID ?? RequestID().description, to: context)
         }
         context.close(promise: nil)
     }

@@ -14,7 +14,9 @@ enum SharedSecret {
         if let value = request.headers[header] { candidates.append(value) }
         if let value = request.headers[.authorization] {
             candidates.append(value)
-            if value.count > 7, value.prefix(7).lowercased() == "bearer " { candidates.append(String(value.dropFirst(7))) }
+            if value.count > 7, value.prefix(7).lowercased() == "bearer " {
+                candidates.append(String(value.dropFirst(7)))
+            }
         }
         if let value = request.uri.queryParameters["secret"] { candidates.append(String(value)) }
         // Every candidate is compared, so timing says nothing about which one matched.

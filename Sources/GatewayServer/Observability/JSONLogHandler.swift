@@ -12,7 +12,9 @@ public struct JSONLogHandler: LogHandler {
     let label: String
     let write: @Sendable (String) -> Void
 
-    public init(label: String, level: Logger.Level, write: @escaping @Sendable (String) -> Void = JSONLogHandler.standardError) {
+    public init(
+        label: String, level: Logger.Level, write: @escaping @Sendable (String) -> Void = JSONLogHandler.standardError
+    ) {
         self.label = label
         self.logLevel = level
         self.write = write

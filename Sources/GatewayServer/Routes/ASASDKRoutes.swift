@@ -68,7 +68,8 @@ struct ASASDKBackend: Sendable {
         // one not seen waiting has its record (read the other way round, an answer landing
         // between the two reads let a second token through).
         if let waiting = user.attributionRecordID, try await stored({ try await store.isPending(recordID: waiting) }) {
-            return JSONResponse.make(status: .ok, AttributionAnswer(didUserComeFromAsa: false, asaAttributionResolved: false))
+            return JSONResponse.make(
+                status: .ok, AttributionAnswer(didUserComeFromAsa: false, asaAttributionResolved: false))
         }
         // A user whose token Apple answered keeps that answer. One it could not attribute
         // (`not_found` after its retries, `invalid`) is not organic: Apple is asked again
@@ -86,7 +87,8 @@ struct ASASDKBackend: Sendable {
         let trimmed = text.trimmingWhitespace()
         guard trimmed.isASCIIDigits, let number = UInt64(trimmed)
         else {
-            throw GatewayError.invalid("transaction_id", "expected a StoreKit transaction id: digits, as Transaction.originalID")
+            throw GatewayError.invalid(
+                "transaction_id", "expected a StoreKit transaction id: digits, as Transaction.originalID")
         }
         return String(number)
     }
@@ -117,7 +119,8 @@ struct ASASDKBackend: Sendable {
         do {
             try await creditPurchases(of: user.id)
         } catch {
-            logger.warning("cannot credit an SDK user's purchases", metadata: ["user_id": "\(user.id)", "error": "\(error)"])
+            logger.warning(
+                "cannot credit an SDK user's purchases", metadata: ["user_id": "\(user.id)", "error": "\(error)"])
         }
         return JSONResponse.make(
             status: .ok, Association(success: true, user: .init(id: user.id, transaction_id: transactionID)))
@@ -128,7 +131,9 @@ struct ASASDKBackend: Sendable {
     /// a sink that the paying user came from a keyword. Returns how many were replaced.
     @discardableResult
     func creditPurchases(of userID: Int64) async throws -> Int {
-        guard let user = try await store.sdkUser(id: userID), let source = try await attribution(of: user) else { return 0 }
+        guard let user = try await store.sdkUser(id: userID), let source = try await attribution(of: user) else {
+            return 0
+        }
         return try await creditPurchases(of: userID, with: source)
     }
 
@@ -170,7 +175,8 @@ struct ASASDKBackend: Sendable {
     func creditPurchases(answered recordIDs: [String]) async {
         for recordID in recordIDs {
             do {
-                guard let answered = try await store.record(id: recordID), answered.provider == AdServicesProvider.typeName,
+                guard let answered = try await store.record(id: recordID),
+                    answered.provider == AdServicesProvider.typeName,
                     let userID = answered.appUserID.flatMap({ Int64($0) }),
                     try await store.sdkUser(id: userID)?.attributionRecordID == recordID
                 else { continue }
@@ -178,7 +184,8 @@ struct ASASDKBackend: Sendable {
             } catch {
                 // The purchase stays pending in the sinks; `report keywords` credits it anyway.
                 logger.warning(
-                    "cannot credit an SDK user's purchases", metadata: ["record_id": "\(recordID)", "error": "\(error)"])
+                    "cannot credit an SDK user's purchases",
+                    metadata: ["record_id": "\(recordID)", "error": "\(error)"])
             }
         }
     }
@@ -197,7 +204,8 @@ struct ASASDKBackend: Sendable {
     func user(_ fields: PayloadFields) async throws -> SDKUser {
         guard let id = try fields.id("user_id") else { throw GatewayError.missing("user_id") }
         guard let user = try await stored({ try await store.sdkUser(id: id) }) else {
-            throw GatewayError(.notFound, "no user has this id; create it with /functions/v1/create-user", field: "user_id")
+            throw GatewayError(
+                .notFound, "no user has this id; create it with /functions/v1/create-user", field: "user_id")
         }
         return user
     }

@@ -84,7 +84,8 @@ extension GatewayHTTP {
         var current = 0
         if let value = text("conversion_value") {
             guard let number = Int(value), (0...63).contains(number) else {
-                return .refusal(.invalidField, field: "conversion_value", "conversion_value must be an integer from 0 to 63")
+                return .refusal(
+                    .invalidField, field: "conversion_value", "conversion_value must be an integer from 0 to 63")
             }
             current = number
         }
@@ -128,7 +129,8 @@ extension GatewayHTTP {
             }
             calls[name] = seconds
         }
-        if let first = calls["first_call_to_skadnetwork_timestamp"], let last = calls["last_call_to_skadnetwork_timestamp"],
+        if let first = calls["first_call_to_skadnetwork_timestamp"],
+            let last = calls["last_call_to_skadnetwork_timestamp"],
             first > last
         {
             return .refusal(
@@ -150,7 +152,8 @@ extension GatewayHTTP {
                 windowed = major >= 4
             } else {
                 return .refusal(
-                    .invalidField, field: "skan_version", "skan_version must be a SKAdNetwork version such as 4.0, or aak")
+                    .invalidField, field: "skan_version",
+                    "skan_version must be a SKAdNetwork version such as 4.0, or aak")
             }
         }
         if let coarse = text("coarse_value"), !ConversionModel.coarseLevels.contains(coarse) {

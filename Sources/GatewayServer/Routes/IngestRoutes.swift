@@ -159,7 +159,9 @@ extension GatewayHTTP {
     /// One that cannot be read (a body an old release wrote, the store gone since the
     /// insert found it) is left out: the answer is then the resend's, as before, rather
     /// than an error for a payload that is safely stored.
-    static func storedOriginals(of outcomes: [IngestOutcome], in store: any RecordStore) async -> [String: AttributionRecord] {
+    static func storedOriginals(of outcomes: [IngestOutcome], in store: any RecordStore) async -> [String:
+        AttributionRecord]
+    {
         var originals: [String: AttributionRecord] = [:]
         for outcome in outcomes where outcome.isDuplicate && originals[outcome.recordID] == nil {
             originals[outcome.recordID] = try? await store.record(id: outcome.recordID)

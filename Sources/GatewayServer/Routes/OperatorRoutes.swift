@@ -8,7 +8,9 @@ extension GatewayHTTP {
     static func addOperatorRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         let outbox = OutboxStatsCache(store: gateway.store)
         // `HEAD` as well as `GET`: load balancers and uptime checks probed with it, and got 404.
-        func get(_ path: RouterPath, _ handler: @escaping @Sendable (Request, GatewayRequestContext) async throws -> Response) {
+        func get(
+            _ path: RouterPath, _ handler: @escaping @Sendable (Request, GatewayRequestContext) async throws -> Response
+        ) {
             router.getAndHead(path, use: handler)
         }
         get("/healthz") { _, _ in
@@ -48,7 +50,8 @@ extension GatewayHTTP {
             if problems.isEmpty {
                 return JSONResponse.make(status: .ok, ["status": "ready"])
             }
-            return JSONResponse.make(status: .serviceUnavailable, ReadinessProblems(status: "not_ready", problems: problems))
+            return JSONResponse.make(
+                status: .serviceUnavailable, ReadinessProblems(status: "not_ready", problems: problems))
         }
 
         get("/openapi.yaml") { _, _ -> Response in

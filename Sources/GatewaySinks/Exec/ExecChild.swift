@@ -118,7 +118,8 @@ final class ExecChild: Sendable {
             state.writeFailure = nil
         }
         let written = await PipeThreads.write(
-            data, to: stdin.fileDescriptor, until: deadline, stopped: { [self] in state.withLock { $0.retiredAt != nil } })
+            data, to: stdin.fileDescriptor, until: deadline,
+            stopped: { [self] in state.withLock { $0.retiredAt != nil } })
         // Kept for the reader before any stop it causes is seen.
         state.withLock { state in
             state.writing = false

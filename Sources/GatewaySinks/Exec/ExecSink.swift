@@ -200,7 +200,8 @@ public enum ExecSinkPlugin: SinkPlugin {
         // Found now, not at the first record: a missing program passed `check-config`, the
         // gateway started ready, and every record failed with "Broken pipe" for days.
         if programPath(resolved[0]) == nil {
-            reader.report("names no program this machine can run: \(resolved[0]) (not found, or not executable)", key: "command")
+            reader.report(
+                "names no program this machine can run: \(resolved[0]) (not found, or not executable)", key: "command")
         }
         // Every `./` word, even when it reads the same resolved (config.yaml in the working
         // directory): compared with its resolution, a missing file passed there.

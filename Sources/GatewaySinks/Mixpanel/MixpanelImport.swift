@@ -69,11 +69,16 @@ struct MixpanelImport: Sendable {
             // the events are there: sent again, Mixpanel drops copies by `$insert_id`.
             let imported = (try? JSONValue.parse(Data(text.utf8)))?["num_records_imported"]
             guard case .integer(let count)? = imported else {
-                all(.retry(reason: "Mixpanel /import answered \(status) without num_records_imported: not Mixpanel's answer"))
+                all(
+                    .retry(
+                        reason:
+                            "Mixpanel /import answered \(status) without num_records_imported: not Mixpanel's answer"))
                 return
             }
             if count < events.count {
-                all(.retry(reason: "Mixpanel /import answered \(status) with \(count) of \(events.count) events imported"))
+                all(
+                    .retry(
+                        reason: "Mixpanel /import answered \(status) with \(count) of \(events.count) events imported"))
             }
         case 400:
             // Strict mode: the failed events by index; the others were imported.
@@ -83,7 +88,9 @@ struct MixpanelImport: Sendable {
                 return
             }
             for failure in failed {
-                guard case .integer(let index)? = failure["index"], events.indices.contains(Int(index)) else { continue }
+                guard case .integer(let index)? = failure["index"], events.indices.contains(Int(index)) else {
+                    continue
+                }
                 var reason = "Mixpanel /import"
                 if case .string(let field)? = failure["field"] { reason += ": \(field)" }
                 if case .string(let message)? = failure["message"] { reason += ": \(message)" }
@@ -94,7 +101,9 @@ struct MixpanelImport: Sendable {
             try await sendChunk(Array(events[(events.count / 2)...]), into: &outcomes)
         case 429, 500...599:
             // Mixpanel asks for at least 2 s before a retry.
-            all(.retry(reason: "Mixpanel /import answered \(status)", after: max(retryAfter ?? .seconds(2), .seconds(2))))
+            all(
+                .retry(
+                    reason: "Mixpanel /import answered \(status)", after: max(retryAfter ?? .seconds(2), .seconds(2))))
         case 401, 403:
             all(.retry(reason: "Mixpanel /import answered \(status): check the project token", after: .zero))
         case _ where RedirectAnswer.contains(status):

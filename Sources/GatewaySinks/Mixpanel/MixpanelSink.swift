@@ -96,9 +96,10 @@ public final class MixpanelSink: AttributionSink {
     /// Profiles and events of `records`, to Mixpanel or its files; a record without a
     /// real user, with nothing to send, comes back `delivered`.
     func deliverAll(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
-        let indexedEvents = events.map { events in
-            records.enumerated().compactMap { index, record in events.event(for: record).map { (index, $0) } }
-        } ?? []
+        let indexedEvents =
+            events.map { events in
+                records.enumerated().compactMap { index, record in events.event(for: record).map { (index, $0) } }
+            } ?? []
         if case .file(let directory) = options.mode {
             let writer = MixpanelFileWriter(directory: directory)
             try writer.append("engage", records.flatMap(mapping.updates), now: now())
@@ -120,7 +121,8 @@ public final class MixpanelSink: AttributionSink {
     static func combine(_ profile: DeliveryOutcome, _ event: DeliveryOutcome) -> DeliveryOutcome {
         switch (profile, event) {
         case (.reject(let a), .reject(let b)): .reject(reason: a == b ? a : "\(a); \(b)")
-        case (.retry(let waiting, let after), .reject(let refused)), (.reject(let refused), .retry(let waiting, let after)):
+        case (.retry(let waiting, let after), .reject(let refused)),
+            (.reject(let refused), .retry(let waiting, let after)):
             .retry(reason: "\(waiting); \(refused)", after: after)
         case (.reject, _): profile
         case (_, .reject): event
@@ -201,7 +203,9 @@ public final class MixpanelSink: AttributionSink {
                 return .retry("Mixpanel answered \(status) without a verbose status", nil)
             }
             if ok == 1 { return .accepted }
-            if answer["error"] != nil { return .rejected("Mixpanel: \(MixpanelRefusal.reason(text, token: options.token))") }
+            if answer["error"] != nil {
+                return .rejected("Mixpanel: \(MixpanelRefusal.reason(text, token: options.token))")
+            }
             return .rejected("Mixpanel rejected the update")
         case 429, 500...599:
             // `.zero` without `Retry-After`: Mixpanel as a whole said no (see DeliveryOutcome).
@@ -226,7 +230,9 @@ public enum MixpanelSinkPlugin: SinkPlugin {
     public static var deliveryDefaults: DeliverySettings {
         DeliverySettings(backoffInitial: .seconds(2), backoffMax: .seconds(60))
     }
-    static let regions = ["us": "https://api.mixpanel.com", "eu": "https://api-eu.mixpanel.com", "in": "https://api-in.mixpanel.com"]
+    static let regions = [
+        "us": "https://api.mixpanel.com", "eu": "https://api-eu.mixpanel.com", "in": "https://api-in.mixpanel.com",
+    ]
 
     public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
         let token = reader.requiredString("token")
@@ -241,7 +247,8 @@ public enum MixpanelSinkPlugin: SinkPlugin {
         if reader.has("region"), reader.has("endpoint"),
             let other = regions.first(where: { $0.value == endpoint && $0.key != region })
         {
-            reader.report("is Mixpanel's \(other.key) host, but region is \(region): leave endpoint out", key: "endpoint")
+            reader.report(
+                "is Mixpanel's \(other.key) host, but region is \(region): leave endpoint out", key: "endpoint")
         }
         let prefix = reader.string("property_prefix") ?? "asa_"
         let timeout = reader.int("timeout_ms", in: 100...600_000) ?? 10_000
@@ -282,13 +289,18 @@ public enum MixpanelSinkPlugin: SinkPlugin {
                 }
             }
             for (key, name) in names.sorted(by: { $0.key < $1.key }) {
-                if let other = MixpanelProfileMapping.propertyNames.first(where: { names[$0] == nil && prefix + $0 == name }) {
-                    properties.report("'\(name)' is also the name of \(other), prefixed: one would hide the other", key: key)
+                if let other = MixpanelProfileMapping.propertyNames.first(where: {
+                    names[$0] == nil && prefix + $0 == name
+                }) {
+                    properties.report(
+                        "'\(name)' is also the name of \(other), prefixed: one would hide the other", key: key)
                 }
             }
             properties.finish()
         }
-        if prefix.hasPrefix("$") { reader.report("must not start with $ (Mixpanel's own properties)", key: "property_prefix") }
+        if prefix.hasPrefix("$") {
+            reader.report("must not start with $ (Mixpanel's own properties)", key: "property_prefix")
+        }
         if eventName?.hasPrefix("$") == true {
             reader.report("must not start with $ (Mixpanel's own events, such as $identify)", key: "event_name")
         }
@@ -310,6 +322,7 @@ public enum MixpanelSinkPlugin: SinkPlugin {
             return "profiles\(events) as NDJSON files in \(directory), properties prefixed '\(options.propertyPrefix)'"
         }
         let via = options.eventName == nil ? "/engage" : "/engage and /import"
-        return "profiles\(events) via \(ShownURL.of(options.endpoint))\(via), properties prefixed '\(options.propertyPrefix)'"
+        return
+            "profiles\(events) via \(ShownURL.of(options.endpoint))\(via), properties prefixed '\(options.propertyPrefix)'"
     }
 }

@@ -103,6 +103,7 @@ public enum SQLiteSinkPlugin: SinkPlugin {
     public static func summary(_ options: Options) -> String {
         let table = "table attribution_records in \(options.path)"
         if options.indexes == SQLiteSink.defaultIndexes { return table }
-        return table + (options.indexes.isEmpty ? ", no indexes" : ", indexes on \(options.indexes.joined(separator: ", "))")
+        return table
+            + (options.indexes.isEmpty ? ", no indexes" : ", indexes on \(options.indexes.joined(separator: ", "))")
     }
 }

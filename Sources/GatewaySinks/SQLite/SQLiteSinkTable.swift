@@ -69,7 +69,9 @@ enum SQLiteSinkTable {
     static let dataSteps: [(name: String, sql: String)] = [
         // Rows written by older versions may hold in `raw` an IDFA sent without consent
         // (iAd) and an imported AdServices answer's IDFA and token.
-        ("raw-without-unconsented-ids", """
+        (
+            "raw-without-unconsented-ids",
+            """
             UPDATE \(name) SET raw = json_remove(raw, '$.idfa')
             WHERE provider = 'iad' AND idfa IS NULL AND json_valid(raw) AND json_type(raw, '$.idfa') IS NOT NULL;
             UPDATE \(name) SET raw = json_remove(raw, '$.apple.body.token')
@@ -78,11 +80,13 @@ enum SQLiteSinkTable {
             UPDATE \(name) SET raw = json_remove(raw, '$.apple.body.idfa')
             WHERE dedupe_key LIKE 'adservices:answer:%' AND idfa IS NULL AND json_valid(raw)
                 AND json_type(raw, '$.apple.body.idfa') IS NOT NULL;
-            """),
+            """
+        )
     ]
 
     private static func applyDataSteps(_ db: Database) throws {
-        try db.execute(sql: "CREATE TABLE IF NOT EXISTS \(name)_steps (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        try db.execute(
+            sql: "CREATE TABLE IF NOT EXISTS \(name)_steps (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
         let done = Set(try String.fetchAll(db, sql: "SELECT name FROM \(name)_steps"))
         for step in dataSteps where !done.contains(step.name) {
             try db.execute(sql: step.sql)

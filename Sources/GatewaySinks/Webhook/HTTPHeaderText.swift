@@ -2,14 +2,16 @@
 enum HTTPHeaderText {
     /// A token: letters, digits and `!#$%&'*+-.^_`|~`.
     static func isName(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                true
-            default:
-                "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        !text.isEmpty
+            && text.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    true
+                default:
+                    "!#$%&'*+-.^_`|~".utf8.contains(byte)
+                }
             }
-        }
     }
 
     /// Visible characters, spaces and tabs: no line break that would start another header.

@@ -122,7 +122,9 @@ public final class WebhookSink: AttributionSink {
         case 408, 425, 429, 500...599:
             breaker.recordFailure(now: now())
             // `.zero` without `Retry-After`: the receiver as a whole said no (see DeliveryOutcome).
-            return Array(repeating: .retry(reason: "webhook answered \(status)", after: retryAfter ?? .zero), count: records.count)
+            return Array(
+                repeating: .retry(reason: "webhook answered \(status)", after: retryAfter ?? .zero),
+                count: records.count)
         case _ where RedirectAnswer.contains(status):
             breaker.recordFailure(now: now())
             let reason = "webhook answered \(RedirectAnswer.describe(status: status, location: location))"
@@ -183,7 +185,8 @@ public enum WebhookSinkPlugin: SinkPlugin {
                 // "Invalid header field names" for good. The value is never echoed: it is
                 // often a credential.
                 if !HTTPHeaderText.isName(name) {
-                    mapping.report("`\(name)` is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)", key: name)
+                    mapping.report(
+                        "`\(name)` is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)", key: name)
                 } else if !HTTPHeaderText.isValue(value) {
                     mapping.report("holds a line break or another control character", key: name)
                 } else {

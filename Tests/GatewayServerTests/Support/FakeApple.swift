@@ -59,14 +59,17 @@ final class FakeAppleAdServices: Sendable {
                 return Response(status: .badRequest)
             }
             self.calls.withLock { $0[token, default: 0] += 1 }
-            let reply = self.scripts.withLock { scripts -> Reply? in
-                guard var list = scripts[token], !list.isEmpty else { return nil }
-                let next = list.removeFirst()
-                scripts[token] = list
-                return next
-            } ?? self.fallback.withLock { $0 }
+            let reply =
+                self.scripts.withLock { scripts -> Reply? in
+                    guard var list = scripts[token], !list.isEmpty else { return nil }
+                    let next = list.removeFirst()
+                    scripts[token] = list
+                    return next
+                } ?? self.fallback.withLock { $0 }
             if reply.delay > .zero { try await Task.sleep(for: reply.delay) }
-            for _ in 0..<3000 where self.held.withLock({ $0.contains(token) }) { try await Task.sleep(for: .milliseconds(20)) }
+            for _ in 0..<3000 where self.held.withLock({ $0.contains(token) }) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             return Response(
                 status: .init(code: reply.status), headers: [.contentType: "application/json"],
                 body: .init(byteBuffer: ByteBuffer(string: reply.body)))

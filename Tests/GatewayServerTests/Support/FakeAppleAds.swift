@@ -93,7 +93,8 @@ final class FakeAppleAds: Sendable {
             self.issued.withLock { $0.append(token) }
             let lifetime = self.tokenLifetime.withLock { $0 }
             return Self.json(
-                200, #"{"access_token":"\#(token)","token_type":"Bearer","expires_in":\#(lifetime),"scope":"searchadsorg"}"#)
+                200,
+                #"{"access_token":"\#(token)","token_type":"Bearer","expires_in":\#(lifetime),"scope":"searchadsorg"}"#)
         }
         router.get("/v1/acls") { request, _ -> Response in
             if let refusal = self.refuse(request, context: false) { return refusal }
@@ -101,9 +102,12 @@ final class FakeAppleAds: Sendable {
             if self.noAccounts.withLock({ $0 }) { return Self.json(200, #"{"result":{"acls":[]}}"#) }
             return Self.json(
                 200,
-                #"{"result":{"acls":[{"adAccount":{"id":\#(Self.adAccountID),"name":"Main","orgId":\#(Self.orgID)},"roles":["API Account Read Only"]}]}}"#)
+                #"{"result":{"acls":[{"adAccount":{"id":\#(Self.adAccountID),"name":"Main","orgId":\#(Self.orgID)},"roles":["API Account Read Only"]}]}}"#
+            )
         }
-        for (path, kind) in [("/v1/keywords/:id", "keyword"), ("/v1/adgroups/:id", "adgroup"), ("/v1/campaigns/:id", "campaign")] {
+        for (path, kind) in [
+            ("/v1/keywords/:id", "keyword"), ("/v1/adgroups/:id", "adgroup"), ("/v1/campaigns/:id", "campaign"),
+        ] {
             router.get(RouterPath(path)) { request, context -> Response in
                 if let refusal = self.refuse(request, context: true) { return refusal }
                 let id = context.parameters.get("id") ?? ""
@@ -148,7 +152,8 @@ final class FakeAppleAds: Sendable {
             }
             return Self.json(
                 200,
-                #"{"result":[\#(found.joined(separator: ","))],"pagination":{"offset":0,"pageSize":\#(ids.count),"totalCount":\#(found.count)}}"#)
+                #"{"result":[\#(found.joined(separator: ","))],"pagination":{"offset":0,"pageSize":\#(ids.count),"totalCount":\#(found.count)}}"#
+            )
         }
         // The Campaign Management API v5: orgId context, `data` envelope.
         let v5 = [
@@ -171,7 +176,8 @@ final class FakeAppleAds: Sendable {
         return router
     }
 
-    private func refuse(_ request: Request, context: Bool, expected: String = "adAccountId=\(adAccountID)") -> Response? {
+    private func refuse(_ request: Request, context: Bool, expected: String = "adAccountId=\(adAccountID)") -> Response?
+    {
         apiRequests.withLock { $0 += 1 }
         if down.withLock({ $0 }) { return Response(status: .serviceUnavailable) }
         let throttled = tooMany.withLock { count -> Bool in
@@ -207,7 +213,9 @@ final class FakeAppleAds: Sendable {
     /// Why Apple would refuse this token request, or nil.
     private func checkTokenRequest(_ request: Request, _ form: [String: String]) -> String? {
         guard request.headers[.contentType] == "application/x-www-form-urlencoded" else { return "content type" }
-        guard form["grant_type"] == "client_credentials", form["scope"] == "searchadsorg" else { return "grant or scope" }
+        guard form["grant_type"] == "client_credentials", form["scope"] == "searchadsorg" else {
+            return "grant or scope"
+        }
         guard form["client_id"] == Self.clientID, let jwt = form["client_secret"] else { return "client id" }
         let parts = jwt.split(separator: ".").map(String.init)
         guard parts.count == 3, let headerData = Self.base64URL(parts[0]), let claimsData = Self.base64URL(parts[1]),

@@ -70,7 +70,10 @@ final class FakeVendors: Sendable {
                 if query["p"] != "iOS" || query["ip"]?.contains(":") == true {
                     return self.singular(refusing: "Invalid platform or ip")
                 }
-                self.record(Seen(vendor: "singular", path: path, parameters: query, headers: Self.headers(request), rawText: request.uri.description))
+                self.record(
+                    Seen(
+                        vendor: "singular", path: path, parameters: query, headers: Self.headers(request),
+                        rawText: request.uri.description))
                 let slow = self.slowAnswers.withLock { remaining -> Bool in
                     guard remaining > 0 else { return false }
                     remaining -= 1
@@ -83,7 +86,9 @@ final class FakeVendors: Sendable {
                         open.now += 1
                         open.most = max(open.most, open.now)
                     }
-                    for _ in 0..<2000 where self.open.withLock({ $0.most }) < wanted { try await Task.sleep(for: .milliseconds(10)) }
+                    for _ in 0..<2000 where self.open.withLock({ $0.most }) < wanted {
+                        try await Task.sleep(for: .milliseconds(10))
+                    }
                     self.open.withLock { $0.now -= 1 }
                 }
                 if let stalled = self.stalledAnswers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
@@ -108,7 +113,8 @@ final class FakeVendors: Sendable {
             guard body.readableBytes <= 1024, request.headers[.contentType] == "application/json",
                 let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
             else { return self.appsFlyer(refusing: "Payload is missing or failed to parse") }
-            guard let id = object["appsflyer_id"] as? String, id.range(of: #"^\d{13}-\d{7}$"#, options: .regularExpression) != nil
+            guard let id = object["appsflyer_id"] as? String,
+                id.range(of: #"^\d{13}-\d{7}$"#, options: .regularExpression) != nil
             else { return self.appsFlyer(refusing: "appsflyer_id is a mandatory field") }
             guard object["eventName"] is String, object["eventValue"] is String else {
                 return self.appsFlyer(refusing: "Bad request")
@@ -122,7 +128,10 @@ final class FakeVendors: Sendable {
                 self.refusals.withLock { $0.append("appsflyer dropped app \(app)") }
                 return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "OK")))
             }
-            self.record(Seen(vendor: "appsflyer", path: "/inappevent", parameters: parameters, headers: Self.headers(request), rawText: text))
+            self.record(
+                Seen(
+                    vendor: "appsflyer", path: "/inappevent", parameters: parameters, headers: Self.headers(request),
+                    rawText: text))
             return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "OK")))
         }
         for path in ["/session", "/event"] {
@@ -130,7 +139,9 @@ final class FakeVendors: Sendable {
                 if let down = self.down(request) { return down }
                 guard request.headers[.authorization] == "Bearer \(Self.adjustToken)" else {
                     self.refusals.withLock { $0.append("adjust token") }
-                    return Response(status: .accepted, body: .init(byteBuffer: ByteBuffer(string: "Missing/Wrong authentication token")))
+                    return Response(
+                        status: .accepted,
+                        body: .init(byteBuffer: ByteBuffer(string: "Missing/Wrong authentication token")))
                 }
                 let body = try await request.body.collect(upTo: 1 << 20)
                 guard request.headers[.contentType] == "application/x-www-form-urlencoded" else {
@@ -159,14 +170,17 @@ final class FakeVendors: Sendable {
                 if let idfv = form["idfv"], self.optedOut.withLock({ $0.contains(idfv) }) {
                     return self.adjust(refusing: "Device is opted out", status: .init(code: 451))
                 }
-                if let idfv = form["idfv"], self.unknownToAdjust.withLock({ unknown in
-                    guard let left = unknown[idfv], left > 0 else { return false }
-                    unknown[idfv] = left - 1
-                    return true
-                }) {
+                if let idfv = form["idfv"],
+                    self.unknownToAdjust.withLock({ unknown in
+                        guard let left = unknown[idfv], left > 0 else { return false }
+                        unknown[idfv] = left - 1
+                        return true
+                    })
+                {
                     return self.adjust(refusing: "Device not found", status: .notFound)
                 }
-                self.record(Seen(vendor: "adjust", path: path, parameters: form, headers: Self.headers(request), rawText: text))
+                self.record(
+                    Seen(vendor: "adjust", path: path, parameters: form, headers: Self.headers(request), rawText: text))
                 return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "OK")))
             }
         }
@@ -212,7 +226,9 @@ final class FakeVendors: Sendable {
     }
 
     static func json(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: text)))
+        Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
     static func headers(_ request: Request) -> [String: String] {

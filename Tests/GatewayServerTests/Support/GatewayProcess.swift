@@ -1,7 +1,7 @@
 import Foundation
 import GatewaySpawn
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The built `attribution-gateway` executable running `serve` in a child process, so that
@@ -32,7 +32,8 @@ final class GatewayProcess {
             // Set in bytes by Python (a shell's `ulimit -f` counts blocks of 512 or 1024
             // bytes, by shell). The signal a write past the limit sends would end the
             // gateway: ignored, as an exec keeps it, the write fails with EFBIG instead.
-            let limit = "import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            let limit =
+                "import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
                 + "resource.setrlimit(resource.RLIMIT_FSIZE, (\(fileSizeLimit), \(fileSizeLimit))); "
                 + "os.execv(sys.argv[1], sys.argv[1:])"
             executable = "/usr/bin/env"

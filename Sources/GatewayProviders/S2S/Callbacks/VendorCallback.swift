@@ -60,16 +60,19 @@ enum VendorCallback {
         guard let kind = map.kinds[activity] else {
             throw GatewayError.invalid(
                 map.kind[0],
-                "'\(activity.prefix(40))' is not an attribution result; expected \(map.kinds.keys.sorted().joined(separator: ", "))")
+                "'\(activity.prefix(40))' is not an attribution result; expected \(map.kinds.keys.sorted().joined(separator: ", "))"
+            )
         }
         let network = try text(map.network)
-        let organic = try map.organic.lazy.compactMap { try fields.bool($0) }.first
+        let organic =
+            try map.organic.lazy.compactMap { try fields.bool($0) }.first
             ?? (network.map { $0.lowercased() == "organic" } ?? true)
         let device = try DeviceFields(fields)
         // Never the raw IDFA: only one the user allowed may be kept anywhere, keys included.
         guard let deviceKey = try text(map.deviceID) ?? device.idfv ?? text(map.user) ?? device.idfa else {
             throw GatewayError(
-                .missingField, "a device id is required: \((map.deviceID + ["idfv"] + map.user).joined(separator: ", "))",
+                .missingField,
+                "a device id is required: \((map.deviceID + ["idfv"] + map.user).joined(separator: ", "))",
                 field: map.deviceID[0])
         }
         let installedAt = try date(map.installTime)
@@ -122,7 +125,8 @@ enum VendorCallback {
     /// `idfa_upper`, `idfa_md5`, `advertising_id`, `gps_adid`, `idfa||gps_adid`).
     static func isAdvertisingID(_ key: String) -> Bool {
         let lower = key.lowercased()
-        return lower.contains("idfa") || lower.contains("advertising_id") || lower.contains("adid") && lower.contains("gps")
+        return lower.contains("idfa") || lower.contains("advertising_id")
+            || lower.contains("adid") && lower.contains("gps")
     }
 
     /// The query and the body's values, as one object. An empty value is no value: Adjust
@@ -180,7 +184,9 @@ struct CallbackFields {
     /// AppsFlyer's Push API (JSON POST, or GET with the same names).
     static let appsFlyer = CallbackFields(
         kind: ["event_name"],
-        kinds: ["install": .install, "reinstall": .reinstall, "re-attribution": .reinstall, "re-engagement": .reinstall],
+        kinds: [
+            "install": .install, "reinstall": .reinstall, "re-attribution": .reinstall, "re-engagement": .reinstall,
+        ],
         network: ["media_source"], organic: [], campaign: ["campaign"], campaignID: ["af_c_id"],
         adGroup: ["af_adset"], adGroupID: ["af_adset_id"], keyword: ["af_keywords"], keywordID: ["keyword_id"],
         matchType: ["keyword_match_type"], adID: ["af_ad_id"], installTime: ["install_time"],
@@ -198,7 +204,8 @@ struct CallbackFields {
         network: ["network_name"], organic: ["is_organic"], campaign: ["campaign_name"], campaignID: ["campaign_id"],
         adGroup: ["adgroup_name"], adGroupID: ["adgroup_id"], keyword: ["iad_keyword", "search_term", "keyword"],
         keywordID: ["iad_keyword_id"], installTime: ["installed_at"], clickTime: ["click_time"],
-        eventTime: ["reattributed_at", "created_at"], appID: ["app_id"], user: ["user_id", "customer_user_id"], deviceID: ["adid"],
+        eventTime: ["reattributed_at", "created_at"], appID: ["app_id"], user: ["user_id", "customer_user_id"],
+        deviceID: ["adid"],
         country: ["country"])
 
     /// Singular's internal BI postbacks (JSON POST).

@@ -20,7 +20,9 @@ public struct AdjustAdapter: VendorAdapter {
         self.settings = settings
     }
 
-    public func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal) -> VendorRequest {
+    public func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal)
+        -> VendorRequest
+    {
         guard let app = settings.adjustApps[event.appID] else {
             throw VendorRefusal("no Adjust app token for app_id \(event.appID) (providers.s2s.vendors.adjust.apps)")
         }
@@ -48,7 +50,9 @@ public struct AdjustAdapter: VendorAdapter {
             path = "/event"
             let name = event.name ?? event.type.rawValue
             guard let token = app.eventTokens[name] else {
-                throw VendorRefusal("no Adjust event token for '\(name.prefix(60))' (providers.s2s.vendors.adjust.apps.\(event.appID).event_tokens)")
+                throw VendorRefusal(
+                    "no Adjust event token for '\(name.prefix(60))' (providers.s2s.vendors.adjust.apps.\(event.appID).event_tokens)"
+                )
             }
             add("event_token", token)
         }
@@ -99,7 +103,8 @@ public struct AdjustAdapter: VendorAdapter {
         // is the other 404, mended only in config.
         case 404 where body.localizedCaseInsensitiveContains("device not found"):
             guard age < Self.deviceWait else {
-                return .reject(reason: "Adjust answered 404 for 6 hours: it does not know the device (\(body.prefix(80)))")
+                return .reject(
+                    reason: "Adjust answered 404 for 6 hours: it does not know the device (\(body.prefix(80)))")
             }
             return .retry(
                 reason: "Adjust does not know the device yet (404 \(body.prefix(80)))",

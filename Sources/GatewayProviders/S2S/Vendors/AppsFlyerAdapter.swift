@@ -29,14 +29,17 @@ public struct AppsFlyerAdapter: VendorAdapter {
             c.minute ?? 0, c.second ?? 0, millis)
     }
 
-    public func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal) -> VendorRequest {
+    public func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal)
+        -> VendorRequest
+    {
         guard let key = settings.apiKey else { throw VendorRefusal("no AppsFlyer key is configured") }
         guard let appsFlyerID = event.vendorIDs["appsflyer_id"] else {
             throw VendorRefusal("vendor_ids.appsflyer_id is missing; AppsFlyer requires it")
         }
         let digits = event.appID.hasPrefix("id") ? String(event.appID.dropFirst(2)) : event.appID
         guard digits.isASCIIDigits else {
-            throw VendorRefusal("app_id '\(event.appID.prefix(40))' is not an App Store id; AppsFlyer needs id123456789")
+            throw VendorRefusal(
+                "app_id '\(event.appID.prefix(40))' is not an App Store id; AppsFlyer needs id123456789")
         }
         let isPurchase = event.type == .purchase
         var value = event.properties
@@ -67,7 +70,8 @@ public struct AppsFlyerAdapter: VendorAdapter {
         add("app_version_name", event.appVersion)
         let data = Data(JSONValue.object(body).jsonText.utf8)
         guard data.count <= Self.maxBodyBytes else {
-            throw VendorRefusal("the event is \(data.count) bytes as AppsFlyer JSON; AppsFlyer takes at most 1 KB (shorten properties)")
+            throw VendorRefusal(
+                "the event is \(data.count) bytes as AppsFlyer JSON; AppsFlyer takes at most 1 KB (shorten properties)")
         }
         return VendorRequest(
             method: .post, url: "\(settings.base)/inappevent/id\(digits)",
@@ -83,7 +87,8 @@ public struct AppsFlyerAdapter: VendorAdapter {
             // `.zero` without `Retry-After`: AppsFlyer as a whole said no (see DeliveryOutcome).
             return .retry(reason: "AppsFlyer answered \(status)", after: retryAfter ?? .zero)
         case 400 where body.localizedCaseInsensitiveContains("authenticate"):
-            return .retry(reason: "AppsFlyer did not accept the key (400 \(body.prefix(60)))", after: retryAfter ?? .zero)
+            return .retry(
+                reason: "AppsFlyer did not accept the key (400 \(body.prefix(60)))", after: retryAfter ?? .zero)
         default:
             return .reject(reason: "AppsFlyer answered \(status): \(body.prefix(200))")
         }

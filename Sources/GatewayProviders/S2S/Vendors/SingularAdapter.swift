@@ -18,17 +18,23 @@ public struct SingularAdapter: VendorAdapter {
         self.settings = settings
     }
 
-    public func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal) -> VendorRequest {
+    public func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal)
+        -> VendorRequest
+    {
         guard let key = settings.apiKey else { throw VendorRefusal("no Singular SDK key is configured") }
         // The configured bundle when there is one: what was posted may be another app's.
         let configured = settings.singularBundles.isEmpty ? event.bundleID : settings.singularBundles[event.appID]
         guard let bundleID = configured else { throw VendorRefusal("bundle_id is missing; Singular requires it (i)") }
         guard let ip = event.ipv4 else { throw VendorRefusal("ip (IPv4) is missing; Singular requires it") }
-        guard let osVersion = event.osVersion else { throw VendorRefusal("os_version is missing; Singular requires it (ve)") }
+        guard let osVersion = event.osVersion else {
+            throw VendorRefusal("os_version is missing; Singular requires it (ve)")
+        }
         guard event.idfv != nil || event.idfa != nil else {
             throw VendorRefusal("idfv is missing; Singular needs a device id")
         }
-        var query: [(String, String)] = [("a", key), ("p", "iOS"), ("i", bundleID), ("ip", ip), ("ve", osVersion), ("ma", "Apple")]
+        var query: [(String, String)] = [
+            ("a", key), ("p", "iOS"), ("i", bundleID), ("ip", ip), ("ve", osVersion), ("ma", "Apple"),
+        ]
         func add(_ name: String, _ value: String?) {
             if let value { query.append((name, value)) }
         }
@@ -69,7 +75,9 @@ public struct SingularAdapter: VendorAdapter {
         }
         let url = settings.base + path + "?" + FormEncoding.encode(query)
         guard url.utf8.count <= Self.maxURLBytes else {
-            throw VendorRefusal("the request is \(url.utf8.count) bytes as a Singular URL; at most \(Self.maxURLBytes) (shorten properties)")
+            throw VendorRefusal(
+                "the request is \(url.utf8.count) bytes as a Singular URL; at most \(Self.maxURLBytes) (shorten properties)"
+            )
         }
         return VendorRequest(method: .get, url: url)
     }
@@ -92,7 +100,8 @@ public struct SingularAdapter: VendorAdapter {
             return .reject(reason: "Singular answered 200 without a status: \(body.prefix(200))")
         }
         if state == "ok" { return .delivered }
-        let reason = answer["reason"].flatMap { if case .string(let text) = $0 { text } else { nil } } ?? "no reason given"
+        let reason =
+            answer["reason"].flatMap { if case .string(let text) = $0 { text } else { nil } } ?? "no reason given"
         return .reject(reason: "Singular refused the event: \(reason.prefix(200))")
     }
 }

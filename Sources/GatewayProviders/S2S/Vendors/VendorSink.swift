@@ -167,7 +167,8 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         else { return .reject(reason: "\(adapter.vendor.displayName): the request's URL is not valid") }
         let answer: SentExchange.Answer
         do {
-            answer = try await SentExchange.exchange(request, on: client, timeout: settings.timeout, bodyLimit: 64 * 1024)
+            answer = try await SentExchange.exchange(
+                request, on: client, timeout: settings.timeout, bodyLimit: 64 * 1024)
         } catch {
             // Typed: `error` is the exchange's `Failure`.
             if error.sent { return unanswered("gave no answer (\(error))") }
@@ -183,7 +184,8 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         let retryAfter = answer.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
         // An answer quoting the request (an error page's echo of the headers or the URL)
         // would put the vendor's key into the dead letter's reason and the log.
-        let credentials = [settings.apiKey ?? ""] + prepared.headers.filter { $0.0.lowercased() != "content-type" }.map(\.1)
+        let credentials =
+            [settings.apiKey ?? ""] + prepared.headers.filter { $0.0.lowercased() != "content-type" }.map(\.1)
         let body = SecretText.removing(credentials, from: String(buffer: answer.body), as: "key")
         let age = Duration.milliseconds(Int64(max(0, now().timeIntervalSince(record.receivedAt)) * 1000))
         return adapter.outcome(status: status, body: body, retryAfter: retryAfter, age: age)
