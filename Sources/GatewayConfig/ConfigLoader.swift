@@ -33,6 +33,16 @@ public enum ConfigLoader {
         yaml: String, file: String, environment: [String: String], registry: PluginRegistry,
         enrichers readsEnrichers: Bool = true
     ) throws(ConfigError) -> GatewayConfiguration {
+        try parse(
+            yaml: yaml, file: file, environment: environment, registry: registry, enrichers: readsEnrichers,
+            keysAsked: { _ in })
+    }
+
+    /// As the other `parse`, telling `keysAsked` the path of every key the loader asked for.
+    public static func parse(
+        yaml: String, file: String, environment: [String: String], registry: PluginRegistry,
+        enrichers readsEnrichers: Bool = true, keysAsked: (Set<String>) -> Void
+    ) throws(ConfigError) -> GatewayConfiguration {
         let root = try YAMLConfigNode.parse(yaml, file: file)
         let diagnostics = ConfigDiagnostics(file: file) { path in
             do {
@@ -70,6 +80,7 @@ public enum ConfigLoader {
             routes.append(Route(sinks: [provided.prepared.name], filter: provided.filter))
         }
         reader.finish()
+        keysAsked(diagnostics.keysAsked)
 
         if !diagnostics.issues.isEmpty { throw ConfigError(issues: diagnostics.issues) }
         return GatewayConfiguration(

@@ -90,6 +90,14 @@ public final class ConfigDiagnostics {
 
     public var issues: [ConfigIssue] { parent?.issues ?? ownIssues }
 
+    /// The path of every key the loader asked for, present or not (`[0]` for a list's first
+    /// item): what the file may hold, for a check that the manual names every key.
+    public private(set) var keysAsked: Set<String> = []
+
+    func asked(_ path: String) {
+        keysAsked.insert(path)
+    }
+
     private var ownWarnings: [ConfigIssue] = []
 
     /// What is allowed but unsafe (a key file others can read): said by `check-config` and

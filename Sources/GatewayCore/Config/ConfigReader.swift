@@ -42,7 +42,8 @@ public final class ConfigReader {
     public var keys: [String] { entries.map(\.key) }
 
     public func has(_ key: String) -> Bool {
-        entries.contains { $0.key == key }
+        diagnostics.asked(join(key))
+        return entries.contains { $0.key == key }
     }
 
     func join(_ key: String) -> String {
@@ -52,6 +53,7 @@ public final class ConfigReader {
     /// The raw node at `key`, marking it read.
     public func node(_ key: String) -> ConfigNode? {
         consumed.insert(key)
+        diagnostics.asked(join(key))
         guard let node = entries.last(where: { $0.key == key })?.value else { return nil }
         if case .null = node.value { return nil }
         return node
@@ -188,6 +190,7 @@ public final class ConfigReader {
     /// (`iad:`) is an empty mapping, not an absent one: it still gets checked and defaults.
     public func child(_ key: String) -> ConfigReader? {
         consumed.insert(key)
+        diagnostics.asked(join(key))
         guard let node = entries.last(where: { $0.key == key })?.value else { return nil }
         return ConfigReader(node: node, path: join(key), diagnostics: diagnostics, environment: environment)
     }
