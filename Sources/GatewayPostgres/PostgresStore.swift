@@ -63,10 +63,9 @@ public final class PostgresStore: AttributionStore {
     }
 
     /// An error as a line for a person: the server's own message where there is one.
-    static func describe(_ error: any Error) -> String {
+    public static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
-            if let message = error.serverInfo?[.message] { return message }
-            return "\(error.code)"
+            return error.serverInfo?[.message] ?? "\(error.code)"
         }
         return "\(error)"
     }

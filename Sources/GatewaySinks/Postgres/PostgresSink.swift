@@ -23,7 +23,7 @@ public final class PostgresSink: AttributionSink {
             try await PostgresSinkTable.prepare(client, indexed: indexes, logger: logger)
         } catch {
             runner.cancel()
-            throw SinkSetupError(reason: "PostgreSQL at \(url): \(Self.describe(error))")
+            throw SinkSetupError(reason: "PostgreSQL at \(url): \(PostgresStore.describe(error))")
         }
     }
 
@@ -68,15 +68,8 @@ public final class PostgresSink: AttributionSink {
     /// Class 22 (data exception) and 23 (integrity constraint) are the row's own.
     static func outcome(of error: PSQLError) -> DeliveryOutcome {
         let state = error.serverInfo?[.sqlState] ?? ""
-        let reason = "row not written: PostgreSQL \(state): \(describe(error))"
+        let reason = "row not written: PostgreSQL \(state): \(PostgresStore.describe(error))"
         return state.hasPrefix("22") || state.hasPrefix("23") ? .reject(reason: reason) : .retry(reason: reason)
-    }
-
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? PSQLError {
-            return error.serverInfo?[.message] ?? "\(error.code)"
-        }
-        return "\(error)"
     }
 }
 
