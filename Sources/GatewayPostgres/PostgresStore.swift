@@ -46,11 +46,6 @@ public final class PostgresStore: AttributionStore {
         runner.cancel()
     }
 
-    /// Closes the connections.
-    public func close() {
-        runner.cancel()
-    }
-
     /// A `2xx` must mean the commit reached the disk: with `synchronous_commit = off` the
     /// server acknowledges a commit it may still lose.
     private static func checkDurability(_ client: PostgresClient, logger: Logger) async throws {

@@ -418,15 +418,6 @@ public final class SQLiteStore: AttributionStore {
 
     static let replayCondition = "(?1 IS NULL OR received_at >= ?1) AND (?2 IS NULL OR provider = ?2)"
 
-    /// Stored records in storage order, a page at a time (reports, exports).
-    public func records(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
-        -> (records: [AttributionRecord], cursor: Int64)
-    {
-        try await page(of: "body", matching: filter, after: cursor, limit: limit) { row in
-            try AttributionRecord(jsonData: try Self.body(of: row))
-        }
-    }
-
     /// Stored records in storage order, a page at a time, each with its id, and `nil` for a
     /// body that cannot be read (which a caller may still queue: the worker dead-letters it).
     public func readableRecords(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
