@@ -89,8 +89,9 @@ let package = Package(
         .target(
             name: "GatewayEnrichers",
             dependencies: [
-                "GatewayCore", "GatewayStorage", "GatewayHTTP",
+                "GatewayCore", "GatewayStorage", "GatewayPostgres", "GatewayHTTP",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]

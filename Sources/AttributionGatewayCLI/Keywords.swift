@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import GatewayCore
 import GatewayEnrichers
 import GatewayServer
@@ -38,8 +39,10 @@ struct Keywords: AsyncParsableCommand {
                 _ = try Gateway.openSQLiteStore(configuration, onWait: printError)
             }
             var progress: ProgressBar?
-            let report = try await KeywordReportImport(storagePath: configuration.storage.sqlitePath).run(text) {
-                done, total in
+            let names = try await KeywordReportImport(
+                storagePath: configuration.storage.sqlitePath, storageURL: configuration.storage.postgres?.url,
+                logger: Logger(label: "attribution-gateway"))
+            let report = try await names.run(text) { done, total in
                 if progress == nil { progress = ProgressBar(total: total, label: "importing") }
                 progress?.advance(to: done)
             }

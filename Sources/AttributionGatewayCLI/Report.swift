@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import GatewayCore
 import GatewayEnrichers
 import GatewayServer
@@ -94,7 +95,11 @@ struct KeywordsReport: AsyncParsableCommand {
         let keys = KeywordReport.nameKeys(rows)
         if !keys.isEmpty {
             rows = KeywordReport.naming(
-                rows, from: try await KnownNames(storagePath: configuration.storage.sqlitePath).names(keys))
+                rows,
+                from: try await KnownNames(
+                    storagePath: configuration.storage.sqlitePath, storageURL: configuration.storage.postgres?.url,
+                    logger: Logger(label: "attribution-gateway")
+                ).names(keys))
         }
         print(Self.render(rows, format: format))
     }

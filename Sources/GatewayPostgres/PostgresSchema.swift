@@ -150,4 +150,8 @@ enum PostgresSchema {
 public struct StoreNotReady: Error, CustomStringConvertible {
     public let reason: String
     public var description: String { reason }
+
+    public init(reason: String) {
+        self.reason = reason
+    }
 }

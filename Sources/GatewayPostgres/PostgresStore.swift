@@ -71,22 +71,11 @@ public final class PostgresStore: AttributionStore {
         _ = try await answered(within: min(timeout, .seconds(2))) { try await self.client.query("SELECT 1") }
     }
 
-    /// Runs `work`, or fails once `timeout` has passed without an answer: while the database
-    /// cannot be reached the pool waits for a connection without end, and a request must
-    /// get its `503` instead, a readiness check its failure.
+    /// Runs `work`, or fails once `timeout` (or `limit`) has passed without an answer.
     func answered<T: Sendable>(
         within limit: Duration? = nil, _ work: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        let timeout = limit ?? timeout
-        return try await withThrowingTaskGroup(of: T.self) { group in
-            group.addTask { try await work() }
-            group.addTask { [url] in
-                try await Task.sleep(for: timeout)
-                throw StoreNotReady(reason: "PostgreSQL at \(url) did not answer within \(timeout)")
-            }
-            defer { group.cancelAll() }
-            return try await group.next()!
-        }
+        try await GatewayPostgres.answered(within: limit ?? timeout, from: url, work)
     }
 
     /// One statement on a pooled connection.

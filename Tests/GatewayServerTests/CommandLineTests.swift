@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
+import GatewayCore
 import GatewaySpawn
+import GatewayTestSupport
 import GRDB
 import Synchronization
 import Testing
@@ -230,10 +232,14 @@ import Testing
     }
 
     /// A config with the environment's store, `providers` and the SQLite sink, written beside it.
-    func storeConfig(_ env: TestEnvironment, providers: String) throws -> String {
+    /// A config storing in `env`'s SQLite file, or in the PostgreSQL database `postgres`.
+    func storeConfig(_ env: TestEnvironment, providers: String, postgres: PostgresURL? = nil) throws -> String {
         let config = env.directory.appendingPathComponent("store.yaml").path
+        let storage =
+            postgres.map { "postgres: { url: \"\($0)\" }" }
+            ?? "sqlite: { path: \(env.databasePath), durability: normal }"
         try """
-        storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+        storage: { \(storage) }
         providers: { \(providers) }
         sinks: { local: { type: sqlite } }
         """.write(toFile: config, atomically: true, encoding: .utf8)
@@ -448,10 +454,14 @@ import Testing
         #expect(!plain.stderr.contains("envelope"), "\(plain.stderr)")
     }
 
-    @Test func reportKeywordsNamesKeywordsTheCacheLearnedAfterTheirRecords() throws {
+    static let backends = ["sqlite"] + (TestPostgres.expected ? ["postgres"] : [])
+
+    @Test(arguments: backends)
+    func reportKeywordsNamesKeywordsTheCacheLearnedAfterTheirRecords(_ backend: String) async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let config = try storeConfig(env, providers: "iad: {}")
+        let database = backend == "postgres" ? try await TestPostgres.newDatabase() : nil
+        let config = try storeConfig(env, providers: "iad: {}", postgres: database)
         // Stored with ids only, as when Apple Ads was down or no credentials were set.
         let install =
             #"{"app_id":"1234567890","app_user_id":"u1","Version3.1":{"iad-attribution":"true","iad-campaign-id":"542370539","iad-adgroup-id":"542317095","iad-keyword-id":"87675499","iad-conversion-type":"Download"}}"#

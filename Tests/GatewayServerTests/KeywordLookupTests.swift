@@ -38,8 +38,8 @@ import Testing
     func makeEnricher(
         _ options: KeywordLookupPlugin.Options, env: TestEnvironment, logger: Logger = Logger(label: "test"),
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
-    ) throws -> KeywordLookupEnricher {
-        try KeywordLookupPlugin.make(
+    ) async throws -> KeywordLookupEnricher {
+        try await KeywordLookupPlugin.make(
             options: options, context: EnricherContext(storagePath: env.databasePath, logger: logger), sleep: sleep)
     }
 
@@ -73,7 +73,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            try await body(fake, try makeEnricher(options(port: port), env: env, sleep: { _ in }).source)
+            try await body(fake, try await makeEnricher(options(port: port), env: env, sleep: { _ in }).source)
         }
     }
 
@@ -81,7 +81,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            let enricher = try makeEnricher(options(port: port), env: env)
+            let enricher = try await makeEnricher(options(port: port), env: env)
             let batches = (0..<10).map { batch in
                 (0..<100).map { record(keyword: 1000 + Int64((batch * 100 + $0) % 50)) }
             }
@@ -116,7 +116,7 @@ import Testing
             #expect(fake.tokenRequests == 2)
 
             // Cached names survive a new enricher (a restart): no further requests.
-            let again = try makeEnricher(options(port: port), env: env)
+            let again = try await makeEnricher(options(port: port), env: env)
             let cached = await again.enrich([record(keyword: 1001)])
             #expect(cached.first?.keyword == "keyword 1001")
             #expect(fake.count("keyword") == 20 && fake.count("keyword-query") == 1)
@@ -127,7 +127,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            let enricher = try makeEnricher(v5Options(port: port), env: env)
+            let enricher = try await makeEnricher(v5Options(port: port), env: env)
             let enriched = try #require(await enricher.enrich([record(keyword: 77), record(keyword: 77)]).first)
             #expect(enriched.keyword == "v5 keyword 77" && enriched.keywordMatchType == "BROAD")
             #expect(enriched.adGroupName == "v5 adgroup 542317095")
@@ -144,7 +144,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            let enricher = try makeEnricher(options(port: port), env: env)
+            let enricher = try await makeEnricher(options(port: port), env: env)
             let enriched = await enricher.enrich([record(keyword: 5), record(keyword: 404_404)])
             #expect(enriched[0].keyword == "keyword 5" && enriched[1].keyword == nil)
             #expect(fake.count("keyword-query") == 1)
@@ -158,7 +158,7 @@ import Testing
         defer { env.remove() }
         let pauses = Mutex<[Duration]>([])
         try await withFake { fake, port in
-            let enricher = try makeEnricher(
+            let enricher = try await makeEnricher(
                 options(port: port), env: env, sleep: { duration in pauses.withLock { $0.append(duration) } })
             fake.remaining.withLock { $0 = 0 }
             _ = await enricher.enrich([record(keyword: 11)])
@@ -174,7 +174,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            let enricher = try makeEnricher(options(port: port), env: env)
+            let enricher = try await makeEnricher(options(port: port), env: env)
             var searchMatch = record(keyword: 1)
             searchMatch.keywordID = nil
             let first = await enricher.enrich([record(keyword: 404_404), searchMatch])
@@ -190,7 +190,7 @@ import Testing
         defer { env.remove() }
         let lines = Mutex<[String]>([])
         try await withFake { fake, port in
-            let enricher = try makeEnricher(
+            let enricher = try await makeEnricher(
                 options(port: port, wait: .milliseconds(200)), env: env,
                 logger: capturing { line in lines.withLock { $0.append(line) } }, sleep: { _ in })
             // Apple answers, so a token exists; then its API goes down.
@@ -220,7 +220,7 @@ import Testing
         try await withFake { fake, port in
             var options = options(port: port, wait: .milliseconds(50))
             options.backoffInitial = .milliseconds(100)
-            let enricher = try makeEnricher(
+            let enricher = try await makeEnricher(
                 options, env: env, logger: capturing { line in lines.withLock { $0.append(line) } })
             _ = await enricher.enrich([record(keyword: 7)])
             fake.down.withLock { $0 = true }
@@ -253,7 +253,7 @@ import Testing
         try await withFake { fake, port in
             var options = options(port: port, wait: .milliseconds(50))
             options.backoffInitial = .milliseconds(100)
-            let enricher = try makeEnricher(options, env: env)
+            let enricher = try await makeEnricher(options, env: env)
             let versions = Mutex<[AttributionRecord]>([])
             let collector = Task { for await batch in enricher.lateRecords { versions.withLock { $0 += batch } } }
             defer { collector.cancel() }
@@ -289,7 +289,7 @@ import Testing
         try await withFake { fake, port in
             // A wait of an hour, and retries that sleep for real: only a name known to be
             // failing lets the records go before the test's limit.
-            let enricher = try makeEnricher(
+            let enricher = try await makeEnricher(
                 options(port: port, wait: .seconds(3600)), env: env,
                 sleep: { _ in try await Task.sleep(for: .seconds(3600)) })
             fake.down.withLock { $0 = true }
@@ -306,7 +306,7 @@ import Testing
     func aGroupsKeysFinishAsTheirNamesArriveNotWithTheSlowestOne() async throws {
         let fetches = NameFetches()
         let completed = Mutex<[String]>([])
-        let entry = KeywordNameCache.Entry(name: "found", matchType: nil, fetchedAt: Date())
+        let entry = KeywordNameEntry(name: "found", matchType: nil, fetchedAt: Date())
         await fetches.startGroup(
             ["keyword:1", "keyword:2"],
             { keys, done in
@@ -393,7 +393,7 @@ import Testing
             // The next probe a minute away, however slowly this machine runs the loop.
             var options = options(port: port)
             options.backoffInitial = .seconds(60)
-            let source = try makeEnricher(options, env: env, sleep: { _ in }).source
+            let source = try await makeEnricher(options, env: env, sleep: { _ in }).source
             fake.tokenDown.withLock { $0 = true }
             for id: Int64 in 1...20 {
                 await #expect(throws: (any Error).self) {
@@ -416,7 +416,7 @@ import Testing
         let lines = Mutex<[String]>([])
         let logger = capturing { line in lines.withLock { $0.append(line) } }
         try await withFake { fake, port in
-            let enricher = try KeywordLookupPlugin.make(
+            let enricher = try await KeywordLookupPlugin.make(
                 options: options(port: port), context: EnricherContext(storagePath: env.databasePath, logger: logger),
                 sleep: { _ in }, now: { clock.withLock { $0 } })
             _ = try await enricher.source.campaignName(id: 1, orgID: FakeAppleAds.orgID)
@@ -490,7 +490,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            let enricher = try makeEnricher(v5Options(port: port), env: env, sleep: { _ in })
+            let enricher = try await makeEnricher(v5Options(port: port), env: env, sleep: { _ in })
             var orgless = record(keyword: 77)
             orgless.orgID = nil
             let bare = try #require(await enricher.enrich([orgless]).first)
@@ -509,7 +509,7 @@ import Testing
         defer { env.remove() }
         let pauses = Mutex<[Duration]>([])
         try await withFake { fake, port in
-            let enricher = try makeEnricher(
+            let enricher = try await makeEnricher(
                 options(port: port), env: env, sleep: { duration in pauses.withLock { $0.append(duration) } })
             let source = enricher.source
             #expect(try await source.campaignName(id: 1, orgID: FakeAppleAds.orgID) == "campaign 1")
@@ -527,7 +527,8 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            let enricher = try makeEnricher(options(port: port, wait: .milliseconds(200)), env: env, sleep: { _ in })
+            let enricher = try await makeEnricher(
+                options(port: port, wait: .milliseconds(200)), env: env, sleep: { _ in })
             let old = Date().addingTimeInterval(-30 * 86_400)
             try await enricher.cache.store(
                 AppleAdsNameKey.keyword(41), .init(name: "old name", matchType: "EXACT", fetchedAt: old))
@@ -628,7 +629,7 @@ import Testing
         defer { env.remove() }
         let source = GatedNames()
         let enricher = KeywordLookupEnricher(
-            source: source, cache: try KeywordNameCache(path: env.databasePath), wait: .milliseconds(10), ttl: 3600,
+            source: source, cache: try SQLiteKeywordNames(path: env.databasePath), wait: .milliseconds(10), ttl: 3600,
             unknownTTL: 3600, logger: Logger(label: "test"))
         let versions = Mutex<[AttributionRecord]>([])
         let collector = Task { for await batch in enricher.lateRecords { versions.withLock { $0 += batch } } }
@@ -853,7 +854,7 @@ import Testing
     func enrichedFromImport(keyword: Int64, adGroup: Int64, env: TestEnvironment) async throws -> AttributionRecord {
         var options = options(port: 9)
         options.wait = .milliseconds(50)
-        let enricher = try makeEnricher(options, env: env)
+        let enricher = try await makeEnricher(options, env: env)
         var imported = record(keyword: keyword)
         imported.adGroupID = adGroup
         return try #require(await enricher.enrich([imported]).first)

@@ -76,13 +76,19 @@ public struct ProviderSink: Sendable {
 
 /// Everything an enricher may need to build itself.
 public struct EnricherContext: Sendable {
-    /// The gateway's own SQLite file, for caches.
+    /// The gateway's own SQLite file, for an enricher's state, unless `storageURL` is set.
     public var storagePath: String
+    /// The gateway's PostgreSQL database, when the store is there: an enricher's state goes
+    /// beside it, shared by the replicas.
+    public var storageURL: PostgresURL?
     public var logger: Logger
     public var metrics: GatewayMetrics
 
-    public init(storagePath: String, logger: Logger, metrics: GatewayMetrics = .none) {
+    public init(
+        storagePath: String, storageURL: PostgresURL? = nil, logger: Logger, metrics: GatewayMetrics = .none
+    ) {
         self.storagePath = storagePath
+        self.storageURL = storageURL
         self.logger = logger
         self.metrics = metrics
     }

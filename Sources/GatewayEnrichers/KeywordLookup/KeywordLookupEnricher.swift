@@ -15,7 +15,7 @@ import Synchronization
 final class KeywordLookupEnricher: LateEnricher, Sendable {
     let name = "keyword_lookup"
     let source: any AppleAdsNameSource
-    let cache: KeywordNameCache
+    let cache: any KeywordNameStore
     let wait: Duration
     let ttl: TimeInterval
     let unknownTTL: TimeInterval
@@ -40,7 +40,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     static let maxWaitingLate = 10_000
 
     init(
-        source: any AppleAdsNameSource, cache: KeywordNameCache, wait: Duration, ttl: TimeInterval,
+        source: any AppleAdsNameSource, cache: any KeywordNameStore, wait: Duration, ttl: TimeInterval,
         unknownTTL: TimeInterval, logger: Logger, now: @escaping @Sendable () -> Date = { Date() },
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
         retryInitial: Duration = .seconds(2), metrics: GatewayMetrics = .none
@@ -208,7 +208,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     /// Each name looked up counts once: `late` (no answer in time), `unknown` (Apple has
     /// no such id), `fetched` (asked and answered in time), `hit` (cached) or `stale` (past
     /// its TTL, and Apple did not answer in time).
-    func count(wanted: [String], missing: Set<String>, known: [String: KeywordNameCache.Entry]) {
+    func count(wanted: [String], missing: Set<String>, known: [String: KeywordNameEntry]) {
         var outcomes: [String: Int] = [:]
         let now = now()
         for key in wanted {
@@ -226,7 +226,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         }
     }
 
-    func fill(_ record: AttributionRecord, _ known: [String: KeywordNameCache.Entry]) -> AttributionRecord {
+    func fill(_ record: AttributionRecord, _ known: [String: KeywordNameEntry]) -> AttributionRecord {
         var record = record
         var filled = false
         if let id = record.keywordID, record.keyword == nil, let entry = known[AppleAdsNameKey.keyword(id)],
@@ -319,19 +319,19 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     }
 
     /// Cached entries still within their TTL.
-    func fresh(_ keys: [String]) async -> [String: KeywordNameCache.Entry] {
+    func fresh(_ keys: [String]) async -> [String: KeywordNameEntry] {
         guard let entries = try? await cache.entries(keys) else { return [:] }
         let now = now()
         return entries.filter { isFresh($0.value, now: now) }
     }
 
-    func isFresh(_ entry: KeywordNameCache.Entry, now: Date) -> Bool {
+    func isFresh(_ entry: KeywordNameEntry, now: Date) -> Bool {
         now.timeIntervalSince(entry.fetchedAt) < (entry.name == nil ? unknownTTL : ttl)
     }
 
     /// Asks Apple until it answers (Apple down or throttling keeps the records waiting
     /// for late names), backing off to a minute, for at most ``retryFor``.
-    func fetch(_ key: String, _ lookup: Lookup) async -> KeywordNameCache.Entry? {
+    func fetch(_ key: String, _ lookup: Lookup) async -> KeywordNameEntry? {
         var delay = retryInitial
         var waited = Duration.zero
         var failed = false
@@ -403,22 +403,22 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     /// and all of them when it fails are asked for one by one.
     func fetchKeywords(
         _ keys: [String], lookups: [String: Lookup], orgID: Int64?, done: NameFetches.KeyDone = { _, _ in }
-    ) async -> [String: KeywordNameCache.Entry] {
+    ) async -> [String: KeywordNameEntry] {
         var ids: [Int64: String] = [:]
         for key in keys {
             if case .keyword(let id, _, _, _)? = lookups[key] { ids[id] = key }
         }
-        var entries: [String: KeywordNameCache.Entry] = [:]
+        var entries: [String: KeywordNameEntry] = [:]
         if let found = try? await source.keywords(ids: Array(ids.keys), orgID: orgID) {
             for (id, keyword) in found {
                 guard let key = ids[id] else { continue }
-                let entry = KeywordNameCache.Entry(name: keyword.text, matchType: keyword.matchType, fetchedAt: now())
+                let entry = KeywordNameEntry(name: keyword.text, matchType: keyword.matchType, fetchedAt: now())
                 try? await cache.store(key, entry)
                 entries[key] = entry
             }
         }
         for (key, entry) in entries { await done(key, entry) }
-        await withTaskGroup(of: (String, KeywordNameCache.Entry?).self) { group in
+        await withTaskGroup(of: (String, KeywordNameEntry?).self) { group in
             for key in keys where entries[key] == nil {
                 guard let lookup = lookups[key] else { continue }
                 group.addTask { (key, await self.fetch(key, lookup)) }
@@ -431,8 +431,8 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         return entries
     }
 
-    func fetchOnce(_ key: String, _ lookup: Lookup) async throws -> KeywordNameCache.Entry {
-        var entry = KeywordNameCache.Entry(name: nil, matchType: nil, fetchedAt: now())
+    func fetchOnce(_ key: String, _ lookup: Lookup) async throws -> KeywordNameEntry {
+        var entry = KeywordNameEntry(name: nil, matchType: nil, fetchedAt: now())
         switch lookup {
         case .keyword(let id, let adGroupID, let campaignID, let orgID):
             if let keyword = try await source.keyword(

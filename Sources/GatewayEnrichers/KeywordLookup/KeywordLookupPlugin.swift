@@ -90,14 +90,14 @@ public enum KeywordLookupPlugin: EnricherPlugin {
     }
 
     public static func makeEnricher(options: Options, context: EnricherContext) async throws -> any Enricher {
-        try make(options: options, context: context)
+        try await make(options: options, context: context)
     }
 
     static func make(
         options: Options, context: EnricherContext, client: HTTPClient = NoRedirectHTTPClient.shared,
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
         now: @escaping @Sendable () -> Date = { Date() }
-    ) throws -> KeywordLookupEnricher {
+    ) async throws -> KeywordLookupEnricher {
         let secret = AppleAdsClientSecret(
             clientID: options.clientID, teamID: options.teamID, keyID: options.keyID,
             privateKey: try P256.Signing.PrivateKey(pemRepresentation: options.privateKeyPEM))
@@ -108,7 +108,10 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         let source: any AppleAdsNameSource =
             options.api == "v5" ? AppleAdsCampaignManagementV5(http: http) : AppleAdsPlatformV1(http: http)
         return KeywordLookupEnricher(
-            source: source, cache: try KeywordNameCache(path: context.storagePath), wait: options.wait,
+            source: source,
+            cache: try await KeywordNameStorage.open(
+                storagePath: context.storagePath, storageURL: context.storageURL, logger: context.logger),
+            wait: options.wait,
             ttl: options.ttl,
             unknownTTL: options.unknownTTL, logger: context.logger, now: now, sleep: sleep,
             retryInitial: options.backoffInitial, metrics: context.metrics)

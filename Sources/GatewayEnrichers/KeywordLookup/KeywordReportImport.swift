@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import Logging
 
 /// Loads keyword, ad group and campaign names from a keyword report export (CSV) into
 /// the same cache the `keyword_lookup` enricher reads, for teams without API access.
@@ -40,7 +41,7 @@ public struct KeywordReportImport {
         "campaign_name": ["campaign name", "campaign", "campaignname", "campaign_name"],
     ]
 
-    let cache: KeywordNameCache
+    let cache: any KeywordNameStore
     let now: Date
 
     /// Where each known column stands in `header`, by its first cell of that name.
@@ -80,8 +81,10 @@ public struct KeywordReportImport {
         row.allSatisfy { $0.trimmingCharacters(in: .whitespaces).isEmpty }
     }
 
-    public init(storagePath: String, now: Date = Date()) throws {
-        cache = try KeywordNameCache(path: storagePath)
+    /// Into the names beside the store: its PostgreSQL database when `storageURL` is set,
+    /// else its SQLite file.
+    public init(storagePath: String, storageURL: PostgresURL?, logger: Logger, now: Date = Date()) async throws {
+        cache = try await KeywordNameStorage.open(storagePath: storagePath, storageURL: storageURL, logger: logger)
         self.now = now
     }
 
@@ -113,11 +116,11 @@ public struct KeywordReportImport {
         }
         let numbered = Array(all.dropFirst(headerRow))
         let rows = numbered.map(\.cells)
-        var entries: [String: KeywordNameCache.Entry] = [:]
+        var entries: [String: KeywordNameEntry] = [:]
         // The line each entry's name came from, so that a second name for one id is
         // reported rather than silently replacing the first (an export spanning a rename).
         var lineOf: [String: Int] = [:]
-        func put(_ kind: String, _ id: Int64, _ key: String, _ entry: KeywordNameCache.Entry, line: Int) {
+        func put(_ kind: String, _ id: Int64, _ key: String, _ entry: KeywordNameEntry, line: Int) {
             if let earlier = entries[key], earlier.name != entry.name, let earlierLine = lineOf[key] {
                 report.renames.append(Rename(kind: kind, id: id, earlierLine: earlierLine, laterLine: line))
             }

@@ -1,13 +1,17 @@
 import Foundation
+import GatewayCore
+import Logging
 
 /// The names the keyword cache holds (fetched from Apple Ads or loaded by `keywords
 /// import`), whatever their age: for showing records stored before their names were
 /// known, as the keyword report does, not for enriching new records.
 public struct KnownNames: Sendable {
-    let cache: KeywordNameCache
+    let cache: any KeywordNameStore
 
-    public init(storagePath: String) throws {
-        cache = try KeywordNameCache(path: storagePath)
+    /// The names beside the store: in its PostgreSQL database when `storageURL` is set,
+    /// else in its SQLite file.
+    public init(storagePath: String, storageURL: PostgresURL?, logger: Logger) async throws {
+        cache = try await KeywordNameStorage.open(storagePath: storagePath, storageURL: storageURL, logger: logger)
     }
 
     /// Names by cache key (`keyword:ID`, `adgroup:ID`, `campaign:ID`), with a keyword's

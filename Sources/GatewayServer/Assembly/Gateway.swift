@@ -159,7 +159,7 @@ public final class Gateway: Sendable {
         var enrichers: [any Enricher] = []
         for prepared in configuration.enrichers {
             let context = EnricherContext(
-                storagePath: configuration.storage.sqlitePath,
+                storagePath: configuration.storage.sqlitePath, storageURL: configuration.storage.postgres?.url,
                 logger: logger.with(metadataKey: "enricher", value: prepared.typeName), metrics: metrics)
             enrichers.append(try await prepared.build(context))
         }
