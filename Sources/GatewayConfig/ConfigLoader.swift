@@ -173,6 +173,10 @@ public enum ConfigLoader {
             }
             postgres.finish()
         }
+        if let retention = reader.child("retention") {
+            if let days = retention.int("raw_days", in: 0...36_500) { storage.rawDays = days }
+            retention.finish()
+        }
         reader.finish()
         return storage
     }

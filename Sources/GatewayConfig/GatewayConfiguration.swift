@@ -100,6 +100,9 @@ public struct StorageSettings: Sendable, Equatable {
     public var durability = "full"
     /// `postgres:`, when the store is a PostgreSQL database instead of the SQLite file.
     public var postgres: PostgresStorageSettings?
+    /// `retention.raw_days`: how long records keep the payload as it arrived; 0 (the
+    /// default) keeps it for as long as the record.
+    public var rawDays = 0
 
     public init() {}
 }

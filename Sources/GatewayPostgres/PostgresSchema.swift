@@ -41,7 +41,7 @@ enum PostgresSchema {
                     body text NOT NULL
                 )
                 """,
-                "CREATE INDEX records_received ON records (received_at)",
+                "CREATE INDEX records_received ON records (received_at, seq)",
                 """
                 CREATE TABLE outbox (
                     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

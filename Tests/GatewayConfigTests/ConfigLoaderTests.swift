@@ -247,6 +247,16 @@ import Testing
         #expect("\(postgres.url)" == "postgres://gw@db.internal:6543/attribution")
     }
 
+    @Test func retentionKeepsRawPayloadsUnlessToldHowManyDays() throws {
+        #expect(try parse(Self.oneSink).storage.rawDays == 0)
+        let config = try parse("storage:\n  retention: { raw_days: 30 }\n" + Self.oneSink)
+        #expect(config.storage.rawDays == 30)
+        let bad = problems("storage:\n  retention: { raw_days: -1 }\n" + Self.oneSink)
+        #expect(try problem(at: "storage.retention.raw_days", in: bad).message.contains("0"))
+        let unknown = problems("storage:\n  retention: { records_days: 90 }\n" + Self.oneSink)
+        #expect(try problem(at: "storage.retention.records_days", in: unknown).message.contains("unknown key"))
+    }
+
     @Test func aURLThatIsNotPostgresIsRefusedWithoutEchoingIt() throws {
         let bad = problems("storage:\n  postgres: { url: \"mysql://root:hunter2@db/x\" }\n" + Self.oneSink)
         let issue = try problem(at: "storage.postgres.url", in: bad)

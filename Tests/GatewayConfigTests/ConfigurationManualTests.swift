@@ -16,7 +16,7 @@ import Testing
         server:
           host: 127.0.0.1
           rate_limits: { per_key: { per_second: 10 }, per_ip: { per_second: 10 } }
-        storage: { sqlite: { path: /tmp/manual.sqlite } }
+        storage: { sqlite: { path: /tmp/manual.sqlite }, retention: {} }
         auth: { api_keys: [ { app_id: "1", key: "0123456789abcdef0123", scope: backend } ] }
         providers:
           iad: {}
@@ -51,8 +51,7 @@ import Testing
         var asked: Set<String> = []
         // The store is one of two blocks: the other's keys are asked for with it.
         let postgres = everything.replacingOccurrences(
-            of: "storage: { sqlite: { path: /tmp/manual.sqlite } }",
-            with: #"storage: { postgres: { url: "postgres://u@127.0.0.1/db" } }"#)
+            of: "sqlite: { path: /tmp/manual.sqlite }", with: #"postgres: { url: "postgres://u@127.0.0.1/db" }"#)
         for yaml in [everything, postgres] {
             _ = try? ConfigLoader.parse(
                 yaml: yaml, file: "everything.yaml", environment: [:], registry: .builtIn,

@@ -128,6 +128,12 @@ public struct GatewayMetrics: Sendable {
             .recordNanoseconds(Int64(max(0, seconds) * 1_000_000_000))
     }
 
+    /// What `storage.retention` removed: `raw` payloads.
+    public func retentionRemoved(what: String, count: Int) {
+        guard count > 0 else { return }
+        counter("gateway_retention_removed_total", [("what", what)]).increment(by: count)
+    }
+
     public func delivery(sink: String, outcome: String, count: Int) {
         guard count > 0 else { return }
         counter("gateway_deliveries_total", [("sink", sink), ("outcome", outcome)]).increment(by: count)

@@ -26,6 +26,8 @@ public final class Gateway: Sendable {
     public let health: WorkerHealth
     /// Checkpoints the SQLite store's write-ahead log off the commit path while the server runs.
     public let checkpointer: WALCheckpointer?
+    /// Removes raw payloads past `storage.retention.raw_days`, when set.
+    public let retention: RetentionJob?
     public let metricsRegistry: PrometheusCollectorRegistry
     public let metrics: GatewayMetrics
     public let logger: Logger
@@ -51,6 +53,12 @@ public final class Gateway: Sendable {
         self.lateWriters = lateWriters
         self.health = health
         self.checkpointer = checkpointer
+        retention =
+            configuration.storage.rawDays > 0
+            ? RetentionJob(
+                store: store, rawDays: configuration.storage.rawDays, metrics: metrics,
+                logger: logger.with(metadataKey: "job", value: "retention"))
+            : nil
         self.metricsRegistry = metricsRegistry
         self.metrics = metrics
         self.logger = logger

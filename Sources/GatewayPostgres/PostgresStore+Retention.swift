@@ -1,0 +1,39 @@
+import Foundation
+import GatewayCore
+import PostgresNIO
+
+extension PostgresStore {
+    public func dropRawPayloads(receivedBefore before: Date, after cursor: RetentionCursor, limit: Int) async throws
+        -> (dropped: Int, cursor: RetentionCursor?)
+    {
+        // Bodies without a raw payload stay in the database: only the page's place is read.
+        let rows = try await query(
+            """
+            SELECT seq, received_at, CASE WHEN strpos(body, '"raw":') > 0 THEN body END FROM records
+            WHERE (received_at, seq) > (\(cursor.receivedAt), \(cursor.seq)) AND received_at < \(Self.seconds(before))
+            ORDER BY received_at, seq LIMIT \(Int64(limit))
+            """, logger: logger)
+        var page: [(seq: Int64, receivedAt: Double, body: String?)] = []
+        for try await row in rows.decode((Int64, Double, String?).self) { page.append(row) }
+        let removal = RawPayloadRemoval(page: page)
+        guard let next = removal.next else { return (0, nil) }
+        let changes = removal.changes
+        guard !changes.isEmpty else { return (0, next) }
+        let dropped = try await transaction { [logger] connection in
+            var dropped = 0
+            for change in changes {
+                let updated = try await Self.firstInt(
+                    connection.query(
+                        """
+                        WITH updated AS (
+                            UPDATE records SET body = \(change.new) WHERE seq = \(change.seq) AND body = \(change.old)
+                            RETURNING 1)
+                        SELECT count(*) FROM updated
+                        """, logger: logger))
+                dropped += Int(updated ?? 0)
+            }
+            return dropped
+        }
+        return (dropped, next)
+    }
+}
