@@ -28,7 +28,9 @@ struct Import: AsyncParsableCommand {
     func run() async throws {
         let configuration = try loadConfiguration(config)
         let defaults = try makeProvider(named: provider)
-        guard let data = FileManager.default.contents(atPath: file) else {
+        guard var reader = try? LineReader(path: file),
+            let size = (try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int
+        else {
             printError("cannot read \(file)")
             throw ExitCode(2)
         }
@@ -43,8 +45,7 @@ struct Import: AsyncParsableCommand {
             printError("\(self.provider) is not enabled in \(config): lines are read with its default options")
             provider = defaults
         }
-        let lines = data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-        var progress = ProgressBar(total: lines.count, label: "importing")
+        var progress = ProgressBar(total: size, label: "importing", unit: .bytes)
         var stored = 0, duplicates = 0, rejected = 0, unkeyed = 0
         // The first thousand are printed; a file of garbage must not fill the memory.
         var failures: [String] = []
@@ -58,18 +59,27 @@ struct Import: AsyncParsableCommand {
         }
 
         let blank: Set<UInt8> = [UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r")]
-        for (index, line) in lines.enumerated() {
-            progress.advance(to: index + 1)
+        var number = 0
+        while let next = try reader.next() {
+            number += 1
+            progress.advance(to: reader.consumed)
+            guard case .text(let line) = next else {
+                rejected += 1
+                if failures.count < 1000 {
+                    failures.append("line \(number): longer than \(LineReader.maxLineBytes >> 20) MB; skipped")
+                }
+                continue
+            }
             guard !line.allSatisfy(blank.contains) else { continue }
             do {
                 let now = Date()
-                let payload = try HistoricalLine(Data(line), now: now).payload
+                let payload = try HistoricalLine(line, now: now).payload
                 let records = try provider.normalize(payload)
                 if payload.receivedAt == now { unkeyed += records.filter(Self.isKeyedByArrival).count }
                 batch += records
             } catch let error as GatewayError {
                 rejected += 1
-                if failures.count < 1000 { failures.append("line \(index + 1): \(error)") }
+                if failures.count < 1000 { failures.append("line \(number): \(error)") }
             }
             if batch.count >= 500 { try await flush() }
         }

@@ -203,6 +203,30 @@ import Testing
         #expect(again.stdout.contains("0 stored, 3 duplicates, 1 lines rejected"))
     }
 
+    /// A file is read a chunk at a time (it was read whole: an import held its file in memory):
+    /// lines across chunk boundaries are read whole, a line too long to hold is skipped by its
+    /// number, and a last line without its line break is read.
+    @Test func importReadsAFileLargerThanItsChunksLineByLine() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        let line = { (user: Int) in
+            IAdPayloads.attributed(user: "chunked-\(user)").replacingOccurrences(of: "\n", with: "")
+        }
+        // About 3 MB before the long line, and more after it.
+        let before = (0..<6000).map(line)
+        let long = #"{"app_id": "1", "pad": ""# + String(repeating: "x", count: 17 << 20) + #""}"#
+        let after = (6000..<9000).map(line)
+        let file = env.directory.appendingPathComponent("large.jsonl").path
+        try (before + [long] + after).joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+
+        let result = try run(["import", "--provider", "iad", "--config", config, file])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("9000 stored, 0 duplicates, 1 lines rejected"), "\(result.stdout)")
+        #expect(result.stdout.contains("line 6001: longer than 16 MB; skipped"), "\(result.stdout)")
+        #expect(result.stderr.contains("MB"))
+    }
+
     /// `import` reads lines as `serve` reads posted ones: with the config's provider
     /// options. It used the defaults, so a forged postback that `serve` refused under
     /// `on_invalid_signature: reject` was stored by `import`, and exit 0.
