@@ -224,6 +224,23 @@ import Testing
         #expect(verdict(singular, 429, "") == .retry)
     }
 
+    @Test func singularsAnswerCarriesTheConversionValueForTheApp() {
+        #expect(singular.conversionValue(answer: #"{"status":"ok"}"#) == nil)
+        #expect(singular.conversionValue(answer: #"{"status":"ok","conversion_value":5}"#) == .init(fineValue: 5))
+        let skan4 =
+            #"{"status":"ok","conversion_value":"12","skan_updated_coarse_value":2,"#
+            + #""skan_updated_lock_window_value":true}"#
+        #expect(singular.conversionValue(answer: skan4) == .init(fineValue: 12, coarseValue: "high", lockWindow: true))
+        #expect(
+            singular.conversionValue(answer: #"{"conversion_value":3,"skan_updated_coarse_value":"low"}"#)
+                == .init(fineValue: 3, coarseValue: "low"))
+        // Out of SKAN's range, or not a number: no value, rather than a wrong one.
+        #expect(singular.conversionValue(answer: #"{"status":"ok","conversion_value":64}"#) == nil)
+        #expect(singular.conversionValue(answer: #"{"status":"ok","conversion_value":-1}"#) == nil)
+        #expect(singular.conversionValue(answer: "<html>busy</html>") == nil)
+        #expect(appsFlyer.conversionValue(answer: #"{"conversion_value":5}"#) == nil)
+    }
+
     // MARK: AppsFlyer
 
     @Test func appsFlyerPurchaseIsAnInAppEventWithAJSONStringValue() throws {

@@ -28,7 +28,12 @@ import Testing
         var record = AttributionRecord(
             provider: "iad/\(text)", kind: .install, dedupeKey: "k", receivedAt: Date(), attributed: true)
         record.recordID = "id-\(text)"
+        var withConversionValue = IngestAnswer(
+            IngestOutcome(recordID: record.recordID, duplicateOf: nil, record: record, sinks: []), original: nil)
+        withConversionValue.add(
+            EventConversionValue(fineValue: 40, coarseValue: "high", lockWindow: true, window: 0, source: text))
         let answers = [
+            withConversionValue,
             IngestAnswer(
                 IngestOutcome(recordID: record.recordID, duplicateOf: nil, record: record, sinks: []), original: nil),
             IngestAnswer(

@@ -14,7 +14,7 @@ public final class PendingResolver: Service, Sendable {
     let now: @Sendable () -> Date
     /// How long claimed work stays hidden from other claims; longer than any attempt.
     let lease: Duration
-    let waiters = PendingWaiters()
+    let waiters = AnswerWaiters<AttributionRecord>()
     private let wakeUp = WakeUp()
     private let finishedHandlers = Mutex<[@Sendable ([String]) async -> Void]>([])
     private let startHandlers = Mutex<[@Sendable () async -> Void]>([])
@@ -175,7 +175,7 @@ public final class PendingResolver: Service, Sendable {
             // The claims' lease brings the work back; nothing is lost.
             logger.error(
                 "cannot store a round of attempts", metadata: ["count": "\(attempts.count)", "error": "\(error)"])
-            for (work, _) in attempts { await waiters.attempted(work.recordID, finished: nil) }
+            for (work, _) in attempts { await waiters.attempted(work.recordID, answer: nil) }
             return attempts.count
         }
         for (work, step) in attempts {
@@ -183,10 +183,10 @@ public final class PendingResolver: Service, Sendable {
             case .finished(let records):
                 pipeline.metrics.resolutionAttempt(
                     provider: provider.name, outcome: records.first?.resolution.rawValue ?? "empty")
-                await waiters.attempted(work.recordID, finished: records.first)
+                await waiters.attempted(work.recordID, answer: records.first)
             case .retry(_, let error, _):
                 pipeline.metrics.resolutionAttempt(provider: provider.name, outcome: "retry")
-                await waiters.attempted(work.recordID, finished: nil)
+                await waiters.attempted(work.recordID, answer: nil)
                 if let held = failedAttemptWarnings.pass() {
                     logger.warning(
                         "an attempt failed and will be retried",

@@ -38,14 +38,18 @@ public struct IngestPipeline: Sendable {
     /// verifying signatures, so that a caller may not spend that work on other apps' data;
     /// then the apps of the records themselves. Refusals are counted by the HTTP route that
     /// answers them, with the ones it makes itself (authentication, body limits).
+    /// `beforeStoring` sees the admitted records before any sink's worker can, for a caller
+    /// that will wait for what a sink's delivery of them answers.
     public func accept(
         _ payload: IngestPayload, provider: any AttributionProvider,
-        authorize: (_ appID: String?) throws -> Void = { _ in }
+        authorize: (_ appID: String?) throws -> Void = { _ in },
+        beforeStoring: ([AttributionRecord]) async -> Void = { _ in }
     ) async throws -> [IngestOutcome] {
         try provider.claimedAppIDs(payload)?.forEach(authorize)
         let records = try provider.normalize(payload)
         try records.map(\.appID).forEach(authorize)
         metrics.received(provider: provider.name, count: records.count)
+        await beforeStoring(records)
         return try await ingest(records)
     }
 

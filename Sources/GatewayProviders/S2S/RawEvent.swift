@@ -38,6 +38,10 @@ public struct RawEvent: Sendable {
     public var skanConversionValue: Int?
     public var skanFirstCallTimestamp: Int64?
     public var skanLastCallTimestamp: Int64?
+    /// SKAN 4 or later, or AdAttributionKit: the app's values follow the postback windows.
+    public var skanWindowed: Bool?
+    /// The current window's coarse value the app has set (SKAN 4).
+    public var skanCoarseValue: String?
     public var vendorIDs: [String: String]
     /// Flat event attributes: strings, numbers and booleans.
     public var properties: [String: JSONValue]
@@ -54,7 +58,7 @@ public struct RawEvent: Sendable {
         "type", "name", "app_id", "bundle_id", "app_user_id", "event_id", "idfv", "idfa", "att_status", "ip",
         "user_agent", "os_version", "device_model", "locale", "app_version", "timestamp", "revenue", "currency",
         "transaction_id", "product_id", "adservices_token", "skan_conversion_value", "skan_first_call_timestamp",
-        "skan_last_call_timestamp", "vendor_ids", "properties",
+        "skan_last_call_timestamp", "skan_version", "skan_coarse_value", "vendor_ids", "properties",
     ]
     static let maxProperties = 50
     static let maxTokenLength = 16 * 1024
@@ -105,6 +109,24 @@ public struct RawEvent: Sendable {
         skanConversionValue = try fields.int("skan_conversion_value", in: 0...63)
         skanFirstCallTimestamp = try Self.unixSeconds(fields, "skan_first_call_timestamp")
         skanLastCallTimestamp = try Self.unixSeconds(fields, "skan_last_call_timestamp")
+        if let version = try fields.string("skan_version") {
+            guard let windowed = ConversionModel.isWindowed(skanVersion: version) else {
+                throw GatewayError.invalid(
+                    fields.fieldPath("skan_version"), "expected a SKAdNetwork version such as 4.0, or aak")
+            }
+            // Windows are counted from the first call: without it no window can be told.
+            if windowed, skanFirstCallTimestamp == nil {
+                let field = fields.fieldPath("skan_first_call_timestamp")
+                throw GatewayError(
+                    .missingField, "\(field) is required with skan_version 4 and later: the windows count from it",
+                    field: field)
+            }
+            skanWindowed = windowed
+        }
+        skanCoarseValue = try fields.string("skan_coarse_value")
+        if let coarse = skanCoarseValue, !ConversionModel.coarseLevels.contains(coarse) {
+            throw GatewayError.invalid(fields.fieldPath("skan_coarse_value"), "expected low, medium or high")
+        }
         vendorIDs = try Self.vendorIDs(fields)
         properties = try Self.properties(fields)
 
@@ -122,6 +144,25 @@ public struct RawEvent: Sendable {
     /// When it happened: the event's own timestamp, else when the gateway received it.
     public func occurredAt(receivedAt: Date) -> Date {
         timestamp ?? receivedAt
+    }
+
+    /// The app's SKAdNetwork state as the event reports it, for the conversion model; nil
+    /// for an event that says nothing of SKAdNetwork (no `skan_*` field), whose app is
+    /// taken not to use it, and for a refund. A session is the model's `__SESSION__`
+    /// whatever its name, an unnamed purchase `purchase`; the revenue is the event's own.
+    public var skanState: ConversionModel.AppState? {
+        guard type != .refund,
+            skanConversionValue != nil || skanFirstCallTimestamp != nil || skanLastCallTimestamp != nil
+                || skanWindowed != nil || skanCoarseValue != nil
+        else { return nil }
+        let event = type == .session ? "__SESSION__" : name ?? type.rawValue
+        var revenue: [String: Decimal] = [:]
+        if let amount = self.revenue, let currency { revenue[currency] = amount }
+        var timing = ConversionModel.AppState.Timing.skan3(lastCall: skanLastCallTimestamp.map(Double.init))
+        if skanWindowed == true, let first = skanFirstCallTimestamp { timing = .windowed(firstCall: Double(first)) }
+        return ConversionModel.AppState(
+            event: event, revenue: revenue, fineValue: skanConversionValue ?? 0, coarseValue: skanCoarseValue,
+            timing: timing)
     }
 
     public var ipv4: String? {

@@ -17,6 +17,10 @@ public struct S2SProvider: AttributionProvider {
         public var forwarding: [VendorSettings] = []
         /// Vendors whose callbacks are accepted: those with a `callback_secret`.
         public var callbacks: [VendorSettings] = []
+        /// Conversion values from vendors' answers (Singular's, with
+        /// `return_conversion_value`), by record id: filled by the vendor's sink as it
+        /// delivers an event, read by the `POST /v1/events` that stored it.
+        public let conversionValues = AnswerWaiters<VendorConversionValue>()
 
         public init() {}
     }

@@ -119,13 +119,17 @@ public enum S2SProviderPlugin: ProviderPlugin {
                 apps.finish()
             }
         }
-        if vendor == .singular, let apps = reader.child("apps") {
-            for appID in apps.keys {
-                guard let app = apps.child(appID) else { continue }
-                if let bundle = app.requiredString("bundle_id") { settings.singularBundles[appID] = bundle }
-                app.finish()
+        if vendor == .singular {
+            if let apps = reader.child("apps") {
+                for appID in apps.keys {
+                    guard let app = apps.child(appID) else { continue }
+                    if let bundle = app.requiredString("bundle_id") { settings.singularBundles[appID] = bundle }
+                    app.finish()
+                }
+                apps.finish()
             }
-            apps.finish()
+            if let answer = reader.bool("return_conversion_value") { settings.returnConversionValue = answer }
+            if let ms = reader.int("answer_wait_ms", in: 0...30_000) { settings.answerWait = .milliseconds(ms) }
         }
         reader.finish()
         return settings
@@ -145,7 +149,11 @@ public enum S2SProviderPlugin: ProviderPlugin {
                 name: settings.vendor.sinkName, typeName: "s2s",
                 summary: "\(settings.vendor.displayName) S2S at \(host)"
                     + (settings.requireConsent ? ", consented events only" : ""),
-                build: { context in sink(adapter: adapter, settings: settings, logger: context.logger) })
+                build: { context in
+                    sink(
+                        adapter: adapter, settings: settings, logger: context.logger,
+                        conversionValues: settings.returnConversionValue ? options.conversionValues : nil)
+                })
             return ProviderSink(prepared: prepared, delivery: settings.delivery, filter: filter)
         }
     }
@@ -158,9 +166,12 @@ public enum S2SProviderPlugin: ProviderPlugin {
         }
     }
 
-    static func sink(adapter: any VendorAdapter, settings: VendorSettings, logger: Logger) -> any AttributionSink {
+    static func sink(
+        adapter: any VendorAdapter, settings: VendorSettings, logger: Logger,
+        conversionValues: AnswerWaiters<VendorConversionValue>? = nil
+    ) -> any AttributionSink {
         func make<A: VendorAdapter>(_ adapter: A) -> any AttributionSink {
-            VendorSink(adapter: adapter, settings: settings, logger: logger)
+            VendorSink(adapter: adapter, settings: settings, logger: logger, conversionValues: conversionValues)
         }
         return make(adapter)
     }

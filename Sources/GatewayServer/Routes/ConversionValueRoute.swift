@@ -142,68 +142,33 @@ extension GatewayHTTP {
             calls["first_call_to_skadnetwork_timestamp"] = now.timeIntervalSince1970
         }
         var windowed = false
-        if let version = text("skan_version")?.trimmingCharacters(in: .whitespaces) {
-            // A version as Apple writes one (`4.0`, `3`), or `aak`: `Double` also read
-            // `0x4` and `1e9` as versions.
-            let parts = version.split(separator: ".", omittingEmptySubsequences: false)
-            if version.lowercased() == "aak" {
-                windowed = true
-            } else if parts.allSatisfy(\.isASCIIDigits), let major = Int(parts[0]) {
-                windowed = major >= 4
-            } else {
+        if let version = text("skan_version") {
+            guard let isWindowed = ConversionModel.isWindowed(skanVersion: version) else {
                 return .refusal(
                     .invalidField, field: "skan_version",
                     "skan_version must be a SKAdNetwork version such as 4.0, or aak")
             }
+            windowed = isWindowed
         }
-        if let coarse = text("coarse_value"), !ConversionModel.coarseLevels.contains(coarse) {
+        let coarse = text("coarse_value")
+        if let coarse, !ConversionModel.coarseLevels.contains(coarse) {
             return .refusal(.invalidField, field: "coarse_value", "coarse_value must be low, medium or high")
         }
+        var timing = ConversionModel.AppState.Timing.skan3(lastCall: calls["last_call_to_skadnetwork_timestamp"])
         if windowed {
-            return windowedValue(
-                event: event, revenue: revenue, current: current, query: query, calls: calls, model: model, now: now)
+            guard let first = calls["first_call_to_skadnetwork_timestamp"] else {
+                return .refusal(
+                    .missingField, field: "first_call_to_skadnetwork_timestamp",
+                    "first_call_to_skadnetwork_timestamp is required with skan_version 4 and later: it sets the window")
+            }
+            timing = .windowed(firstCall: first)
         }
-        // SKAN 3's timer: each update allows another within 24 hours, then the window closes.
-        if let last = calls["last_call_to_skadnetwork_timestamp"], now.timeIntervalSince1970 > last + 24 * 3600 {
-            return .value(nil)
-        }
-        guard let next = model.fineValue(event: event, revenue: revenue), next > current else { return .value(nil) }
-        return .value(next)
-    }
-
-    /// SKAN 4 and AdAttributionKit: three windows fixed from the first call (days 0–2, 3–7,
-    /// 8–35, postbacks 0, 1, 2), the first with a fine and a coarse value, the later two
-    /// with a coarse value only; no 24-hour timer. Each value only goes up within its window.
-    static func windowedValue(
-        event: String, revenue: [String: Decimal], current: Int, query: [String: String], calls: [String: Double],
-        model: ConversionModel, now: Date
-    ) -> ConversionValueAnswer {
-        guard let first = calls["first_call_to_skadnetwork_timestamp"] else {
-            return .refusal(
-                .missingField, field: "first_call_to_skadnetwork_timestamp",
-                "first_call_to_skadnetwork_timestamp is required with skan_version 4 and later: it sets the window")
-        }
-        // Checked by the caller: low, medium or high.
-        let currentCoarse = query["coarse_value"].flatMap { ConversionModel.coarseLevels.firstIndex(of: $0) } ?? -1
-        let day = 86_400.0
-        let elapsed = now.timeIntervalSince1970 - first
-        let window: Int
-        switch elapsed {
-        case ..<(2 * day): window = 0
-        case ..<(7 * day): window = 1
-        case ..<(35 * day): window = 2
-        default: return .value(nil)  // every window has closed
-        }
-        var answer = ConversionValueAnswer.value(nil)
-        if window == 0, let next = model.fineValue(event: event, revenue: revenue), next > current {
-            answer = .value(next)
-        }
-        if let coarse = model.coarseValue(window: window, event: event, revenue: revenue),
-            let level = ConversionModel.coarseLevels.firstIndex(of: coarse), level > currentCoarse
-        {
-            answer.coarse_value = coarse
-        }
-        answer.postback_sequence_index = window
+        let state = ConversionModel.AppState(
+            event: event, revenue: revenue, fineValue: current, coarseValue: coarse, timing: timing)
+        let next = model.next(for: state, now: now)
+        var answer = ConversionValueAnswer.value(next.fineValue)
+        answer.coarse_value = next.coarseValue
+        answer.postback_sequence_index = next.window
         return answer
     }
 }

@@ -17,6 +17,14 @@ struct IngestAnswer: Encodable {
     let resolution: String
     let resolved: Bool?
     let attributed: Bool?
+    /// `POST /v1/events`, for an event of an app that uses SKAdNetwork: the values for the
+    /// app to set (absent when nothing changes), and where they came from, `model` or
+    /// `singular` (see ``EventConversionValues``).
+    var conversion_value: Int? = nil
+    var coarse_value: String? = nil
+    var lock_window: Bool? = nil
+    var postback_sequence_index: Int? = nil
+    var conversion_value_source: String? = nil
 
     /// A duplicate is answered from `original`, the record stored before: the payload
     /// posted again was thrown away, and an answer from it (an attributed iAd dictionary
@@ -56,10 +64,22 @@ extension IngestAnswer {
     /// What ``encode(to:)`` writes, as a value for ``JSONResponse``.
     var json: JSONValue {
         jsonObject([
-            ("attributed", attributed.map(JSONValue.bool)), ("duplicate_of", duplicate_of.map(JSONValue.string)),
+            ("attributed", attributed.map(JSONValue.bool)), ("coarse_value", coarse_value.map(JSONValue.string)),
+            ("conversion_value", conversion_value.map { .integer(Int64($0)) }),
+            ("conversion_value_source", conversion_value_source.map(JSONValue.string)),
+            ("duplicate_of", duplicate_of.map(JSONValue.string)), ("lock_window", lock_window.map(JSONValue.bool)),
+            ("postback_sequence_index", postback_sequence_index.map { .integer(Int64($0)) }),
             ("provider", .string(provider)), ("record_id", .string(record_id)), ("resolution", .string(resolution)),
             ("resolved", resolved.map(JSONValue.bool)), ("status", .string(status)),
         ])
+    }
+
+    mutating func add(_ conversion: EventConversionValue) {
+        conversion_value = conversion.fineValue
+        coarse_value = conversion.coarseValue
+        lock_window = conversion.lockWindow
+        postback_sequence_index = conversion.window
+        conversion_value_source = conversion.source
     }
 }
 
@@ -89,6 +109,7 @@ extension GatewayHTTP {
         for provider in gateway.providers {
             for route in provider.routes {
                 let bodies = bodies.forRoute(limit: route.maxBodyBytes)
+                let conversions = route.path == S2SProvider.eventsPath ? EventConversionValues(gateway: gateway) : nil
                 let handler = countingRejections(of: provider.name, metrics: gateway.metrics) { request, context in
                     let allowedApps =
                         route.requiresAPIKey ? try keyring.admit(request.headers, scope: route.keyScope) : nil
@@ -112,15 +133,34 @@ extension GatewayHTTP {
                         let status: HTTPResponse.Status = answer.isDuplicate ? .ok : .accepted
                         return JSONResponse.make(status: status, IngestAnswer(answer, provider: provider.name).json)
                     }
-                    let outcomes = try await gateway.pipeline.accept(payload, provider: provider) { appID in
-                        if let allowedApps, !allowedApps.contains(appID ?? "") {
-                            throw APIKeyring.forbidden
-                        }
+                    var admitted: [AttributionRecord] = []
+                    let outcomes: [IngestOutcome]
+                    do {
+                        outcomes = try await gateway.pipeline.accept(
+                            payload, provider: provider,
+                            authorize: { appID in
+                                if let allowedApps, !allowedApps.contains(appID ?? "") {
+                                    throw APIKeyring.forbidden
+                                }
+                            },
+                            beforeStoring: { records in
+                                admitted = records
+                                await conversions?.expect(records)
+                            })
+                    } catch {
+                        await conversions?.forget(admitted)
+                        throw error
                     }
                     let status: HTTPResponse.Status =
                         outcomes.allSatisfy(\.isDuplicate) ? .ok : .init(code: route.acceptedStatus)
                     let originals = await storedOriginals(of: outcomes, in: gateway.store)
-                    let answers = outcomes.map { IngestAnswer($0, original: originals[$0.recordID]) }
+                    var answers = outcomes.map { IngestAnswer($0, original: originals[$0.recordID]) }
+                    if let conversions {
+                        let values = await conversions.values(for: outcomes, now: Date())
+                        for (index, value) in values.enumerated() {
+                            if let value { answers[index].add(value) }
+                        }
+                    }
                     return BatchAnswer.response(status: status, answers, body: body)
                 }
                 switch route.method {

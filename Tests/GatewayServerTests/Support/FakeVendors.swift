@@ -46,6 +46,12 @@ final class FakeVendors: Sendable {
     /// not found" to this many more of their events.
     let unknownToAdjust = Mutex<[String: Int]>([:])
 
+    /// Singular's SKAN answer, members added to its `{"status":"ok"}` (such as
+    /// `"conversion_value":7`), as Singular answers for an app with SKAN enabled.
+    let singularSKANAnswer = Mutex<String?>(nil)
+    /// While true, Singular takes each event and holds its answer (a minute at most).
+    let holdSingular = Mutex(false)
+
     /// While above zero, every vendor answers `400` with a page quoting the request's URL
     /// and headers, as a proxy's or a debugging endpoint's error page does, and counts down.
     let echoes = Mutex(0)
@@ -80,6 +86,9 @@ final class FakeVendors: Sendable {
                     return true
                 }
                 if slow { try await Task.sleep(for: self.holdFor.withLock { $0 }) }
+                for _ in 0..<6000 where self.holdSingular.withLock({ $0 }) {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
                 let wanted = self.openAtOnce.withLock { $0 }
                 if wanted > 0 {
                     self.open.withLock { open in
@@ -100,6 +109,9 @@ final class FakeVendors: Sendable {
                             try await writer.write(ByteBuffer(string: String(repeating: " ", count: 100)))
                             try await writer.finish(nil)
                         })
+                }
+                if let skan = self.singularSKANAnswer.withLock({ $0 }) {
+                    return Self.json(#"{"status":"ok","# + skan + "}")
                 }
                 return Self.json(#"{"status":"ok"}"#)
             }

@@ -104,4 +104,39 @@ public struct SingularAdapter: VendorAdapter {
             answer["reason"].flatMap { if case .string(let text) = $0 { text } else { nil } } ?? "no reason given"
         return .reject(reason: "Singular refused the event: \(reason.prefix(200))")
     }
+
+    /// With SKAN enabled for the app, Singular's session and event endpoints answer the
+    /// conversion value to set: `conversion_value`, and for SKAN 4
+    /// `skan_updated_coarse_value` (0 low, 1 medium, 2 high) and
+    /// `skan_updated_lock_window_value`. Numbers or booleans sent as text are read too; a
+    /// value out of range is no value.
+    public func conversionValue(answer body: String) -> VendorConversionValue? {
+        guard let answer = try? JSONValue.parse(Data(body.utf8)),
+            let fine = Self.integer(answer["conversion_value"]), (0...63).contains(fine)
+        else { return nil }
+        var value = VendorConversionValue(fineValue: fine)
+        switch answer["skan_updated_coarse_value"] {
+        case .string(let level)? where ConversionModel.coarseLevels.contains(level):
+            value.coarseValue = level
+        case let number:
+            if let rank = Self.integer(number), ConversionModel.coarseLevels.indices.contains(rank) {
+                value.coarseValue = ConversionModel.coarseLevels[rank]
+            }
+        }
+        switch answer["skan_updated_lock_window_value"] {
+        case .bool(let lock)?: value.lockWindow = lock
+        case .string("true")?: value.lockWindow = true
+        case .string("false")?: value.lockWindow = false
+        default: break
+        }
+        return value
+    }
+
+    static func integer(_ value: JSONValue?) -> Int? {
+        switch value {
+        case .integer(let n)?: Int(exactly: n)
+        case .string(let text)? where text.isASCIIDigits: Int(text)
+        default: nil
+        }
+    }
 }

@@ -39,6 +39,30 @@ public protocol VendorAdapter: Sendable {
     func request(for event: RawEvent, record: AttributionRecord, now: Date) throws(VendorRefusal) -> VendorRequest
     /// What the vendor's answer means for the event, which arrived `age` ago.
     func outcome(status: Int, body: String, retryAfter: Duration?, age: Duration) -> DeliveryOutcome
+    /// The SKAN conversion value in the answer to a delivered event, if the vendor
+    /// returns one. None by default.
+    func conversionValue(answer body: String) -> VendorConversionValue?
+}
+
+extension VendorAdapter {
+    public func conversionValue(answer body: String) -> VendorConversionValue? { nil }
+}
+
+/// The conversion value a vendor returned for an event, for the app to set
+/// (`updatePostbackConversionValue`).
+public struct VendorConversionValue: Sendable, Equatable {
+    /// The fine value, 0–63.
+    public var fineValue: Int
+    /// SKAN 4: low, medium or high.
+    public var coarseValue: String?
+    /// SKAN 4: whether the app should lock the current window.
+    public var lockWindow: Bool?
+
+    public init(fineValue: Int, coarseValue: String? = nil, lockWindow: Bool? = nil) {
+        self.fineValue = fineValue
+        self.coarseValue = coarseValue
+        self.lockWindow = lockWindow
+    }
 }
 
 /// Decimal amounts as plain text (`9.99`), never in exponent form.

@@ -65,6 +65,11 @@ public struct VendorSettings: Sendable {
     /// key for the account, so without these a key for one app could send events, and
     /// revenue, for another's bundle.
     public var singularBundles: [String: String] = [:]
+    /// Singular: `return_conversion_value`, answer `POST /v1/events` with the conversion
+    /// value Singular returns for the event, waiting up to `answerWait` for its delivery.
+    public var returnConversionValue = false
+    /// Singular: `answer_wait_ms`, how long `POST /v1/events` waits for Singular's answer.
+    public var answerWait: Duration = .milliseconds(1500)
 
     public init(vendor: Vendor) {
         self.vendor = vendor

@@ -22,10 +22,13 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
     let client: HTTPClient
     let logger: Logger
     let now: @Sendable () -> Date
+    /// Told of the conversion value in each answer (nil for an event not delivered, or
+    /// answered without one), for the `POST /v1/events` request that may wait for it.
+    let conversionValues: AnswerWaiters<VendorConversionValue>?
 
     public init(
         adapter: Adapter, settings: VendorSettings, client: HTTPClient = NoRedirectHTTPClient.shared, logger: Logger,
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() }, conversionValues: AnswerWaiters<VendorConversionValue>? = nil
     ) {
         self.adapter = adapter
         self.settings = settings
@@ -33,6 +36,7 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         self.client = client
         self.logger = logger
         self.now = now
+        self.conversionValues = conversionValues
     }
 
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
@@ -129,6 +133,11 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
             return all
         }
         for (index, outcome) in results { outcomes[index] = outcome }
+        // Events not sent this time get no answer now: a request waiting for one need not
+        // wait out its bound. Those sent were told as they were answered, which stands.
+        if let conversionValues {
+            for record in records { await conversionValues.attempted(record.recordID, answer: nil) }
+        }
         return outcomes
     }
 
@@ -152,11 +161,21 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
     }
 
     func send(_ event: RawEvent, record: AttributionRecord) async -> DeliveryOutcome {
+        let (outcome, body) = await exchange(event, record: record)
+        if let conversionValues {
+            let value = outcome == .delivered ? body.flatMap(adapter.conversionValue(answer:)) : nil
+            await conversionValues.attempted(record.recordID, answer: value)
+        }
+        return outcome
+    }
+
+    /// Sends the event; the outcome, and the answer's body when the vendor's answer decided it.
+    func exchange(_ event: RawEvent, record: AttributionRecord) async -> (DeliveryOutcome, String?) {
         let prepared: VendorRequest
         do {
             prepared = try adapter.request(for: event, record: record, now: now())
         } catch {
-            return .reject(reason: error.reason)
+            return (.reject(reason: error.reason), nil)
         }
         var headers = HTTPHeaders()
         for (name, value) in prepared.headers { headers.add(name: name, value: value) }
@@ -164,22 +183,22 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
             let request = try? HTTPClient.Request(
                 url: prepared.url, method: prepared.method == .get ? .GET : .POST, headers: headers,
                 body: prepared.body.map { .bytes($0) })
-        else { return .reject(reason: "\(adapter.vendor.displayName): the request's URL is not valid") }
+        else { return (.reject(reason: "\(adapter.vendor.displayName): the request's URL is not valid"), nil) }
         let answer: SentExchange.Answer
         do {
             answer = try await SentExchange.exchange(
                 request, on: client, timeout: settings.timeout, bodyLimit: 64 * 1024)
         } catch {
             // Typed: `error` is the exchange's `Failure`.
-            if error.sent { return unanswered("gave no answer (\(error))") }
-            return .retry(reason: "\(adapter.vendor.displayName) unreachable: \(error)")
+            if error.sent { return (unanswered("gave no answer (\(error))"), nil) }
+            return (.retry(reason: "\(adapter.vendor.displayName) unreachable: \(error)"), nil)
         }
         let status = answer.status
         // A status that says "again later" stands without its body; every other answer is
         // read from its body (Singular's `status`, Adjust's "device not found"), and one
         // cut short says nothing: the vendor has the event, and its verdict was lost.
         if !answer.complete && !(status == 408 || status == 429 || status >= 500) {
-            return unanswered("answered \(status) but its body did not arrive in time")
+            return (unanswered("answered \(status) but its body did not arrive in time"), nil)
         }
         let retryAfter = answer.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
         // An answer quoting the request (an error page's echo of the headers or the URL)
@@ -188,7 +207,7 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
             [settings.apiKey ?? ""] + prepared.headers.filter { $0.0.lowercased() != "content-type" }.map(\.1)
         let body = SecretText.removing(credentials, from: String(buffer: answer.body), as: "key")
         let age = Duration.milliseconds(Int64(max(0, now().timeIntervalSince(record.receivedAt)) * 1000))
-        return adapter.outcome(status: status, body: body, retryAfter: retryAfter, age: age)
+        return (adapter.outcome(status: status, body: body, retryAfter: retryAfter, age: age), body)
     }
 }
 
