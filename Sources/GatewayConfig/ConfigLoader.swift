@@ -106,7 +106,8 @@ public enum ConfigLoader {
         if let ms = reader.int("idle_timeout_ms", in: 100...3_600_000) { settings.idleTimeoutMs = ms }
         if let ms = reader.int("body_timeout_ms", in: 100...3_600_000) { settings.bodyTimeoutMs = ms }
         if let count = reader.int("max_connections", in: 1...1_000_000) { settings.maxConnections = count }
-        if let count = reader.int("max_connections_per_ip", in: 1...1_000_000) { settings.maxConnectionsPerIP = count }
+        if let count = reader.int("max_connections_per_ip", in: 0...1_000_000) { settings.maxConnectionsPerIP = count }
+        if let ms = reader.int("request_head_timeout_ms", in: 100...3_600_000) { settings.requestHeadTimeoutMs = ms }
         if let seconds = reader.int("shutdown_delay_s", in: 0...600) { settings.shutdownDelaySeconds = seconds }
         if let seconds = reader.int("shutdown_timeout_s", in: 1...3600) { settings.shutdownTimeoutSeconds = seconds }
         for text in reader.stringList("trusted_proxies") ?? [] {

@@ -50,8 +50,12 @@ public struct ServerSettings: Sendable, Equatable {
     /// (the store, sinks and outside calls need theirs), at most 10,000.
     public var maxConnections: Int?
     /// `max_connections_per_ip`: open connections one client address may hold (IPv6: per
-    /// /64; trusted proxies are not counted). Default nil: no limit but `max_connections`.
+    /// /64; trusted proxies are not counted). Default nil: 256, or a quarter of
+    /// `max_connections` when that is less. `0`: no limit but `max_connections`.
     public var maxConnectionsPerIP: Int?
+    /// `request_head_timeout_ms`: a new connection that has not sent its first request's
+    /// head this long after it opened is closed. Default 10 s.
+    public var requestHeadTimeoutMs = 10_000
     /// `rate_limits`: per API key and per client IP. Default: none.
     public var rateLimits = RateLimits()
     /// `trusted_proxies`: the load balancers and proxies in front of the gateway. A
