@@ -48,11 +48,16 @@ public enum GatewayHTTP {
         let routeMethods = RouteMethods()
         router.add(middleware: ErrorMiddleware(routeMethods: routeMethods))
         let limits = gateway.configuration.server.rateLimits
-        if limits.perKey != nil || limits.perIP != nil {
+        let openPaths = Set(gateway.providers.flatMap(\.routes).filter(\.isOpen).map(\.path))
+        if limits.perKey != nil || limits.perIP != nil || (limits.openRoutesPerIP != nil && !openPaths.isEmpty) {
             router.add(
                 middleware: RateLimitMiddleware(
                     perKey: limits.perKey.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
                     perIP: limits.perIP.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
+                    openRoutes: limits.openRoutesPerIP.map {
+                        RateLimitMiddleware.OpenRoutes(
+                            paths: openPaths, limiter: RateLimiter(rate: $0.rate, burst: $0.burst))
+                    },
                     keyring: gateway.keyring, trustedProxies: gateway.configuration.server.trustedProxies,
                     metrics: gateway.metrics))
         }
