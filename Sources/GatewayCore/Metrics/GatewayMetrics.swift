@@ -47,6 +47,7 @@ public struct GatewayMetrics: Sendable {
             }
             counter("gateway_records_rejected_total", [("provider", provider), ("code", "invalid_signature")])
                 .increment(by: 0)
+            counter("gateway_quarantine_dropped_total", [("provider", provider)]).increment(by: 0)
         }
         counter("gateway_malformed_requests_total", []).increment(by: 0)
         for limit in ["per_key", "per_ip", "open_routes_per_ip", "connections_per_ip"] {
@@ -83,6 +84,13 @@ public struct GatewayMetrics: Sendable {
     /// provider's rejection counter sees it.
     public func rateLimited(limit: String) {
         counter("gateway_rate_limited_total", [("limit", limit)]).increment()
+    }
+
+    /// Quarantined records dropped, oldest first, to keep the provider's quarantine within
+    /// its cap.
+    public func quarantineDropped(provider: String, count: Int) {
+        guard count > 0 else { return }
+        counter("gateway_quarantine_dropped_total", [("provider", provider)]).increment(by: count)
     }
 
     public func received(provider: String, count: Int = 1) {

@@ -125,7 +125,8 @@ public enum GatewayHTTP {
             // its final checkpoint comes after the workers' last writes.
             services: [gateway.checkpointer].compactMap { $0 as (any Service)? }
                 + gateway.workers.map { $0 as any Service }
-                + gateway.resolvers.values.map { $0 as any Service } + gateway.lateWriters.map { $0 as any Service },
+                + gateway.resolvers.values.map { $0 as any Service } + gateway.lateWriters.map { $0 as any Service }
+                + [gateway.quarantineTrimmer].compactMap { $0 as (any Service)? },
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? settings.port
                 gateway.logger.info("gateway listening", metadata: ["address": "\(settings.host):\(port)"])
