@@ -106,7 +106,8 @@ public enum ConfigLoader {
         if let ms = reader.int("idle_timeout_ms", in: 100...3_600_000) { settings.idleTimeoutMs = ms }
         if let ms = reader.int("body_timeout_ms", in: 100...3_600_000) { settings.bodyTimeoutMs = ms }
         if let count = reader.int("max_connections", in: 1...1_000_000) { settings.maxConnections = count }
-        if let count = reader.int("max_connections_per_ip", in: 1...1_000_000) { settings.maxConnectionsPerIP = count }
+        if let count = reader.int("max_connections_per_ip", in: 0...1_000_000) { settings.maxConnectionsPerIP = count }
+        if let ms = reader.int("request_head_timeout_ms", in: 100...3_600_000) { settings.requestHeadTimeoutMs = ms }
         if let seconds = reader.int("shutdown_delay_s", in: 0...600) { settings.shutdownDelaySeconds = seconds }
         if let seconds = reader.int("shutdown_timeout_s", in: 1...3600) { settings.shutdownTimeoutSeconds = seconds }
         for text in reader.stringList("trusted_proxies") ?? [] {
@@ -127,18 +128,21 @@ public enum ConfigLoader {
             settings.trustedProxies.append(network)
         }
         if let limits = reader.child("rate_limits") {
-            func limit(_ key: String) -> RateLimits.Limit? {
-                guard let limit = limits.child(key) else { return nil }
+            /// The bucket under `key`: nil when absent, or when `per_second` is `0`, which
+            /// only a limit on by default takes (`offable`), to turn it off.
+            func limit(_ key: String, offable: Bool = false) -> RateLimits.Limit?? {
+                guard let limit = limits.child(key) else { return .none }
                 defer { limit.finish() }
-                guard let rate = limit.int("per_second", in: 1...1_000_000) else {
+                guard let rate = limit.int("per_second", in: (offable ? 0 : 1)...1_000_000) else {
                     if !limit.has("per_second") { limit.report("is required", key: "per_second") }
-                    return nil
+                    return .none
                 }
                 let burst = limit.int("burst", in: 1...10_000_000) ?? rate * 2
-                return RateLimits.Limit(rate: Double(rate), burst: Double(burst))
+                return rate == 0 ? .some(nil) : RateLimits.Limit(rate: Double(rate), burst: Double(burst))
             }
-            settings.rateLimits.perKey = limit("per_key")
-            settings.rateLimits.perIP = limit("per_ip")
+            settings.rateLimits.perKey = limit("per_key") ?? nil
+            settings.rateLimits.perIP = limit("per_ip") ?? nil
+            if let open = limit("open_routes_per_ip", offable: true) { settings.rateLimits.openRoutesPerIP = open }
             limits.finish()
         }
         reader.finish()

@@ -50,9 +50,14 @@ public struct ServerSettings: Sendable, Equatable {
     /// (the store, sinks and outside calls need theirs), at most 10,000.
     public var maxConnections: Int?
     /// `max_connections_per_ip`: open connections one client address may hold (IPv6: per
-    /// /64; trusted proxies are not counted). Default nil: no limit but `max_connections`.
+    /// /64; trusted proxies are not counted). Default nil: 256, or a quarter of
+    /// `max_connections` when that is less. `0`: no limit but `max_connections`.
     public var maxConnectionsPerIP: Int?
-    /// `rate_limits`: per API key and per client IP. Default: none.
+    /// `request_head_timeout_ms`: a new connection that has not sent its first request's
+    /// head this long after it opened is closed. Default 10 s.
+    public var requestHeadTimeoutMs = 10_000
+    /// `rate_limits`: per API key and per client IP, none by default; and per client IP on
+    /// the routes anyone may post to, on by default.
     public var rateLimits = RateLimits()
     /// `trusted_proxies`: the load balancers and proxies in front of the gateway. A
     /// request from one of them is the client's named in `X-Forwarded-For` (the nearest
@@ -72,7 +77,7 @@ public struct ServerSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// `server.rate_limits:` token buckets; absent means unlimited.
+/// `server.rate_limits:` token buckets; absent means unlimited, but for the open routes'.
 public struct RateLimits: Sendable, Equatable {
     public struct Limit: Sendable, Equatable {
         /// Requests per second, on average.
@@ -87,6 +92,13 @@ public struct RateLimits: Sendable, Equatable {
     }
     public var perKey: Limit?
     public var perIP: Limit?
+    /// `open_routes_per_ip`: per client IP on the routes that take neither key nor secret
+    /// (Apple's postback copies), whose postbacks are kept even when they do not verify.
+    /// Default 100 a second, 1,000 at once: far above what one real sender posts, far below
+    /// what one client could otherwise make the store keep. `per_second: 0` turns it off.
+    public var openRoutesPerIP: Limit? = Self.defaultOpenRoutesPerIP
+
+    public static let defaultOpenRoutesPerIP = Limit(rate: 100, burst: 1000)
 
     public init() {}
 }

@@ -101,7 +101,27 @@ enum PostgresSchema {
                 """,
                 "CREATE INDEX sdk_transactions_user ON sdk_transactions (user_id)",
             ]
-        )
+        ),
+        (
+            "store-v2-quarantine-size",
+            [
+                // The size of each quarantined record (NULL for the others), so that the
+                // oldest can be dropped past the provider's cap without reading every body;
+                // and the sinks' rows by record, which each dropped record's foreign keys
+                // are checked against.
+                "ALTER TABLE records ADD COLUMN quarantined_bytes bigint",
+                """
+                UPDATE records SET quarantined_bytes = octet_length(body)
+                WHERE strpos(body, '"signature":"') > 0 AND gateway_json(body) ->> 'signature' <> 'verified'
+                """,
+                """
+                CREATE INDEX records_quarantined ON records (provider, seq, quarantined_bytes)
+                    WHERE quarantined_bytes IS NOT NULL
+                """,
+                "CREATE INDEX outbox_record ON outbox (record_id)",
+                "CREATE INDEX dead_letters_record ON dead_letters (record_id)",
+            ]
+        ),
     ]
 
     /// Applies the migrations the database lacks. Replicas starting at once queue on the

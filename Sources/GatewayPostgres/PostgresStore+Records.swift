@@ -30,14 +30,15 @@ extension PostgresStore {
         for item in batch {
             let record = item.record
             let body = record.encoded().text
+            let quarantinedBytes = record.isQuarantined ? body.utf8.count : nil
             // Waits for a concurrent insert of the same key to end; if it committed, this one
             // is the duplicate and the next statement sees the original.
             let rows = try await connection.query(
                 """
                 WITH stored AS (
-                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
+                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body, quarantined_bytes)
                     VALUES (\(record.recordID), \(record.dedupeKey), \(record.provider), \(record.appID),
-                        \(seconds(record.receivedAt)), \(body))
+                        \(seconds(record.receivedAt)), \(body), \(quarantinedBytes))
                     ON CONFLICT (dedupe_key) DO NOTHING RETURNING record_id
                 ), queued AS (
                     INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
@@ -115,11 +116,14 @@ extension PostgresStore {
             var replaced = 0
             for item in records {
                 let record = item.record
+                let body = record.encoded().text
+                let quarantinedBytes = record.isQuarantined ? body.utf8.count : nil
                 let updated = try await Self.firstInt(
                     connection.query(
                         """
                         WITH updated AS (
-                            UPDATE records SET body = \(record.encoded().text) WHERE record_id = \(record.recordID)
+                            UPDATE records SET body = \(body), quarantined_bytes = \(quarantinedBytes)
+                            WHERE record_id = \(record.recordID)
                             RETURNING 1)
                         SELECT count(*) FROM updated
                         """, logger: logger))
@@ -140,6 +144,55 @@ extension PostgresStore {
             return replaced
         }
     }
+
+    /// A few hundred records per transaction, under a lock that makes replicas trimming at
+    /// once take turns (each would otherwise drop what the other is dropping too).
+    public func trimQuarantined(provider: String, maxBytes: Int) async throws -> QuarantineTrim {
+        var trim = QuarantineTrim(dropped: 0, keptBytes: 0)
+        var after: Int64 = 0
+        while true {
+            let (dropped, kept, last) = try await transaction { [logger, after] connection -> (Int, Int, Int64?) in
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(\(Self.quarantineLock))", logger: logger)
+                var kept = Int(
+                    try await Self.firstInt(
+                        connection.query(
+                            """
+                            SELECT COALESCE(sum(quarantined_bytes), 0)::bigint FROM records
+                            WHERE provider = \(provider) AND quarantined_bytes IS NOT NULL
+                            """, logger: logger)) ?? 0)
+                guard kept > maxBytes else { return (0, kept, nil) }
+                let rows = try await connection.query(
+                    """
+                    SELECT seq, quarantined_bytes,
+                        EXISTS (SELECT 1 FROM outbox o WHERE o.record_id = r.record_id)
+                            OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.record_id = r.record_id)
+                    FROM records r
+                    WHERE provider = \(provider) AND quarantined_bytes IS NOT NULL AND seq > \(after)
+                    ORDER BY seq LIMIT 500
+                    """, logger: logger)
+                var chosen: [Int64] = []
+                var last: Int64?
+                for try await (seq, bytes, waiting) in rows.decode((Int64, Int64, Bool).self) {
+                    last = seq
+                    guard kept > maxBytes, !waiting else { continue }
+                    chosen.append(seq)
+                    kept -= Int(bytes)
+                }
+                if !chosen.isEmpty {
+                    _ = try await connection.query(
+                        "DELETE FROM records WHERE seq = ANY(\(chosen)::bigint[])", logger: logger)
+                }
+                return (chosen.count, kept, kept > maxBytes ? last : nil)
+            }
+            trim.dropped += dropped
+            trim.keptBytes = kept
+            guard let last else { return trim }
+            after = last
+        }
+    }
+
+    /// Any 64-bit number no other application of the database uses for its own lock.
+    static let quarantineLock: Int64 = 0x4154_5452_4757_0002
 
     static func firstString(_ rows: PostgresRowSequence) async throws -> String? {
         for try await value in rows.decode(String?.self) { return value }

@@ -173,7 +173,9 @@ extension SQLiteStore {
         return try await pool.write { db in
             var replaced = 0
             for (item, body) in zip(records, bodies) {
-                try db.executeCached("UPDATE records SET body = ? WHERE record_id = ?", [body, item.record.recordID])
+                try db.executeCached(
+                    "UPDATE records SET body = ?, quarantined_bytes = ? WHERE record_id = ?",
+                    [body, item.record.isQuarantined ? body.utf8.count : nil, item.record.recordID])
                 guard db.changesCount > 0 else { continue }
                 replaced += 1
                 for sink in item.sinks {

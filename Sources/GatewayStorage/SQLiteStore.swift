@@ -154,12 +154,12 @@ public final class SQLiteStore: AttributionStore {
             let record = item.record
             try db.executeCached(
                 """
-                INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
-                VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(dedupe_key) DO NOTHING
+                INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body, quarantined_bytes)
+                VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(dedupe_key) DO NOTHING
                 """,
                 [
                     record.recordID, record.dedupeKey, record.provider, record.appID,
-                    record.receivedAt.timeIntervalSince1970, body,
+                    record.receivedAt.timeIntervalSince1970, body, record.isQuarantined ? body.utf8.count : nil,
                 ])
             if db.changesCount == 0 {
                 let original = try String.fetchOne(
@@ -493,6 +493,45 @@ public final class SQLiteStore: AttributionStore {
 
     public func ping() async throws {
         _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+    }
+
+    /// A few hundred records per transaction, so that a cap lowered far below what is kept
+    /// does not hold the writer, and every ingest behind it, for one long delete.
+    public func trimQuarantined(provider: String, maxBytes: Int) async throws -> QuarantineTrim {
+        var trim = QuarantineTrim(dropped: 0, keptBytes: 0)
+        var after: Int64 = 0
+        while true {
+            let (dropped, kept, last) = try await pool.write { [after] db -> (Int, Int, Int64?) in
+                var kept =
+                    try Int.fetchOne(
+                        db.cachedStatement(
+                            sql: "SELECT COALESCE(SUM(quarantined_bytes), 0) FROM records "
+                                + "WHERE provider = ? AND quarantined_bytes IS NOT NULL"),
+                        arguments: [provider]) ?? 0
+                guard kept > maxBytes else { return (0, kept, nil) }
+                let rows = try Row.fetchAll(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT seq, quarantined_bytes AS bytes,
+                                EXISTS (SELECT 1 FROM outbox o WHERE o.record_id = r.record_id)
+                                    OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.record_id = r.record_id) AS waiting
+                            FROM records r
+                            WHERE provider = ? AND quarantined_bytes IS NOT NULL AND seq > ? ORDER BY seq LIMIT 500
+                            """),
+                    arguments: [provider, after])
+                var dropped = 0
+                for row in rows where kept > maxBytes && !(row["waiting"] as Bool) {
+                    try db.executeCached("DELETE FROM records WHERE seq = ?", [row["seq"] as Int64])
+                    kept -= row["bytes"] as Int
+                    dropped += 1
+                }
+                return (dropped, kept, kept > maxBytes ? rows.last?["seq"] : nil)
+            }
+            trim.dropped += dropped
+            trim.keptBytes = kept
+            guard let last else { return trim }
+            after = last
+        }
     }
 
     /// The stored record with this id.

@@ -130,6 +130,23 @@ enum SQLiteStoreSchema {
             // have been counted: it is not sent again unasked.
             try db.execute(sql: "ALTER TABLE outbox ADD COLUMN sending_since REAL")
         }
+        migrator.registerMigration("store-v9-quarantine-size") { db in
+            // The size of each quarantined record (NULL for the others), so that the oldest
+            // can be dropped past the provider's cap without reading every body; and the
+            // sinks' rows by record, so that dropping one need not scan them (SQLite checks
+            // each deleted record against its foreign keys).
+            try db.execute(
+                sql: """
+                    ALTER TABLE records ADD COLUMN quarantined_bytes INTEGER;
+                    UPDATE records SET quarantined_bytes = length(CAST(body AS BLOB))
+                    WHERE instr(body, '"signature":"') > 0 AND json_valid(body)
+                        AND json_extract(body, '$.signature') <> 'verified';
+                    CREATE INDEX records_quarantined ON records(provider, seq, quarantined_bytes)
+                        WHERE quarantined_bytes IS NOT NULL;
+                    CREATE INDEX outbox_record ON outbox(record_id);
+                    CREATE INDEX dead_letters_record ON dead_letters(record_id);
+                    """)
+        }
         return migrator
     }
 

@@ -15,7 +15,10 @@ import Testing
     static let everything = """
         server:
           host: 127.0.0.1
-          rate_limits: { per_key: { per_second: 10 }, per_ip: { per_second: 10 } }
+          rate_limits:
+            per_key: { per_second: 10 }
+            per_ip: { per_second: 10 }
+            open_routes_per_ip: { per_second: 10 }
         storage: { sqlite: { path: /tmp/manual.sqlite }, retention: {} }
         auth: { api_keys: [ { app_id: "1", key: "0123456789abcdef0123", scope: backend } ] }
         providers:

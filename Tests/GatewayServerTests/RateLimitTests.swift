@@ -169,5 +169,63 @@ import Testing
             file: "limits.yaml", environment: [:], registry: .builtIn)
         #expect(config.server.rateLimits.perKey == .init(rate: 50, burst: 100))
         #expect(config.server.rateLimits.perIP == .init(rate: 5, burst: 20))
+        // The open routes' limit is on unless turned off.
+        #expect(config.server.rateLimits.openRoutesPerIP == .init(rate: 100, burst: 1000))
+        let off = try ConfigLoader.parse(
+            yaml: "server: { rate_limits: { open_routes_per_ip: { per_second: 0 } } }",
+            file: "off.yaml", environment: [:], registry: .builtIn)
+        #expect(off.server.rateLimits.openRoutesPerIP == nil)
+        #expect(throws: ConfigError.self) {
+            try ConfigLoader.parse(
+                yaml: "server: { rate_limits: { per_ip: { per_second: 0 } } }", file: "zero.yaml", environment: [:],
+                registry: .builtIn)
+        }
+    }
+
+    /// Apple's open postback routes take no key, and what does not verify on them is still
+    /// kept: they have a per-IP bucket of their own, which no other route spends. A body
+    /// that is not JSON is answered fast and kept nowhere.
+    @Test(arguments: [true, false])
+    func theOpenRoutesHaveABucketOfTheirOwnUnlessItIsTurnedOff(on: Bool) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let yaml = """
+            server:
+              host: 127.0.0.1
+              port: 0
+              log_level: warning
+              rate_limits: { open_routes_per_ip: { per_second: \(on ? 1 : 0), burst: 3 } }
+            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+            providers: { iad: {}, skadnetwork: {} }
+            sinks: { local: { type: sqlite } }
+            """
+        let configuration = try ConfigLoader.parse(yaml: yaml, file: "open.yaml", environment: [:], registry: .builtIn)
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            var statuses: [Int] = []
+            for index in 0..<10 {
+                let path =
+                    index.isMultiple(of: 2)
+                    ? "/.well-known/skadnetwork/report-attribution/" : "/.well-known/appattribution/report-attribution"
+                let response = try await client.execute(uri: path, method: .post, body: ByteBuffer(string: "x"))
+                statuses.append(Int(response.status.code))
+            }
+            if on {
+                // The burst, on both routes together; ten requests in less than seven seconds cannot all pass.
+                #expect(statuses.prefix(3) == [400, 400, 400])
+                #expect(statuses.contains(429))
+            } else {
+                #expect(!statuses.contains(429))
+            }
+            // Routes with a key are not limited by it.
+            for index in 0..<5 {
+                let body = ByteBuffer(string: IAdPayloads.attributed(user: "open-\(index)"))
+                #expect(try await client.execute(uri: "/v1/iad", method: .post, body: body).status.code == 202)
+            }
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            let refused = statuses.filter { $0 == 429 }.count
+            #expect(metrics.contains(#"gateway_rate_limited_total{limit="open_routes_per_ip"} \#(refused)"#))
+            #expect(metrics.contains(#"gateway_rate_limited_total{limit="per_ip"} 0"#))
+        }
     }
 }

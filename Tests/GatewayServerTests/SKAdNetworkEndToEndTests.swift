@@ -13,10 +13,10 @@ import Testing
 @Suite struct SKAdNetworkEndToEndTests {
     let key = P256.Signing.PrivateKey()
 
-    func configuration(_ env: TestEnvironment, policy: String = "quarantine", model: String? = nil, auth: String = "")
-        throws
-        -> GatewayConfiguration
-    {
+    func configuration(
+        _ env: TestEnvironment, policy: String = "quarantine", model: String? = nil, auth: String = "",
+        quarantineMaxMB: Int = 64
+    ) throws -> GatewayConfiguration {
         var modelLine = ""
         if let model {
             let path = env.directory.appendingPathComponent("conversion-model.yaml")
@@ -29,6 +29,7 @@ import Testing
             providers:
               skadnetwork:
                 on_invalid_signature: \(policy)
+                quarantine_max_mb: \(quarantineMaxMB)
                 \(modelLine)
                 keys: { skan_p256: "\(key.publicKey.derRepresentation.base64EncodedString())" }
             sinks:
@@ -66,6 +67,50 @@ import Testing
         try DatabaseQueue(path: path).read { db in
             guard try db.tableExists("attribution_records") else { return [] }
             return try Row.fetchAll(db, sql: sql)
+        }
+    }
+
+    /// Forged postbacks on Apple's open routes filled the disk: past `quarantine_max_mb`, the
+    /// oldest quarantined records are dropped and counted. Verified ones stay, and the audit
+    /// sink has already taken its copies (its rows are written with the records).
+    @Test func quarantinedPostbacksAreKeptWithinTheirCapOldestDroppedFirst() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try configuration(env, quarantineMaxMB: 1))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let path = "/.well-known/skadnetwork/report-attribution/"
+            let real = try await client.execute(
+                uri: path, method: .post, body: try body(try postback(transaction: "real")))
+            #expect(real.status == .ok)
+            // About 3.5 KB each: 400 of them are over 1 MiB.
+            let padding = String(repeating: "x", count: 3000)
+            for index in 0..<400 {
+                var forged = try postback(transaction: "forged-\(index)")
+                forged["app-id"] = 999
+                forged["padding"] = padding
+                let answer = try await client.execute(uri: path, method: .post, body: try body(forged))
+                #expect(answer.status == .ok)
+            }
+            func count(_ condition: String) throws -> Int {
+                try DatabaseQueue(path: env.databasePath).read { db in
+                    try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records WHERE \(condition)") ?? 0
+                }
+            }
+            func quarantinedBytes() throws -> Int {
+                try DatabaseQueue(path: env.databasePath).read { db in
+                    try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(quarantined_bytes), 0) FROM records") ?? 0
+                }
+            }
+            #expect(try await env.eventually { try quarantinedBytes() <= 1 << 20 })
+            #expect(try count("dedupe_key LIKE 'skan:forged-0:%'") == 0)
+            #expect(try count("dedupe_key LIKE 'skan:forged-399:%'") == 1)
+            #expect(try count("dedupe_key = 'skan:real:0'") == 1)
+            let dropped = 400 - (try count("quarantined_bytes IS NOT NULL"))
+            #expect(dropped > 0)
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(metrics.contains(#"gateway_quarantine_dropped_total{provider="skadnetwork"} \#(dropped)"#))
+            let audit = env.directory.appendingPathComponent("audit.sqlite").path
+            #expect(try rows(audit, "SELECT record_id FROM attribution_records").count == 400)
         }
     }
 
@@ -169,7 +214,11 @@ import Testing
             let kept = try rows(audit, "SELECT transaction_id, signature, raw FROM attribution_records")
             #expect(kept.first?["transaction_id"] as String? == "c")
             #expect(kept.first?["signature"] as String? == "invalid")
-            #expect((kept.first?["raw"] as String?)?.contains("unsigned_fields") == true)
+            // Kept compactly: the postback once, with the verdict's reason, and no field
+            // lists that would repeat whatever fields a forger added.
+            let raw = try #require(kept.first?["raw"] as String?)
+            #expect(raw.contains(#""transaction-id":"c""#) && raw.contains(#""reason""#), "\(raw)")
+            #expect(!raw.contains("unsigned_fields") && !raw.contains("signed_fields"), "\(raw)")
 
             let array = try await client.execute(
                 uri: path + "/", method: .post, body: try body([try postback(transaction: "d")]))

@@ -111,12 +111,13 @@ import Testing
     }
 
     func withGateway(
-        idleMs: Int, bodyMs: Int, logger: Logger? = nil, _ body: @escaping @Sendable (Int) async throws -> Void
+        idleMs: Int, bodyMs: Int, server: String = "", logger: Logger? = nil,
+        _ body: @escaping @Sendable (Int) async throws -> Void
     ) async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let yaml = """
-            server: { host: 127.0.0.1, port: 0, log_level: warning, idle_timeout_ms: \(idleMs), body_timeout_ms: \(bodyMs), access_log: true }
+            server: { host: 127.0.0.1, port: 0, log_level: warning, idle_timeout_ms: \(idleMs), body_timeout_ms: \(bodyMs), access_log: true\(server) }
             storage: { sqlite: { path: \(env.databasePath), durability: normal } }
             providers: { iad: {} }
             sinks: { local: { type: sqlite } }
@@ -352,6 +353,33 @@ import Testing
         }
     }
 
+    /// A client holding thousands of connections that never send a request kept every
+    /// other client out for the idle timeout, each reopened as it expired: a connection
+    /// gets `request_head_timeout_ms` to send its first head, silent or half-sent.
+    @Test(arguments: ["", "POST /v1/iad HTTP/1.1\r\nHost: x\r\n"])
+    func aConnectionThatSendsNoRequestHeadIsClosedLongBeforeTheIdleTimeout(sent: String) async throws {
+        try await withGateway(idleMs: 600_000, bodyMs: 10_000, server: ", request_head_timeout_ms: 200") { port in
+            let connection = try RawConnection(port: port)
+            if !sent.isEmpty { connection.send(sent) }
+            let answer = await connection.readAll()
+            // Closed by the server, without an answer, well before the 10 s read bound.
+            #expect(answer.closed && answer.text.isEmpty, "\(answer)")
+        }
+    }
+
+    /// The first-head clock is for a connection's first request only: between requests a
+    /// kept-alive connection waits as long as the idle timeout allows.
+    @Test func aKeptAliveConnectionIsNotTimedByTheFirstHeadDeadline() async throws {
+        try await withGateway(idleMs: 600_000, bodyMs: 10_000, server: ", request_head_timeout_ms: 200") { port in
+            let connection = try RawConnection(port: port)
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(await connection.readAnswer().hasPrefix("HTTP/1.1 200"))
+            try await Task.sleep(for: .seconds(1))
+            #expect(connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+            #expect(await connection.readAll().text.hasPrefix("HTTP/1.1 200"))
+        }
+    }
+
     /// A client that pipelines requests and reads none of the answers: Hummingbird's idle
     /// timer waits while a request is being answered, so such a connection would be held
     /// for ever, and enough of them would take every descriptor the gateway has.
@@ -382,13 +410,14 @@ import Testing
 
     /// Idle connections from one client took every descriptor the gateway had; past
     /// `max_connections`, a new one waits to be accepted until another closes. Through the
-    /// real binary: Hummingbird's test server drops the limit from the configuration.
+    /// real binary: Hummingbird's test server drops the limit from the configuration. (The
+    /// per-address limit, a quarter of these two by default, is off to let one client reach it.)
     @Test func connectionsPastTheLimitWaitForOneToClose() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = env.directory.appendingPathComponent("limited.yaml").path
         try env.yaml(logLevel: "info").replacingOccurrences(
-            of: "max_body_bytes: 65536", with: "max_body_bytes: 65536, max_connections: 2"
+            of: "max_body_bytes: 65536", with: "max_body_bytes: 65536, max_connections: 2, max_connections_per_ip: 0"
         )
         .write(toFile: config, atomically: true, encoding: .utf8)
         let gateway = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("gateway.log"))
@@ -477,6 +506,44 @@ import Testing
             #expect(text.contains(#"gateway_rate_limited_total{limit="connections_per_ip"} "#), "\(text)")
             #expect(!text.contains(#"gateway_rate_limited_total{limit="connections_per_ip"} 0"#), "\(text)")
         }
+    }
+
+    /// The per-address limit is on without `max_connections_per_ip` (here a quarter of
+    /// `max_connections`), so that one client cannot hold every connection by default;
+    /// `max_connections_per_ip: 0` turns it off.
+    @Test(arguments: [nil, 0] as [Int?])
+    func oneAddressHasAConnectionLimitByDefaultUnlessItIsTurnedOff(perIP: Int?) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = env.directory.appendingPathComponent("default-per-ip.yaml").path
+        try env.yaml(logLevel: "info")
+            .replacingOccurrences(
+                of: "max_body_bytes: 65536",
+                with: "max_body_bytes: 65536, max_connections: 40"
+                    + (perIP.map { ", max_connections_per_ip: \($0)" } ?? "")
+            )
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let gateway = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("gateway.log"))
+        try await gateway.start()
+        defer { gateway.kill(SIGKILL) }
+        var held: [RawConnection] = []
+        for _ in 0..<10 {
+            let connection = try RawConnection(port: gateway.port)
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            let text = await connection.readAnswer()
+            #expect(text.hasPrefix("HTTP/1.1 200"), "\(text)")
+            held.append(connection)
+        }
+        let next = try RawConnection(port: gateway.port)
+        next.send("POST /v1/iad HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+        let answer = await next.readAll()
+        if perIP == nil {
+            #expect(answer.text.hasPrefix("HTTP/1.1 429") && answer.closed, "\(answer)")
+        } else {
+            // Past the place the default would have refused it: read and answered by the route.
+            #expect(answer.text.hasPrefix("HTTP/1.1 4") && !answer.text.hasPrefix("HTTP/1.1 429"), "\(answer)")
+        }
+        withExtendedLifetime(held) {}
     }
 
     /// A trusted proxy carries everyone's requests: its connections are not counted.

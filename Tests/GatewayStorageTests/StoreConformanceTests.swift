@@ -147,6 +147,63 @@ import Testing
         #expect(try await store.deadLetters(sink: nil, limit: 10).isEmpty)
     }
 
+    /// Past the cap, a provider's oldest quarantined records go first; one a sink has yet to
+    /// take (in its outbox, or a dead letter) stays whatever the cap says, and nothing else
+    /// in the store is touched.
+    @Test(arguments: StoreBackend.available)
+    func theOldestQuarantinedRecordsAreDroppedPastTheCapButNoneASinkWaitsFor(backend: StoreBackend) async throws {
+        let clock = TestClock()
+        let store = try await backend.make(clock: clock).store
+        func postback(_ index: Int, _ signature: String) -> AttributionRecord {
+            var record = AttributionRecord(
+                provider: "skadnetwork", kind: .postback, dedupeKey: "skan:tx-\(index):0:\(signature)",
+                receivedAt: clock.now, attributed: true)
+            record.signature = signature
+            record.transactionID = "tx-\(index)"
+            return record
+        }
+        func bytes(_ records: [AttributionRecord]) -> Int { records.reduce(0) { $0 + $1.encoded().json.count } }
+        let verified = postback(0, "verified")
+        let quarantined = (1...6).map { postback($0, $0 == 3 ? "unverifiable" : "invalid") }
+        let install = Self.install("u1", at: clock.now)
+        // The two oldest go to an audit sink: one waits in its outbox, one becomes a dead letter.
+        _ = try await store.ingest(
+            [RoutedRecord(record: verified, sinks: []), RoutedRecord(record: install, sinks: [])]
+                + quarantined.enumerated().map { RoutedRecord(record: $1, sinks: $0 < 2 ? ["audit"] : []) })
+        let due = try await store.dueEntries(sink: "audit", now: clock.now, limit: 10)
+        try await store.resolve(sink: "audit", [.deadLetter(id: due[1].id, attempts: 1, error: "400")], now: clock.now)
+
+        let kept = [quarantined[0], quarantined[1], quarantined[4], quarantined[5]]
+        #expect(
+            try await store.trimQuarantined(provider: "skadnetwork", maxBytes: bytes(kept))
+                == QuarantineTrim(dropped: 2, keptBytes: bytes(kept)))
+        for record in [verified, install] + kept {
+            #expect(try await store.record(id: record.recordID) == record)
+        }
+        for record in quarantined[2...3] {
+            #expect(try await store.record(id: record.recordID) == nil)
+        }
+        #expect(try await store.countRecords(matching: .init()) == 6)
+        // Within the cap, and another provider's cap, drop nothing.
+        #expect(
+            try await store.trimQuarantined(provider: "skadnetwork", maxBytes: bytes(kept))
+                == QuarantineTrim(dropped: 0, keptBytes: bytes(kept)))
+        #expect(
+            try await store.trimQuarantined(provider: "iad", maxBytes: 0) == QuarantineTrim(dropped: 0, keptBytes: 0))
+        // A dropped record's key went with it: a copy posted later is stored again.
+        let again = postback(3, "unverifiable")
+        #expect(
+            try await store.ingest([RoutedRecord(record: again, sinks: [])]) == [.stored(recordID: again.recordID)])
+        // However small the cap, what a sink still waits for stays.
+        #expect(
+            try await store.trimQuarantined(provider: "skadnetwork", maxBytes: 0)
+                == QuarantineTrim(dropped: 3, keptBytes: bytes(Array(quarantined[0...1]))))
+        #expect(try await store.record(id: quarantined[0].recordID) == quarantined[0])
+        #expect(try await store.outboxStats()["audit"]?.depth == 1)
+        #expect(try await store.deadLetters(sink: "audit", limit: 10).map(\.recordID) == [quarantined[1].recordID])
+        #expect(try await store.record(id: verified.recordID) == verified)
+    }
+
     /// A device's records go out in the order they were stored, whatever their retries.
     @Test(arguments: StoreBackend.available)
     func inDeviceOrderALaterRecordWaitsForItsDevicesFirst(backend: StoreBackend) async throws {

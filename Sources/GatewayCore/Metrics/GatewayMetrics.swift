@@ -47,9 +47,10 @@ public struct GatewayMetrics: Sendable {
             }
             counter("gateway_records_rejected_total", [("provider", provider), ("code", "invalid_signature")])
                 .increment(by: 0)
+            counter("gateway_quarantine_dropped_total", [("provider", provider)]).increment(by: 0)
         }
         counter("gateway_malformed_requests_total", []).increment(by: 0)
-        for limit in ["per_key", "per_ip", "connections_per_ip"] {
+        for limit in ["per_key", "per_ip", "open_routes_per_ip", "connections_per_ip"] {
             counter("gateway_rate_limited_total", [("limit", limit)]).increment(by: 0)
         }
         for sink in sinks {
@@ -78,10 +79,18 @@ public struct GatewayMetrics: Sendable {
         counter("gateway_malformed_requests_total", []).increment()
     }
 
-    /// A request answered `429` by `limit` (`per_key` or `per_ip`), before any route: no
+    /// A request answered `429` by `limit` (`per_key`, `per_ip`, `open_routes_per_ip`, or a
+    /// connection refused by `connections_per_ip`), before any route: no
     /// provider's rejection counter sees it.
     public func rateLimited(limit: String) {
         counter("gateway_rate_limited_total", [("limit", limit)]).increment()
+    }
+
+    /// Quarantined records dropped, oldest first, to keep the provider's quarantine within
+    /// its cap.
+    public func quarantineDropped(provider: String, count: Int) {
+        guard count > 0 else { return }
+        counter("gateway_quarantine_dropped_total", [("provider", provider)]).increment(by: count)
     }
 
     public func received(provider: String, count: Int = 1) {

@@ -63,6 +63,9 @@ public struct AttributionRecord: Sendable, Equatable, Codable {
     public var fidelityType: Int?
     public var redownload: Bool?
     public var signature: String?
+    /// A postback whose signature did not verify (`invalid` or `unverifiable`): only routes
+    /// with `quarantined: true` take it, and the store keeps a bounded amount of them.
+    public var isQuarantined: Bool { signature.map { $0 != "verified" } ?? false }
     public var events: [String]?
     public var revenueMin: Decimal?
     public var revenueMax: Decimal?

@@ -15,6 +15,8 @@ public struct IngestPipeline: Sendable {
     /// Called with the sinks that got outbox rows outside an ingest (late versions of
     /// records), which always go through the outbox.
     let onQueued: @Sendable (Set<String>) -> Void
+    /// Called when quarantined records were stored, to keep the quarantine within its cap.
+    let onQuarantined: @Sendable () -> Void
 
     public init(
         store: any AttributionStore,
@@ -22,7 +24,8 @@ public struct IngestPipeline: Sendable {
         enrichers: [any Enricher] = [],
         metrics: GatewayMetrics = .none,
         onStored: @escaping @Sendable (Set<String>) -> Void = { _ in },
-        onQueued: (@Sendable (Set<String>) -> Void)? = nil
+        onQueued: (@Sendable (Set<String>) -> Void)? = nil,
+        onQuarantined: @escaping @Sendable () -> Void = {}
     ) {
         self.store = store
         self.router = router
@@ -30,6 +33,7 @@ public struct IngestPipeline: Sendable {
         self.metrics = metrics
         self.onStored = onStored
         self.onQueued = onQueued ?? onStored
+        self.onQuarantined = onQuarantined
     }
 
     /// Normalises `payload` with `provider` and stores what comes out. `authorize` sees
@@ -134,10 +138,12 @@ extension IngestPipeline {
 
     private func committed(_ pairs: some Sequence<(RoutedRecord, IngestResult)>) {
         var woken: Set<String> = []
+        var quarantined = false
         for (item, result) in pairs {
             switch result {
             case .stored:
                 metrics.stored(provider: item.record.provider)
+                quarantined = quarantined || item.record.isQuarantined
                 if let verdict = item.record.signature {
                     metrics.verdict(provider: item.record.provider, verdict: verdict, version: item.record.skanVersion)
                 }
@@ -147,6 +153,7 @@ extension IngestPipeline {
             }
         }
         if !woken.isEmpty { onStored(woken) }
+        if quarantined { onQuarantined() }
     }
 }
 

@@ -49,6 +49,9 @@ public struct ProviderRoute: Sendable, Hashable {
     /// put on the gateway's disk.
     public let maxBodyBytes: Int?
 
+    /// Anyone may post here: the route takes neither an API key nor a shared secret.
+    public var isOpen: Bool { !requiresAPIKey && sharedSecretSHA256 == nil }
+
     public init(
         _ method: Method, _ path: String, requiresAPIKey: Bool = true, keyScope: APIKeyScope = .app,
         acceptedStatus: Int = 202, sharedSecretSHA256: [UInt8]? = nil, maxBodyBytes: Int? = nil

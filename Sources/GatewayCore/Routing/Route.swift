@@ -55,7 +55,7 @@ public struct RecordFilter: Sendable, Equatable {
         } else if record.isTest && quarantined != true {
             return false
         }
-        if (record.signature.map { $0 != "verified" } ?? false) != (quarantined ?? false) { return false }
+        if record.isQuarantined != (quarantined ?? false) { return false }
         return true
     }
 }

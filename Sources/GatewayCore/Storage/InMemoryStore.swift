@@ -88,6 +88,8 @@ extension InMemoryStore {
         let receivedAt: Double
         /// The record's JSON; read back through it, so that a record comes back as the SQLite store gives it.
         var body: String
+        /// For a quarantined record, the bytes of `body`, as the SQLite store's `quarantined_bytes`.
+        var quarantinedBytes: Int?
 
         var lane: Text? {
             (try? AttributionRecord(jsonData: Data(body.utf8)))?.deliveryLane.map(Text.init)
@@ -152,7 +154,7 @@ extension InMemoryStore {
 
     struct State: Sendable {
         var unavailable = false
-        /// In storage order (by `seq`); records are never deleted.
+        /// In storage order (by `seq`); only quarantined ones are ever deleted.
         var records: [StoredRecord] = []
         /// The `last…` ids count up and are never reused, as SQLite's `AUTOINCREMENT` ones, and like them are used
         /// up by an insert that a conflict ignores: a duplicate's `seq` is skipped, and an outbox row queued again
@@ -215,7 +217,8 @@ extension InMemoryStore.State {
                 InMemoryStore.StoredRecord(
                     seq: lastSeq, recordID: record.recordID, dedupeKey: record.dedupeKey,
                     provider: record.provider, appID: record.appID,
-                    receivedAt: record.receivedAt.timeIntervalSince1970, body: body))
+                    receivedAt: record.receivedAt.timeIntervalSince1970, body: body,
+                    quarantinedBytes: record.isQuarantined ? body.utf8.count : nil))
             recordByKey[Text(record.dedupeKey)] = index
             recordByID[Text(record.recordID)] = index
             for sink in item.sinks {
@@ -319,6 +322,7 @@ extension InMemoryStore {
                 let recordID = Text(item.record.recordID)
                 guard let index = state.recordByID[recordID] else { continue }
                 state.records[index].body = body
+                state.records[index].quarantinedBytes = item.record.isQuarantined ? body.utf8.count : nil
                 replaced += 1
                 for sink in item.sinks.map(Text.init) {
                     // A new row, not the old one: a worker delivering the old version right now resolves the old
@@ -332,6 +336,34 @@ extension InMemoryStore {
                 }
             }
             return replaced
+        }
+    }
+
+    public func trimQuarantined(provider: String, maxBytes: Int) async throws -> QuarantineTrim {
+        try withState { state in
+            let provider = Text(provider)
+            let quarantined = state.records.indices.filter {
+                state.records[$0].quarantinedBytes != nil && Text(state.records[$0].provider) == provider
+            }
+            var kept = quarantined.reduce(0) { $0 + state.records[$1].quarantinedBytes! }
+            let waiting = Set(state.outbox.values.map(\.recordID) + state.deadLetters.values.map { Text($0.recordID) })
+            var dropped = Set<Int>()
+            for index in quarantined where kept > maxBytes {
+                let record = state.records[index]
+                guard !waiting.contains(Text(record.recordID)) else { continue }
+                dropped.insert(index)
+                kept -= record.quarantinedBytes!
+            }
+            if !dropped.isEmpty {
+                state.records = state.records.indices.filter { !dropped.contains($0) }.map { state.records[$0] }
+                state.recordByID = [:]
+                state.recordByKey = [:]
+                for (index, record) in state.records.enumerated() {
+                    state.recordByID[Text(record.recordID)] = index
+                    state.recordByKey[Text(record.dedupeKey)] = index
+                }
+            }
+            return QuarantineTrim(dropped: dropped.count, keptBytes: kept)
         }
     }
 

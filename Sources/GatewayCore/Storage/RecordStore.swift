@@ -34,8 +34,29 @@ public protocol RecordStore: Sendable {
     /// Returns how many were replaced.
     func replaceRecords(_ records: [RoutedRecord], now: Date) async throws -> Int
 
+    /// Drops `provider`'s oldest quarantined records (``AttributionRecord/isQuarantined``),
+    /// in storage order, until those left take at most `maxBytes`, each counted as the
+    /// bytes of its stored JSON. A record a sink has yet to take (an outbox row or a dead
+    /// letter names it) is never dropped: it stays, and counts. A dropped record's dedupe
+    /// key goes with it, so a copy posted later is stored anew. Returns what was dropped
+    /// and what the quarantine holds after.
+    func trimQuarantined(provider: String, maxBytes: Int) async throws -> QuarantineTrim
+
     /// Fails when the store cannot be reached or read.
     func ping() async throws
+}
+
+/// What ``RecordStore/trimQuarantined(provider:maxBytes:)`` did.
+public struct QuarantineTrim: Sendable, Equatable {
+    /// Records dropped.
+    public var dropped: Int
+    /// The bytes of the provider's quarantined records left, those waiting for a sink included.
+    public var keptBytes: Int
+
+    public init(dropped: Int, keptBytes: Int) {
+        self.dropped = dropped
+        self.keptBytes = keptBytes
+    }
 }
 
 /// Which stored records a replay re-delivers.

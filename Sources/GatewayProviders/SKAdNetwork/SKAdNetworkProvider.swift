@@ -26,6 +26,9 @@ public struct SKAdNetworkProvider: AttributionProvider {
         /// Decodes conversion values into events and revenue, and serves the
         /// conversion-value route.
         public var conversionModel: ConversionModel?
+        /// `quarantine_max_mb`: the most the store keeps of postbacks that did not verify;
+        /// past it the oldest are dropped. Default 64 MiB.
+        public var quarantineMaxBytes = 64 << 20
         public init() {}
     }
 
@@ -296,24 +299,32 @@ public struct SKAdNetworkProvider: AttributionProvider {
     }
 
     /// The postback as received, and what its signature covers.
+    ///
+    /// A postback that did not verify keeps the postback once, with the verdict and its
+    /// reason: the field lists and an AdAttributionKit JWS's decoded claims follow from the
+    /// postback itself, and on routes anyone may post to, the list of unsigned fields would
+    /// repeat every field a sender made up.
     func raw(
         _ object: [String: JSONValue], _ verdict: PostbackVerdict, claims: [String: JSONValue]? = nil,
         unrecognized: [String] = [], unsignedTestMark: Bool = false
     ) -> JSONValue {
+        let verified = verdict.outcome == .verified
         var verification: [String: JSONValue] = [
             "verdict": .string(verdict.outcome.rawValue), "version": .string(verdict.version),
-            "signed_fields": .array(verdict.signedFields.map(JSONValue.string)),
-            "unsigned_fields": .array(
+        ]
+        if verified {
+            verification["signed_fields"] = .array(verdict.signedFields.map(JSONValue.string))
+            verification["unsigned_fields"] = .array(
                 object.keys.filter {
                     !verdict.signedFields.contains($0) && $0 != "attribution-signature" && $0 != "jws-string"
                 }
-                .sorted().map(JSONValue.string)),
-        ]
+                .sorted().map(JSONValue.string))
+        }
         if let reason = verdict.reason { verification["reason"] = .string(reason) }
         if !unrecognized.isEmpty { verification["unrecognized_fields"] = .array(unrecognized.map(JSONValue.string)) }
         if unsignedTestMark { verification["unsigned_test_mark"] = .bool(true) }
         var raw: [String: JSONValue] = ["postback": .object(object), "verification": .object(verification)]
-        if let claims { raw["claims"] = .object(claims) }
+        if let claims, verified { raw["claims"] = .object(claims) }
         return .object(raw)
     }
 

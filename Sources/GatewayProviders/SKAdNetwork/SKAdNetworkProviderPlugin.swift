@@ -15,6 +15,9 @@ public enum SKAdNetworkProviderPlugin: ProviderPlugin {
         {
             options.onInvalidSignature = .init(rawValue: policy)!
         }
+        if let megabytes = reader.int("quarantine_max_mb", in: 1...1_048_576) {
+            options.quarantineMaxBytes = megabytes << 20
+        }
         if let allow = reader.bool("allow_development_keys") { options.keys.allowDevelopmentKeys = allow }
         if let (_, model) = reader.includedFile("conversion_model") {
             options.conversionModel = ConversionModel.read(model)

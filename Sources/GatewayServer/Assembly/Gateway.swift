@@ -28,6 +28,8 @@ public final class Gateway: Sendable {
     public let checkpointer: WALCheckpointer?
     /// Removes raw payloads past `storage.retention.raw_days`, when set.
     public let retention: RetentionJob?
+    /// Keeps quarantined postbacks within `quarantine_max_mb`; nil without a postback provider.
+    public let quarantineTrimmer: QuarantineTrimmer?
     public let metricsRegistry: PrometheusCollectorRegistry
     public let metrics: GatewayMetrics
     public let logger: Logger
@@ -40,9 +42,10 @@ public final class Gateway: Sendable {
         configuration: GatewayConfiguration, store: any AttributionStore, providers: [any AttributionProvider],
         pipeline: IngestPipeline, workers: [SinkWorker], resolvers: [String: PendingResolver],
         lateWriters: [LateRecordWriter],
-        health: WorkerHealth, checkpointer: WALCheckpointer?,
+        health: WorkerHealth, checkpointer: WALCheckpointer?, quarantineTrimmer: QuarantineTrimmer?,
         metricsRegistry: PrometheusCollectorRegistry, metrics: GatewayMetrics, logger: Logger
     ) {
+        self.quarantineTrimmer = quarantineTrimmer
         self.configuration = configuration
         self.store = store
         sqlite = store as? SQLiteStore
@@ -171,6 +174,15 @@ public final class Gateway: Sendable {
                 logger: logger.with(metadataKey: "enricher", value: prepared.typeName), metrics: metrics)
             enrichers.append(try await prepared.build(context))
         }
+        let quarantineCaps = providers.compactMap { provider in
+            (provider as? SKAdNetworkProvider).map { ($0.name, $0.options.quarantineMaxBytes) }
+        }
+        let trimmer =
+            quarantineCaps.isEmpty
+            ? nil
+            : QuarantineTrimmer(
+                store: store, caps: Dictionary(quarantineCaps) { first, _ in first }, metrics: metrics,
+                logger: logger)
         let pipeline = IngestPipeline(
             store: store, router: RecordRouter(routes: configuration.routes, countingEveryCopy: Set(countingSinks)),
             enrichers: enrichers, metrics: metrics,
@@ -179,7 +191,8 @@ public final class Gateway: Sendable {
             },
             onQueued: { sinks in
                 for sink in sinks { byName[sink]?.wake() }
-            })
+            },
+            onQuarantined: { trimmer?.stored() })
         var resolvers: [String: PendingResolver] = [:]
         for case let provider as any DeferredAttributionProvider in providers {
             resolvers[provider.name] = PendingResolver(provider: provider, pipeline: pipeline, logger: logger)
@@ -196,7 +209,8 @@ public final class Gateway: Sendable {
         return Gateway(
             configuration: configuration, store: store, providers: providers, pipeline: pipeline,
             workers: workers, resolvers: resolvers, lateWriters: lateWriters, health: health,
-            checkpointer: sqlite.map { WALCheckpointer(store: $0, logger: logger) }, metricsRegistry: registry,
+            checkpointer: sqlite.map { WALCheckpointer(store: $0, logger: logger) }, quarantineTrimmer: trimmer,
+            metricsRegistry: registry,
             metrics: metrics, logger: logger)
     }
 

@@ -26,6 +26,19 @@ public enum GatewayHTTP {
         return Int(max(64, min(10_000, Int64(limit.rlim_cur) - 128)))
     }
 
+    /// Connections one address may hold when `server.max_connections_per_ip` is not set.
+    static let defaultConnectionsPerIP = 256
+
+    /// `server.max_connections_per_ip`, nil when it is `0` (off); unset, 256, or a quarter
+    /// of `max_connections` when that is less, so that one address can never hold them all.
+    static func connectionLimitPerIP(_ settings: ServerSettings) -> Int? {
+        switch settings.maxConnectionsPerIP {
+        case 0?: nil
+        case let limit?: limit
+        case nil: min(defaultConnectionsPerIP, max(1, connectionLimit(settings) / 4))
+        }
+    }
+
     /// The router with every route and the JSON error middleware.
     public static func makeRouter(gateway: Gateway) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
@@ -35,11 +48,16 @@ public enum GatewayHTTP {
         let routeMethods = RouteMethods()
         router.add(middleware: ErrorMiddleware(routeMethods: routeMethods))
         let limits = gateway.configuration.server.rateLimits
-        if limits.perKey != nil || limits.perIP != nil {
+        let openPaths = Set(gateway.providers.flatMap(\.routes).filter(\.isOpen).map(\.path))
+        if limits.perKey != nil || limits.perIP != nil || (limits.openRoutesPerIP != nil && !openPaths.isEmpty) {
             router.add(
                 middleware: RateLimitMiddleware(
                     perKey: limits.perKey.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
                     perIP: limits.perIP.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
+                    openRoutes: limits.openRoutesPerIP.map {
+                        RateLimitMiddleware.OpenRoutes(
+                            paths: openPaths, limiter: RateLimiter(rate: $0.rate, burst: $0.burst))
+                    },
                     keyring: gateway.keyring, trustedProxies: gateway.configuration.server.trustedProxies,
                     metrics: gateway.metrics))
         }
@@ -70,7 +88,7 @@ public enum GatewayHTTP {
                 gateway.logger.warning("server.rate_limits.per_key limits nothing without auth.api_keys; per_ip does")
             }
         }
-        let perIP = settings.maxConnectionsPerIP.map(ConnectionCounts.init)
+        let perIP = connectionLimitPerIP(settings).map(ConnectionCounts.init)
         return Application(
             router: makeRouter(gateway: gateway),
             // Connections that go quiet are closed, and so are those whose request is
@@ -91,7 +109,9 @@ public enum GatewayHTTP {
                                     counts: counts, trusted: settings.trustedProxies, metrics: gateway.metrics)
                             ]
                         } ?? []) + [
-                            RequestReadDeadline(timeout: .milliseconds(Int64(settings.bodyTimeoutMs) + 1000)),
+                            RequestReadDeadline(
+                                timeout: .milliseconds(Int64(settings.bodyTimeoutMs) + 1000),
+                                firstHeadTimeout: .milliseconds(Int64(settings.requestHeadTimeoutMs))),
                             StalledWriteTimeout(timeout: .milliseconds(Int64(settings.idleTimeoutMs))),
                         ],
                     idleTimeout: .milliseconds(Int64(settings.idleTimeoutMs)))),
@@ -106,7 +126,8 @@ public enum GatewayHTTP {
             services: [gateway.checkpointer].compactMap { $0 as (any Service)? }
                 + gateway.workers.map { $0 as any Service }
                 + gateway.resolvers.values.map { $0 as any Service } + gateway.lateWriters.map { $0 as any Service }
-                + [gateway.retention].compactMap { $0 as (any Service)? },
+                + [gateway.retention].compactMap { $0 as (any Service)? }
+                + [gateway.quarantineTrimmer].compactMap { $0 as (any Service)? },
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? settings.port
                 gateway.logger.info("gateway listening", metadata: ["address": "\(settings.host):\(port)"])

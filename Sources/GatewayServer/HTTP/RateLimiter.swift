@@ -62,10 +62,34 @@ final class RateLimiter: Sendable {
 /// that made-up keys can neither fill the map nor each get a fresh bucket. IPv6 callers
 /// are limited by their /64, the block one host is given. Behind `server.trusted_proxies`
 /// the client is read from `X-Forwarded-For` (see `ClientAddress`).
+///
+/// The open routes (Apple's postback copies, which take neither key nor secret) have a
+/// per-IP bucket of their own, on by default: a postback that does not verify is still
+/// kept, so without it one client could make the store keep thousands a second.
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
+
+    /// The open routes' paths, without a trailing slash (the router serves them either
+    /// way), and their bucket.
+    struct OpenRoutes {
+        let paths: Set<String>
+        let limiter: RateLimiter
+
+        init(paths: Set<String>, limiter: RateLimiter) {
+            self.paths = Set(paths.map(Self.trimmed))
+            self.limiter = limiter
+        }
+
+        func contains(_ path: String) -> Bool { paths.contains(Self.trimmed(path)) }
+
+        static func trimmed(_ path: String) -> String {
+            path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+        }
+    }
+
     let perKey: RateLimiter?
     let perIP: RateLimiter?
+    var openRoutes: OpenRoutes?
     let keyring: APIKeyring
     var trustedProxies: [IPNetwork] = []
     var metrics: GatewayMetrics
@@ -78,9 +102,18 @@ struct RateLimitMiddleware: RouterMiddleware {
         guard !Self.exempt.contains(request.uri.path) else { return try await next(request, context) }
         var wait: Duration?
         var limit = "per_ip"
-        if let perIP, let peer = ClientAddress.peer(context.remoteAddress) {
-            let client = ClientAddress.resolve(peer: peer, headers: request.headers, trusted: trustedProxies)
-            wait = perIP.wait(for: Self.ipCaller(client))
+        let open = openRoutes.flatMap { $0.contains(request.uri.path) ? $0.limiter : nil }
+        if perIP != nil || open != nil, let peer = ClientAddress.peer(context.remoteAddress) {
+            let client = Self.ipCaller(
+                ClientAddress.resolve(peer: peer, headers: request.headers, trusted: trustedProxies))
+            if let open {
+                wait = open.wait(for: client)
+                limit = "open_routes_per_ip"
+            }
+            if wait == nil, let perIP {
+                wait = perIP.wait(for: client)
+                limit = "per_ip"
+            }
         }
         if wait == nil, let perKey, let caller = Self.keyCaller(request.headers, keyring: keyring) {
             wait = perKey.wait(for: caller)

@@ -16,6 +16,11 @@ import NIOHTTPTypes
 /// A request that nothing has answered yet gets ``BodyReader``'s `408` from here before the
 /// connection closes: the reader looks at its clock only when a chunk arrives, and on a
 /// busy machine the next chunk may not reach it before this deadline.
+///
+/// A new connection has `firstHeadTimeout` to send its first request's head, and is
+/// closed without an answer otherwise: the idle timeout alone let a client hold thousands
+/// of silent connections, each reopened as it expired, for far longer than any real client
+/// takes to send one.
 final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -23,7 +28,10 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = HTTPResponsePart
 
     let timeout: TimeAmount
+    let firstHeadTimeout: TimeAmount
     private var timer: Scheduled<Void>?
+    /// A request's head has arrived on this connection: the first-head clock is done.
+    private var sawHead = false
     /// Requests whose head was read and whose answer has not ended yet.
     private var unanswered = 0
     /// The request being read started behind an unanswered one; its clock starts later.
@@ -33,8 +41,23 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     /// The request being read's `X-Request-Id`, when it sent a sane one.
     private var requestID: String?
 
-    init(timeout: TimeAmount) {
+    init(timeout: TimeAmount, firstHeadTimeout: TimeAmount) {
         self.timeout = timeout
+        self.firstHeadTimeout = firstHeadTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { armFirstHead(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        armFirstHead(context)
+        context.fireChannelActive()
+    }
+
+    private func armFirstHead(_ context: ChannelHandlerContext) {
+        guard !sawHead, timer == nil else { return }
+        arm(context, in: firstHeadTimeout)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -51,6 +74,7 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
                 head.headerFields[RequestIDMiddleware<GatewayRequestContext>.header] = made
                 data = wrapInboundOut(.head(head))
             }
+            sawHead = true
             unanswered += 1
             if unanswered == 1 {
                 arm(context)
@@ -88,17 +112,18 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
         disarm()
     }
 
-    private func arm(_ context: ChannelHandlerContext) {
+    private func arm(_ context: ChannelHandlerContext, in delay: TimeAmount? = nil) {
         disarm()
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(in: timeout) {
+        timer = context.eventLoop.scheduleTask(in: delay ?? timeout) {
             let (handler, context) = bound.value
             handler.expire(context)
         }
     }
 
     /// Answers `408` when the request being read is the only one unanswered and nothing of
-    /// its answer is written yet, and closes the connection in any case. The close does not
+    /// its answer is written yet (not to a connection that never sent a head), and closes
+    /// the connection in any case. The close does not
     /// wait for the answer to be sent: a client that reads nothing must not keep its
     /// connection by leaving the answer stuck in the socket (it is then dropped).
     private func expire(_ context: ChannelHandlerContext) {
