@@ -2,6 +2,7 @@ import Foundation
 import GatewayConfig
 import GatewayCore
 import Hummingbird
+import NIOCore
 
 /// Reads a request body up to `server.max_body_bytes`, answering `413` as soon as the
 /// limit is passed instead of buffering whatever a client sends, and `408` when the body
@@ -38,7 +39,14 @@ struct BodyReader: Sendable {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
             throw tooLarge
         }
+        // Per chunk, from when the route reads: the server's own delay is not the client's.
         let deadline = ContinuousClock.now + timeout
+        // For a connection closed mid-body, ``RequestReadDeadline``'s clock, from the head:
+        // on a busy machine the reader starts late, and took that handler's close (and its
+        // `408`) for the client hanging up, and logged `400`.
+        let closedLate = request.headers[RequestReadDeadline.headArrived].flatMap(UInt64.init).map {
+            NIODeadline.uptimeNanoseconds($0) + .milliseconds(Int64(timeout / .milliseconds(1)))
+        }
         var collected = ByteBuffer()
         do {
             for try await chunk in request.body {
@@ -53,7 +61,8 @@ struct BodyReader: Sendable {
             // The connection closed mid-body: by ``RequestReadDeadline`` past the deadline
             // (the client was answered 408), or by the client. Either is the client's
             // doing, not an internal error to log, count and alert on.
-            throw ContinuousClock.now >= deadline ? Self.tooSlow : Self.incomplete
+            let late = closedLate.map { NIODeadline.now() >= $0 } ?? (ContinuousClock.now >= deadline)
+            throw late ? Self.tooSlow : Self.incomplete
         }
         return Data(collected.readableBytesView)
     }

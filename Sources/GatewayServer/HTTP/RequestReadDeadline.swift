@@ -1,6 +1,7 @@
 import GatewayCore
 import Hummingbird
 import NIOCore
+import HTTPTypes
 import NIOHTTPTypes
 
 /// Closes a connection whose request has not fully arrived (head to end) within the
@@ -26,6 +27,10 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
+
+    /// When this handler's clock started for the request (NIO's uptime clock, in
+    /// nanoseconds); whatever a client sends under this name is replaced or removed.
+    static let headArrived = HTTPField.Name("X-Gateway-Head-Arrived")!
 
     let timeout: TimeAmount
     let firstHeadTimeout: TimeAmount
@@ -72,15 +77,21 @@ final class RequestReadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
                 let made = RequestID().description
                 requestID = made
                 head.headerFields[RequestIDMiddleware<GatewayRequestContext>.header] = made
-                data = wrapInboundOut(.head(head))
             }
             sawHead = true
             unanswered += 1
+            // The body reader's clock starts when this one does: started when the route began
+            // to read, on a busy machine it had not run out when this one closed the
+            // connection, and the request was logged `400` while the client was answered
+            // `408`. Behind an unanswered request, the reader starts its own, no sooner than this.
             if unanswered == 1 {
                 arm(context)
+                head.headerFields[Self.headArrived] = "\(NIODeadline.now().uptimeNanoseconds)"
             } else {
                 waitingToArm = true
+                head.headerFields[Self.headArrived] = nil
             }
+            data = wrapInboundOut(.head(head))
         case .end:
             disarm()
             waitingToArm = false
