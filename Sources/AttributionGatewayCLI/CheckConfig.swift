@@ -25,8 +25,12 @@ enum ConfigSummary {
         var lines = ["\(configuration.file): valid"]
         let server = configuration.server
         lines.append("server: \(server.host):\(server.port), bodies up to \(server.maxBodyBytes) bytes")
-        lines.append(
-            "storage: sqlite \(configuration.storage.sqlitePath) (durability \(configuration.storage.durability))")
+        let storage = configuration.storage
+        var stored =
+            storage.postgres.map { "storage: postgres \($0.url.shown) (pool of \($0.poolSize))" }
+            ?? "storage: sqlite \(storage.sqlitePath) (durability \(storage.durability))"
+        if storage.rawDays > 0 { stored += "; raw payloads kept \(storage.rawDays) days" }
+        lines.append(stored)
         let keys = configuration.auth.apiKeys
         let apps = Set(keys.map(\.appID)).sorted()
         lines.append(

@@ -108,6 +108,23 @@ import Testing
         // Commented out in the repository's file; said, so that a typo in its name shows.
         #expect(result.stdout.contains("enrichers: none enabled"))
         #expect(result.stdout.contains("1. all records but test payloads and quarantined postbacks -> local"))
+        #expect(result.stdout.contains("(durability full); raw payloads kept 30 days"), "\(result.stdout)")
+    }
+
+    /// The summary names the store the file chooses; it said SQLite for a PostgreSQL store.
+    @Test func checkConfigNamesAPostgresStoreWithoutItsPassword() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = env.directory.appendingPathComponent("pg.yaml").path
+        try """
+        storage: { postgres: { url: "postgres://gw:hunter2@db.internal:5432/attribution", pool_size: 4 } }
+        providers: { iad: {} }
+        sinks: { out: { type: postgres } }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let result = try run(["check-config", config])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("storage: postgres postgres://gw@db.internal:5432/attribution (pool of 4)"))
+        #expect(!result.stdout.contains("hunter2") && !result.stdout.contains("sqlite"), "\(result.stdout)")
     }
 
     /// "-1" was read as an option's name: "Missing value for '--limit'" said nothing of
