@@ -487,6 +487,11 @@ import Testing
                 refused.text.hasPrefix("HTTP/1.1 429") && refused.text.contains(#""code":"rate_limited""#), "\(refused)"
             )
             #expect(refused.text.lowercased().contains("retry-after: 1") && refused.closed, "\(refused)")
+            // Said in the log with what to do behind a proxy, never with the client's address.
+            let log = try String(contentsOf: gateway.logURL, encoding: .utf8)
+            let warning = try #require(
+                log.split(separator: "\n").first { $0.contains("further ones are refused") }, "\(log)")
+            #expect(warning.contains("server.trusted_proxies") && !warning.contains("127.0.0.1"), "\(warning)")
             held[0].hangUp()
             #expect(
                 try await env.eventually(seconds: 10) {

@@ -1,6 +1,7 @@
 import GatewayConfig
 import GatewayCore
 import Hummingbird
+import Logging
 import NIOCore
 import NIOHTTPTypes
 import Synchronization
@@ -9,9 +10,26 @@ import Synchronization
 final class ConnectionCounts: Sendable {
     let limit: Int
     private let counts = Mutex<[String: Int]>([:])
+    let logger: Logger
+    /// One warning a minute: a proxy not listed as trusted has every connection refused
+    /// past the limit, and a metric alone did not tell the operator why.
+    private let refusals = OncePerInterval(.seconds(60))
 
-    init(limit: Int) {
+    init(limit: Int, logger: Logger) {
         self.limit = limit
+        self.logger = logger
+    }
+
+    /// Logs a refusal, at most once a minute with how many it stands for; never the
+    /// address, which is the client's.
+    func refused() {
+        guard let held = refusals.pass() else { return }
+        logger.warning(
+            "a client address holds server.max_connections_per_ip connections; further ones are refused",
+            metadata: [
+                "limit": "\(limit)", "refused": "\(held + 1)",
+                "hint": "behind a proxy or load balancer, list it in server.trusted_proxies",
+            ])
     }
 
     /// Counts a new connection of `key`; false when it already holds `limit`.
@@ -85,6 +103,7 @@ final class ConnectionsPerIP: ChannelDuplexHandler, RemovableChannelHandler {
             counted = key
         } else {
             refused = true
+            counts.refused()
         }
     }
 

@@ -88,7 +88,7 @@ public enum GatewayHTTP {
                 gateway.logger.warning("server.rate_limits.per_key limits nothing without auth.api_keys; per_ip does")
             }
         }
-        let perIP = connectionLimitPerIP(settings).map(ConnectionCounts.init)
+        let perIP = connectionLimitPerIP(settings).map { ConnectionCounts(limit: $0, logger: gateway.logger) }
         return Application(
             router: makeRouter(gateway: gateway),
             // Connections that go quiet are closed, and so are those whose request is
