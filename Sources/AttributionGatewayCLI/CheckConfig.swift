@@ -30,6 +30,7 @@ enum ConfigSummary {
             storage.postgres.map { "storage: postgres \($0.url.shown) (pool of \($0.poolSize))" }
             ?? "storage: sqlite \(storage.sqlitePath) (durability \(storage.durability))"
         if storage.rawDays > 0 { stored += "; raw payloads kept \(storage.rawDays) days" }
+        if storage.recordsDays > 0 { stored += "; records kept \(storage.recordsDays) days" }
         lines.append(stored)
         let keys = configuration.auth.apiKeys
         let apps = Set(keys.map(\.appID)).sorted()

@@ -179,6 +179,7 @@ public enum ConfigLoader {
         }
         if let retention = reader.child("retention") {
             if let days = retention.int("raw_days", in: 0...36_500) { storage.rawDays = days }
+            if let days = retention.int("records_days", in: 0...36_500) { storage.recordsDays = days }
             retention.finish()
         }
         reader.finish()

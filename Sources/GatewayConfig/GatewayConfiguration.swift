@@ -115,6 +115,9 @@ public struct StorageSettings: Sendable, Equatable {
     /// `retention.raw_days`: how long records keep the payload as it arrived; 0 (the
     /// default) keeps it for as long as the record.
     public var rawDays = 0
+    /// `retention.records_days`: how long records are kept at all; 0 (the default) keeps
+    /// them for ever.
+    public var recordsDays = 0
 
     public init() {}
 }

@@ -36,4 +36,22 @@ extension PostgresStore {
         }
         return (dropped, next)
     }
+
+    public func deleteRecords(receivedBefore before: Date, limit: Int) async throws -> Int {
+        let deleted = try await Self.firstInt(
+            query(
+                """
+                WITH deleted AS (
+                    DELETE FROM records WHERE seq IN (
+                        SELECT r.seq FROM records r
+                        WHERE r.received_at < \(Self.seconds(before))
+                            AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.record_id = r.record_id)
+                            AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.record_id = r.record_id)
+                        ORDER BY r.received_at, r.seq LIMIT \(Int64(limit))
+                        FOR UPDATE SKIP LOCKED)
+                    RETURNING 1)
+                SELECT count(*) FROM deleted
+                """, logger: logger))
+        return Int(deleted ?? 0)
+    }
 }

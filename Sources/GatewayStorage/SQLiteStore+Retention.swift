@@ -32,4 +32,19 @@ extension SQLiteStore {
         }
         return (dropped, next)
     }
+
+    public func deleteRecords(receivedBefore before: Date, limit: Int) async throws -> Int {
+        try await pool.write { db in
+            try db.executeCached(
+                """
+                DELETE FROM records WHERE seq IN (
+                    SELECT r.seq FROM records r
+                    WHERE r.received_at < ?
+                        AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.record_id = r.record_id)
+                        AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.record_id = r.record_id)
+                    ORDER BY r.received_at, r.seq LIMIT ?)
+                """, [before.timeIntervalSince1970, limit])
+            return db.changesCount
+        }
+    }
 }

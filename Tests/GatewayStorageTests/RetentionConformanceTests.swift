@@ -62,6 +62,43 @@ import Testing
     }
 }
 
+extension RetentionConformanceTests {
+    @Test(arguments: StoreBackend.available)
+    func oldRecordsGoOnceNoSinkWaitsForThemAndTheirKeysWithThem(backend: StoreBackend) async throws {
+        let clock = TestClock()
+        let store = try await backend.make(clock: clock).store
+        let day: TimeInterval = 86_400
+        let now = clock.now
+        let delivered = (0..<3).map { Self.install("delivered-\($0)", at: now - Double(100 + $0) * day) }
+        let waiting = Self.install("waiting", at: now - 120 * day)
+        let failed = Self.install("failed", at: now - 110 * day)
+        let recent = Self.install("recent", at: now - 10 * day)
+        _ = try await store.ingest(
+            (delivered + [waiting, failed, recent]).map { RoutedRecord(record: $0, sinks: ["a"]) })
+        let due = try await store.dueEntries(sink: "a", now: now, limit: 10)
+        let ids = Dictionary(uniqueKeysWithValues: due.map { ($0.record.recordID, $0.id) })
+        try await store.resolve(
+            sink: "a",
+            delivered.map { .delivered(id: ids[$0.recordID]!) } + [
+                .deadLetter(id: ids[failed.recordID]!, attempts: 5, error: "refused"),
+                .delivered(id: ids[recent.recordID]!),
+            ], now: now)
+
+        // Two a call, until a call deletes fewer.
+        #expect(try await store.deleteRecords(receivedBefore: now - 90 * day, limit: 2) == 2)
+        #expect(try await store.deleteRecords(receivedBefore: now - 90 * day, limit: 2) == 1)
+        #expect(try await store.deleteRecords(receivedBefore: now - 90 * day, limit: 2) == 0)
+        for record in delivered { #expect(try await store.record(id: record.recordID) == nil) }
+        // Still waited for by its sink, dead-lettered, or not old enough: kept.
+        for record in [waiting, failed, recent] { #expect(try await store.record(id: record.recordID) != nil) }
+        #expect(try await store.outboxStats()["a"]?.depth == 1)
+        // The key went with the record: the same payload again is a new record.
+        let again = Self.install("delivered-0", at: now)
+        #expect(
+            try await store.ingest([RoutedRecord(record: again, sinks: [])]) == [.stored(recordID: again.recordID)])
+    }
+}
+
 /// The job `serve` runs for `storage.retention.raw_days`.
 @Suite struct RetentionJobTests {
     @Test func aPassRemovesWhatBecameOldSinceTheLastOne() async throws {
@@ -72,17 +109,31 @@ import Testing
         let records = (0..<5).map { RetentionConformanceTests.install("u\($0)", at: start - Double(10 - $0) * day) }
         _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: ["a"]) })
         let job = RetentionJob(
-            store: store, rawDays: 7, pause: .zero, batchSize: 2, now: { clock.now }, metrics: .none,
-            logger: Logger(label: "test"))
+            store: store, limits: .init(rawDays: 7, recordsDays: 0), pause: .zero, batchSize: 2, now: { clock.now },
+            metrics: .none, logger: Logger(label: "test"))
 
         // Received 10, 9 and 8 days ago: past 7 days.
-        #expect(await job.pass() == 3)
+        #expect(await job.pass() == (raw: 3, records: 0))
         #expect(try await store.record(id: records[3].recordID)?.raw != nil)
         // Two days on, the next two are old enough, and the first three are not read again.
         clock.advance(2 * day)
-        #expect(await job.pass() == 2)
+        #expect(await job.pass() == (raw: 2, records: 0))
         for record in records { #expect(try await store.record(id: record.recordID)?.raw == nil) }
-        #expect(await job.pass() == 0)
+        #expect(await job.pass() == (raw: 0, records: 0))
+    }
+
+    @Test func recordsPastRecordsDaysGoInBatchesAndTheirRawPayloadsWithThem() async throws {
+        let clock = TestClock()
+        let store = InMemoryStore(now: { clock.now })
+        let day: TimeInterval = 86_400
+        let records = (0..<5).map { RetentionConformanceTests.install("u\($0)", at: clock.now - Double(50 - $0) * day) }
+        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
+        let job = RetentionJob(
+            store: store, limits: .init(rawDays: 30, recordsDays: 47), pause: .zero, batchSize: 2,
+            now: { clock.now }, metrics: .none, logger: Logger(label: "test"))
+        // Received 50, 49 and 48 days ago go whole; the other two lose their raw payloads.
+        #expect(await job.pass() == (raw: 2, records: 3))
+        #expect(try await store.countRecords(matching: ReplayFilter()) == 2)
     }
 
     @Test func aStoreThatFailsIsTriedAgainAtTheNextPass() async throws {
@@ -91,11 +142,12 @@ import Testing
         let old = RetentionConformanceTests.install("u", at: clock.now - 40 * 86_400)
         _ = try await store.ingest([RoutedRecord(record: old, sinks: ["a"])])
         let job = RetentionJob(
-            store: store, rawDays: 30, pause: .zero, now: { clock.now }, metrics: .none, logger: Logger(label: "test"))
+            store: store, limits: .init(rawDays: 30, recordsDays: 0), pause: .zero, now: { clock.now },
+            metrics: .none, logger: Logger(label: "test"))
         store.setUnavailable(true)
-        #expect(await job.pass() == 0)
+        #expect(await job.pass() == (raw: 0, records: 0))
         store.setUnavailable(false)
-        #expect(await job.pass() == 1)
+        #expect(await job.pass() == (raw: 1, records: 0))
         #expect(try await store.record(id: old.recordID)?.raw == nil)
     }
 }

@@ -137,7 +137,7 @@ public struct GatewayMetrics: Sendable {
             .recordNanoseconds(Int64(max(0, seconds) * 1_000_000_000))
     }
 
-    /// What `storage.retention` removed: `raw` payloads.
+    /// What `storage.retention` removed: `raw` payloads, or `records`.
     public func retentionRemoved(what: String, count: Int) {
         guard count > 0 else { return }
         counter("gateway_retention_removed_total", [("what", what)]).increment(by: count)

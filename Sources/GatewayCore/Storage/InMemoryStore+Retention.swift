@@ -28,4 +28,36 @@ extension InMemoryStore {
             return (dropped, RetentionCursor(receivedAt: state.records[last].receivedAt, seq: state.records[last].seq))
         }
     }
+
+    public func deleteRecords(receivedBefore before: Date, limit: Int) async throws -> Int {
+        let cutoff = before.timeIntervalSince1970
+        return try withState { state in
+            let waiting = Set(state.outbox.values.map(\.recordID) + state.deadLetters.values.map { Text($0.recordID) })
+            let chosen = state.records.indices.filter { index in
+                state.records[index].receivedAt < cutoff && !waiting.contains(Text(state.records[index].recordID))
+            }
+            .sorted {
+                (state.records[$0].receivedAt, state.records[$0].seq) < (
+                    state.records[$1].receivedAt, state.records[$1].seq
+                )
+            }
+            .prefix(Self.rows(limit))
+            state.removeRecords(at: Set(chosen))
+            return chosen.count
+        }
+    }
+}
+
+extension InMemoryStore.State {
+    /// Removes the records at `indices`, with their dedupe keys, and renumbers the lookups.
+    mutating func removeRecords(at indices: Set<Int>) {
+        guard !indices.isEmpty else { return }
+        records = records.indices.filter { !indices.contains($0) }.map { records[$0] }
+        recordByID = [:]
+        recordByKey = [:]
+        for (index, record) in records.enumerated() {
+            recordByID[Text(record.recordID)] = index
+            recordByKey[Text(record.dedupeKey)] = index
+        }
+    }
 }

@@ -354,15 +354,7 @@ extension InMemoryStore {
                 dropped.insert(index)
                 kept -= record.quarantinedBytes!
             }
-            if !dropped.isEmpty {
-                state.records = state.records.indices.filter { !dropped.contains($0) }.map { state.records[$0] }
-                state.recordByID = [:]
-                state.recordByKey = [:]
-                for (index, record) in state.records.enumerated() {
-                    state.recordByID[Text(record.recordID)] = index
-                    state.recordByKey[Text(record.dedupeKey)] = index
-                }
-            }
+            state.removeRecords(at: dropped)
             return QuarantineTrim(dropped: dropped.count, keptBytes: kept)
         }
     }

@@ -12,6 +12,12 @@ public protocol RetentionStore: Sendable {
     /// bodies changed and the cursor to go on from, `nil` once no such record is left.
     func dropRawPayloads(receivedBefore before: Date, after cursor: RetentionCursor, limit: Int) async throws
         -> (dropped: Int, cursor: RetentionCursor?)
+
+    /// Deletes up to `limit` of the records received before `before` that no sink waits
+    /// for (no outbox row, no dead letter), oldest first, with their dedupe keys: a copy
+    /// posted later is stored anew. A record a sink still waits for stays until it is
+    /// delivered or dropped, and goes at a later call. Returns how many it deleted.
+    func deleteRecords(receivedBefore before: Date, limit: Int) async throws -> Int
 }
 
 /// A place in the records taken in the order they were received (ties by storage order):

@@ -26,7 +26,7 @@ public final class Gateway: Sendable {
     public let health: WorkerHealth
     /// Checkpoints the SQLite store's write-ahead log off the commit path while the server runs.
     public let checkpointer: WALCheckpointer?
-    /// Removes raw payloads past `storage.retention.raw_days`, when set.
+    /// Applies `storage.retention`, when it sets a limit.
     public let retention: RetentionJob?
     /// Keeps quarantined postbacks within `quarantine_max_mb`; nil without a postback provider.
     public let quarantineTrimmer: QuarantineTrimmer?
@@ -56,10 +56,12 @@ public final class Gateway: Sendable {
         self.lateWriters = lateWriters
         self.health = health
         self.checkpointer = checkpointer
+        let storage = configuration.storage
         retention =
-            configuration.storage.rawDays > 0
+            storage.rawDays > 0 || storage.recordsDays > 0
             ? RetentionJob(
-                store: store, rawDays: configuration.storage.rawDays, metrics: metrics,
+                store: store, limits: .init(rawDays: storage.rawDays, recordsDays: storage.recordsDays),
+                metrics: metrics,
                 logger: logger.with(metadataKey: "job", value: "retention"))
             : nil
         self.metricsRegistry = metricsRegistry
