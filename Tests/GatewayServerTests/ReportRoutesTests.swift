@@ -2,6 +2,7 @@ import Foundation
 import GatewayConfig
 import GatewayCore
 import GatewayServer
+import GatewayTestSupport
 import Hummingbird
 import HummingbirdTesting
 import Testing
@@ -110,10 +111,18 @@ import Testing
         }
     }
 
-    @Test func theJSONReportIsWhatTheCommandPrints() async throws {
+    @Test(arguments: CommandLineTests.backends)
+    func theJSONReportIsWhatTheCommandPrints(_ backend: String) async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let yaml = Self.yaml(env, auth: Self.operatorOnly)
+        var yaml = Self.yaml(env, auth: Self.operatorOnly)
+        if backend == "postgres" {
+            let database = try await TestPostgres.newDatabase()
+            yaml = yaml.replacingOccurrences(
+                of: "sqlite: { path: \(env.databasePath), durability: normal }",
+                with: "postgres: { url: \"\(database)\" }"
+            ).replacingOccurrences(of: "local: { type: sqlite,", with: "local: { type: postgres,")
+        }
         let path = env.directory.appendingPathComponent("report.yaml").path
         try yaml.write(toFile: path, atomically: true, encoding: .utf8)
         let configuration = try ConfigLoader.load(path: path, environment: [:], registry: .builtIn)
@@ -149,6 +158,20 @@ import Testing
             #expect(
                 try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printedLater.stdout.utf8)) == laterRows)
             #expect(laterRows.allSatisfy { $0.purchases == 0 })
+
+            // Names the keyword cache learns later (Apple's, or the team's export) show on the
+            // next request, as on the command's next run.
+            let csv = env.directory.appendingPathComponent("keywords.csv").path
+            try "Keyword ID,Keyword,Match Type\n87675432,sleep sounds,Exact\n".write(
+                toFile: csv, atomically: true, encoding: .utf8)
+            #expect(try CommandLineTests().run(["keywords", "import", "--config", path, csv]).status == 0)
+            let named = try await client.execute(uri: "/v1/reports/keywords", method: .get, headers: Self.bearer)
+            let namedRows = try JSONDecoder().decode(
+                [KeywordReport.Row].self, from: Data(String(buffer: named.body).utf8))
+            #expect(namedRows.contains { $0.keyword == "sleep sounds" })
+            let printedNamed = try CommandLineTests().run(["report", "keywords", "--config", path, "--format", "json"])
+            #expect(
+                try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printedNamed.stdout.utf8)) == namedRows)
         }
     }
 
