@@ -76,7 +76,8 @@ let package = Package(
         .target(name: "GatewaySpawn", dependencies: ["CSpawn"]),
         // Built-in providers: one folder per signal kind.
         // The system OpenSSL (libssl-dev), only for SKAN 1.0/2.0's P-192, which swift-crypto lacks.
-        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(
+            name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(
             name: "GatewayProviders",
             dependencies: [
@@ -113,7 +114,8 @@ let package = Package(
             capability: .command(
                 intent: .custom(verb: "new-sink", description: "Adds a sink target under Plugins/ with its tests"),
                 permissions: [
-                    .writeToPackageDirectory(reason: "creates Plugins/NAMESink and Tests/NAMESinkTests and registers them")
+                    .writeToPackageDirectory(
+                        reason: "creates Plugins/NAMESink and Tests/NAMESinkTests and registers them")
                 ]),
             path: "Plugins/NewSinkCommand"
         ),
@@ -123,6 +125,8 @@ let package = Package(
             dependencies: [
                 "GatewayCore", "GatewayConfig", "GatewayStorage", "GatewayPostgres", "GatewayProviders", "GatewaySinks",
                 "GatewayEnrichers",
+                // HMAC, for the dashboard's session cookie.
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),

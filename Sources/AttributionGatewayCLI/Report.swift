@@ -49,58 +49,25 @@ struct KeywordsReport: AsyncParsableCommand {
             guard let text else { return nil }
             return try TimeOption.parse(text, option: option)
         }
-        let purchasesSince = try time(since, "--since")
-        let purchasesUntil = try time(until, "--until")
-        // Installs from any time: a buyer of this month may have come through a keyword earlier.
-        let filter = ReplayFilter()
-        var report = KeywordReport(purchasesSince: purchasesSince, purchasesUntil: purchasesUntil)
-        try await withExistingStore(configuration) { store in
-            // Tokens Apple has not answered yet are installs too, of users it may never
-            // name: `unknown`, not `unattributed` as users with no install are. Read before
-            // the records: a token answered in between is then in both, and its user's
-            // answered install outranks the unknown one; read after, it was in neither.
-            var providers: [String: any DeferredAttributionProvider] = [:]
-            for name in try await store.pendingCounts().keys {
-                providers[name] = (try? makeProvider(named: name)) as? any DeferredAttributionProvider
-            }
-            var after: String?
-            while !providers.isEmpty {
-                let page = try await store.waitingWork(after: after, limit: 2000)
-                guard let last = page.last else { break }
-                for work in page {
-                    guard let record = providers[work.provider]?.waitingRecord(work),
-                        appID == nil || record.appID == appID
-                    else { continue }
-                    report.add(record)
-                }
-                after = last.recordID
-            }
-            // On stderr, so that the report on stdout stays clean for a pipe or a file.
-            var progress = ProgressBar(total: try await store.countRecords(matching: filter), label: "reading")
-            var cursor: Int64 = 0
-            var read = 0
-            while true {
-                let page = try await store.readableRecords(matching: filter, after: cursor, limit: 2000)
-                if page.records.isEmpty { break }
-                for case let record? in page.records.map(\.record) where appID == nil || record.appID == appID {
-                    report.add(record)
-                }
-                cursor = page.cursor
-                read += page.records.count
-                progress.advance(to: read)
-            }
-            progress.finish()
+        let query = KeywordReportQuery(
+            appID: appID, purchasesSince: try time(since, "--since"), purchasesUntil: try time(until, "--until"))
+        // On stderr, so that the report on stdout stays clean for a pipe or a file.
+        var progress: ProgressBar?
+        let rows = try await withExistingStore(configuration) { store in
+            try await KeywordReportReader.rows(
+                from: store, query,
+                names: { keys in
+                    try await KnownNames(
+                        storagePath: configuration.storage.sqlitePath,
+                        storageURL: configuration.storage.postgres?.url, logger: Logger(label: "attribution-gateway")
+                    ).names(keys)
+                },
+                progress: { read, total in
+                    if progress == nil { progress = ProgressBar(total: total, label: "reading") }
+                    progress?.advance(to: read)
+                })
         }
-        var rows = report.rows
-        let keys = KeywordReport.nameKeys(rows)
-        if !keys.isEmpty {
-            rows = KeywordReport.naming(
-                rows,
-                from: try await KnownNames(
-                    storagePath: configuration.storage.sqlitePath, storageURL: configuration.storage.postgres?.url,
-                    logger: Logger(label: "attribution-gateway")
-                ).names(keys))
-        }
+        progress?.finish()
         print(Self.render(rows, format: format))
     }
 
@@ -119,9 +86,7 @@ struct KeywordsReport: AsyncParsableCommand {
             case (nil, nil): ""
             }
         }
-        // Of the users who installed on this line, those paying on it: never over 100%.
-        let conversion =
-            row.installs > 0 ? String(format: "%.1f", Double(row.convertedInstalls) * 100 / Double(row.installs)) : ""
+        let conversion = KeywordReport.conversion(row.convertedInstalls, of: row.installs)
         let revenue = row.revenue.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: "; ")
         return [
             row.network ?? "", named(row.campaign, row.campaignID), named(row.adGroup, row.adGroupID),

@@ -201,12 +201,8 @@ public enum ConfigLoader {
                     }
                 }
             } else if let key = entry.requiredString("key") {
-                if key.utf8.count < 16 {
-                    entry.report("must be at least 16 characters", key: "key")
-                } else if key.trimmingWhitespace() != key {
-                    // A request's key is trimmed before it is compared: this one could
-                    // never match (a YAML `|` block or a file read ends in a newline).
-                    entry.report("must not begin or end with white space", key: "key")
+                if let problem = keyProblem(key) {
+                    entry.report(problem, key: "key")
                 } else {
                     digest = SHA256Hex.digest(key)
                 }
@@ -222,8 +218,38 @@ public enum ConfigLoader {
                 settings.apiKeys.append(.init(appID: appID, sha256: digest, scope: scope))
             }
         }
+        settings.operatorKeys = readOperatorKeys(reader, apiKeys: settings.apiKeys)
         reader.finish()
         return settings
+    }
+
+    /// Why `key` cannot be a key, never quoting it: too short to resist guessing, or with
+    /// white space at an end. A request's key is trimmed before it is compared, so such a
+    /// key could never match (a YAML `|` block or a file read ends in a newline).
+    static func keyProblem(_ key: String) -> String? {
+        if key.utf8.count < 16 { return "must be at least 16 characters" }
+        if key.trimmingWhitespace() != key { return "must not begin or end with white space" }
+        return nil
+    }
+
+    /// `operator_keys`: plain keys, as digests. An empty entry (`${OPERATOR_KEY:-}` unset) is
+    /// left out, so that one config serves with and without the operator routes. Messages
+    /// give the entry's index, never the key.
+    static func readOperatorKeys(_ reader: ConfigReader, apiKeys: [AuthSettings.Key]) -> [[UInt8]] {
+        var digests: [[UInt8]] = []
+        for (index, key) in (reader.stringList("operator_keys") ?? []).enumerated() where !key.isEmpty {
+            let entry = "entry \(index + 1)"
+            if let problem = keyProblem(key) {
+                reader.report("\(entry) \(problem)", key: "operator_keys")
+            } else if apiKeys.contains(where: { $0.sha256 == SHA256Hex.digest(key) }) {
+                // An app's key is readable out of the app: it must never open the reports.
+                reader.report(
+                    "\(entry) is also listed in auth.api_keys; give operators a key of their own", key: "operator_keys")
+            } else if !digests.contains(SHA256Hex.digest(key)) {
+                digests.append(SHA256Hex.digest(key))
+            }
+        }
+        return digests
     }
 
     /// `scope`, default `app`. `shipped_in_app` is its older spelling: `true` is `app`, and

@@ -167,6 +167,10 @@ public struct AuthSettings: Sendable, Equatable {
     /// `api_keys`: `[{app_id, key, scope}]` or `[{app_id, key_sha256, scope}]`; several per
     /// app for rotation.
     public var apiKeys: [Key] = []
+    /// `operator_keys`: the SHA-256 of each key that opens the reports and the dashboard.
+    /// Apart from `apiKeys`: an app's key opens no operator route, an operator's key no
+    /// ingest route. Empty, the operator routes are closed.
+    public var operatorKeys: [[UInt8]] = []
 
     public init() {}
 }

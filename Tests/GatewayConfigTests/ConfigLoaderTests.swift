@@ -286,6 +286,25 @@ import Testing
         #expect(issue.message == "must not begin or end with white space")
     }
 
+    @Test func operatorKeysAreCheckedAsAPIKeysAndNeverAlsoOne() throws {
+        let appKey = "key-for-app-1234567890"
+        let yaml = """
+            auth:
+              api_keys: [ { app_id: "1", key: "\(appKey)" } ]
+              operator_keys: [ "\(appKey)", "short", "operator-key-0123456789" ]
+            """
+        let issues = problems(yaml)
+        #expect(issues.map(\.path) == ["auth.operator_keys", "auth.operator_keys"], "\(issues)")
+        #expect(issues.first?.message == "entry 1 is also listed in auth.api_keys; give operators a key of their own")
+        #expect(issues.last?.message == "entry 2 must be at least 16 characters")
+        #expect(!issues.contains { $0.message.contains(appKey) })
+
+        let loaded = try parse("auth:\n  operator_keys: [ \"${OPERATOR_KEY}\" ]", environment: ["OPERATOR_KEY": appKey])
+        #expect(loaded.auth.operatorKeys == [SHA256Hex.digest(appKey)] && loaded.auth.apiKeys.isEmpty)
+        // Unset, an optional key leaves the operator routes closed rather than failing the file.
+        #expect(try parse("auth:\n  operator_keys: [ \"${OPERATOR_KEY:-}\" ]").auth.operatorKeys.isEmpty)
+    }
+
     @Test func aKeyLikeNothingKnownGetsNoSuggestion() throws {
         let issue = try problem(at: "server.flavour", in: problems("server:\n  flavour: vanilla"))
         #expect(issue.message == "unknown key 'flavour'")

@@ -21,6 +21,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         /// The request is not HTTP/1.1 the server can read (an unknown method, a broken
         /// header line); answered before any route, and the connection closed.
         public static let malformedHTTP = Code("malformed_http", httpStatus: 400)
+        /// A query parameter the route does not take, or whose value it cannot read.
+        public static let invalidParameter = Code("invalid_parameter", httpStatus: 400)
         /// A required field is absent.
         public static let missingField = Code("missing_field", httpStatus: 422)
         /// A field is present with the wrong JSON type or an unreadable value.

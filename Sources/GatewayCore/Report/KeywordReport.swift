@@ -70,6 +70,18 @@ public struct KeywordReport: Sendable {
             case convertedInstalls = "converted_installs"
             case appID = "app_id"
         }
+
+        /// Adds `other`'s counts and revenue to this line's, names untouched: several lines
+        /// summed, as a campaign's keywords are. Paying users are summed too, so a user paying
+        /// on two of the lines counts twice.
+        public mutating func add(_ other: Row) {
+            installs += other.installs
+            payingUsers += other.payingUsers
+            convertedInstalls += other.convertedInstalls
+            purchases += other.purchases
+            refunds += other.refunds
+            for (currency, amount) in other.revenue { revenue[currency, default: 0] += amount }
+        }
     }
 
     struct Attribution: Hashable {
@@ -417,6 +429,15 @@ public struct KeywordReport: Sendable {
                 b.keywordID ?? -1, b.keyword ?? "", b.matchType ?? ""
             )
         }
+    }
+
+    /// A line with nothing counted yet and no names: where ``Row/add(_:)`` sums lines.
+    public static var emptyRow: Row { Row(installs: 0, payingUsers: 0, purchases: 0, revenue: [:]) }
+
+    /// Of `installs`, the share `converted` in percent with one decimal, as the report shows
+    /// it (the users paying on the line they installed on: never over 100%); empty without installs.
+    public static func conversion(_ converted: Int, of installs: Int) -> String {
+        installs > 0 ? String(format: "%.1f", Double(converted) * 100 / Double(installs)) : ""
     }
 
     /// The network whose ids the keyword cache names (Apple's campaign, ad group and

@@ -65,6 +65,7 @@ public enum GatewayHTTP {
         addASASDKRoutes(to: router, gateway: gateway)
         addConversionValueRoute(to: router, gateway: gateway)
         addOperatorRoutes(to: router, gateway: gateway)
+        addReportRoutes(to: router, gateway: gateway)
         routeMethods.learn(router)
         return router
     }

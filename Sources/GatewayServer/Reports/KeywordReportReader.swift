@@ -1,0 +1,107 @@
+import Foundation
+import GatewayConfig
+import GatewayCore
+
+/// What a keyword report covers: `report keywords`' options, the JSON route's and the
+/// dashboard's query parameters.
+public struct KeywordReportQuery: Sendable, Equatable {
+    /// Only this app's lines.
+    public var appID: String?
+    /// Purchases at or after this; installs count from any time, so that a report of one
+    /// month credits the keywords that brought its buyers earlier.
+    public var purchasesSince: Date?
+    /// Purchases before this.
+    public var purchasesUntil: Date?
+
+    public init(appID: String? = nil, purchasesSince: Date? = nil, purchasesUntil: Date? = nil) {
+        self.appID = appID
+        self.purchasesSince = purchasesSince
+        self.purchasesUntil = purchasesUntil
+    }
+}
+
+/// The keyword report as `report keywords`, `GET /v1/reports/keywords` and the dashboard
+/// show it: one computation, so that their numbers agree.
+public enum KeywordReportReader {
+    /// Names by cache key, as ``KnownNames/names(_:)`` gives them.
+    public typealias Names = [String: (name: String, matchType: String?)]
+
+    /// Reads every record (and every token Apple has not answered yet) from `store`, builds
+    /// the report and names its Apple Search Ads lines from `names`, asked only when a line
+    /// has ids to name. `progress` is told the records read and their total after each page.
+    public static func rows(
+        from store: any AttributionStore, _ query: KeywordReportQuery,
+        names: ([String]) async throws -> Names,
+        progress: (_ read: Int, _ total: Int) -> Void = { _, _ in }
+    ) async throws -> [KeywordReport.Row] {
+        var report = KeywordReport(purchasesSince: query.purchasesSince, purchasesUntil: query.purchasesUntil)
+        func add(_ record: AttributionRecord) {
+            if query.appID == nil || record.appID == query.appID { report.add(record) }
+        }
+        // Tokens Apple has not answered yet are installs too, of users it may never
+        // name: `unknown`, not `unattributed` as users with no install are. Read before
+        // the records: a token answered in between is then in both, and its user's
+        // answered install outranks the unknown one; read after, it was in neither.
+        var providers: [String: any DeferredAttributionProvider] = [:]
+        for name in try await store.pendingCounts().keys {
+            providers[name] = waitingProvider(named: name)
+        }
+        var after: String?
+        while !providers.isEmpty {
+            let page = try await store.waitingWork(after: after, limit: 2000)
+            guard let last = page.last else { break }
+            for work in page {
+                if let record = providers[work.provider]?.waitingRecord(work) { add(record) }
+            }
+            after = last.recordID
+        }
+        // Installs from any time: a buyer of this month may have come through a keyword earlier.
+        let filter = ReplayFilter()
+        let total = try await store.countRecords(matching: filter)
+        var cursor: Int64 = 0
+        var read = 0
+        while true {
+            let page = try await store.readableRecords(matching: filter, after: cursor, limit: 2000)
+            if page.records.isEmpty { break }
+            for case let record? in page.records.map(\.record) { add(record) }
+            cursor = page.cursor
+            read += page.records.count
+            progress(read, total)
+        }
+        let rows = report.rows
+        let keys = KeywordReport.nameKeys(rows)
+        return keys.isEmpty ? rows : KeywordReport.naming(rows, from: try await names(keys))
+    }
+
+    /// A deferred provider with its default options, for reading its waiting work: what a
+    /// waiting token shows does not depend on the provider's settings.
+    static func waitingProvider(named name: String) -> (any DeferredAttributionProvider)? {
+        let diagnostics = ConfigDiagnostics(file: "report")
+        let reader = ConfigReader(node: ConfigNode(.null), path: name, diagnostics: diagnostics, environment: [:])
+        guard let prepared = PluginRegistry.builtIn.prepareProvider(type: name, reader: reader) ?? nil else {
+            return nil
+        }
+        return (try? prepared.build()) as? any DeferredAttributionProvider
+    }
+}
+
+/// A report's `since` or `until`: an ISO-8601 time with its zone, or a bare date
+/// (`2026-03-01`), read as that day's midnight UTC.
+public enum ReportTime {
+    /// Why a text is no such time, naming `option` (`--since`, `since`).
+    public struct Invalid: Error, Sendable {
+        public let message: String
+    }
+
+    public static func parse(_ text: String, option: String) throws(Invalid) -> Date {
+        if let date = ISO8601.parse(text) { return date }
+        if text.wholeMatch(of: /\d{4}-\d{2}-\d{2}/) != nil, let date = ISO8601.parse(text + "T00:00:00Z") {
+            return date
+        }
+        if text.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?/) != nil {
+            throw Invalid(
+                message: "\(option) needs a time zone: \(text)Z for UTC, or an offset such as \(text)+01:00")
+        }
+        throw Invalid(message: "\(option) is not an ISO-8601 time or date (2026-03-01, 2026-03-01T09:00:00Z)")
+    }
+}

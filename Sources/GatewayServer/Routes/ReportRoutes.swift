@@ -1,0 +1,69 @@
+import Foundation
+import GatewayConfig
+import GatewayCore
+import GatewayEnrichers
+import Hummingbird
+import Logging
+
+extension GatewayHTTP {
+    /// `GET /v1/reports/keywords` and the dashboard: operator routes behind
+    /// `auth.operator_keys`, showing the report `report keywords` prints.
+    static func addReportRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
+        let operators = OperatorKeys(gateway.configuration.auth)
+        let names = KnownNamesCache(storage: gateway.configuration.storage, logger: gateway.logger)
+        let reports = Reports(store: gateway.store, names: names)
+
+        router.getAndHead("/v1/reports/keywords") { request, _ -> Response in
+            try operators.admit(request.headers)
+            let parameters = try ReportParameters(request, allowed: ReportParameters.report)
+            let rows = try await reports.rows(try parameters.query())
+            // As `report keywords --format json` encodes it, so that the two read alike.
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return Response(
+                status: .ok,
+                headers: [.contentType: JSONResponse.contentType, .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(rows))))
+        }
+        addDashboardRoutes(to: router, gateway: gateway, operators: operators, reports: reports)
+    }
+}
+
+/// The report's one computation, with the names of the keyword cache beside the store.
+struct Reports: Sendable {
+    let store: any AttributionStore
+    let names: KnownNamesCache
+
+    func rows(_ query: KeywordReportQuery) async throws -> [KeywordReport.Row] {
+        try await KeywordReportReader.rows(from: store, query, names: { keys in try await names.names(keys) })
+    }
+}
+
+/// The keyword cache's names, opened at the first report that has ids to name and kept:
+/// on PostgreSQL each opening is a connection pool of its own.
+actor KnownNamesCache {
+    let storage: StorageSettings
+    let logger: Logger
+    private var opening: Task<KnownNames, any Error>?
+
+    init(storage: StorageSettings, logger: Logger) {
+        self.storage = storage
+        self.logger = logger
+    }
+
+    func names(_ keys: [String]) async throws -> KeywordReportReader.Names {
+        let task =
+            opening
+            ?? Task { [storage, logger] in
+                try await KnownNames(storagePath: storage.sqlitePath, storageURL: storage.postgres?.url, logger: logger)
+            }
+        opening = task
+        do {
+            return try await task.value.names(keys)
+        } catch {
+            // A database that was down at the first report is tried again at the next.
+            if opening == task { opening = nil }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,289 @@
+import Foundation
+import GatewayConfig
+import GatewayCore
+import GatewayServer
+import GatewayTestSupport
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// `GET /v1/reports/keywords` and the dashboard, over loopback HTTP.
+@Suite struct ReportRoutesTests {
+    static let operatorKey = "operator-key-0123456789"
+    static let appKey = "key-for-app-1234567890"
+    static let backendKey = "backend-key-1234567890"
+    static let bearer: HTTPFields = [.authorization: "Bearer \(operatorKey)"]
+
+    /// The environment's config with the `s2s` provider (for purchases) and `auth`.
+    static func yaml(_ env: TestEnvironment, auth: String) -> String {
+        env.yaml().replacingOccurrences(of: "  iad: { enabled: true }", with: "  iad: { enabled: true }\n  s2s: {}")
+            + "\nauth:\n" + auth
+    }
+
+    static func configuration(_ env: TestEnvironment, auth: String) throws -> GatewayConfiguration {
+        try ConfigLoader.parse(yaml: yaml(env, auth: auth), file: "report.yaml", environment: [:], registry: .builtIn)
+    }
+
+    static let operatorOnly = "  operator_keys: [\"\(operatorKey)\"]\n"
+
+    static func purchase(_ user: String, _ transaction: String, _ amount: String) -> String {
+        #"{"type":"purchase","app_id":"1234567890","app_user_id":"\#(user)","revenue":\#(amount),"currency":"USD","#
+            + #""transaction_id":"\#(transaction)","timestamp":1700000000}"#
+    }
+
+    static func post(
+        _ client: some TestClientProtocol, _ uri: String, _ body: String, key: String? = nil
+    ) async throws -> TestResponse {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        return try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(string: body))
+    }
+
+    @Test func operatorKeysAndAPIKeysOpenEachOthersRoutesNever() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let auth = """
+              api_keys:
+                - { app_id: "1234567890", key: "\(Self.appKey)" }
+                - { app_id: "1234567890", key: "\(Self.backendKey)", scope: backend }
+            """ + "\n" + Self.operatorOnly
+        let gateway = try await Gateway.build(configuration: try Self.configuration(env, auth: auth))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func report(_ key: String?) async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/v1/reports/keywords", method: .get,
+                    headers: key.map { [.authorization: "Bearer \($0)"] } ?? [:])
+            }
+            for key in [nil, Self.appKey, Self.backendKey, "not-a-key-at-all-0000"] {
+                let refused = try await report(key)
+                #expect(refused.status == .unauthorized)
+                #expect(String(buffer: refused.body).contains(#""code":"unauthorized""#))
+                for secret in [Self.operatorKey, Self.appKey, Self.backendKey] {
+                    #expect(!String(buffer: refused.body).contains(secret))
+                }
+            }
+            #expect(try await report(Self.operatorKey).status == .ok)
+            // The dashboard does not take an API key either.
+            let dashboard = try await client.execute(
+                uri: "/dashboard", method: .get, headers: [.authorization: "Bearer \(Self.backendKey)"])
+            #expect(dashboard.status == .unauthorized)
+
+            // An operator key writes no record.
+            let install = IAdPayloads.attributed(user: "u1")
+            #expect(try await Self.post(client, "/v1/iad", install, key: Self.operatorKey).status == .unauthorized)
+            let event = Self.purchase("u1", "t1", "1.00")
+            #expect(try await Self.post(client, "/v1/events", event, key: Self.operatorKey).status == .unauthorized)
+            #expect(try await gateway.store.countRecords(matching: .init()) == 0)
+            #expect(try await Self.post(client, "/v1/iad", install, key: Self.appKey).status == .accepted)
+        }
+    }
+
+    @Test func withoutOperatorKeysTheRoutesSayWhyTheyAreClosed() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let auth = "  api_keys: [ { app_id: \"1234567890\", key: \"\(Self.backendKey)\", scope: backend } ]\n"
+        let gateway = try await Gateway.build(configuration: try Self.configuration(env, auth: auth))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            for uri in ["/v1/reports/keywords", "/dashboard", "/dashboard/login"] {
+                let closed = try await client.execute(
+                    uri: uri, method: .get, headers: [.authorization: "Bearer \(Self.backendKey)"])
+                #expect(closed.status == .forbidden, "\(uri)")
+                let text = String(buffer: closed.body)
+                #expect(text.contains("auth.operator_keys is not set") && !text.contains(Self.backendKey), "\(text)")
+            }
+        }
+    }
+
+    /// Stores two keyword installs, an organic one and purchases through the routes.
+    static func ingest(_ client: some TestClientProtocol, keyword: String = "meditation app") async throws {
+        let named = IAdPayloads.attributed(user: "buyer").replacingOccurrences(
+            of: #""iad-keyword":"meditation app""#, with: #""iad-keyword":"\#(keyword)""#)
+        let installs = [
+            named, IAdPayloads.attributed(user: "browser"),
+            #"{"app_id":"1234567890","app_user_id":"organic","Version3.1":{"iad-attribution":"false"}}"#,
+        ]
+        for install in installs {
+            #expect(try await post(client, "/v1/iad", install).status == .accepted)
+        }
+        for event in [purchase("buyer", "t1", "4.99"), purchase("buyer", "t2", "9.99"), purchase("organic", "t3", "1")]
+        {
+            #expect(try await post(client, "/v1/events", event).status.code < 300)
+        }
+    }
+
+    @Test(arguments: CommandLineTests.backends)
+    func theJSONReportIsWhatTheCommandPrints(_ backend: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        var yaml = Self.yaml(env, auth: Self.operatorOnly)
+        if backend == "postgres" {
+            let database = try await TestPostgres.newDatabase()
+            yaml = yaml.replacingOccurrences(
+                of: "sqlite: { path: \(env.databasePath), durability: normal }",
+                with: "postgres: { url: \"\(database)\" }"
+            ).replacingOccurrences(of: "local: { type: sqlite,", with: "local: { type: postgres,")
+        }
+        let path = env.directory.appendingPathComponent("report.yaml").path
+        try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+        let configuration = try ConfigLoader.load(path: path, environment: [:], registry: .builtIn)
+        let gateway = try await Gateway.build(configuration: configuration)
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            try await Self.ingest(client)
+            let answer = try await client.execute(uri: "/v1/reports/keywords", method: .get, headers: Self.bearer)
+            #expect(answer.status == .ok)
+            #expect(answer.headers[.cacheControl] == "no-store")
+            let served = try JSONDecoder().decode(
+                [KeywordReport.Row].self, from: Data(String(buffer: answer.body).utf8))
+            let printed = try CommandLineTests().run(["report", "keywords", "--config", path, "--format", "json"])
+            #expect(printed.status == 0, "\(printed.stderr)")
+            let rows = try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printed.stdout.utf8))
+            #expect(served == rows && !rows.isEmpty)
+            let keyword = try #require(served.first { $0.keyword == "meditation app" })
+            #expect(
+                keyword.installs == 2 && keyword.payingUsers == 1
+                    && keyword.revenue == ["USD": Decimal(string: "14.98")!])
+
+            // Filters as the command's options: another app has no lines; purchases before
+            // them leave revenue out.
+            let other = try await client.execute(
+                uri: "/v1/reports/keywords?app_id=42", method: .get, headers: Self.bearer)
+            #expect(String(buffer: other.body) == "[]")
+            let later = try await client.execute(
+                uri: "/v1/reports/keywords?since=2024-01-01", method: .get, headers: Self.bearer)
+            let laterRows = try JSONDecoder().decode(
+                [KeywordReport.Row].self, from: Data(String(buffer: later.body).utf8))
+            let printedLater = try CommandLineTests().run([
+                "report", "keywords", "--config", path, "--format", "json", "--since", "2024-01-01",
+            ])
+            #expect(
+                try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printedLater.stdout.utf8)) == laterRows)
+            #expect(laterRows.allSatisfy { $0.purchases == 0 })
+
+            // Names the keyword cache learns later (Apple's, or the team's export) show on the
+            // next request, as on the command's next run.
+            let csv = env.directory.appendingPathComponent("keywords.csv").path
+            try "Keyword ID,Keyword,Match Type\n87675432,sleep sounds,Exact\n".write(
+                toFile: csv, atomically: true, encoding: .utf8)
+            #expect(try CommandLineTests().run(["keywords", "import", "--config", path, csv]).status == 0)
+            let named = try await client.execute(uri: "/v1/reports/keywords", method: .get, headers: Self.bearer)
+            let namedRows = try JSONDecoder().decode(
+                [KeywordReport.Row].self, from: Data(String(buffer: named.body).utf8))
+            #expect(namedRows.contains { $0.keyword == "sleep sounds" })
+            let printedNamed = try CommandLineTests().run(["report", "keywords", "--config", path, "--format", "json"])
+            #expect(
+                try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printedNamed.stdout.utf8)) == namedRows)
+        }
+    }
+
+    @Test(arguments: [
+        ("/v1/reports/keywords?bogus=1", "bogus"), ("/v1/reports/keywords?since=yesterday", "since"),
+        ("/v1/reports/keywords?since=2026-03-01T09:00", "since"), ("/v1/reports/keywords?app_id=1&app_id=2", "app_id"),
+        ("/v1/reports/keywords?since=2026-03-02&until=2026-03-01", "until"), ("/dashboard?format=xml", "format"),
+        ("/dashboard?network=x&campaign_id=abc", "campaign_id"), ("/dashboard?campaign=x", "campaign"),
+        ("/dashboard?keyword=x", "keyword"),
+    ])
+    func aBadParameterIsA400NamingIt(_ uri: String, _ field: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try Self.configuration(env, auth: Self.operatorOnly))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let answer = try await client.execute(uri: uri, method: .get, headers: Self.bearer)
+            #expect(answer.status == .badRequest)
+            let text = String(buffer: answer.body)
+            #expect(text.contains(#""code":"invalid_parameter""#) && text.contains(#""field":"\#(field)""#), "\(text)")
+        }
+    }
+
+    @Test func theDashboardEscapesNamesAndDrillsDownToKeywords() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try Self.configuration(env, auth: Self.operatorOnly))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            try await Self.ingest(client, keyword: "<script>alert(1)</script>")
+            let top = try await client.execute(uri: "/dashboard", method: .get, headers: Self.bearer)
+            #expect(top.status == .ok)
+            #expect(top.headers[.contentType] == "text/html; charset=utf-8")
+            #expect(top.headers[.contentSecurityPolicy]?.contains("default-src 'none'") == true)
+            let page = String(buffer: top.body)
+            #expect(page.contains("<table>") && page.contains("App 1234567890"))
+            #expect(page.contains(#"href="/dashboard?app_id=1234567890&amp;network=Apple%20Search%20Ads""#), "\(page)")
+
+            // Down to the keywords of the ad group, each a stable URL.
+            let keywords = try await client.execute(
+                uri: "/dashboard?app_id=1234567890&network=Apple%20Search%20Ads&campaign_id=542370539"
+                    + "&ad_group_id=542317095",
+                method: .get, headers: Self.bearer)
+            let html = String(buffer: keywords.body)
+            #expect(keywords.status == .ok)
+            #expect(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "\(html)")
+            #expect(!html.contains("<script"))
+            #expect(html.contains("US Search - Meditation") && html.contains("Exact - Core"))
+            // Both keyword installs, one paying with two purchases: 14.98 USD.
+            #expect(html.contains(#"<td class="num">14.98</td>"#), "\(html)")
+        }
+    }
+
+    @Test func theCSVOfAViewDefusesFormulas() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try Self.configuration(env, auth: Self.operatorOnly))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            try await Self.ingest(client, keyword: "=HYPERLINK(\\\"http://evil\\\")")
+            let answer = try await client.execute(
+                uri: "/dashboard?app_id=1234567890&network=Apple%20Search%20Ads&campaign_id=542370539"
+                    + "&ad_group_id=542317095&format=csv",
+                method: .get, headers: Self.bearer)
+            #expect(answer.status == .ok)
+            #expect(answer.headers[.contentType] == "text/csv; charset=utf-8")
+            let lines = String(buffer: answer.body).split(separator: "\r\n").map(String.init)
+            #expect(lines.first?.hasPrefix("app_id,keyword,id,match_type,installs,paying_users") == true)
+            #expect(lines.contains { $0.contains(#""'=HYPERLINK(""http://evil"")""#) }, "\(lines)")
+            #expect(!lines.contains { $0.contains(",=") || $0.hasPrefix("=") })
+        }
+    }
+
+    @Test func theLoginFormSetsAStrictSessionCookieAndSaysNothingOfAWrongKey() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try Self.configuration(env, auth: Self.operatorOnly))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let asked = try await client.execute(uri: "/dashboard?app_id=1234567890", method: .get)
+            #expect(asked.status == .unauthorized)
+            let form = String(buffer: asked.body)
+            #expect(form.contains(#"action="/dashboard/login""#) && form.contains(#"type="password""#))
+            #expect(form.contains(#"name="next" value="/dashboard?app_id=1234567890""#), "\(form)")
+
+            func login(_ body: String) async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/dashboard/login", method: .post,
+                    headers: [.contentType: "application/x-www-form-urlencoded"], body: ByteBuffer(string: body))
+            }
+            let wrong = try await login("key=operator-key-0123456780&next=%2Fdashboard")
+            #expect(wrong.status == .unauthorized && wrong.headers[.setCookie] == nil)
+            #expect(String(buffer: wrong.body).contains("That key was not accepted."))
+
+            let right = try await login("key=\(Self.operatorKey)&next=%2Fdashboard%3Fapp_id%3D1234567890")
+            #expect(right.status == .seeOther)
+            #expect(right.headers[.location] == "/dashboard?app_id=1234567890")
+            let cookie = try #require(right.headers[.setCookie])
+            for flag in ["Secure", "HttpOnly", "SameSite=Strict", "Path=/dashboard", "Max-Age=43200"] {
+                #expect(cookie.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }.contains(flag))
+            }
+            #expect(!cookie.contains(Self.operatorKey))
+            let session = String(cookie.prefix { $0 != ";" })
+            #expect(
+                try await client.execute(uri: "/dashboard", method: .get, headers: [.cookie: session]).status == .ok)
+            // A session altered, or one from another key, opens nothing.
+            let altered = session.dropLast() + (session.hasSuffix("0") ? "1" : "0")
+            #expect(
+                try await client.execute(uri: "/dashboard", method: .get, headers: [.cookie: String(altered)]).status
+                    == .unauthorized)
+
+            // Elsewhere than the dashboard, the form does not send anyone.
+            let away = try await login("key=\(Self.operatorKey)&next=https%3A%2F%2Fevil.example%2F")
+            #expect(away.headers[.location] == "/dashboard")
+            let out = try await client.execute(uri: "/dashboard/logout", method: .post, headers: [.cookie: session])
+            #expect(out.status == .seeOther && out.headers[.setCookie]?.contains("Max-Age=0") == true)
+        }
+    }
+}
