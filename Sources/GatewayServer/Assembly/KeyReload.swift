@@ -5,6 +5,10 @@ import Logging
 import UnixSignals
 
 extension GatewayHTTP {
+    /// The sections a reload swaps while the gateway serves. A change anywhere else takes
+    /// effect at the next start, and `check-config --diff` marks it so.
+    public static let reloadedLive: Set<ConfigurationDiff.Section> = [.auth]
+
     /// Replaces `auth.api_keys` with `load()`'s on every `SIGHUP`, so keys rotate without a
     /// restart: add the new key, reload, move the clients, remove the old key, reload.
     /// Only the keys are applied; every other setting takes effect at the next start. A
