@@ -11,8 +11,9 @@ struct Serve: AsyncParsableCommand {
         discussion: """
             Stops gracefully on SIGTERM or SIGINT: /readyz fails for server.shutdown_delay_s, then in-flight \
             requests and sink batches finish, for at most server.shutdown_timeout_s; a second signal stops at once. \
-            Undelivered records stay in the outbox. SIGHUP re-reads auth.api_keys from the file (key rotation \
-            without a restart); other settings apply at the next start.
+            Undelivered records stay in the outbox. SIGHUP reloads the file: checked as a whole (a mistake \
+            anywhere changes nothing), it swaps auth.api_keys live and logs what changed; other changes take \
+            effect at the next start (check-config --diff OLD NEW shows which).
             """)
 
     @Option(name: .shortAndLong, help: "The configuration file.")
@@ -48,7 +49,7 @@ struct Serve: AsyncParsableCommand {
                 logger.info("tokens a stopped gateway was resolving are due again", metadata: ["count": "\(released)"])
             }
         }
-        // SIGHUP: the keys of the file as it now stands, checked as a whole like at the start.
+        // SIGHUP: the file as it now stands, checked as a whole like at the start.
         let path = config
         try await GatewayHTTP.run(gateway: gateway) {
             try ConfigLoader.load(path: path, registry: .builtIn)

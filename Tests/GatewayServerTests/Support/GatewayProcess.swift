@@ -114,6 +114,12 @@ final class GatewayProcess {
         return (status, json)
     }
 
+    /// GETs a path; returns its body as text (`/metrics`).
+    func text(_ path: String) async throws -> String {
+        let (data, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        return String(decoding: data, as: UTF8.self)
+    }
+
     /// POSTs a body; returns the status and the JSON answer.
     func post(_ path: String, body: String, headers: [String: String] = [:]) async throws -> (Int, [String: Any]) {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
