@@ -9,7 +9,7 @@ struct CheckConfig: ParsableCommand {
         abstract: "Check a configuration file and print what it enables.",
         discussion: """
             Prints every problem with its line, and exits 1 when there is any. Secrets are never printed. \
-            With --diff OLD NEW, checks both files and prints what a reload (SIGHUP) from \
+            With --diff OLD NEW, checks both files and prints what a reload (SIGHUP, serve --watch-config) from \
             OLD to NEW would change, one line per change, marking what takes effect at the next start; exits 0 \
             when both files are valid, whatever they differ in.
             """)

@@ -19,6 +19,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: "The configuration file.")
     var config = "config.yaml"
 
+    @Flag(help: "Reload the configuration, as SIGHUP does, whenever the file changes (checked once a second).")
+    var watchConfig = false
+
     func run() async throws {
         // Until the reload handler is in place (after the store opens), a SIGHUP from a
         // deploy script would end the process, its default action; ignored, it is lost.
@@ -49,9 +52,10 @@ struct Serve: AsyncParsableCommand {
                 logger.info("tokens a stopped gateway was resolving are due again", metadata: ["count": "\(released)"])
             }
         }
-        // SIGHUP: the file as it now stands, checked as a whole like at the start.
+        // SIGHUP (and with --watch-config, each change): the file as it now stands, checked
+        // as a whole like at the start.
         let path = config
-        try await GatewayHTTP.run(gateway: gateway) {
+        try await GatewayHTTP.run(gateway: gateway, watchConfig: watchConfig) {
             try ConfigLoader.load(path: path, registry: .builtIn)
         }
     }

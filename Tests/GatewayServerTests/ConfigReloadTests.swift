@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 
-/// A reload (`SIGHUP`) checks the file as a whole, is counted `applied` or `rejected`, and
-/// logs what changed and, apart, what waits for the next start.
+/// A reload (`SIGHUP`, or `serve --watch-config` seeing the file change) checks the file as
+/// a whole, is counted `applied` or `rejected`, and logs what changed and, apart, what waits
+/// for the next start.
 @Suite struct ConfigReloadTests {
     static let oldKey = "old-key-for-1234567890"
     static let newKey = "new-key-for-1234567890"
@@ -13,13 +14,13 @@ import Testing
         let logURL: URL
         let gateway: GatewayProcess
 
-        init() async throws {
+        init(options: [String] = []) async throws {
             env = try TestEnvironment()
             config = env.directory.appendingPathComponent("reload.yaml").path
             logURL = env.directory.appendingPathComponent("serve.log")
             try Self.yaml(env, keys: [ConfigReloadTests.oldKey]).write(
                 toFile: config, atomically: true, encoding: .utf8)
-            gateway = try GatewayProcess(config: config, logURL: logURL)
+            gateway = try GatewayProcess(config: config, logURL: logURL, options: options)
             try await gateway.start()
         }
 
@@ -79,6 +80,20 @@ import Testing
         #expect(log.contains("server.max_body_bytes: 65536 -> 131072"))
         #expect(!log.contains(Self.oldKey) && !log.contains(Self.newKey))
         #expect(try await running.reloads("rejected") == 1)
+        #expect(try await running.gateway.stop(SIGTERM))
+    }
+
+    /// The watcher sees a file replaced by a rename (as editors save) and reloads it.
+    @Test func watchConfigReloadsAnEditedFile() async throws {
+        let running = try await Running(options: ["--watch-config"])
+        defer { running.env.remove() }
+        #expect(try await running.status(Self.newKey) == 401)
+        try running.write(Running.yaml(running.env, keys: [Self.oldKey, Self.newKey]))
+        #expect(try await running.env.eventually(seconds: 60) { try await running.status(Self.newKey) == 202 })
+        try running.write(Running.yaml(running.env, keys: [Self.newKey]))
+        #expect(try await running.env.eventually(seconds: 60) { try await running.status(Self.oldKey) == 401 })
+        #expect(try await running.status(Self.newKey) == 202)
+        #expect(try await running.env.eventually(seconds: 30) { try await running.reloads("applied") ?? 0 >= 2 })
         #expect(try await running.gateway.stop(SIGTERM))
     }
 }

@@ -76,7 +76,7 @@ public struct GatewayMetrics: Sendable {
         }
     }
 
-    /// A reload of config.yaml (`SIGHUP`): `applied`, or `rejected`
+    /// A reload of config.yaml (`SIGHUP`, or the file watcher): `applied`, or `rejected`
     /// (the file had a mistake, or lacked what runs), when nothing changed.
     public func configReload(result: String) {
         counter("gateway_config_reloads_total", [("result", result)]).increment()

@@ -46,7 +46,8 @@ extension GatewayHTTP {
     }
 }
 
-/// Re-reads config.yaml (on `SIGHUP`) and swaps what ``GatewayHTTP/reloadedLive`` names between requests. The file is checked as
+/// Re-reads config.yaml (on `SIGHUP`, or when `serve --watch-config` sees it change) and
+/// swaps what ``GatewayHTTP/reloadedLive`` names between requests. The file is checked as
 /// a whole first: a mistake anywhere changes nothing. Each reload is counted, `applied` or
 /// `rejected`, and logged with what changed, and, apart, what waits for the next start.
 final class ConfigReloader: Sendable {
@@ -65,7 +66,7 @@ final class ConfigReloader: Sendable {
 
     var file: String { gateway.configuration.file }
 
-    /// One reload; reloads never overlap.
+    /// One reload; reloads never overlap (the signal and the watcher may ask at once).
     func reload() {
         running.withLock { running in
             if let applied = reload(from: running) {

@@ -26,10 +26,10 @@ extension GatewayHTTP {
     /// short stays in the outbox, to be offered again by the next start.
     ///
     /// With `reload`, each `SIGHUP` reloads the configuration it returns (see
-    /// ``ConfigReloader``).
+    /// ``ConfigReloader``), and so does each change of the file when `watchConfig` is set.
     public static func run(
         gateway: Gateway, signals: [UnixSignal] = [.sigterm, .sigint],
-        reload: (@Sendable () throws -> GatewayConfiguration)? = nil
+        watchConfig: Bool = false, reload: (@Sendable () throws -> GatewayConfiguration)? = nil
     ) async throws {
         let settings = gateway.configuration.server
         let logger = gateway.logger
@@ -73,8 +73,9 @@ extension GatewayHTTP {
             }
             if let reload {
                 let reloader = ConfigReloader(gateway: gateway, load: reload)
-                // Never ends by itself: the group or the second signal ends it.
+                // Never end by themselves: the group or the second signal ends them.
                 tasks.addTask { await reloadOnHangup(reloader) }
+                if watchConfig { tasks.addTask { await ConfigWatcher(reloader: reloader).run() } }
             }
             // Whichever ends first (the group, or the second signal) ends the others.
             try await tasks.next()
