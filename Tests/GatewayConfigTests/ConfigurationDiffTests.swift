@@ -123,6 +123,7 @@ import Testing
         Self.expectNoSecrets(lines)
     }
 
+    /// Rate limits reload live; the listen address and the store never do.
     @Test func rateLimitsServerAndStorage() throws {
         let new = Self.base
             .replacingOccurrences(
@@ -134,8 +135,8 @@ import Testing
         let lines = try lines(Self.base, new)
         #expect(
             lines == [
-                "server.rate_limits.per_key: off -> 10/s, burst 20 (takes effect at the next start)",
-                "server.rate_limits.open_routes_per_ip: 100/s, burst 1000 -> off (takes effect at the next start)",
+                "server.rate_limits.per_key: off -> 10/s, burst 20",
+                "server.rate_limits.open_routes_per_ip: 100/s, burst 1000 -> off",
                 "server.host: 127.0.0.1 -> 0.0.0.0 (takes effect at the next start)",
                 "server.port: 8080 -> 9090 (takes effect at the next start)",
                 "server.log_level: info -> debug (takes effect at the next start)",

@@ -83,6 +83,26 @@ import Testing
         #expect(try await running.gateway.stop(SIGTERM))
     }
 
+    /// `server.rate_limits` applies at the next request after a reload.
+    @Test func rateLimitsReloadLive() async throws {
+        let running = try await Running()
+        defer { running.env.remove() }
+        for _ in 0..<5 { #expect(try await running.status(Self.oldKey) == 202) }
+        try running.write(
+            Running.yaml(running.env, keys: [Self.oldKey]).replacingOccurrences(
+                of: "log_level: info }",
+                with: "log_level: info, rate_limits: { per_ip: { per_second: 1, burst: 2 } } }"))
+        running.gateway.signal(SIGHUP)
+        #expect(try await running.env.eventually(seconds: 30) { try await running.reloads("applied") == 1 })
+        var statuses: [Int] = []
+        for _ in 0..<5 { statuses.append(try await running.status(Self.oldKey)) }
+        #expect(statuses.contains(429), "\(statuses)")
+        let log = running.log()
+        #expect(log.contains("server.rate_limits.per_ip: off -> 1/s, burst 2"), "\(log)")
+        #expect(!log.contains("server.rate_limits.per_ip: off -> 1/s, burst 2 (takes effect"))
+        #expect(try await running.gateway.stop(SIGTERM))
+    }
+
     /// The watcher sees a file replaced by a rename (as editors save) and reloads it.
     @Test func watchConfigReloadsAnEditedFile() async throws {
         let running = try await Running(options: ["--watch-config"])

@@ -8,7 +8,7 @@ import UnixSignals
 extension GatewayHTTP {
     /// The sections a reload swaps while the gateway serves. A change anywhere else is
     /// logged as taking effect at the next start, and `check-config --diff` marks it so.
-    public static let reloadedLive: Set<ConfigurationDiff.Section> = [.auth]
+    public static let reloadedLive: Set<ConfigurationDiff.Section> = [.auth, .rateLimits]
 
     /// Reloads on every `SIGHUP` (see ``ConfigReloader/reload()``).
     static func reloadOnHangup(_ reloader: ConfigReloader) async {
@@ -122,6 +122,8 @@ final class ConfigReloader: Sendable {
         var applied = running
         gateway.keyring.replace(with: reread.auth.apiKeys)
         applied.auth = reread.auth
+        gateway.rateLimits.replace(with: reread.server.rateLimits)
+        applied.server.rateLimits = reread.server.rateLimits
         let lines = diff.lines(appliedLive: GatewayHTTP.reloadedLive)
         logger.info(
             diff.isEmpty ? "configuration reloaded: no changes" : "configuration reloaded",
