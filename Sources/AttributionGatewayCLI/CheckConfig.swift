@@ -7,20 +7,56 @@ struct CheckConfig: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check-config",
         abstract: "Check a configuration file and print what it enables.",
-        discussion: "Prints every problem with its line, and exits 1 when there is any. Secrets are never printed.")
+        discussion: """
+            Prints every problem with its line, and exits 1 when there is any. Secrets are never printed. \
+            With --diff OLD NEW, checks both files and prints what a reload (SIGHUP, serve --watch-config) from \
+            OLD to NEW would change, one line per change, marking what takes effect at the next start; exits 0 \
+            when both files are valid, whatever they differ in.
+            """)
 
-    @Argument(help: "The configuration file.")
-    var file = "config.yaml"
+    @Flag(help: "Print what a reload from the first file to the second would change.")
+    var diff = false
+
+    @Argument(help: "The configuration file (default config.yaml); with --diff, OLD and NEW.")
+    var files: [String] = []
+
+    func validate() throws {
+        if diff, files.count != 2 { throw ValidationError("--diff takes two files: OLD NEW") }
+        if !diff, files.count > 1 { throw ValidationError("name one file, or two with --diff") }
+    }
 
     func run() throws {
-        let configuration = try loadConfiguration(file)
-        for warning in configuration.warnings { printError("warning: \(warning)") }
-        print(ConfigSummary.describe(configuration))
+        guard diff else {
+            let configuration = try loadConfiguration(files.first ?? ConfigLoader.defaultFile)
+            for warning in configuration.warnings { printError("warning: \(warning)") }
+            print(ConfigSummary.describe(configuration))
+            return
+        }
+        // Both files are checked, so that one run names the problems of each.
+        var loaded: [GatewayConfiguration] = []
+        var failed = false
+        for file in files {
+            do {
+                loaded.append(try loadConfiguration(file))
+            } catch {
+                failed = true
+            }
+        }
+        guard !failed, let old = loaded.first, let new = loaded.last else { throw ExitCode(1) }
+        for warning in new.warnings { printError("warning: \(warning)") }
+        print(ConfigSummary.describe(ConfigurationDiff(from: old, to: new), from: old.file, to: new.file))
     }
 }
 
 /// What a valid configuration enables, in words; never the value of a secret.
 enum ConfigSummary {
+    /// A reload's changes, one a line, after a line naming the files and counting them.
+    static func describe(_ diff: ConfigurationDiff, from old: String, to new: String) -> String {
+        let count = diff.changes.count
+        let heading = "\(old) -> \(new): " + (count == 0 ? "no changes" : count == 1 ? "1 change" : "\(count) changes")
+        return ([heading] + diff.lines(appliedLive: GatewayHTTP.reloadedLive)).joined(separator: "\n")
+    }
+
     static func describe(_ configuration: GatewayConfiguration) -> String {
         var lines = ["\(configuration.file): valid"]
         let server = configuration.server
@@ -53,24 +89,8 @@ enum ConfigSummary {
         lines.append("routes:")
         if configuration.routes.isEmpty { lines.append("  none: records are stored but go to no sink") }
         for (index, route) in configuration.routes.enumerated() {
-            lines.append("  \(index + 1). \(describe(route.filter)) -> \(route.sinks.joined(separator: ", "))")
+            lines.append("  \(index + 1). \(route.filter.summary) -> \(route.sinks.joined(separator: ", "))")
         }
         return lines.joined(separator: "\n")
-    }
-
-    static func describe(_ filter: RecordFilter) -> String {
-        var parts: [String] = []
-        if let providers = filter.providers { parts.append("provider in [\(providers.joined(separator: ", "))]") }
-        if let apps = filter.appIDs { parts.append("app_id in [\(apps.joined(separator: ", "))]") }
-        if let attributed = filter.attributed { parts.append("attributed = \(attributed)") }
-        if let kinds = filter.kinds { parts.append("kind in [\(kinds.map(\.rawValue).joined(separator: ", "))]") }
-        if let statuses = filter.attStatuses {
-            parts.append("att_status in [\(statuses.map(String.init).joined(separator: ", "))]")
-        }
-        if filter.trackingConsent == true { parts.append("tracking consent (att_status 3, or none before iOS 14.5)") }
-        if filter.isTest == true { parts.append("test payloads only") }
-        if filter.quarantined == true { parts.append("quarantined postbacks only") }
-        return parts.isEmpty
-            ? "all records but test payloads and quarantined postbacks" : parts.joined(separator: " and ")
     }
 }

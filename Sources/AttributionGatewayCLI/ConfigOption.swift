@@ -14,21 +14,9 @@ func loadConfiguration(_ path: String, forLog: Bool = false, enrichers: Bool = t
     do {
         return try ConfigLoader.load(path: path, registry: .builtIn, enrichers: enrichers)
     } catch {
-        printError(forLog ? error.issues.map(describeForLog).joined(separator: "\n") : error.description)
+        printError(forLog ? error.issues.map(\.descriptionForLog).joined(separator: "\n") : error.description)
         throw ExitCode(1)
     }
-}
-
-/// What config paths are made of (snake_case keys, sink names, indexes): a path with
-/// anything else in it holds a key name that came from a typo, perhaps a secret's.
-private let plainPath = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz0123456789_-.[]")
-
-private func describeForLog(_ issue: ConfigIssue) -> String {
-    let plain = issue.path.unicodeScalars.allSatisfy(plainPath.contains)
-    guard issue.path.hasPrefix("auth") || !plain else { return issue.description }
-    let section = issue.path.prefix { $0 != "." && $0 != "[" }
-    return "\(issue.position): \(section): a problem here, not shown in the log as it may quote a key;"
-        + " `attribution-gateway check-config \(issue.file)` shows it"
 }
 
 func printError(_ text: String) {

@@ -11,12 +11,16 @@ struct Serve: AsyncParsableCommand {
         discussion: """
             Stops gracefully on SIGTERM or SIGINT: /readyz fails for server.shutdown_delay_s, then in-flight \
             requests and sink batches finish, for at most server.shutdown_timeout_s; a second signal stops at once. \
-            Undelivered records stay in the outbox. SIGHUP re-reads auth.api_keys from the file (key rotation \
-            without a restart); other settings apply at the next start.
+            Undelivered records stay in the outbox. SIGHUP reloads the file: checked as a whole (a mistake \
+            anywhere changes nothing), it swaps auth.api_keys and server.rate_limits live and logs what \
+            changed; other changes take effect at the next start (check-config --diff OLD NEW shows which).
             """)
 
     @Option(name: .shortAndLong, help: "The configuration file.")
     var config = "config.yaml"
+
+    @Flag(help: "Reload the configuration, as SIGHUP does, whenever the file changes (checked once a second).")
+    var watchConfig = false
 
     func run() async throws {
         // Until the reload handler is in place (after the store opens), a SIGHUP from a
@@ -48,9 +52,10 @@ struct Serve: AsyncParsableCommand {
                 logger.info("tokens a stopped gateway was resolving are due again", metadata: ["count": "\(released)"])
             }
         }
-        // SIGHUP: the keys of the file as it now stands, checked as a whole like at the start.
+        // SIGHUP (and with --watch-config, each change): the file as it now stands, checked
+        // as a whole like at the start.
         let path = config
-        try await GatewayHTTP.run(gateway: gateway) {
+        try await GatewayHTTP.run(gateway: gateway, watchConfig: watchConfig) {
             try ConfigLoader.load(path: path, registry: .builtIn)
         }
     }

@@ -85,7 +85,8 @@ public enum ConfigLoader {
         if !diagnostics.issues.isEmpty { throw ConfigError(issues: diagnostics.issues) }
         return GatewayConfiguration(
             file: file, server: server, storage: storage, auth: auth, providers: providers, enrichers: enrichers,
-            sinks: sinks, routes: routes, warnings: diagnostics.warnings)
+            sinks: sinks, routes: routes, warnings: diagnostics.warnings,
+            pluginSettings: PluginSettings.read(root, environment: environment))
     }
 
     static func readServer(_ reader: ConfigReader?) -> ServerSettings {

@@ -14,6 +14,9 @@ public struct GatewayConfiguration: Sendable {
     public var routes: [Route]
     /// What the file allows but should not (a key file others can read), with its line.
     public var warnings: [ConfigIssue] = []
+    /// Each sink's, provider's and enricher's settings as written (`sinks.NAME`), secrets as
+    /// digests: what ``ConfigurationDiff`` compares, since plugins' options cannot be.
+    public var pluginSettings: [String: PluginSettings] = [:]
 }
 
 /// `server:`

@@ -25,6 +25,25 @@ import Testing
         #expect(limiter.wait(for: "a", now: later) != nil)
     }
 
+    /// A reload swaps the limits between requests; one it left as it was keeps its
+    /// buckets, so that a reload hands nobody a fresh burst.
+    @Test func aReloadKeepsTheBucketsOfALimitItLeftAlone() {
+        var limits = RateLimits()
+        limits.perIP = .init(rate: 1, burst: 2)
+        let live = LiveRateLimits(limits)
+        let perIP = live.limiters.perIP
+        #expect(live.limiters.perKey == nil && perIP != nil)
+        limits.perKey = .init(rate: 5, burst: 10)
+        live.replace(with: limits)
+        #expect(live.limiters.perIP === perIP)
+        #expect(live.limiters.perKey?.rate == 5 && live.limiters.perKey?.burst == 10)
+        limits.perIP = .init(rate: 1, burst: 3)
+        limits.openRoutesPerIP = nil
+        live.replace(with: limits)
+        #expect(live.limiters.perIP !== perIP && live.limiters.perIP?.burst == 3)
+        #expect(live.limiters.openRoutesPerIP == nil)
+    }
+
     @Test func aClientOverItsLimitGets429WithRetryAfterAndOperatorRoutesStayOpen() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

@@ -324,6 +324,14 @@ public final class ConfigReader {
         return result + rest
     }
 
+    /// `text` with its `${…}` replaced from `environment` as a read would, or nil when it
+    /// cannot be: for comparing two checked files' settings, where nothing is reported.
+    public static func interpolated(_ text: String, environment: [String: String]) -> String? {
+        let reader = ConfigReader(
+            node: ConfigNode(.null), path: "", diagnostics: ConfigDiagnostics(file: ""), environment: environment)
+        return reader.interpolate(text, key: "", node: ConfigNode(.null))
+    }
+
     /// What an environment may name, Kubernetes' `env:` included (`.` and `-`, which a
     /// shell cannot read but the gateway can).
     static func isVariableName(_ name: Substring) -> Bool {

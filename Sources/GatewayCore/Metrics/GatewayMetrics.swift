@@ -50,6 +50,9 @@ public struct GatewayMetrics: Sendable {
             counter("gateway_quarantine_dropped_total", [("provider", provider)]).increment(by: 0)
         }
         counter("gateway_malformed_requests_total", []).increment(by: 0)
+        for result in ["applied", "rejected"] {
+            counter("gateway_config_reloads_total", [("result", result)]).increment(by: 0)
+        }
         for limit in ["per_key", "per_ip", "open_routes_per_ip", "connections_per_ip"] {
             counter("gateway_rate_limited_total", [("limit", limit)]).increment(by: 0)
         }
@@ -71,6 +74,12 @@ public struct GatewayMetrics: Sendable {
                     by: 0)
             }
         }
+    }
+
+    /// A reload of config.yaml (`SIGHUP`, or the file watcher): `applied`, or `rejected`
+    /// (the file had a mistake, or lacked what runs), when nothing changed.
+    public func configReload(result: String) {
+        counter("gateway_config_reloads_total", [("result", result)]).increment()
     }
 
     /// A request the HTTP parser could not read, answered `400 malformed_http` before any

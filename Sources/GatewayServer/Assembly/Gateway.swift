@@ -37,6 +37,8 @@ public final class Gateway: Sendable {
     public let shutdown = ShutdownState()
     /// `auth.api_keys` as they stand: the configuration's at the start, then each reload's.
     let keyring: APIKeyring
+    /// `server.rate_limits` as they stand, likewise.
+    let rateLimits: LiveRateLimits
 
     init(
         configuration: GatewayConfiguration, store: any AttributionStore, providers: [any AttributionProvider],
@@ -68,6 +70,7 @@ public final class Gateway: Sendable {
         self.metrics = metrics
         self.logger = logger
         keyring = APIKeyring(keys: configuration.auth.apiKeys)
+        rateLimits = LiveRateLimits(configuration.server.rateLimits)
     }
 
     /// The store that `storage` names: a PostgreSQL database, or the SQLite file.

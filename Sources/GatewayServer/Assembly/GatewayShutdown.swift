@@ -25,12 +25,11 @@ extension GatewayHTTP {
     /// loses nothing: a request not yet answered was not acknowledged, and a batch cut
     /// short stays in the outbox, to be offered again by the next start.
     ///
-    /// With `reloadKeys`, each `SIGHUP` replaces `auth.api_keys` with those of the
-    /// configuration it returns (see
-    /// ``reloadKeysOnHangup(gateway:load:)``).
+    /// With `reload`, each `SIGHUP` reloads the configuration it returns (see
+    /// ``ConfigReloader``), and so does each change of the file when `watchConfig` is set.
     public static func run(
         gateway: Gateway, signals: [UnixSignal] = [.sigterm, .sigint],
-        reloadKeys: (@Sendable () throws -> GatewayConfiguration)? = nil
+        watchConfig: Bool = false, reload: (@Sendable () throws -> GatewayConfiguration)? = nil
     ) async throws {
         let settings = gateway.configuration.server
         let logger = gateway.logger
@@ -72,9 +71,11 @@ extension GatewayHTTP {
                     }
                 }
             }
-            if let reloadKeys {
-                // Never ends by itself: the group or the second signal ends it.
-                tasks.addTask { await reloadKeysOnHangup(gateway: gateway, load: reloadKeys) }
+            if let reload {
+                let reloader = ConfigReloader(gateway: gateway, load: reload)
+                // Never end by themselves: the group or the second signal ends them.
+                tasks.addTask { await reloadOnHangup(reloader) }
+                if watchConfig { tasks.addTask { await ConfigWatcher(reloader: reloader).run() } }
             }
             // Whichever ends first (the group, or the second signal) ends the others.
             try await tasks.next()

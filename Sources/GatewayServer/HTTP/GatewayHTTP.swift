@@ -47,20 +47,12 @@ public enum GatewayHTTP {
         if gateway.configuration.server.accessLog { router.add(middleware: AccessLogMiddleware()) }
         let routeMethods = RouteMethods()
         router.add(middleware: ErrorMiddleware(routeMethods: routeMethods))
-        let limits = gateway.configuration.server.rateLimits
+        // Always in place, limits or not: a reload may set them.
         let openPaths = Set(gateway.providers.flatMap(\.routes).filter(\.isOpen).map(\.path))
-        if limits.perKey != nil || limits.perIP != nil || (limits.openRoutesPerIP != nil && !openPaths.isEmpty) {
-            router.add(
-                middleware: RateLimitMiddleware(
-                    perKey: limits.perKey.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
-                    perIP: limits.perIP.map { RateLimiter(rate: $0.rate, burst: $0.burst) },
-                    openRoutes: limits.openRoutesPerIP.map {
-                        RateLimitMiddleware.OpenRoutes(
-                            paths: openPaths, limiter: RateLimiter(rate: $0.rate, burst: $0.burst))
-                    },
-                    keyring: gateway.keyring, trustedProxies: gateway.configuration.server.trustedProxies,
-                    metrics: gateway.metrics))
-        }
+        router.add(
+            middleware: RateLimitMiddleware(
+                limits: gateway.rateLimits, openRoutes: .init(paths: openPaths), keyring: gateway.keyring,
+                trustedProxies: gateway.configuration.server.trustedProxies, metrics: gateway.metrics))
         addIngestRoutes(to: router, gateway: gateway)
         addASASDKRoutes(to: router, gateway: gateway)
         addConversionValueRoute(to: router, gateway: gateway)

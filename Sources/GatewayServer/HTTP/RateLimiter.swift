@@ -54,6 +54,42 @@ final class RateLimiter: Sendable {
     }
 }
 
+/// The buckets of `server.rate_limits` as they stand: the configuration's at the start,
+/// then each reload's, swapped between requests as ``APIKeyring`` swaps keys. A limit a
+/// reload left as it was keeps its buckets, so a reload gives nobody a fresh burst.
+final class LiveRateLimits: Sendable {
+    struct Limiters: Sendable {
+        var perKey: RateLimiter?
+        var perIP: RateLimiter?
+        var openRoutesPerIP: RateLimiter?
+    }
+
+    private let current: Mutex<Limiters>
+
+    init(_ limits: RateLimits) {
+        current = Mutex(Limiters())
+        replace(with: limits)
+    }
+
+    /// One reading, so that a reload in between cannot mix two configurations' limits.
+    var limiters: Limiters { current.withLock { $0 } }
+
+    /// Takes effect for the requests that look after it returns.
+    func replace(with limits: RateLimits) {
+        current.withLock { limiters in
+            limiters.perKey = Self.kept(limiters.perKey, limits.perKey)
+            limiters.perIP = Self.kept(limiters.perIP, limits.perIP)
+            limiters.openRoutesPerIP = Self.kept(limiters.openRoutesPerIP, limits.openRoutesPerIP)
+        }
+    }
+
+    static func kept(_ limiter: RateLimiter?, _ limit: RateLimits.Limit?) -> RateLimiter? {
+        guard let limit else { return nil }
+        if let limiter, limiter.rate == limit.rate, limiter.burst == limit.burst { return limiter }
+        return RateLimiter(rate: limit.rate, burst: limit.burst)
+    }
+}
+
 /// Answers `429 rate_limited` with `Retry-After` to callers over their limit, per API key
 /// and per client IP, before anything is read or stored. Operator routes are not limited.
 ///
@@ -70,14 +106,12 @@ struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
 
     /// The open routes' paths, without a trailing slash (the router serves them either
-    /// way), and their bucket.
+    /// way).
     struct OpenRoutes {
         let paths: Set<String>
-        let limiter: RateLimiter
 
-        init(paths: Set<String>, limiter: RateLimiter) {
+        init(paths: Set<String>) {
             self.paths = Set(paths.map(Self.trimmed))
-            self.limiter = limiter
         }
 
         func contains(_ path: String) -> Bool { paths.contains(Self.trimmed(path)) }
@@ -87,9 +121,8 @@ struct RateLimitMiddleware: RouterMiddleware {
         }
     }
 
-    let perKey: RateLimiter?
-    let perIP: RateLimiter?
-    var openRoutes: OpenRoutes?
+    let limits: LiveRateLimits
+    var openRoutes: OpenRoutes
     let keyring: APIKeyring
     var trustedProxies: [IPNetwork] = []
     var metrics: GatewayMetrics
@@ -100,9 +133,11 @@ struct RateLimitMiddleware: RouterMiddleware {
         -> Response
     {
         guard !Self.exempt.contains(request.uri.path) else { return try await next(request, context) }
+        let limiters = limits.limiters
+        let perIP = limiters.perIP
         var wait: Duration?
         var limit = "per_ip"
-        let open = openRoutes.flatMap { $0.contains(request.uri.path) ? $0.limiter : nil }
+        let open = openRoutes.contains(request.uri.path) ? limiters.openRoutesPerIP : nil
         if perIP != nil || open != nil, let peer = ClientAddress.peer(context.remoteAddress) {
             let client = Self.ipCaller(
                 ClientAddress.resolve(peer: peer, headers: request.headers, trusted: trustedProxies))
@@ -115,7 +150,7 @@ struct RateLimitMiddleware: RouterMiddleware {
                 limit = "per_ip"
             }
         }
-        if wait == nil, let perKey, let caller = Self.keyCaller(request.headers, keyring: keyring) {
+        if wait == nil, let perKey = limiters.perKey, let caller = Self.keyCaller(request.headers, keyring: keyring) {
             wait = perKey.wait(for: caller)
             limit = "per_key"
         }

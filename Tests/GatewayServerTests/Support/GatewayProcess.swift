@@ -23,7 +23,8 @@ final class GatewayProcess {
 
     /// `fileSizeLimit`: the most bytes any file the gateway writes may reach (`ulimit -f`),
     /// past which a write fails as on a full disk.
-    init(config: String, logURL: URL, fileSizeLimit: Int? = nil) throws {
+    /// `options`: more of `serve`'s options (`--watch-config`).
+    init(config: String, logURL: URL, fileSizeLimit: Int? = nil, options: [String] = []) throws {
         self.logURL = logURL
         if !FileManager.default.fileExists(atPath: logURL.path) {
             _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
@@ -37,10 +38,10 @@ final class GatewayProcess {
                 + "resource.setrlimit(resource.RLIMIT_FSIZE, (\(fileSizeLimit), \(fileSizeLimit))); "
                 + "os.execv(sys.argv[1], sys.argv[1:])"
             executable = "/usr/bin/env"
-            arguments = ["python3", "-c", limit, Self.executableURL.path, "serve", "--config", config]
+            arguments = ["python3", "-c", limit, Self.executableURL.path, "serve", "--config", config] + options
         } else {
             executable = Self.executableURL.path
-            arguments = ["serve", "--config", config]
+            arguments = ["serve", "--config", config] + options
         }
         log = try FileHandle(forWritingTo: logURL)
         log.seekToEndOfFile()
@@ -112,6 +113,12 @@ final class GatewayProcess {
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
         return (status, json)
+    }
+
+    /// GETs a path; returns its body as text (`/metrics`).
+    func text(_ path: String) async throws -> String {
+        let (data, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        return String(decoding: data, as: UTF8.self)
     }
 
     /// POSTs a body; returns the status and the JSON answer.

@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+
+/// A reload (`SIGHUP`, or `serve --watch-config` seeing the file change) checks the file as
+/// a whole, is counted `applied` or `rejected`, and logs what changed and, apart, what waits
+/// for the next start.
+@Suite struct ConfigReloadTests {
+    static let oldKey = "old-key-for-1234567890"
+    static let newKey = "new-key-for-1234567890"
+
+    struct Running {
+        let env: TestEnvironment
+        let config: String
+        let logURL: URL
+        let gateway: GatewayProcess
+
+        init(options: [String] = []) async throws {
+            env = try TestEnvironment()
+            config = env.directory.appendingPathComponent("reload.yaml").path
+            logURL = env.directory.appendingPathComponent("serve.log")
+            try Self.yaml(env, keys: [ConfigReloadTests.oldKey]).write(
+                toFile: config, atomically: true, encoding: .utf8)
+            gateway = try GatewayProcess(config: config, logURL: logURL, options: options)
+            try await gateway.start()
+        }
+
+        static func yaml(_ env: TestEnvironment, keys: [String]) -> String {
+            env.yaml(logLevel: "info") + "\nauth:\n  api_keys:\n"
+                + keys.map { "    - { app_id: \"1234567890\", key: \"\($0)\" }\n" }.joined()
+        }
+
+        func write(_ yaml: String) throws {
+            try yaml.write(toFile: config, atomically: true, encoding: .utf8)
+        }
+
+        func log() -> String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
+
+        func status(_ key: String) async throws -> Int {
+            try await gateway.post(
+                "/v1/iad", body: IAdPayloads.attributed(user: "reload-\(UUID())"),
+                headers: ["Authorization": "Bearer \(key)"]
+            ).0
+        }
+
+        func reloads(_ result: String) async throws -> Int? {
+            let metrics = try await gateway.text("/metrics")
+            let prefix = "gateway_config_reloads_total{result=\"\(result)\"} "
+            guard let line = metrics.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return nil }
+            return Int(line.dropFirst(prefix.count))
+        }
+    }
+
+    @Test func aRejectedReloadChangesNothingAndEachReloadIsCounted() async throws {
+        let running = try await Running()
+        defer { running.env.remove() }
+        #expect(try await running.reloads("applied") == 0)
+        #expect(try await running.reloads("rejected") == 0)
+
+        // A mistake in a section that does not reload live still refuses the whole file.
+        let valid = Running.yaml(running.env, keys: [Self.oldKey, Self.newKey])
+        try running.write(valid.replacingOccurrences(of: "backoff_max_ms: 100", with: "backoff_max_ms: soon"))
+        running.gateway.signal(SIGHUP)
+        #expect(try await running.env.eventually(seconds: 30) { try await running.reloads("rejected") == 1 })
+        #expect(running.log().contains("reload.yaml:") && running.log().contains("backoff_max_ms"))
+        #expect(try await running.status(Self.newKey) == 401)
+        #expect(try await running.reloads("applied") == 0)
+
+        // Valid: the keys apply at once; the sink's and the server's changes are named as
+        // waiting for the next start.
+        try running.write(
+            valid.replacingOccurrences(of: "backoff_max_ms: 100", with: "backoff_max_ms: 200")
+                .replacingOccurrences(of: "max_body_bytes: 65536", with: "max_body_bytes: 131072"))
+        running.gateway.signal(SIGHUP)
+        #expect(try await running.env.eventually(seconds: 30) { try await running.reloads("applied") == 1 })
+        #expect(try await running.status(Self.newKey) == 202)
+        let log = running.log()
+        #expect(log.contains("auth.api_keys app 1234567890: 1 added, 0 removed"), "\(log)")
+        #expect(log.contains("configuration changes not applied live: they take effect at the next start"))
+        #expect(log.contains("sink local: changed backoff_max_ms: 100 -> 200"))
+        #expect(log.contains("server.max_body_bytes: 65536 -> 131072"))
+        #expect(!log.contains(Self.oldKey) && !log.contains(Self.newKey))
+        #expect(try await running.reloads("rejected") == 1)
+        #expect(try await running.gateway.stop(SIGTERM))
+    }
+
+    /// `server.rate_limits` applies at the next request after a reload.
+    @Test func rateLimitsReloadLive() async throws {
+        let running = try await Running()
+        defer { running.env.remove() }
+        for _ in 0..<5 { #expect(try await running.status(Self.oldKey) == 202) }
+        try running.write(
+            Running.yaml(running.env, keys: [Self.oldKey]).replacingOccurrences(
+                of: "log_level: info }",
+                with: "log_level: info, rate_limits: { per_ip: { per_second: 1, burst: 2 } } }"))
+        running.gateway.signal(SIGHUP)
+        #expect(try await running.env.eventually(seconds: 30) { try await running.reloads("applied") == 1 })
+        var statuses: [Int] = []
+        for _ in 0..<5 { statuses.append(try await running.status(Self.oldKey)) }
+        #expect(statuses.contains(429), "\(statuses)")
+        let log = running.log()
+        #expect(log.contains("server.rate_limits.per_ip: off -> 1/s, burst 2"), "\(log)")
+        #expect(!log.contains("server.rate_limits.per_ip: off -> 1/s, burst 2 (takes effect"))
+        #expect(try await running.gateway.stop(SIGTERM))
+    }
+
+    /// The watcher sees a file replaced by a rename (as editors save) and reloads it.
+    @Test func watchConfigReloadsAnEditedFile() async throws {
+        let running = try await Running(options: ["--watch-config"])
+        defer { running.env.remove() }
+        #expect(try await running.status(Self.newKey) == 401)
+        try running.write(Running.yaml(running.env, keys: [Self.oldKey, Self.newKey]))
+        #expect(try await running.env.eventually(seconds: 60) { try await running.status(Self.newKey) == 202 })
+        try running.write(Running.yaml(running.env, keys: [Self.newKey]))
+        #expect(try await running.env.eventually(seconds: 60) { try await running.status(Self.oldKey) == 401 })
+        #expect(try await running.status(Self.newKey) == 202)
+        #expect(try await running.env.eventually(seconds: 30) { try await running.reloads("applied") ?? 0 >= 2 })
+        #expect(try await running.gateway.stop(SIGTERM))
+    }
+}
