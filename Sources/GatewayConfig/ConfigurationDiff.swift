@@ -42,6 +42,7 @@ public struct ConfigurationDiff: Sendable {
                 .enrichers, "enricher", old.enrichers.map { ($0.typeName, $0.typeName) },
                 new.enrichers.map { ($0.typeName, $0.typeName) }, old, new)
             + Self.routes(old.routes, new.routes) + Self.keys(old.auth.apiKeys, new.auth.apiKeys)
+            + Self.operatorKeys(old.auth.operatorKeys, new.auth.operatorKeys)
             + Self.rateLimits(old.server.rateLimits, new.server.rateLimits) + Self.server(old.server, new.server)
             + Self.storage(old.storage, new.storage)
     }
@@ -110,6 +111,16 @@ public struct ConfigurationDiff: Sendable {
                 section: .auth, text: "auth.api_keys app \(app): \(added) added, \(removed) removed", canApplyLive: true
             )
         }
+    }
+
+    /// Operator keys added and removed, as counts.
+    static func operatorKeys(_ old: [[UInt8]], _ new: [[UInt8]]) -> [Change] {
+        let added = Set(new).subtracting(old).count
+        let removed = Set(old).subtracting(new).count
+        guard added + removed > 0 else { return [] }
+        return [
+            Change(section: .auth, text: "auth.operator_keys: \(added) added, \(removed) removed", canApplyLive: true)
+        ]
     }
 
     static func rateLimits(_ old: RateLimits, _ new: RateLimits) -> [Change] {

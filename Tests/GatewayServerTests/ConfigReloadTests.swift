@@ -103,6 +103,27 @@ import Testing
         #expect(try await running.gateway.stop(SIGTERM))
     }
 
+    /// `auth.operator_keys` applies at the next request after a reload, as `api_keys` do.
+    @Test func operatorKeysReloadLive() async throws {
+        let running = try await Running()
+        defer { running.env.remove() }
+        let operatorKey = "operator-key-0123456789"
+        func reportStatus() async throws -> Int {
+            try await running.gateway.get("/v1/reports/keywords", headers: ["Authorization": "Bearer \(operatorKey)"]).0
+        }
+        #expect(try await reportStatus() == 403)
+        try running.write(
+            Running.yaml(running.env, keys: [Self.oldKey]) + "  operator_keys: [ \"\(operatorKey)\" ]\n")
+        running.gateway.signal(SIGHUP)
+        #expect(try await running.env.eventually(seconds: 30) { try await running.reloads("applied") == 1 })
+        #expect(try await reportStatus() == 200)
+        let log = running.log()
+        #expect(log.contains("auth.operator_keys: 1 added, 0 removed"), "\(log)")
+        #expect(!log.contains("auth.operator_keys: 1 added, 0 removed (takes effect"), "\(log)")
+        #expect(!log.contains(operatorKey))
+        #expect(try await running.gateway.stop(SIGTERM))
+    }
+
     /// The watcher sees a file replaced by a rename (as editors save) and reloads it.
     @Test func watchConfigReloadsAnEditedFile() async throws {
         let running = try await Running(options: ["--watch-config"])

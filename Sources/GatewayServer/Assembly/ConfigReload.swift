@@ -121,6 +121,7 @@ final class ConfigReloader: Sendable {
         let diff = ConfigurationDiff(from: running, to: reread)
         var applied = running
         gateway.keyring.replace(with: reread.auth.apiKeys)
+        gateway.operatorKeys.replace(with: reread.auth)
         applied.auth = reread.auth
         gateway.rateLimits.replace(with: reread.server.rateLimits)
         applied.server.rateLimits = reread.server.rateLimits

@@ -37,6 +37,8 @@ public final class Gateway: Sendable {
     public let shutdown = ShutdownState()
     /// `auth.api_keys` as they stand: the configuration's at the start, then each reload's.
     let keyring: APIKeyring
+    /// `auth.operator_keys` as they stand: the configuration's at the start, then each reload's.
+    let operatorKeys: OperatorKeys
     /// `server.rate_limits` as they stand, likewise.
     let rateLimits: LiveRateLimits
 
@@ -70,6 +72,7 @@ public final class Gateway: Sendable {
         self.metrics = metrics
         self.logger = logger
         keyring = APIKeyring(keys: configuration.auth.apiKeys)
+        operatorKeys = OperatorKeys(configuration.auth)
         rateLimits = LiveRateLimits(configuration.server.rateLimits)
     }
 

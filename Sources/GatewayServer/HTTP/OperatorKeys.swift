@@ -3,14 +3,22 @@ import Foundation
 import GatewayConfig
 import GatewayCore
 import HTTPTypes
+import Synchronization
 
 /// `auth.operator_keys` on the reports and the dashboard, held as SHA-256 digests. Apart
 /// from ``APIKeyring``: an app's key opens no report, an operator's key writes no record.
-struct OperatorKeys: Sendable {
-    let digests: [[UInt8]]
+/// Replaced whole by a reload, between requests.
+final class OperatorKeys: Sendable {
+    private let held: Mutex<[[UInt8]]>
 
     init(_ settings: AuthSettings) {
-        digests = settings.operatorKeys
+        held = Mutex(settings.operatorKeys)
+    }
+
+    var digests: [[UInt8]] { held.withLock { $0 } }
+
+    func replace(with settings: AuthSettings) {
+        held.withLock { $0 = settings.operatorKeys }
     }
 
     var isConfigured: Bool { !digests.isEmpty }
@@ -20,7 +28,7 @@ struct OperatorKeys: Sendable {
     func matching(_ key: String) -> [UInt8]? {
         let presented = SHA256Hex.digest(key.trimmingWhitespace())
         var found: [UInt8]?
-        for digest in digests where APIKeyring.constantTimeEqual(digest, presented) { found = digest }
+        for digest in self.digests where APIKeyring.constantTimeEqual(digest, presented) { found = digest }
         return found
     }
 

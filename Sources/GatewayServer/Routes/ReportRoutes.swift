@@ -9,7 +9,7 @@ extension GatewayHTTP {
     /// `GET /v1/reports/keywords` and the dashboard: operator routes behind
     /// `auth.operator_keys`, showing the report `report keywords` prints.
     static func addReportRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
-        let operators = OperatorKeys(gateway.configuration.auth)
+        let operators = gateway.operatorKeys
         let names = KnownNamesCache(storage: gateway.configuration.storage, logger: gateway.logger)
         let reports = Reports(store: gateway.store, names: names)
 

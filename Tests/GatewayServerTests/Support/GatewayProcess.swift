@@ -107,9 +107,10 @@ final class GatewayProcess {
     }
 
     /// GETs a path; returns the status and the JSON answer.
-    func get(_ path: String) async throws -> (Int, [String: Any]) {
-        let url = URL(string: "http://127.0.0.1:\(port)\(path)")!
-        let (data, response) = try await URLSession.shared.data(from: url)
+    func get(_ path: String, headers: [String: String] = [:]) async throws -> (Int, [String: Any]) {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await URLSession.shared.data(for: request)
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
         return (status, json)
