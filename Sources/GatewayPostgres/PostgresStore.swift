@@ -32,7 +32,7 @@ public final class PostgresStore: AttributionStore {
         let client = PostgresClient(
             configuration: url.clientConfiguration(poolSize: poolSize), backgroundLogger: logger)
         self.client = client
-        runner = Task { await client.run() }
+        runner = client.runInBackground()
         do {
             try await Self.checkDurability(client, logger: logger)
             try await PostgresSchema.migrate(client, logger: logger)

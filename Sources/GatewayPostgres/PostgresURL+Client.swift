@@ -28,3 +28,13 @@ extension PostgresURL {
         return configuration
     }
 }
+
+extension PostgresClient {
+    /// Runs the client's pool in a task of its own, started before this returns: a
+    /// connection asked for before `run()` has begun works, but logs a warning that read
+    /// as a fault at every start.
+    public func runInBackground() -> Task<Void, Never> {
+        // Immediate: `run()` marks the client running before its first suspension.
+        Task.immediate { await self.run() }
+    }
+}

@@ -32,11 +32,9 @@ public enum TestPostgres {
         _ url: PostgresURL, _ body: (PostgresClient) async throws -> T
     ) async throws -> T {
         let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            return try await body(client)
-        }
+        let runner = client.runInBackground()
+        defer { runner.cancel() }
+        return try await body(client)
     }
 
     /// Runs one statement on the server's own database (as the superuser the tests have).

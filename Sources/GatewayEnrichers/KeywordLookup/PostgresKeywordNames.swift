@@ -22,7 +22,7 @@ final class PostgresKeywordNames: KeywordNameStore {
         self.logger = logger
         let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2), backgroundLogger: logger)
         self.client = client
-        runner = Task { await client.run() }
+        runner = client.runInBackground()
         do {
             try await answered(within: .seconds(10), from: url) {
                 try await client.withConnection { connection in

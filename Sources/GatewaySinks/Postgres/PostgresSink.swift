@@ -18,7 +18,7 @@ public final class PostgresSink: AttributionSink {
         let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2), backgroundLogger: logger)
         self.client = client
         self.logger = logger
-        runner = Task { await client.run() }
+        runner = client.runInBackground()
         do {
             try await PostgresSinkTable.prepare(client, indexed: indexes, logger: logger)
         } catch {
