@@ -122,6 +122,14 @@ enum PostgresSchema {
                 "CREATE INDEX dead_letters_record ON dead_letters (record_id)",
             ]
         ),
+        (
+            "store-v3-sdk-users-by-attribution",
+            [
+                // Retention keeps the record an ASA SDK user's attribution points to, and
+                // asks for each old record whether one does.
+                "CREATE INDEX sdk_users_attribution ON sdk_users (attribution_record_id)"
+            ]
+        ),
     ]
 
     /// Applies the migrations the database lacks. Replicas starting at once queue on the

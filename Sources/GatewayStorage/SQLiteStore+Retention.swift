@@ -42,6 +42,7 @@ extension SQLiteStore {
                     WHERE r.received_at < ?
                         AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.record_id = r.record_id)
                         AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.record_id = r.record_id)
+                        AND NOT EXISTS (SELECT 1 FROM sdk_users s WHERE s.attribution_record_id = r.record_id)
                     ORDER BY r.received_at, r.seq LIMIT ?)
                 """, [before.timeIntervalSince1970, limit])
             return db.changesCount

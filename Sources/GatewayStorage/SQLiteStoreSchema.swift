@@ -147,6 +147,11 @@ enum SQLiteStoreSchema {
                     CREATE INDEX dead_letters_record ON dead_letters(record_id);
                     """)
         }
+        migrator.registerMigration("store-v10-sdk-users-by-attribution") { db in
+            // Retention keeps the record an ASA SDK user's attribution points to, and asks
+            // for each old record whether one does.
+            try db.execute(sql: "CREATE INDEX sdk_users_attribution ON sdk_users(attribution_record_id)")
+        }
         return migrator
     }
 

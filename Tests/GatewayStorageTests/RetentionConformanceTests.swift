@@ -73,8 +73,13 @@ extension RetentionConformanceTests {
         let waiting = Self.install("waiting", at: now - 120 * day)
         let failed = Self.install("failed", at: now - 110 * day)
         let recent = Self.install("recent", at: now - 10 * day)
+        // An ASA SDK user's attribution: their purchases to come are credited by it.
+        let sdkAttribution = Self.install("sdk-user", at: now - 130 * day)
         _ = try await store.ingest(
-            (delivered + [waiting, failed, recent]).map { RoutedRecord(record: $0, sinks: ["a"]) })
+            (delivered + [waiting, failed, recent]).map { RoutedRecord(record: $0, sinks: ["a"]) }
+                + [RoutedRecord(record: sdkAttribution, sinks: [])])
+        let user = try await store.createSDKUser(now: now - 130 * day)
+        try await store.setSDKUserAttribution(userID: user.id, recordID: sdkAttribution.recordID)
         let due = try await store.dueEntries(sink: "a", now: now, limit: 10)
         let ids = Dictionary(uniqueKeysWithValues: due.map { ($0.record.recordID, $0.id) })
         try await store.resolve(
@@ -89,8 +94,10 @@ extension RetentionConformanceTests {
         #expect(try await store.deleteRecords(receivedBefore: now - 90 * day, limit: 2) == 1)
         #expect(try await store.deleteRecords(receivedBefore: now - 90 * day, limit: 2) == 0)
         for record in delivered { #expect(try await store.record(id: record.recordID) == nil) }
-        // Still waited for by its sink, dead-lettered, or not old enough: kept.
-        for record in [waiting, failed, recent] { #expect(try await store.record(id: record.recordID) != nil) }
+        // Still waited for by its sink, dead-lettered, an SDK user's, or not old enough: kept.
+        for record in [waiting, failed, sdkAttribution, recent] {
+            #expect(try await store.record(id: record.recordID) != nil)
+        }
         #expect(try await store.outboxStats()["a"]?.depth == 1)
         // The key went with the record: the same payload again is a new record.
         let again = Self.install("delivered-0", at: now)

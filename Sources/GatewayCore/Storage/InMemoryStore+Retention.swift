@@ -32,7 +32,9 @@ extension InMemoryStore {
     public func deleteRecords(receivedBefore before: Date, limit: Int) async throws -> Int {
         let cutoff = before.timeIntervalSince1970
         return try withState { state in
-            let waiting = Set(state.outbox.values.map(\.recordID) + state.deadLetters.values.map { Text($0.recordID) })
+            let waiting = Set(
+                state.outbox.values.map(\.recordID) + state.deadLetters.values.map { Text($0.recordID) }
+                    + state.sdkUsers.values.compactMap { $0.attributionRecordID.map(Text.init) })
             let chosen = state.records.indices.filter { index in
                 state.records[index].receivedAt < cutoff && !waiting.contains(Text(state.records[index].recordID))
             }

@@ -14,7 +14,8 @@ public protocol RetentionStore: Sendable {
         -> (dropped: Int, cursor: RetentionCursor?)
 
     /// Deletes up to `limit` of the records received before `before` that no sink waits
-    /// for (no outbox row, no dead letter), oldest first, with their dedupe keys: a copy
+    /// for (no outbox row, no dead letter) and no ASA SDK user's attribution names (their
+    /// later purchases are credited by it), oldest first, with their dedupe keys: a copy
     /// posted later is stored anew. A record a sink still waits for stays until it is
     /// delivered or dropped, and goes at a later call. Returns how many it deleted.
     func deleteRecords(receivedBefore before: Date, limit: Int) async throws -> Int
