@@ -33,9 +33,12 @@ extension GatewayHTTP {
 struct Reports: Sendable {
     let store: any AttributionStore
     let names: KnownNamesCache
+    let gate = ReportGate()
 
     func rows(_ query: KeywordReportQuery) async throws -> [KeywordReport.Row] {
-        try await KeywordReportReader.rows(from: store, query, names: { keys in try await names.names(keys) })
+        try await gate.run { [store, names] in
+            try await KeywordReportReader.rows(from: store, query, names: { keys in try await names.names(keys) })
+        }
     }
 }
 
