@@ -10,6 +10,10 @@ import Testing
         #expect(CSV.row(["+cmd", "-x", "@SUM(A1)", "\tTab", "\rx"]) == "'+cmd,'-x,'@SUM(A1),'\tTab,\"'\rx\"")
         // Numbers stay numbers.
         #expect(CSV.row(["-3.5", "+2", "0.1", "-", ""]) == "-3.5,+2,0.1,'-,")
+        // What Double reads but a spreadsheet may not take for a number.
+        #expect(
+            CSV.row(["-inf", "-nan(HYPERLINK)", "+0x1p4", "-1e5", "-3."]) == "'-inf,'-nan(HYPERLINK),'+0x1p4,'-1e5,'-3."
+        )
         // Read back, the cell is what was written, with its mark.
         #expect(CSV.parse(CSV.row(["=1+1", "x"]) + "\n") == [["'=1+1", "x"]])
     }

@@ -17,7 +17,24 @@ public enum CSV {
 
     static func startsFormula(_ cell: String) -> Bool {
         guard let first = cell.unicodeScalars.first, "=+-@\t\r".unicodeScalars.contains(first) else { return false }
-        return Double(cell) == nil
+        return !isPlainNumber(cell)
+    }
+
+    /// A signed decimal such as `-12.50`, which a spreadsheet reads as a number and nothing
+    /// else. Anything `Double` reads was let through before: `-nan(…)`, `+0x1p4`, `-inf`.
+    static func isPlainNumber(_ cell: String) -> Bool {
+        var digits = cell.utf8.dropFirst()
+        guard cell.utf8.first == UInt8(ascii: "-") || cell.utf8.first == UInt8(ascii: "+") else { return false }
+        var seenDigit = false
+        var seenPoint = false
+        while let byte = digits.popFirst() {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): seenDigit = true
+            case UInt8(ascii: ".") where !seenPoint && seenDigit: seenPoint = true
+            default: return false
+            }
+        }
+        return seenDigit && cell.utf8.last != UInt8(ascii: ".")
     }
 
     /// The text of a file a spreadsheet or a browser saved: UTF-8 with or without a byte
