@@ -19,8 +19,11 @@ public struct PluginSettings: Sendable, Equatable {
 
     /// Keys whose values are credentials, wherever they appear in a plugin's settings;
     /// everything under `headers` is (an `Authorization` header), and so is any key that
-    /// ends in one of these after an underscore (`callback_secret`, `app_token`).
-    static let secretKeys: Set<String> = ["secret", "token", "key", "password", "private_key", "api_key", "headers"]
+    /// ends in one of these after an underscore (`callback_secret`, `app_token`). A
+    /// program's command line and environment may carry one too (`--password=…`).
+    static let secretKeys: Set<String> = [
+        "secret", "token", "key", "password", "private_key", "api_key", "headers", "command", "env", "environment",
+    ]
 
     static func isSecret(_ path: [String]) -> Bool {
         path.contains { component in

@@ -89,6 +89,20 @@ import Testing
         Self.expectNoSecrets(moved + requeried)
     }
 
+    /// A program's command line may carry a credential (`--password=…`): its change is said,
+    /// its words are not.
+    @Test func anExecSinksCommandLineIsNeverShown() throws {
+        let sinks = "  local: { type: sqlite }\n"
+        func exec(_ word: String) -> String {
+            Self.base.replacingOccurrences(
+                of: sinks, with: sinks + "  ex: { type: exec, command: [\"/bin/echo\", \"--password=\(word)\"] }\n")
+        }
+        let changed = try lines(exec("EXECSECRET-1111"), exec("EXECSECRET-2222"))
+        #expect(
+            changed == ["sink ex: changed command[1]: secret changed (takes effect at the next start)"], "\(changed)")
+        #expect(!changed.joined().contains("EXECSECRET"))
+    }
+
     @Test func valuesFromTheEnvironmentAreNeverShown() throws {
         let old = Self.base.replacingOccurrences(of: "batch_size: 10", with: "batch_size: \"${BATCH:-10}\"")
         let lines = try lines(old, old.replacingOccurrences(of: "${BATCH:-10}", with: "${BATCH:-30}"))
