@@ -5,6 +5,8 @@ import GatewayServer
 import GatewayTestSupport
 import Hummingbird
 import HummingbirdTesting
+import Logging
+import Synchronization
 import Testing
 
 /// `GET /v1/reports/keywords` and the dashboard, over loopback HTTP.
@@ -245,7 +247,11 @@ import Testing
     @Test func theLoginFormSetsAStrictSessionCookieAndSaysNothingOfAWrongKey() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let gateway = try await Gateway.build(configuration: try Self.configuration(env, auth: Self.operatorOnly))
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        let gateway = try await Gateway.build(
+            configuration: try Self.configuration(env, auth: Self.operatorOnly),
+            logger: Logger(label: "gateway", factory: { _ in handler }))
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             let asked = try await client.execute(uri: "/dashboard?app_id=1234567890", method: .get)
             #expect(asked.status == .unauthorized)
@@ -261,6 +267,9 @@ import Testing
             let wrong = try await login("key=operator-key-0123456780&next=%2Fdashboard")
             #expect(wrong.status == .unauthorized && wrong.headers[.setCookie] == nil)
             #expect(String(buffer: wrong.body).contains("That key was not accepted."))
+            // In the log, once, without the key tried.
+            let refused = lines.withLock { $0 }.filter { $0.contains("a dashboard login was refused") }
+            #expect(refused.count == 1 && !refused[0].contains("operator-key-0123456780"), "\(refused)")
 
             let right = try await login("key=\(Self.operatorKey)&next=%2Fdashboard%3Fapp_id%3D1234567890")
             #expect(right.status == .seeOther)

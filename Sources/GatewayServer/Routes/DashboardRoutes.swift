@@ -11,6 +11,9 @@ extension GatewayHTTP {
         to router: Router<GatewayRequestContext>, gateway: Gateway, operators: OperatorKeys, reports: Reports
     ) {
         let bodies = BodyReader(gateway.configuration.server).forRoute(limit: 4096)
+        // Said at most once a minute, with how many it stands for: someone guessing keys shows
+        // in the log without flooding it. Never the key tried, nor the address.
+        let refusedLogins = OncePerInterval(.seconds(60))
 
         router.getAndHead("/dashboard") { request, _ -> Response in
             guard operators.isConfigured else { throw OperatorKeys.notConfigured }
@@ -50,6 +53,11 @@ extension GatewayHTTP {
             let form = FormEncoding.decode(String(decoding: try await bodies.collect(request), as: UTF8.self))
             let next = form["next"].flatMap(Dashboard.safeNext)
             guard let key = form["key"], let digest = operators.matching(key) else {
+                if let held = refusedLogins.pass() {
+                    gateway.logger.warning(
+                        "a dashboard login was refused: the key given is not one of auth.operator_keys",
+                        metadata: ["refused": "\(held + 1)"])
+                }
                 return Dashboard.html(.unauthorized, DashboardPage.login(next: next, error: true))
             }
             let expiry = Int(Date().timeIntervalSince1970) + OperatorKeys.sessionSeconds
