@@ -544,7 +544,9 @@ public final class SQLiteStore: AttributionStore {
         return try body.map { try AttributionRecord(jsonData: $0) }
     }
 
-    static func jsonArray(_ values: [String]) -> String {
+    /// `values` as one bound JSON array, read with `json_each`: one statement for any number
+    /// of values, whatever SQLite's limit on parameters.
+    public static func jsonArray(_ values: [String]) -> String {
         String(decoding: (try? JSONEncoder().encode(values)) ?? Data("[]".utf8), as: UTF8.self)
     }
 }

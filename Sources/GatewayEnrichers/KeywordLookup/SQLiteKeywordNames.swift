@@ -21,7 +21,7 @@ struct SQLiteKeywordNames: KeywordNameStore {
 
     func entries(_ keys: [String]) async throws -> [String: KeywordNameEntry] {
         guard !keys.isEmpty else { return [:] }
-        let list = try Self.jsonList(keys)
+        let list = SQLiteStore.jsonArray(keys)
         return try await pool.read { db in
             var found: [String: KeywordNameEntry] = [:]
             for row in try Row.fetchAll(
@@ -75,16 +75,11 @@ struct SQLiteKeywordNames: KeywordNameStore {
 
     func forgetOwed(_ recordIDs: [String]) async throws {
         guard !recordIDs.isEmpty else { return }
-        let list = try Self.jsonList(recordIDs)
+        let list = SQLiteStore.jsonArray(recordIDs)
         try await pool.write { db in
             try db.execute(
                 sql: "DELETE FROM apple_ads_names_owed WHERE record_id IN (SELECT value FROM json_each(?))",
                 arguments: [list])
         }
-    }
-
-    /// One bound JSON array instead of a statement per id (or SQLite's limit on parameters).
-    private static func jsonList(_ values: [String]) throws -> String {
-        String(decoding: try JSONEncoder().encode(values), as: UTF8.self)
     }
 }
