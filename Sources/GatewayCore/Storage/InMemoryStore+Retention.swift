@@ -32,9 +32,8 @@ extension InMemoryStore {
     public func deleteRecords(receivedBefore before: Date, limit: Int) async throws -> Int {
         let cutoff = before.timeIntervalSince1970
         return try withState { state in
-            let waiting = Set(
-                state.outbox.values.map(\.recordID) + state.deadLetters.values.map { Text($0.recordID) }
-                    + state.sdkUsers.values.compactMap { $0.attributionRecordID.map(Text.init) })
+            let waiting = state.awaitedBySinks.union(
+                state.sdkUsers.values.compactMap { $0.attributionRecordID.map(Text.init) })
             let chosen = state.records.indices.filter { index in
                 state.records[index].receivedAt < cutoff && !waiting.contains(Text(state.records[index].recordID))
             }
@@ -51,6 +50,11 @@ extension InMemoryStore {
 }
 
 extension InMemoryStore.State {
+    /// The records a sink still waits for: in an outbox, or dead-lettered.
+    var awaitedBySinks: Set<InMemoryStore.Text> {
+        Set(outbox.values.map(\.recordID) + deadLetters.values.map { InMemoryStore.Text($0.recordID) })
+    }
+
     /// Removes the records at `indices`, with their dedupe keys, and renumbers the lookups.
     mutating func removeRecords(at indices: Set<Int>) {
         guard !indices.isEmpty else { return }

@@ -346,7 +346,7 @@ extension InMemoryStore {
                 state.records[$0].quarantinedBytes != nil && Text(state.records[$0].provider) == provider
             }
             var kept = quarantined.reduce(0) { $0 + state.records[$1].quarantinedBytes! }
-            let waiting = Set(state.outbox.values.map(\.recordID) + state.deadLetters.values.map { Text($0.recordID) })
+            let waiting = state.awaitedBySinks
             var dropped = Set<Int>()
             for index in quarantined where kept > maxBytes {
                 let record = state.records[index]
