@@ -230,17 +230,17 @@ import Testing
         let line = { (user: Int) in
             IAdPayloads.attributed(user: "chunked-\(user)").replacingOccurrences(of: "\n", with: "")
         }
-        // About 3 MB before the long line, and more after it.
-        let before = (0..<6000).map(line)
+        // More than a chunk (1 MB) before the long line, and some after it.
+        let before = (0..<3000).map(line)
         let long = #"{"app_id": "1", "pad": ""# + String(repeating: "x", count: 17 << 20) + #""}"#
-        let after = (6000..<9000).map(line)
+        let after = (3000..<3500).map(line)
         let file = env.directory.appendingPathComponent("large.jsonl").path
         try (before + [long] + after).joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
 
         let result = try run(["import", "--provider", "iad", "--config", config, file])
         #expect(result.status == 1)
-        #expect(result.stdout.contains("9000 stored, 0 duplicates, 1 lines rejected"), "\(result.stdout)")
-        #expect(result.stdout.contains("line 6001: longer than 16 MB; skipped"), "\(result.stdout)")
+        #expect(result.stdout.contains("3500 stored, 0 duplicates, 1 lines rejected"), "\(result.stdout)")
+        #expect(result.stdout.contains("line 3001: longer than 16 MB; skipped"), "\(result.stdout)")
         #expect(result.stderr.contains("MB"))
     }
 
