@@ -390,8 +390,8 @@ public enum ConfigLoader {
                 }
                 if let kinds = conditions.stringList("kind") {
                     filter.kinds = kinds.compactMap { kind in
-                        guard let parsed = RecordKind(rawValue: kind) else {
-                            let allowed = RecordKind.allCases.map(\.rawValue).joined(separator: ", ")
+                        guard let parsed = RecordKind(rawValue: kind), RecordKind.signals.contains(parsed) else {
+                            let allowed = RecordKind.signals.map(\.rawValue).joined(separator: ", ")
                             conditions.report("unknown kind '\(kind)'; one of \(allowed)", key: "kind")
                             return nil
                         }

@@ -130,6 +130,35 @@ enum PostgresSchema {
                 "CREATE INDEX sdk_users_attribution ON sdk_users (attribution_record_id)"
             ]
         ),
+        (
+            "store-v4-forget",
+            [
+                // Forget requests: the audit row stays; `identifiers` (the user's ids found)
+                // only until every sink has answered, each answer in `forget_answers`.
+                """
+                CREATE TABLE forget_requests (
+                    request_id text PRIMARY KEY,
+                    app_id text NOT NULL,
+                    user_sha256 text NOT NULL,
+                    requested_at double precision NOT NULL,
+                    completed_at double precision,
+                    records_forgotten bigint NOT NULL,
+                    sinks text[] NOT NULL,
+                    identifiers text
+                )
+                """,
+                """
+                CREATE TABLE forget_answers (
+                    request_id text NOT NULL REFERENCES forget_requests (request_id),
+                    sink text NOT NULL,
+                    state text NOT NULL,
+                    reason text,
+                    answered_at double precision NOT NULL,
+                    PRIMARY KEY (request_id, sink)
+                )
+                """,
+            ]
+        ),
     ]
 
     /// Applies the migrations the database lacks. Replicas starting at once queue on the

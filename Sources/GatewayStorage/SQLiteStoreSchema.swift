@@ -152,6 +152,31 @@ enum SQLiteStoreSchema {
             // for each old record whether one does.
             try db.execute(sql: "CREATE INDEX sdk_users_attribution ON sdk_users(attribution_record_id)")
         }
+        migrator.registerMigration("store-v11-forget") { db in
+            // Forget requests: the audit row stays; `identifiers` (the user's ids found) only
+            // until every sink has answered, each answer in `forget_answers`.
+            try db.execute(
+                sql: """
+                    CREATE TABLE forget_requests (
+                        request_id TEXT PRIMARY KEY,
+                        app_id TEXT NOT NULL,
+                        user_sha256 TEXT NOT NULL,
+                        requested_at REAL NOT NULL,
+                        completed_at REAL,
+                        records_forgotten INTEGER NOT NULL,
+                        sinks TEXT NOT NULL,
+                        identifiers TEXT
+                    );
+                    CREATE TABLE forget_answers (
+                        request_id TEXT NOT NULL REFERENCES forget_requests(request_id),
+                        sink TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        reason TEXT,
+                        answered_at REAL NOT NULL,
+                        PRIMARY KEY (request_id, sink)
+                    );
+                    """)
+        }
         return migrator
     }
 

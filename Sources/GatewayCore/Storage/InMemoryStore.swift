@@ -82,7 +82,8 @@ extension InMemoryStore {
     struct StoredRecord: Sendable {
         let seq: Int64
         let recordID: String
-        let dedupeKey: String
+        /// Changes once: a forgotten user's record gets a key that names nothing of theirs.
+        var dedupeKey: String
         let provider: String
         let appID: String?
         let receivedAt: Double
@@ -175,6 +176,20 @@ extension InMemoryStore {
         /// In the order they were associated, the order SQLite reads a user's by their index.
         var transactions: [(id: String, userID: Int64)] = []
         var transactionOwners: [Text: Int64] = [:]
+        var forgetRequests: [Text: ForgetRow] = [:]
+    }
+
+    /// The SQLite store's `forget_requests` row with its `forget_answers`.
+    struct ForgetRow: Sendable {
+        let appID: String
+        let userDigest: String
+        let requestedAt: Double
+        var completedAt: Double?
+        let recordsForgotten: Int
+        let sinks: [String]
+        /// Until every sink has answered.
+        var identifiers: ForgottenIdentifiers?
+        var answers: [String: (state: String, reason: String?)] = [:]
     }
 }
 

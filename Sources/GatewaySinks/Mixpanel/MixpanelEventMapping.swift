@@ -55,7 +55,7 @@ struct MixpanelEventMapping: Sendable {
             switch record.kind {
             case .purchase: record.purchaseDate
             case .install, .reinstall: record.conversionDate
-            case .postback, .session, .event, .refund: nil
+            case .postback, .session, .event, .refund, .forget: nil
             }
         guard let happened, happened >= earliestTime, happened <= record.receivedAt else { return record.receivedAt }
         return happened

@@ -1,0 +1,110 @@
+import Foundation
+
+/// The reduction of one user's records, the same on every backend: which stored records
+/// are the user's, the ids they hold, and each record as it is kept afterwards.
+///
+/// A backend reads the app's records that hold one of ``searchIDs``, offers each to
+/// ``add(_:)``, and reads again while that finds ids not searched yet (a user's events name
+/// their IDFV, which names their install), then writes ``reduced`` over them.
+public struct ForgetSweep: Sendable {
+    public let appID: String
+    /// Every id found, for the sinks.
+    public private(set) var identifiers = ForgottenIdentifiers()
+    /// The user's records, as read.
+    public private(set) var matched: [AttributionRecord] = []
+    private var appUserIDs: Set<String> = []
+    private var idfvs: Set<String> = []
+    private var idfas: Set<String> = []
+    private var recordIDs: Set<String> = []
+    /// Each id's stand-in, the same for every record of the request.
+    private var pseudonyms: [String: String] = [:]
+
+    /// Rounds of reading at most: ids found in a round are searched in the next.
+    public static let maxRounds = 4
+
+    public init(_ subject: ForgetSubject) {
+        appID = subject.appID
+        appUserIDs.formUnion([subject.appUserID].compactMap(\.self))
+        idfvs.formUnion([subject.idfv].compactMap(\.self))
+        idfas.formUnion([subject.idfa].compactMap(\.self))
+    }
+
+    /// The ids to read records by, sorted.
+    public var searchIDs: (appUserIDs: [String], idfvs: [String], idfas: [String]) {
+        (appUserIDs.sorted(), idfvs.sorted(), idfas.sorted())
+    }
+
+    /// Whether `record` is one of the user's not offered yet (a backend's search may find
+    /// more, and a round finds the earlier rounds' records again).
+    public func matches(_ record: AttributionRecord) -> Bool {
+        guard record.appID == appID, record.kind != .forget, !recordIDs.contains(record.recordID) else { return false }
+        return record.appUserID.map(appUserIDs.contains) == true || record.idfv.map(idfvs.contains) == true
+            || record.idfa.map(idfas.contains) == true
+    }
+
+    /// Takes a record of the user's (``matches(_:)``); returns whether it holds an id not
+    /// searched by yet.
+    @discardableResult
+    public mutating func add(_ record: AttributionRecord) -> Bool {
+        guard matches(record) else { return false }
+        recordIDs.insert(record.recordID)
+        matched.append(record)
+        identifiers.recordIDs.append(record.recordID)
+        var found = false
+        if let id = record.appUserID, appUserIDs.insert(id).inserted { found = true }
+        if let id = record.idfv, id != AttributionRecord.unsetDeviceID, idfvs.insert(id).inserted { found = true }
+        if let id = record.idfa, id != AttributionRecord.unsetDeviceID, idfas.insert(id).inserted { found = true }
+        if case .object(let fields)? = record.raw, case .object(let vendorIDs)? = fields["vendor_ids"] {
+            for (name, value) in vendorIDs {
+                guard case .string(let id) = value, !id.isEmpty else { continue }
+                if !(identifiers.vendorIDs[name] ?? []).contains(id) {
+                    identifiers.vendorIDs[name, default: []].append(id)
+                }
+            }
+        }
+        identifiers.appUserIDs = appUserIDs.sorted()
+        identifiers.idfvs = idfvs.sorted()
+        identifiers.idfas = idfas.sorted()
+        return found
+    }
+
+    /// The user's records as the store keeps them: every id of the user's replaced by a
+    /// stand-in of this request's, the same for each record (a report still joins the
+    /// user's install to their purchases and counts them, and learns no id), without the
+    /// raw payload, and with a dedupe key that names nothing of theirs.
+    public mutating func reduced() -> [AttributionRecord] {
+        matched.map { original in
+            var record = original
+            record.appUserID = record.appUserID.map { pseudonym(for: "user:" + $0) }
+            record.idfv = record.idfv.map { pseudonym(for: "idfv:" + $0) }
+            record.idfa = record.idfa.map { pseudonym(for: "idfa:" + $0) }
+            // A purchase's App Store transaction ids name the buyer to Apple.
+            if record.kind == .purchase || record.kind == .refund {
+                record.transactionID = record.transactionID.map { pseudonym(for: "transaction:" + $0) }
+            }
+            record.transactionRef = record.transactionRef.map { pseudonym(for: "transaction:" + $0) }
+            record.raw = nil
+            record.dedupeKey = "forgotten:" + record.recordID
+            return record
+        }
+    }
+
+    private mutating func pseudonym(for id: String) -> String {
+        if let known = pseudonyms[id] { return known }
+        let made = "forgotten-" + UUID().uuidString.lowercased()
+        pseudonyms[id] = made
+        return made
+    }
+}
+
+extension AttributionRecord {
+    /// The record that carries a forget request through the sinks' outboxes: it holds no
+    /// id of the user's (each sink reads those from the request, while it is open).
+    public static func forgetCarrier(requestID: String, appID: String, at date: Date) -> AttributionRecord {
+        var record = AttributionRecord(
+            provider: "forget", kind: .forget, dedupeKey: "forget:" + requestID, receivedAt: date,
+            recordID: requestID)
+        record.appID = appID
+        return record
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import GRDB
+import GatewayCore
+
+extension SQLiteStore {
+    public func forget(_ subject: ForgetSubject, requestID: String, userDigest: String, sinks: [String], now: Date)
+        async throws -> ForgetStatus
+    {
+        let carrier = AttributionRecord.forgetCarrier(requestID: requestID, appID: subject.appID, at: now)
+        let at = now.timeIntervalSince1970
+        return try await pool.write { db in
+            // Freed space is zeroed: the user's ids must not stay readable in the file.
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+            defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
+            var sweep = ForgetSweep(subject)
+            for _ in 0..<ForgetSweep.maxRounds {
+                let ids = sweep.searchIDs
+                // Every record of the app is read: the ids live in the bodies, with no index.
+                let bodies = try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT body FROM records WHERE app_id = ? AND provider <> 'forget' AND json_valid(body) AND (
+                            json_extract(body, '$.app_user_id') IN (SELECT value FROM json_each(?))
+                            OR json_extract(body, '$.idfv') IN (SELECT value FROM json_each(?))
+                            OR json_extract(body, '$.idfa') IN (SELECT value FROM json_each(?)))
+                        """,
+                    arguments: [
+                        subject.appID, Self.jsonArray(ids.appUserIDs), Self.jsonArray(ids.idfvs),
+                        Self.jsonArray(ids.idfas),
+                    ])
+                var found = false
+                for body in bodies {
+                    guard let record = try? AttributionRecord(jsonData: Data(body.utf8)) else { continue }
+                    found = sweep.add(record) || found
+                }
+                if !found { break }
+            }
+            let recordIDs = Self.jsonArray(sweep.matched.map(\.recordID))
+            for record in sweep.reduced() {
+                try db.executeCached(
+                    "UPDATE records SET body = ?, dedupe_key = ? WHERE record_id = ?",
+                    [record.encoded().text, record.dedupeKey, record.recordID])
+            }
+            for statement in [
+                "DELETE FROM outbox WHERE record_id IN (SELECT value FROM json_each(?))",
+                "DELETE FROM dead_letters WHERE record_id IN (SELECT value FROM json_each(?))",
+                """
+                DELETE FROM sdk_transactions WHERE user_id IN (
+                    SELECT id FROM sdk_users WHERE attribution_record_id IN (SELECT value FROM json_each(?)))
+                """,
+                "DELETE FROM sdk_users WHERE attribution_record_id IN (SELECT value FROM json_each(?))",
+            ] {
+                try db.execute(sql: statement, arguments: [recordIDs])
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    carrier.recordID, carrier.dedupeKey, carrier.provider, carrier.appID, at, carrier.encoded().text,
+                ])
+            for sink in sinks {
+                try db.execute(
+                    sql: """
+                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at) VALUES (?, ?, 0, ?, ?)
+                        """, arguments: [sink, requestID, at, at])
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO forget_requests (request_id, app_id, user_sha256, requested_at, records_forgotten,
+                        sinks, identifiers)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    requestID, subject.appID, userDigest, at, sweep.matched.count, Self.jsonArray(sinks),
+                    String(decoding: try JSONEncoder().encode(sweep.identifiers), as: UTF8.self),
+                ])
+            return try Self.forgetStatus(requestID, db)!
+        }
+    }
+
+    public func forgetRequest(id: String, sink: String) async throws -> ForgetRequest? {
+        try await pool.read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT app_id, requested_at, identifiers FROM forget_requests WHERE request_id = ?",
+                    arguments: [id]),
+                let identifiers = row["identifiers"] as String?
+            else { return nil }
+            return ForgetRequest(
+                requestID: id, appID: row["app_id"], requestedAt: Date(timeIntervalSince1970: row["requested_at"]),
+                identifiers: try JSONDecoder().decode(ForgottenIdentifiers.self, from: Data(identifiers.utf8)))
+        }
+    }
+
+    public func forgetAnswered(requestID: String, sink: String, answer: ForgetAnswer, now: Date) async throws {
+        let (state, reason): (String, String?) =
+            switch answer {
+            case .done: ("done", nil)
+            case .notSupported(let reason): ("not_supported", reason)
+            }
+        try await pool.write { db in
+            guard
+                let sinks = try String.fetchOne(
+                    db, sql: "SELECT sinks FROM forget_requests WHERE request_id = ?", arguments: [requestID])
+            else { return }
+            try db.execute(
+                sql: """
+                    INSERT OR REPLACE INTO forget_answers (request_id, sink, state, reason, answered_at)
+                    VALUES (?, ?, ?, ?, ?)
+                    """, arguments: [requestID, sink, state, reason, now.timeIntervalSince1970])
+            try db.execute(sql: "DELETE FROM outbox WHERE sink = ? AND record_id = ?", arguments: [sink, requestID])
+            let waiting =
+                try Int.fetchOne(
+                    db,
+                    sql: """
+                        SELECT COUNT(*) FROM json_each(?) s
+                        WHERE NOT EXISTS (SELECT 1 FROM forget_answers a WHERE a.request_id = ? AND a.sink = s.value)
+                        """, arguments: [sinks, requestID]) ?? 0
+            guard waiting == 0 else { return }
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+            defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
+            try db.execute(
+                sql: "UPDATE forget_requests SET completed_at = ?, identifiers = NULL WHERE request_id = ?",
+                arguments: [now.timeIntervalSince1970, requestID])
+            for table in ["outbox", "dead_letters", "records"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE record_id = ?", arguments: [requestID])
+            }
+        }
+    }
+
+    public func forgetStatus(id: String) async throws -> ForgetStatus? {
+        try await pool.read { db in try Self.forgetStatus(id, db) }
+    }
+
+    static func forgetStatus(_ requestID: String, _ db: Database) throws -> ForgetStatus? {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT app_id, user_sha256, requested_at, completed_at, records_forgotten, sinks
+                    FROM forget_requests WHERE request_id = ?
+                    """, arguments: [requestID])
+        else { return nil }
+        let sinks = try JSONDecoder().decode([String].self, from: Data((row["sinks"] as String).utf8))
+        let statuses = try sinks.map { sink in
+            let answer = try Row.fetchOne(
+                db, sql: "SELECT state, reason FROM forget_answers WHERE request_id = ? AND sink = ?",
+                arguments: [requestID, sink])
+            let queued = try Row.fetchOne(
+                db, sql: "SELECT last_error FROM outbox WHERE sink = ? AND record_id = ?", arguments: [sink, requestID])
+            let deadLetter = try String.fetchOne(
+                db, sql: "SELECT error FROM dead_letters WHERE sink = ? AND record_id = ?",
+                arguments: [sink, requestID])
+            return ForgetSinkStatus.from(
+                sink: sink, answer: answer.map { ($0["state"], $0["reason"]) }, deadLetterError: deadLetter,
+                queued: queued != nil, lastError: queued?["last_error"])
+        }
+        let completed: Double? = row["completed_at"]
+        return ForgetStatus(
+            requestID: requestID, appID: row["app_id"], userDigest: row["user_sha256"],
+            requestedAt: Date(timeIntervalSince1970: row["requested_at"]),
+            completedAt: completed.map(Date.init(timeIntervalSince1970:)), recordsForgotten: row["records_forgotten"],
+            sinks: statuses)
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import GatewayCore
+import Testing
+
+/// Forget requests, on every backend: the user's records keep no id of theirs, nothing of
+/// theirs is sent after the request, the request waits in every sink's outbox, and the ids
+/// go once every sink has answered.
+@Suite struct ForgetConformanceTests {
+    static let idfv = "6D92078A-8246-4BA4-AE5B-76104861E7DC"
+
+    @Test(arguments: StoreBackend.available)
+    func theUsersRecordsKeepNoIdOfTheirsAndTheRequestWaitsForEverySink(backend: StoreBackend) async throws {
+        let clock = TestClock()
+        let store = try await backend.make(clock: clock).store
+        var install = StoreConformanceTests.install("u1", at: clock.now)
+        install.idfv = Self.idfv
+        install.raw = .object(["app_user_id": .string("u1")])
+        var purchase = AttributionRecord(
+            provider: "s2s", kind: .purchase, dedupeKey: "s2s:purchase:1:T1", receivedAt: clock.now)
+        purchase.appID = "1"
+        purchase.appUserID = "u1"
+        purchase.transactionID = "T1"
+        purchase.revenue = Decimal(string: "4.99")
+        purchase.raw = .object(["vendor_ids": .object(["appsflyer_id": .string("af-1")])])
+        // Names only the device: found through the install, which names both.
+        var session = AttributionRecord(
+            provider: "s2s", kind: .session, dedupeKey: "s2s:session:\(Self.idfv)", receivedAt: clock.now)
+        session.appID = "1"
+        session.idfv = Self.idfv
+        let other = StoreConformanceTests.install("u2", at: clock.now)
+        let otherApp = StoreConformanceTests.install("u1", at: clock.now, app: "2")
+        let all = [install, purchase, session, other, otherApp]
+        _ = try await store.ingest(all.map { RoutedRecord(record: $0, sinks: ["a"]) })
+
+        let status = try await store.forget(
+            ForgetSubject(appID: "1", appUserID: "u1"), requestID: "req-1", userDigest: "digest", sinks: ["a", "b"],
+            now: clock.now)
+        #expect(status.recordsForgotten == 3)
+        #expect(status.sinks == [.init(sink: "a", state: .pending), .init(sink: "b", state: .pending)])
+        #expect(status.userDigest == "digest")
+
+        var kept: [AttributionRecord] = []
+        for record in [install, purchase, session] {
+            let stored = try #require(try await store.record(id: record.recordID))
+            #expect(stored.raw == nil)
+            #expect(stored.appUserID.map { $0.hasPrefix("forgotten-") } ?? true)
+            #expect(stored.idfv.map { $0.hasPrefix("forgotten-") } ?? true)
+            #expect(!stored.dedupeKey.contains("u1") && !stored.dedupeKey.contains(Self.idfv))
+            #expect(stored.kind == record.kind && stored.keyword == record.keyword && stored.revenue == record.revenue)
+            kept.append(stored)
+        }
+        // One stand-in per id: the report still joins the user's install to their purchase.
+        #expect(kept[0].appUserID == kept[1].appUserID)
+        #expect(kept[0].idfv == kept[2].idfv)
+        #expect(kept[1].transactionID?.hasPrefix("forgotten-") == true)
+        #expect(try await store.record(id: other.recordID) == other)
+        #expect(try await store.record(id: otherApp.recordID) == otherApp)
+        // A copy posted again is a new record, not a duplicate of a forgotten one.
+        #expect(try await store.existingRecordIDs(dedupeKeys: [install.dedupeKey, purchase.dedupeKey]).isEmpty)
+
+        // Nothing of the user is sent any more; the request is.
+        let due = try await store.dueEntries(sink: "a", now: clock.now, limit: 10)
+        #expect(Set(due.map(\.record.recordID)) == [other.recordID, otherApp.recordID, "req-1"])
+        #expect(due.first { $0.record.recordID == "req-1" }?.record.kind == .forget)
+        let request = try #require(try await store.forgetRequest(id: "req-1", sink: "a"))
+        #expect(request.appID == "1")
+        #expect(request.identifiers.appUserIDs == ["u1"])
+        #expect(request.identifiers.idfvs == [Self.idfv])
+        #expect(request.identifiers.vendorIDs == ["appsflyer_id": ["af-1"]])
+        #expect(Set(request.identifiers.recordIDs) == [install.recordID, purchase.recordID, session.recordID])
+
+        try await store.forgetAnswered(requestID: "req-1", sink: "a", answer: .done, now: clock.now)
+        let halfway = try #require(try await store.forgetStatus(id: "req-1"))
+        #expect(halfway.sinks == [.init(sink: "a", state: .done), .init(sink: "b", state: .pending)])
+        #expect(halfway.completedAt == nil)
+        #expect(try await store.forgetRequest(id: "req-1", sink: "b") != nil)
+
+        try await store.forgetAnswered(
+            requestID: "req-1", sink: "b", answer: .notSupported(reason: "keeps nothing"), now: clock.now)
+        let done = try #require(try await store.forgetStatus(id: "req-1"))
+        #expect(
+            done.sinks == [
+                .init(sink: "a", state: .done), .init(sink: "b", state: .notSupported, reason: "keeps nothing"),
+            ])
+        #expect(done.completedAt != nil)
+        #expect(done.overall == .done)
+        // The ids are gone with the request's record; the audit row stays.
+        #expect(try await store.forgetRequest(id: "req-1", sink: "b") == nil)
+        #expect(try await store.record(id: "req-1") == nil)
+        #expect(try await store.dueEntries(sink: "b", now: clock.now, limit: 10).isEmpty)
+    }
+
+    @Test(arguments: StoreBackend.available)
+    func aDeletionASinkGaveUpOnShowsAsFailedWithItsReason(backend: StoreBackend) async throws {
+        let clock = TestClock()
+        let store = try await backend.make(clock: clock).store
+        _ = try await store.forget(
+            ForgetSubject(appID: "1", idfv: Self.idfv), requestID: "req-2", userDigest: "d", sinks: ["hook"],
+            now: clock.now)
+        let entry = try #require(try await store.dueEntries(sink: "hook", now: clock.now, limit: 10).first)
+        try await store.resolve(
+            sink: "hook",
+            [.retry(id: entry.id, attempts: 1, at: clock.now.addingTimeInterval(60), error: "webhook answered 503")],
+            now: clock.now)
+        #expect(
+            try await store.forgetStatus(id: "req-2")?.sinks == [
+                .init(sink: "hook", state: .pending, reason: "webhook answered 503")
+            ])
+        try await store.resolve(
+            sink: "hook", [.deadLetter(id: entry.id, attempts: 2, error: "webhook answered 410")], now: clock.now)
+        let status = try #require(try await store.forgetStatus(id: "req-2"))
+        #expect(status.sinks == [.init(sink: "hook", state: .failed, reason: "webhook answered 410")])
+        #expect(status.overall == .failed)
+        #expect(status.recordsForgotten == 0)
+        #expect(try await store.forgetStatus(id: "no-such-request") == nil)
+    }
+}
