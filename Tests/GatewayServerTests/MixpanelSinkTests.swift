@@ -46,7 +46,7 @@ import Testing
                     guard let id = update["$distinct_id"] as? String, !id.hasPrefix("bad") else {
                         return Self.answer(0, "$distinct_id is invalid")
                     }
-                    let operations = update.keys.filter { $0.hasPrefix("$set") }
+                    let operations = update.keys.filter { $0.hasPrefix("$set") || $0 == "$delete" }
                     guard operations.count == 1 else { return Self.answer(0, "one operation per update") }
                 }
                 return Self.answer(1, nil)

@@ -25,6 +25,10 @@ public protocol AttributionSink: Sendable {
     /// The outcome of a record the sink was sending when the gateway stopped, before its
     /// answer was written: the destination may have it. By default, a retry.
     func interruptedSend(of record: AttributionRecord) -> DeliveryOutcome
+    /// Deletes what the destination holds of the user the request names. Throwing is a
+    /// retry, as for `deliver`. By default, not supported: a sink that keeps or sends
+    /// anything of a user must say how it forgets them.
+    func forget(_ request: ForgetRequest) async throws -> ForgetOutcome
 }
 
 extension AttributionSink {
@@ -35,6 +39,9 @@ extension AttributionSink {
     }
     public func interruptedSend(of record: AttributionRecord) -> DeliveryOutcome {
         .retry(reason: "the gateway stopped while it was being sent")
+    }
+    public func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
+        .notSupported(reason: "this sink cannot be asked to forget a user")
     }
 }
 

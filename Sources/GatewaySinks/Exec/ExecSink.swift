@@ -60,6 +60,55 @@ public final class ExecSink: AttributionSink {
     }
 
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+        let encoder = AttributionRecord.makeEncoder()
+        var input = Data()
+        for record in records {
+            input.append(try encoder.encode(record))
+            input.append(UInt8(ascii: "\n"))
+        }
+        let (answers, failure) = try await exchange(input, ids: records.map(\.recordID))
+        return records.map { record in
+            guard let answer = answers[record.recordID] else {
+                return .retry(reason: failure.map { "\($0)" } ?? "plugin did not acknowledge")
+            }
+            switch answer.status {
+            case "ok": return .delivered
+            case "reject": return .reject(reason: answer.reason.isEmpty ? "rejected by plugin" : answer.reason)
+            default: return .retry(reason: answer.reason.isEmpty ? "plugin asked to retry" : answer.reason)
+            }
+        }
+    }
+
+    /// Sends the plugin a `forget` message, acknowledged by its `request_id` as a record is
+    /// by its `record_id`; a plugin that cannot forget answers `not_supported`.
+    public func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
+        let ids = request.identifiers
+        let message: JSONValue = .object([
+            "type": .string("forget"), "request_id": .string(request.requestID), "app_id": .string(request.appID),
+            "app_user_ids": .array(ids.appUserIDs.map(JSONValue.string)),
+            "idfvs": .array(ids.idfvs.map(JSONValue.string)), "idfas": .array(ids.idfas.map(JSONValue.string)),
+            "record_ids": .array(ids.recordIDs.map(JSONValue.string)),
+        ])
+        let (answers, failure) = try await exchange(
+            Data(message.compactUTF8 + [UInt8(ascii: "\n")]), ids: [request.requestID], idField: "request_id")
+        guard let answer = answers[request.requestID] else {
+            return .retry(reason: failure.map { "\($0)" } ?? "plugin did not acknowledge")
+        }
+        switch answer.status {
+        case "ok": return .done
+        case "not_supported":
+            return .notSupported(reason: answer.reason.isEmpty ? "the plugin cannot forget a user" : answer.reason)
+        case "reject": return .failed(reason: answer.reason.isEmpty ? "rejected by plugin" : answer.reason)
+        default: return .retry(reason: answer.reason.isEmpty ? "plugin asked to retry" : answer.reason)
+        }
+    }
+
+    /// Writes `input` (one line per id) and reads the plugin's acknowledgements, by the id
+    /// in `idField`, until each id has one; with the error that cut the exchange short,
+    /// if any, when some were answered before it (none answered: it throws).
+    func exchange(_ input: Data, ids: [String], idField: String = "record_id") async throws -> (
+        answers: [String: (status: String?, reason: String)], failure: (any Error)?
+    ) {
         let process = try child.withLock { child in
             if let running = child, running.isRunning { return running }
             // A plugin that died is let go of, its pipes with it, before the next starts.
@@ -67,16 +116,10 @@ public final class ExecSink: AttributionSink {
             child = try ExecChild(command: options.command, stderrLimit: stderrLimit)
             return child!
         }
-        let encoder = AttributionRecord.makeEncoder()
-        var input = Data()
-        for record in records {
-            input.append(try encoder.encode(record))
-            input.append(UInt8(ascii: "\n"))
-        }
-        var outcomes: [String: DeliveryOutcome] = [:]
-        let batch = Set(records.map(\.recordID))
+        var answers: [String: (status: String?, reason: String)] = [:]
+        let batch = Set(ids)
         func take(_ line: String) {
-            guard let ack = try? JSONValue.parse(Data(line.utf8)), case .string(let id)? = ack["record_id"] else {
+            guard let ack = try? JSONValue.parse(Data(line.utf8)), case .string(let id)? = ack[idField] else {
                 // A banner or a debug print on stdout must not fail the whole batch,
                 // acknowledged records and all, at every start: it is skipped, and shown.
                 if unreadableLines.allow() {
@@ -90,11 +133,8 @@ public final class ExecSink: AttributionSink {
             // counted towards it, and every later batch's last record was sent again.
             guard batch.contains(id) else { return }
             let reason: String = if case .string(let text)? = ack["reason"] { text } else { "" }
-            switch ack["status"] {
-            case .string("ok"): outcomes[id] = .delivered
-            case .string("reject"): outcomes[id] = .reject(reason: reason.isEmpty ? "rejected by plugin" : reason)
-            default: outcomes[id] = .retry(reason: reason.isEmpty ? "plugin asked to retry" : reason)
-            }
+            let status: String? = if case .string(let text)? = ack["status"] { text } else { nil }
+            answers[id] = (status, reason)
         }
         do {
             // One deadline for the whole batch: a plugin that stops reading its stdin fills
@@ -105,12 +145,12 @@ public final class ExecSink: AttributionSink {
                 // a large batch's acknowledgements with long reasons would pass the unread
                 // bound, and the plugin would be stopped with its answers not all read.
                 group.addTask { [input] in try await process.write(input, until: deadline) }
-                while outcomes.count < records.count { take(try await process.readLine(until: deadline)) }
+                while answers.count < batch.count { take(try await process.readLine(until: deadline)) }
                 // Every record answered: what the plugin does with the rest of its input
                 // (closing it, exiting) changes nothing.
                 _ = await group.nextResult()
             }
-            return records.map { outcomes[$0.recordID] ?? .retry(reason: "plugin did not acknowledge") }
+            return (answers, nil)
         } catch {
             // Answers read before the failure stand, those that came while the batch was
             // still being written too (a slow plugin's acknowledgements were dropped with
@@ -122,8 +162,8 @@ public final class ExecSink: AttributionSink {
                 child?.retire()
                 child = nil
             }
-            guard !outcomes.isEmpty else { throw error }
-            return records.map { outcomes[$0.recordID] ?? .retry(reason: "\(error)") }
+            guard !answers.isEmpty else { throw error }
+            return (answers, error)
         }
     }
 }

@@ -93,6 +93,32 @@ public final class MixpanelSink: AttributionSink {
         }
     }
 
+    /// Deletes the profile of each of the user's ids (`$delete` on `/engage`, the project
+    /// token's own right); Mixpanel only ever got profiles keyed by the app's user id.
+    /// Events already imported stay: removing them takes Mixpanel's GDPR API.
+    public func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
+        let deletions: [JSONValue] = request.identifiers.appUserIDs.compactMap { id in
+            let trimmed = id.trimmingCharacters(in: .whitespaces)
+            guard !trimmed.isEmpty, !MixpanelProfileMapping.placeholderIDs.contains(trimmed.lowercased()) else {
+                return nil
+            }
+            return .object([
+                "$token": .string(options.token), "$distinct_id": .string(trimmed), "$delete": .null,
+                "$ignore_alias": .bool(false),
+            ])
+        }
+        guard !deletions.isEmpty else { return .done }
+        if case .file(let directory) = options.mode {
+            try MixpanelFileWriter(directory: directory).append("engage", deletions, now: now())
+            return .done
+        }
+        switch try await send(deletions) {
+        case .accepted: return .done
+        case .retry(let reason, let after): return .retry(reason: reason, after: after)
+        case .rejected(let reason): return .failed(reason: reason)
+        }
+    }
+
     /// Profiles and events of `records`, to Mixpanel or its files; a record without a
     /// real user, with nothing to send, comes back `delivered`.
     func deliverAll(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {

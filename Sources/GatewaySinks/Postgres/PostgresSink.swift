@@ -65,6 +65,29 @@ public final class PostgresSink: AttributionSink {
         }
     }
 
+    /// Deletes the user's rows: the records the store found, and any row of the app that
+    /// names one of the user's ids (a row whose record retention has deleted since).
+    public func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
+        let ids = request.identifiers
+        let table = PostgresSinkTable.name
+        let binds: PostgresBindings = {
+            var binds = PostgresBindings()
+            binds.append(ids.recordIDs)
+            binds.append(request.appID)
+            binds.append(ids.appUserIDs)
+            binds.append(ids.idfvs)
+            binds.append(ids.idfas)
+            return binds
+        }()
+        _ = try await client.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    DELETE FROM \(table) WHERE record_id = ANY($1::text[]) OR (app_id = $2 AND (
+                        app_user_id = ANY($3::text[]) OR idfv = ANY($4::text[]) OR idfa = ANY($5::text[])))
+                    """, binds: binds), logger: logger)
+        return .done
+    }
+
     /// Class 22 (data exception) and 23 (integrity constraint) are the row's own.
     static func outcome(of error: PSQLError) -> DeliveryOutcome {
         let state = error.serverInfo?[.sqlState] ?? ""

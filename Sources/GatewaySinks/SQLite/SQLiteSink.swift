@@ -43,6 +43,29 @@ public final class SQLiteSink: AttributionSink {
         }
     }
 
+    /// Deletes the user's rows: the records the store found, and any row of the app that
+    /// names one of the user's ids (a row whose record retention has deleted since).
+    /// Freed space is zeroed, so that the ids do not stay readable in the file.
+    public func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
+        let ids = request.identifiers
+        try await pool.write { db in
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+            defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
+            try db.execute(
+                sql: """
+                    DELETE FROM \(SQLiteSinkTable.name)
+                    WHERE record_id IN (SELECT value FROM json_each(?1)) OR (app_id = ?2 AND (
+                        app_user_id IN (SELECT value FROM json_each(?3)) OR idfv IN (SELECT value FROM json_each(?4))
+                        OR idfa IN (SELECT value FROM json_each(?5))))
+                    """,
+                arguments: [
+                    SQLiteStore.jsonArray(ids.recordIDs), request.appID, SQLiteStore.jsonArray(ids.appUserIDs),
+                    SQLiteStore.jsonArray(ids.idfvs), SQLiteStore.jsonArray(ids.idfas),
+                ])
+        }
+        return .done
+    }
+
     /// The record's fields spread over the table's columns, by JSON name: dates as
     /// ISO-8601 text, amounts as REAL, `raw` and `events` as JSON text. Existentials
     /// rather than `[DatabaseValue]`: GRDB reads those through a key path, and converting

@@ -81,33 +81,7 @@ public final class WebhookSink: AttributionSink {
         }
 
         let body = try AttributionRecord.makeEncoder().encode(Batch(records: records))
-        var request = HTTPClientRequest(url: options.url)
-        request.method = .POST
-        for (name, value) in options.headers { request.headers.add(name: name, value: value) }
-        request.headers.replaceOrAdd(name: "Content-Type", value: "application/json")
-        request.headers.replaceOrAdd(name: "Idempotency-Key", value: Self.idempotencyKey(records))
-        request.headers.replaceOrAdd(
-            name: WebhookSignature.header,
-            value: WebhookSignature.sign(
-                body: body, secrets: [options.secret] + (options.previousSecret.map { [$0] } ?? []),
-                timestamp: Int(now().timeIntervalSince1970)))
-        request.body = .bytes(ByteBuffer(bytes: body))
-
-        let status: Int
-        let retryAfter: Duration?
-        let location: String?
-        do {
-            // The answer is its status; its body is read (bounded) only so that the
-            // connection can be reused, and one cut short changes nothing.
-            let response = try await client.exchange(request, timeout: options.timeout, bodyLimit: 64 * 1024).response
-            status = Int(response.status.code)
-            retryAfter = response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
-            location = response.headers.first(name: "Location")
-        } catch {
-            breaker.recordFailure(now: now())
-            throw Unavailable(description: "webhook unreachable: \(OutboundFailure.describe(error))")
-        }
-
+        let (status, retryAfter, location) = try await post(body, idempotencyKey: Self.idempotencyKey(records))
         switch status {
         case 200..<300:
             breaker.recordSuccess()
@@ -132,6 +106,68 @@ public final class WebhookSink: AttributionSink {
         default:
             breaker.recordSuccess()
             return Array(repeating: .reject(reason: "webhook answered \(status)"), count: records.count)
+        }
+    }
+
+    /// Sends a signed body; the answer's status, `Retry-After` and `Location`. Throws
+    /// ``Unavailable`` when the receiver cannot be reached.
+    private func post(_ body: Data, idempotencyKey: String) async throws -> (Int, Duration?, String?) {
+        var request = HTTPClientRequest(url: options.url)
+        request.method = .POST
+        for (name, value) in options.headers { request.headers.add(name: name, value: value) }
+        request.headers.replaceOrAdd(name: "Content-Type", value: "application/json")
+        request.headers.replaceOrAdd(name: "Idempotency-Key", value: idempotencyKey)
+        request.headers.replaceOrAdd(
+            name: WebhookSignature.header,
+            value: WebhookSignature.sign(
+                body: body, secrets: [options.secret] + (options.previousSecret.map { [$0] } ?? []),
+                timestamp: Int(now().timeIntervalSince1970)))
+        request.body = .bytes(ByteBuffer(bytes: body))
+        do {
+            // The answer is its status; its body is read (bounded) only so that the
+            // connection can be reused, and one cut short changes nothing.
+            let response = try await client.exchange(request, timeout: options.timeout, bodyLimit: 64 * 1024).response
+            return (
+                Int(response.status.code),
+                response.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) },
+                response.headers.first(name: "Location")
+            )
+        } catch {
+            breaker.recordFailure(now: now())
+            throw Unavailable(description: "webhook unreachable: \(OutboundFailure.describe(error))")
+        }
+    }
+
+    /// Posts a signed `user.forgotten` event, with every id the gateway held of the user,
+    /// for the receiver to delete what it keeps; answers are read as for a batch.
+    public func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
+        let ids = request.identifiers
+        let event: JSONValue = .object([
+            "type": .string("user.forgotten"), "request_id": .string(request.requestID),
+            "app_id": .string(request.appID),
+            "app_user_id": ids.appUserIDs.first.map(JSONValue.string) ?? .null,
+            "app_user_ids": .array(ids.appUserIDs.map(JSONValue.string)),
+            "idfvs": .array(ids.idfvs.map(JSONValue.string)), "idfas": .array(ids.idfas.map(JSONValue.string)),
+            "record_ids": .array(ids.recordIDs.map(JSONValue.string)),
+            "requested_at": .string(ISO8601.format(request.requestedAt)),
+        ])
+        let (status, retryAfter, location) = try await post(
+            Data(event.compactUTF8), idempotencyKey: "forget-" + request.requestID)
+        switch status {
+        case 200..<300:
+            breaker.recordSuccess()
+            return .done
+        case 408, 425, 429, 500...599:
+            breaker.recordFailure(now: now())
+            return .retry(reason: "webhook answered \(status)", after: retryAfter)
+        case _ where RedirectAnswer.contains(status):
+            breaker.recordFailure(now: now())
+            return .retry(
+                reason: "webhook answered \(RedirectAnswer.describe(status: status, location: location))",
+                after: retryAfter)
+        default:
+            breaker.recordSuccess()
+            return .failed(reason: "webhook answered \(status)")
         }
     }
 
