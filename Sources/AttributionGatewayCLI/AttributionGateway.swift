@@ -8,7 +8,7 @@ struct AttributionGateway: AsyncParsableCommand {
         abstract: "A self-hosted mobile attribution server: ingest, normalise, deliver.",
         subcommands: [
             Serve.self, CheckConfig.self, Normalize.self, VerifyPostback.self, Import.self, Replay.self,
-            DeadLetters.self, Keywords.self, Report.self, Backup.self,
+            DeadLetters.self, Keywords.self, Report.self, Backup.self, Forget.self,
         ],
         defaultSubcommand: nil)
 }

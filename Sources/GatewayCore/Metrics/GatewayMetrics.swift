@@ -146,6 +146,11 @@ public struct GatewayMetrics: Sendable {
             .recordNanoseconds(Int64(max(0, seconds) * 1_000_000_000))
     }
 
+    /// A forget request accepted.
+    public func forgetRequested() {
+        counter("gateway_forget_requests_total", []).increment()
+    }
+
     /// What `storage.retention` removed: `raw` payloads, or `records`.
     public func retentionRemoved(what: String, count: Int) {
         guard count > 0 else { return }

@@ -41,6 +41,8 @@ public final class Gateway: Sendable {
     let operatorKeys: OperatorKeys
     /// `server.rate_limits` as they stand, likewise.
     let rateLimits: LiveRateLimits
+    /// Forget requests, for the route: queued for every sink named.
+    public let forgetRequests: ForgetRequests
 
     init(
         configuration: GatewayConfiguration, store: any AttributionStore, providers: [any AttributionProvider],
@@ -74,6 +76,11 @@ public final class Gateway: Sendable {
         keyring = APIKeyring(keys: configuration.auth.apiKeys)
         operatorKeys = OperatorKeys(configuration.auth)
         rateLimits = LiveRateLimits(configuration.server.rateLimits)
+        let byName = Dictionary(uniqueKeysWithValues: workers.map { ($0.sinkName, $0) })
+        forgetRequests = ForgetRequests(
+            store: store, sinks: workers.map(\.sinkName), metrics: metrics,
+            logger: logger.with(metadataKey: "job", value: "forget")
+        ) { byName[$0]?.wake() }
     }
 
     /// The store that `storage` names: a PostgreSQL database, or the SQLite file.
@@ -149,7 +156,8 @@ public final class Gateway: Sendable {
             }
             workers.append(
                 SinkWorker(
-                    sinkName: configured.name, sink: sink, store: store, settings: configured.delivery,
+                    sinkName: configured.name, sink: ForgettingSink(sink, sinkName: configured.name, store: store),
+                    store: store, settings: configured.delivery,
                     metrics: metrics, logger: logger, health: health))
         }
         if let settled = try await sqlite?.settleRestoredBackup(

@@ -58,6 +58,7 @@ public enum GatewayHTTP {
         addConversionValueRoute(to: router, gateway: gateway)
         addOperatorRoutes(to: router, gateway: gateway)
         addReportRoutes(to: router, gateway: gateway)
+        addForgetRoutes(to: router, gateway: gateway)
         routeMethods.learn(router)
         return router
     }
