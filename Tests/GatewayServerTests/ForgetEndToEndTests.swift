@@ -7,6 +7,8 @@ import GatewaySinks
 import GRDB
 import Hummingbird
 import HummingbirdTesting
+import GatewayTestSupport
+import PostgresNIO
 import Testing
 
 /// `POST /v1/users/forget` through the real server and SQLite file, with a webhook
@@ -191,5 +193,116 @@ import Testing
         }
         #expect(kept.count == 2)
         #expect(kept.contains { $0.hasPrefix("forgotten-") })
+    }
+}
+
+extension ForgetEndToEndTests {
+    /// The webhook's receiver down when the request comes: the request waits in its outbox,
+    /// shows `pending` with the receiver's answer, and is done once the receiver is back.
+    @Test func aForgetDuringASinkOutageCompletesWhenTheSinkReturns() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let hook = WebhookSinkTests.Receiver()
+        let mixpanel = MixpanelSinkTests.FakeMixpanel()
+        let pluginFile = env.directory.appendingPathComponent("plugin.ndjson").path
+        try await withGateway(env, hook: hook, mixpanel: mixpanel, pluginFile: pluginFile) { client in
+            let install = try await client.execute(
+                uri: "/v1/iad", method: .post, headers: Self.bearer(Self.appKey),
+                body: ByteBuffer(string: IAdPayloads.attributed(user: "outage-user-31")))
+            #expect(install.status == .accepted)
+            #expect(try await env.eventually { hook.requests.count == 1 })
+            // Down for the next five answers, whatever the gateway sends meanwhile.
+            hook.script.withLock { $0 = Array(repeating: (503, nil), count: 5) }
+            let accepted = try await client.execute(
+                uri: "/v1/users/forget", method: .post, headers: Self.bearer(Self.backendKey),
+                body: ByteBuffer(string: #"{"app_id":"\#(Self.appID)","app_user_id":"outage-user-31"}"#))
+            let requestID = try #require(try Self.json(accepted)["request_id"] as? String)
+            func hookStatus() async throws -> [String: Any]? {
+                let response = try await client.execute(
+                    uri: "/v1/users/forget/\(requestID)", method: .get, headers: Self.bearer(Self.backendKey))
+                return (try Self.json(response)["sinks"] as? [String: [String: Any]])?["hook"]
+            }
+            #expect(
+                try await env.eventually {
+                    try await hookStatus()?["reason"] as? String == "webhook answered 503"
+                })
+            #expect(try await env.eventually { try await hookStatus()?["status"] as? String == "done" })
+            let forgotten = hook.requests.compactMap {
+                try? JSONSerialization.jsonObject(with: $0.body) as? [String: Any]
+            }.filter { $0["type"] as? String == "user.forgotten" }
+            // Every attempt was the same request; the last one was taken.
+            #expect(forgotten.count == 6)
+            #expect(Set(forgotten.compactMap { $0["request_id"] as? String }) == [requestID])
+        }
+    }
+}
+
+extension ForgetEndToEndTests {
+    static let postgresServers: [String] = TestPostgres.expected ? ["postgres"] : []
+
+    /// On PostgreSQL, with a `postgres` sink in the same database: once the request is done,
+    /// no table holds the user's id.
+    @Test(arguments: postgresServers)
+    func onPostgreSQLNoTableHoldsTheForgottenUser(server: String) async throws {
+        let database = try await TestPostgres.newDatabase()
+        let yaml = """
+            server: { host: 127.0.0.1, port: 0, max_body_bytes: 65536, log_level: warning }
+            storage: { postgres: { url: "\(database)", pool_size: 4 } }
+            providers:
+              iad: { enabled: true }
+            sinks:
+              table: { type: postgres, backoff_initial_ms: 10, backoff_max_ms: 100 }
+            """
+        let config = try ConfigLoader.parse(yaml: yaml, file: "forget-pg.yaml", environment: [:], registry: .builtIn)
+        let gateway = try await Gateway.build(configuration: config)
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            for user in ["pg-forget-me-77", "pg-keep-me-78"] {
+                let response = try await client.execute(
+                    uri: "/v1/iad", method: .post, body: ByteBuffer(string: IAdPayloads.attributed(user: user)))
+                #expect(response.status == .accepted)
+            }
+            #expect(
+                try await env.eventually {
+                    try await Self.rows(holding: "pg-", in: database)["attribution_records"] == 2
+                })
+            // The search finds the user before: in the record and in the sink's row.
+            let before = try await Self.rows(holding: "pg-forget-me-77", in: database)
+            #expect(before["records"] == 1 && before["attribution_records"] == 1)
+            let accepted = try await client.execute(
+                uri: "/v1/users/forget", method: .post,
+                body: ByteBuffer(string: #"{"app_id":"\#(Self.appID)","app_user_id":"pg-forget-me-77"}"#))
+            #expect(accepted.status == .accepted)
+            let requestID = try #require(try Self.json(accepted)["request_id"] as? String)
+            #expect(
+                try await env.eventually {
+                    let response = try await client.execute(uri: "/v1/users/forget/\(requestID)", method: .get)
+                    return try Self.json(response)["status"] as? String == "done"
+                })
+        }
+        #expect(try await Self.rows(holding: "pg-forget-me-77", in: database).values.allSatisfy { $0 == 0 })
+        let kept = try await Self.rows(holding: "pg-keep-me-78", in: database)
+        #expect(kept["records"] == 1 && kept["attribution_records"] == 1)
+    }
+
+    /// For each table of the database, how many rows hold `text` anywhere.
+    static func rows(holding text: String, in database: PostgresURL) async throws -> [String: Int64] {
+        try await TestPostgres.withClient(database) { client in
+            var tables: [String] = []
+            for try await name in try await client.query(
+                "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'"
+            ).decode(String.self) {
+                tables.append(name)
+            }
+            var counts: [String: Int64] = [:]
+            for table in tables {
+                let sql = "SELECT count(*) FROM \"\(table)\" t WHERE t::text LIKE '%\(text)%'"
+                for try await count in try await client.query(PostgresQuery(unsafeSQL: sql)).decode(Int64.self) {
+                    counts[table] = count
+                }
+            }
+            return counts
+        }
     }
 }
