@@ -42,10 +42,39 @@ public protocol VendorAdapter: Sendable {
     /// The SKAN conversion value in the answer to a delivered event, if the vendor
     /// returns one. None by default.
     func conversionValue(answer body: String) -> VendorConversionValue?
+    /// The requests that ask the vendor to erase the user a forget request names (none
+    /// when the gateway holds no id the vendor knows the user by), or why it cannot ask.
+    func forgetRequests(for request: ForgetRequest) -> VendorForget
+    /// What the vendor's answer to one of those requests means.
+    func forgetOutcome(status: Int, body: String, retryAfter: Duration?) -> ForgetOutcome
 }
 
 extension VendorAdapter {
     public func conversionValue(answer body: String) -> VendorConversionValue? { nil }
+    public func forgetRequests(for request: ForgetRequest) -> VendorForget {
+        .notSupported("the gateway does not call \(vendor.displayName)'s deletion API")
+    }
+    public func forgetOutcome(status: Int, body: String, retryAfter: Duration?) -> ForgetOutcome {
+        defaultForgetOutcome(status: status, body: body, retryAfter: retryAfter)
+    }
+
+    /// `2xx` done; `408`, `429`, `5xx` again later; another `4xx` failed.
+    func defaultForgetOutcome(status: Int, body: String, retryAfter: Duration?) -> ForgetOutcome {
+        switch status {
+        case 200..<300: .done
+        case 408, 429, 500...599: .retry(reason: "\(vendor.displayName) answered \(status)", after: retryAfter)
+        // A key without the right is the configuration's to mend: kept until it is.
+        case 401, 403:
+            .retry(reason: "\(vendor.displayName) answered \(status): check its deletion API key", after: .zero)
+        default: .failed(reason: "\(vendor.displayName) answered \(status): \(body.prefix(200))")
+        }
+    }
+}
+
+/// How a vendor is asked to erase a user.
+public enum VendorForget: Sendable {
+    case requests([VendorRequest])
+    case notSupported(String)
 }
 
 /// The conversion value a vendor returned for an event, for the app to set

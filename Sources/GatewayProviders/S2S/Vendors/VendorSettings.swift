@@ -71,9 +71,28 @@ public struct VendorSettings: Sendable {
     /// Singular: `answer_wait_ms`, how long `POST /v1/events` waits for Singular's answer.
     public var answerWait: Duration = .milliseconds(1500)
 
+    /// The base URL of the vendor's deletion API (`gdpr_endpoint`), its own host.
+    public var gdprEndpoint: String
+    /// AppsFlyer: `gdpr_api_token`, the V2 API token its OpenDSR API takes (not the S2S key).
+    public var gdprToken: String?
+
     public init(vendor: Vendor) {
         self.vendor = vendor
         endpoint = Self.defaultEndpoint(vendor)
+        gdprEndpoint = Self.defaultGDPREndpoint(vendor)
+    }
+
+    public static func defaultGDPREndpoint(_ vendor: Vendor) -> String {
+        switch vendor {
+        case .singular: "https://gdpr.singular.net"
+        case .appsflyer: "https://hq1.appsflyer.com"
+        case .adjust: "https://gdpr.adjust.com"
+        }
+    }
+
+    /// ``gdprEndpoint`` without a trailing slash.
+    var gdprBase: String {
+        gdprEndpoint.hasSuffix("/") ? String(gdprEndpoint.dropLast()) : gdprEndpoint
     }
 
     public static func defaultEndpoint(_ vendor: Vendor, legacy: Bool = false) -> String {

@@ -177,13 +177,9 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         } catch {
             return (.reject(reason: error.reason), nil)
         }
-        var headers = HTTPHeaders()
-        for (name, value) in prepared.headers { headers.add(name: name, value: value) }
-        guard
-            let request = try? HTTPClient.Request(
-                url: prepared.url, method: prepared.method == .get ? .GET : .POST, headers: headers,
-                body: prepared.body.map { .bytes($0) })
-        else { return (.reject(reason: "\(adapter.vendor.displayName): the request's URL is not valid"), nil) }
+        guard let request = prepared.clientRequest else {
+            return (.reject(reason: "\(adapter.vendor.displayName): the request's URL is not valid"), nil)
+        }
         let answer: SentExchange.Answer
         do {
             answer = try await SentExchange.exchange(
@@ -208,6 +204,51 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
         let body = SecretText.removing(credentials, from: String(buffer: answer.body), as: "key")
         let age = Duration.milliseconds(Int64(max(0, now().timeIntervalSince(record.receivedAt)) * 1000))
         return (adapter.outcome(status: status, body: body, retryAfter: retryAfter, age: age), body)
+    }
+}
+
+extension VendorSink {
+    /// Asks the vendor to erase the user, through its deletion API (``VendorAdapter/forgetRequests(for:)``):
+    /// done once every request is, failed or retried on the first that is not. Asking again
+    /// erases nothing more.
+    public func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
+        let vendor = adapter.vendor.displayName
+        let requests: [VendorRequest]
+        switch adapter.forgetRequests(for: request) {
+        case .notSupported(let reason): return .notSupported(reason: reason)
+        case .requests(let prepared): requests = prepared
+        }
+        for prepared in requests {
+            guard let built = prepared.clientRequest else {
+                return .failed(reason: "\(vendor): the deletion request's URL is not valid")
+            }
+            let answer: SentExchange.Answer
+            do {
+                answer = try await SentExchange.exchange(
+                    built, on: client, timeout: settings.timeout, bodyLimit: 64 * 1024)
+            } catch {
+                return .retry(reason: "\(vendor) deletion API unreachable: \(error)")
+            }
+            let retryAfter = answer.headers.first(name: "Retry-After").flatMap { RetryAfter.parse($0, now: now()) }
+            // An answer may quote the request, keys and all.
+            let credentials =
+                ([settings.apiKey, settings.gdprToken].compactMap { $0 }
+                + prepared.headers.filter { $0.0.lowercased() != "content-type" }.map(\.1)).filter { !$0.isEmpty }
+            let body = SecretText.removing(credentials, from: String(buffer: answer.body), as: "key")
+            let outcome = adapter.forgetOutcome(status: answer.status, body: body, retryAfter: retryAfter)
+            guard outcome == .done else { return outcome }
+        }
+        return .done
+    }
+}
+
+extension VendorRequest {
+    /// The request for the HTTP client; nil when its URL is not one.
+    var clientRequest: HTTPClient.Request? {
+        var headers = HTTPHeaders()
+        for (name, value) in self.headers { headers.add(name: name, value: value) }
+        return try? HTTPClient.Request(
+            url: url, method: method == .get ? .GET : .POST, headers: headers, body: body.map { .bytes($0) })
     }
 }
 
