@@ -112,6 +112,11 @@ extension KeywordLookupTests {
             quick.backoffInitial = .milliseconds(1)
             let enricher = try await spendEnricher(quick, path: env.databasePath, now: { clock.withLock { $0 } })
             let spend = try #require(enricher.spend)
+            // Before any record named a campaign, a check asks nothing and does not count as
+            // the day's fetch: an hour on, the campaigns records named since are asked about.
+            #expect(try await spend.fetcher.fetchIfDue() == .init())
+            #expect(try await spend.store.lastFetched() == nil && fake.reports.asked.withLock { $0 }.isEmpty)
+            clock.withLock { $0 += 3600 }
             try await spend.store.noteCampaigns([Self.campaign: .some(FakeAppleAds.orgID)])
             fake.down.withLock { $0 = true }
             #expect(try await spend.fetcher.fetchIfDue() == .init(campaigns: 1, failed: 1, keywordDays: 0))

@@ -202,6 +202,10 @@ final class SpendFetcher: Service, Sendable {
         let (from, to) = (SpendDay.string(today, adding: -days), SpendDay.string(today))
         var outcome = Outcome()
         let campaigns = try await store.campaigns()
+        // No campaign yet (spend just turned on, no Apple Ads record since): not a day's
+        // fetch done, or the first records' campaigns would wait a day; the claim's hour
+        // passes and the next check looks again.
+        guard !campaigns.isEmpty else { return outcome }
         if campaigns.count > Self.maxCampaigns {
             logger.warning(
                 "more campaigns than one spend fetch asks about; the rest wait",
