@@ -1,5 +1,7 @@
 import Foundation
+import GatewayConfig
 import GatewayCore
+import GatewayServer
 import GatewayTestSupport
 import Logging
 import Synchronization
@@ -155,5 +157,46 @@ extension KeywordLookupTests {
             let totals = try await b.store.totals(from: nil, until: nil)
             #expect(totals[87_675_432] == ["USD": Decimal(string: "12.5")!])
         }
+    }
+
+    /// `spend:` is checked with the rest of the file, and a gateway built with it runs the
+    /// fetch beside the server; without it, there is none.
+    @Test func theSpendKeysAreCheckedAndServeRunsTheFetch() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        func yaml(_ spend: String) -> String {
+            """
+            server: { host: 127.0.0.1, port: 0, log_level: warning }
+            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+            enrichers:
+              keyword_lookup:
+                client_id: \(FakeAppleAds.clientID)
+                team_id: \(FakeAppleAds.teamID)
+                key_id: \(FakeAppleAds.keyID)
+                private_key: "${ADS_PRIVATE_KEY}"
+                endpoint: http://127.0.0.1:9/v1
+                \(spend)
+            sinks:
+              local: { type: sqlite }
+            """
+        }
+        func parse(_ spend: String) throws -> GatewayConfiguration {
+            try ConfigLoader.parse(
+                yaml: yaml(spend), file: "spend.yaml", environment: ["ADS_PRIVATE_KEY": key.pemRepresentation],
+                registry: .builtIn)
+        }
+        do {
+            _ = try parse("spend: { enabled: true, fetch_days: 91, every: 1 }")
+            Issue.record("accepted")
+        } catch let error as ConfigError {
+            let messages = error.issues.map { "\($0.path): \($0.message)" }.joined(separator: "; ")
+            #expect(messages.contains("enrichers.keyword_lookup.spend.fetch_days"), "\(messages)")
+            #expect(messages.contains("enrichers.keyword_lookup.spend.every"), "\(messages)")
+        }
+        let on = try await Gateway.build(configuration: try parse("spend: { enabled: true, fetch_days: 14 }"))
+        #expect(on.enricherServices.count == 1 && on.enricherServices.first is SpendFetcher)
+        #expect((on.enricherServices.first as? SpendFetcher)?.days == 14)
+        let off = try await Gateway.build(configuration: try parse(""))
+        #expect(off.enricherServices.isEmpty)
     }
 }
