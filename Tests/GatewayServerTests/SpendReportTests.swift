@@ -1,6 +1,10 @@
 import Foundation
+import GatewayConfig
 import GatewayCore
+import GatewayServer
 import GatewayTestSupport
+import Hummingbird
+import HummingbirdTesting
 import Testing
 
 /// `import spend` and the report's spend, cost and ROAS columns, as a user runs them.
@@ -89,5 +93,62 @@ extension CommandLineTests {
                     "report", "keywords", "--config", config, "--format", "json", "--since", "2026-03-01",
                 ]).stdout.utf8))
         #expect(corrected.first { $0.keyword_id == 87_675_432 }?.spend == ["USD": 520])
+    }
+}
+
+/// Spend over HTTP: the JSON route answers what the command prints, and the dashboard's
+/// page and CSV show the same spend, costs and ROAS, summed up the levels.
+extension ReportRoutesTests {
+    @Test func theRouteAndTheDashboardShowTheSpendTheCommandPrints() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let path = env.directory.appendingPathComponent("report.yaml").path
+        try Self.yaml(env, auth: Self.operatorOnly).write(toFile: path, atomically: true, encoding: .utf8)
+        let gateway = try await Gateway.build(
+            configuration: try ConfigLoader.load(path: path, environment: [:], registry: .builtIn))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            // Two installs through the keyword, one paying 14.98 USD on 2023-11-14.
+            try await Self.ingest(client)
+            let csv = env.directory.appendingPathComponent("spend.csv").path
+            try "Date,Keyword ID,Spend,Currency\n2023-11-14,87675432,10.00,USD\n2023-11-15,87675432,5.00,USD\n"
+                .write(toFile: csv, atomically: true, encoding: .utf8)
+            #expect(try CommandLineTests().run(["import", "spend", "--config", path, csv]).status == 0)
+
+            func served(_ query: String) async throws -> [KeywordReport.Row] {
+                let answer = try await client.execute(
+                    uri: "/v1/reports/keywords" + query, method: .get, headers: Self.bearer)
+                #expect(answer.status == .ok)
+                return try JSONDecoder().decode([KeywordReport.Row].self, from: Data(String(buffer: answer.body).utf8))
+            }
+            let rows = try await served("")
+            let printed = try CommandLineTests().run(["report", "keywords", "--config", path, "--format", "json"])
+            #expect(try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printed.stdout.utf8)) == rows)
+            let keyword = try #require(rows.first { $0.keywordID == 87_675_432 })
+            #expect(keyword.spend == ["USD": 15] && keyword.costPerInstall == ["USD": Decimal(string: "7.5")!])
+            #expect(keyword.costPerPayingUser == ["USD": 15])
+            #expect(keyword.roas == ["USD": Decimal(string: "0.9987")!])
+            // The organic line has no spend, and says none.
+            #expect(rows.first { $0.network == "organic" }.map { $0.spend == nil && $0.roas == nil } == true)
+            // From the 15th: that day's spend, and no revenue to return on it.
+            let later = try #require(try await served("?since=2023-11-15").first { $0.keywordID == 87_675_432 })
+            #expect(later.spend == ["USD": 5] && later.roas == nil)
+
+            // The campaign's row sums its keywords': the page and its CSV.
+            let campaigns = "/dashboard?app_id=1234567890&network=Apple%20Search%20Ads"
+            let page = String(
+                buffer: try await client.execute(uri: campaigns, method: .get, headers: Self.bearer).body)
+            #expect(page.contains(#"<th scope="col" class="num">Spend USD</th>"#), "\(page)")
+            #expect(page.contains(#"<th scope="col" class="num">ROAS USD</th>"#))
+            #expect(page.contains(#"<td class="num">0.9987</td>"#), "\(page)")
+            let download = String(
+                buffer: try await client.execute(uri: campaigns + "&format=csv", method: .get, headers: Self.bearer)
+                    .body)
+            let lines = download.split(separator: "\r\n").map(String.init)
+            #expect(
+                lines.first?.hasSuffix(
+                    "revenue_USD,spend_USD,cost_per_install_USD,cost_per_paying_user_USD,roas_USD") == true,
+                "\(lines)")
+            #expect(lines.contains { $0.hasSuffix(",14.98,15,7.5,15,0.9987") }, "\(lines)")
+        }
     }
 }
