@@ -199,4 +199,29 @@ extension KeywordLookupTests {
         let off = try await Gateway.build(configuration: try parse(""))
         #expect(off.enricherServices.isEmpty)
     }
+
+    /// As `serve` runs it: a fetch at start, then a wait that ends with the server.
+    @Test func theRunningFetchAsksAtStartAndStopsWhenCancelled() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            seed(fake)
+            let enricher = try await spendEnricher(options(port: port), path: env.databasePath, now: { Self.fetchDay })
+            let spend = try #require(enricher.spend)
+            try await spend.store.noteCampaigns([Self.campaign: .some(FakeAppleAds.orgID)])
+            let running = Task { try await spend.fetcher.run() }
+            var fetched: Date?
+            for _ in 0..<1000 where fetched == nil {
+                fetched = try await spend.store.lastFetched()
+                if fetched == nil { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(fetched == Self.fetchDay)
+            #expect(
+                try await spend.store.totals(from: nil, until: nil)[87_675_432] == ["USD": Decimal(string: "12.5")!])
+            running.cancel()
+            try await running.value
+            // Done for the day: the loop asked once.
+            #expect(fake.reports.asked.withLock { $0.count } == 2)
+        }
+    }
 }

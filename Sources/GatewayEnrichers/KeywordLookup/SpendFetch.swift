@@ -173,17 +173,23 @@ final class SpendFetcher: Service, Sendable {
     /// is and this process claims it.
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            var wait: TimeInterval = 3600
-            do {
-                _ = try await fetchIfDue()
-                if let last = try await store.lastFetched() {
-                    wait = min(3600, max(60, Self.every - now().timeIntervalSince(last)))
-                }
-            } catch {
-                logger.warning("spend fetch failed", metadata: ["error": "\(error)"])
-            }
+            // A fetch of many campaigns is cut short by a shutdown, not waited for: what it
+            // left undone is asked again once its claim lapses.
+            let wait = await cancelWhenGracefulShutdown { await self.check() }
             let pause = Duration.seconds(wait)
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: pause) }
+        }
+    }
+
+    /// Fetches if due; how long to wait before checking again.
+    private func check() async -> TimeInterval {
+        do {
+            _ = try await fetchIfDue()
+            guard let last = try await store.lastFetched() else { return 3600 }
+            return min(3600, max(60, Self.every - now().timeIntervalSince(last)))
+        } catch {
+            logger.warning("spend fetch failed", metadata: ["error": "\(error)"])
+            return 3600
         }
     }
 
@@ -212,6 +218,8 @@ final class SpendFetcher: Service, Sendable {
                 metadata: ["campaigns": "\(campaigns.count)", "asked": "\(Self.maxCampaigns)"])
         }
         for (campaign, org) in campaigns.prefix(Self.maxCampaigns) {
+            // Cancelled (a shutdown): not a day's fetch done.
+            if Task.isCancelled { return outcome }
             outcome.campaigns += 1
             do {
                 let entries = try await source.keywordSpend(campaignID: campaign, orgID: org, from: from, to: to)
