@@ -78,11 +78,13 @@ extension KeywordLookupTests {
             // Three keywords at two a page: two requests, for the one campaign records named.
             #expect(fake.reports.asked.withLock { $0 } == ["\(api):\(Self.campaign)", "\(api):\(Self.campaign)"])
             let week = try await spend.store.totals(from: "2026-11-21", until: "2026-11-29")
-            #expect(week[87_675_432] == ["USD": Decimal(string: "12.5")!])
+            #expect(week[87_675_432]?.amounts == ["USD": Decimal(string: "12.5")!])
             #expect(
-                week[87_675_433] == ["USD": Decimal(string: "1.25")!]
-                    && week[87_675_434] == ["USD": Decimal(string: "0.75")!])
-            #expect(try await spend.store.totals(from: nil, until: nil)[87_675_432]?["USD"] == Decimal(string: "12.5")!)
+                week[87_675_433]?.amounts == ["USD": Decimal(string: "1.25")!]
+                    && week[87_675_434]?.amounts == ["USD": Decimal(string: "0.75")!])
+            #expect(
+                try await spend.store.totals(from: nil, until: nil)[87_675_432]?.amounts["USD"] == Decimal(
+                    string: "12.5")!)
 
             // Not due again the same day.
             clock.withLock { $0 += 3600 * 12 }
@@ -95,7 +97,9 @@ extension KeywordLookupTests {
             }
             clock.withLock { $0 += 3600 * 13 }
             #expect(try await spend.fetcher.fetchIfDue() != nil)
-            #expect(try await spend.store.totals(from: "2026-11-27", until: "2026-11-28")[87_675_432] == ["USD": 3])
+            #expect(
+                try await spend.store.totals(from: "2026-11-27", until: "2026-11-28")[87_675_432]?.amounts == ["USD": 3]
+            )
             // Said, and never with the token.
             let logged = lines.withLock { $0 }
             #expect(logged.contains { $0.contains("spend fetched") })
@@ -155,7 +159,7 @@ extension KeywordLookupTests {
             #expect(outcomes.compactMap { $0 }.count == 1)
             #expect(fake.reports.asked.withLock { $0.count } == 2)
             let totals = try await b.store.totals(from: nil, until: nil)
-            #expect(totals[87_675_432] == ["USD": Decimal(string: "12.5")!])
+            #expect(totals[87_675_432]?.amounts == ["USD": Decimal(string: "12.5")!])
         }
     }
 
@@ -217,7 +221,9 @@ extension KeywordLookupTests {
             }
             #expect(fetched == Self.fetchDay)
             #expect(
-                try await spend.store.totals(from: nil, until: nil)[87_675_432] == ["USD": Decimal(string: "12.5")!])
+                try await spend.store.totals(from: nil, until: nil)[87_675_432]?.amounts == [
+                    "USD": Decimal(string: "12.5")!
+                ])
             running.cancel()
             try await running.value
             // Done for the day: the loop asked once.

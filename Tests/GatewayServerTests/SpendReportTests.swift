@@ -41,18 +41,20 @@ extension CommandLineTests {
         2026-03-31,542370539,542317095,87675432,US,18.00,USD
         2026-04-01,542370539,542317095,87675432,US,500.00,USD
         2026-03-02,542370539,542317095,87675432,US,twelve,USD
+        2026-03-05,542370539,542317095,99,US,4.00,USD
 
         """.write(toFile: csv, atomically: true, encoding: .utf8)
         let imported = try run(["import", "spend", "--config", config, csv])
         // The bad row is named by line and column; the good ones are loaded all the same.
         #expect(imported.status == 1, "\(imported.stdout)\(imported.stderr)")
         #expect(
-            imported.stdout.contains("3 keyword days of 1 keywords from 2026-03-01 to 2026-04-01"), "\(imported.stdout)"
+            imported.stdout.contains("4 keyword days of 2 keywords from 2026-03-01 to 2026-04-01"), "\(imported.stdout)"
         )
         #expect(imported.stdout.contains("line 7, column Spend: 'twelve' is not an amount"), "\(imported.stdout)")
 
         struct Row: Decodable {
             let keyword_id: Int64?
+            let app_id: String
             let installs: Int, paying_users: Int
             let revenue: [String: Decimal]
             let spend: [String: Decimal]?
@@ -73,6 +75,12 @@ extension CommandLineTests {
         #expect(keyword.cost_per_paying_user == ["USD": 30])
         #expect(keyword.roas == ["USD": Decimal(string: "1.5")!])
         #expect(rows.filter { $0.keyword_id == nil }.allSatisfy { $0.spend == nil && $0.roas == nil })
+        // A keyword that spent and brought nobody has a line of its own, in its campaign's app.
+        let idle = try #require(rows.first { $0.keyword_id == 99 })
+        #expect(idle.app_id == "1234567890" && idle.installs == 0 && idle.spend == ["USD": 4])
+        #expect(idle.cost_per_install == nil && idle.cost_per_paying_user == nil && idle.roas == nil)
+        let otherApp = try run(["report", "keywords", "--config", config, "--format", "json", "--app-id", "42"])
+        #expect(try JSONDecoder().decode([Row].self, from: Data(otherApp.stdout.utf8)).isEmpty, "\(otherApp.stdout)")
 
         // Of all time, April's spend counts too; the table and CSV show the same.
         let all = try JSONDecoder().decode(

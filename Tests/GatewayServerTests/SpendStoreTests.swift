@@ -47,17 +47,18 @@ import Testing
 
         let other = try await open()
         let march = try await other.totals(from: "2026-03-01", until: "2026-04-01")
-        #expect(march[7] == ["USD": Decimal(string: "2.26")!, "EUR": 3])
-        #expect(march[1000] == ["USD": Decimal(string: "0.1")!] && march.count == 1201)
+        #expect(march[7]?.amounts == ["USD": Decimal(string: "2.26")!, "EUR": 3])
+        #expect(march[1000]?.amounts == ["USD": Decimal(string: "0.1")!] && march.count == 1201)
+        #expect(march[7]?.campaignID == 542_370_539 && march[7]?.adGroupID == 542_317_095 && march[7]?.appID == nil)
         // Exact: a thousand and more dimes are no binary float's sum.
-        #expect(try await other.totals(from: nil, until: nil)[7]?["USD"] == Decimal(string: "103.26")!)
-        #expect(try await other.totals(from: "2026-04-01", until: nil)[7] == ["USD": 100])
-        #expect(try await other.totals(from: nil, until: "2026-03-01")[7] == ["USD": 1])
+        #expect(try await other.totals(from: nil, until: nil)[7]?.amounts["USD"] == Decimal(string: "103.26")!)
+        #expect(try await other.totals(from: "2026-04-01", until: nil)[7]?.amounts == ["USD": 100])
+        #expect(try await other.totals(from: nil, until: "2026-03-01")[7]?.amounts == ["USD": 1])
         // More than six decimals is not a currency amount: refused, nothing written.
         await #expect(throws: (any Error).self) {
             try await store.upsert([Self.entry(8, "2026-03-01", "0.0000001")])
         }
-        #expect(try await other.totals(from: nil, until: nil)[8] == nil)
+        #expect(try await other.totals(from: nil, until: nil)[8]?.amounts == nil)
     }
 
     @Test(arguments: backends)

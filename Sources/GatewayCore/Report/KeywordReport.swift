@@ -486,18 +486,45 @@ public struct KeywordReport: Sendable {
         return result
     }
 
-    /// `rows` with the spend of their keywords (``Row/spend``, by keyword id and currency,
-    /// over the report's period) and the costs and ROAS it gives. Only Apple Search Ads
-    /// keyword lines have spend: Apple reports it per keyword.
-    public static func spending(_ rows: [Row], _ spend: [Int64: [String: Decimal]]) -> [Row] {
+    /// `rows` with the spend of their keywords (``Row/spend``, by keyword id, over the
+    /// report's period) and the costs and ROAS it gives. Only Apple Search Ads keyword lines
+    /// have spend: Apple reports it per keyword.
+    ///
+    /// A keyword that spent and brought no install or purchase gets a line of its own, so
+    /// that spend which brought nothing shows: its app is the spend's (an export's adam id),
+    /// else that of its campaign's other lines, else unknown (`""`); with `appID`, only
+    /// that app's are added.
+    public static func spending(_ rows: [Row], _ spend: [Int64: KeywordSpend], appID: String? = nil) -> [Row] {
         guard !spend.isEmpty else { return rows }
-        return rows.map { row in
-            guard row.network == appleSearchAds, let id = row.keywordID, let known = spend[id] else { return row }
+        var lined: Set<Int64> = []
+        var appOfCampaign: [Int64: String] = [:]
+        let rows = rows.map { row in
+            guard row.network == appleSearchAds else { return row }
+            if let campaign = row.campaignID, appOfCampaign[campaign] == nil { appOfCampaign[campaign] = row.appID }
+            guard let id = row.keywordID else { return row }
+            lined.insert(id)
+            guard let known = spend[id] else { return row }
             var row = row
-            row.spend = known
+            row.spend = known.amounts
             row.price()
             return row
         }
+        let unlined = spend.compactMap { id, known -> Row? in
+            guard !lined.contains(id), known.amounts.values.contains(where: { $0 > 0 }) else { return nil }
+            let app = known.appID ?? known.campaignID.flatMap { appOfCampaign[$0] } ?? ""
+            if let appID, app != appID { return nil }
+            var row = Row(
+                appID: app, network: appleSearchAds, campaignID: known.campaignID, adGroupID: known.adGroupID,
+                keywordID: id, installs: 0, payingUsers: 0, purchases: 0, revenue: [:])
+            row.spend = known.amounts
+            row.price()
+            return row
+        }
+        return rows
+            + unlined.sorted {
+                ($0.appID, $0.campaignID ?? 0, $0.adGroupID ?? 0, $0.keywordID ?? 0)
+                    < ($1.appID, $1.campaignID ?? 0, $1.adGroupID ?? 0, $1.keywordID ?? 0)
+            }
     }
 
     /// The network whose ids the keyword cache names (Apple's campaign, ad group and
@@ -536,5 +563,22 @@ public struct KeywordReport: Sendable {
             if let id = row.campaignID, let name = names[AppleAdsNameKey.campaign(id)]?.name { row.campaign = name }
             return row
         }
+    }
+}
+
+/// One keyword's Apple Ads spend over a report's days, and where Apple reported it.
+public struct KeywordSpend: Sendable, Equatable {
+    public var campaignID: Int64?
+    public var adGroupID: Int64?
+    /// The app (Apple's adam id), where the source gave it.
+    public var appID: String?
+    /// Per currency code.
+    public var amounts: [String: Decimal]
+
+    public init(campaignID: Int64? = nil, adGroupID: Int64? = nil, appID: String? = nil, amounts: [String: Decimal]) {
+        self.campaignID = campaignID
+        self.adGroupID = adGroupID
+        self.appID = appID
+        self.amounts = amounts
     }
 }

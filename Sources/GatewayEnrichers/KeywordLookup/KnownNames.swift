@@ -2,9 +2,10 @@ import Foundation
 import GatewayCore
 import Logging
 
-/// The names the keyword cache holds, and the spend beside them (fetched from Apple Ads or loaded by `keywords
+/// The names the keyword cache holds (fetched from Apple Ads or loaded by `keywords
 /// import`), whatever their age: for showing records stored before their names were
-/// known, as the keyword report does, not for enriching new records.
+/// known, as the keyword report does, not for enriching new records. And the spend
+/// beside them, for the report's costs.
 public struct KnownNames: Sendable {
     let cache: any KeywordNameStore
     let spendStore: any SpendStore
@@ -16,9 +17,9 @@ public struct KnownNames: Sendable {
         spendStore = try await SpendStorage.open(storagePath: storagePath, storageURL: storageURL, logger: logger)
     }
 
-    /// Apple Ads spend per keyword id and currency over the days `from` (inclusive) to
-    /// `until` (exclusive), `YYYY-MM-DD`, as the daily fetch and `import spend` stored it.
-    public func spend(from: String?, until: String?) async throws -> [Int64: [String: Decimal]] {
+    /// Apple Ads spend per keyword id over the days `from` (inclusive) to `until`
+    /// (exclusive), `YYYY-MM-DD`, as the daily fetch and `import spend` stored it.
+    public func spend(from: String?, until: String?) async throws -> [Int64: KeywordSpend] {
         try await spendStore.totals(from: from, until: until)
     }
 

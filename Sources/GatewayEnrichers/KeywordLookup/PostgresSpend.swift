@@ -68,17 +68,22 @@ final class PostgresSpend: SpendStore {
         }
     }
 
-    func totals(from: String?, until: String?) async throws -> [Int64: [String: Decimal]] {
+    func totals(from: String?, until: String?) async throws -> [Int64: KeywordSpend] {
         try await run { [logger] client in
-            var totals: [Int64: [String: Decimal]] = [:]
+            var totals: [Int64: KeywordSpend] = [:]
             let rows = try await client.query(
                 """
-                SELECT keyword_id, currency, SUM(amount_micros)::bigint FROM apple_ads_spend
+                SELECT keyword_id, currency, SUM(amount_micros)::bigint, MAX(campaign_id), MAX(ad_group_id), MAX(app_id)
+                FROM apple_ads_spend
                 WHERE (\(from)::text IS NULL OR day >= \(from)::text) AND (\(until)::text IS NULL OR day < \(until)::text)
                 GROUP BY keyword_id, currency
                 """, logger: logger)
-            for try await (keyword, currency, micros) in rows.decode((Int64, String, Int64).self) {
-                totals[keyword, default: [:]][currency] = SpendEntry.amount(micros: micros)
+            for try await (keyword, currency, micros, campaign, adGroup, app) in rows.decode(
+                (Int64, String, Int64, Int64, Int64, String?).self)
+            {
+                SpendEntry.add(
+                    &totals, keyword: keyword, currency: currency, micros: micros, campaign: campaign,
+                    adGroup: adGroup, app: app)
             }
             return totals
         }

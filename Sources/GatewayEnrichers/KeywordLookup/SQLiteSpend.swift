@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GatewayCore
 import GatewayStorage
 
 /// Keyword spend in the gateway's SQLite file.
@@ -35,21 +36,22 @@ struct SQLiteSpend: SpendStore {
         }
     }
 
-    func totals(from: String?, until: String?) async throws -> [Int64: [String: Decimal]] {
+    func totals(from: String?, until: String?) async throws -> [Int64: KeywordSpend] {
         try await pool.read { db in
-            var totals: [Int64: [String: Decimal]] = [:]
+            var totals: [Int64: KeywordSpend] = [:]
             let rows = try Row.fetchCursor(
                 db,
                 sql: """
-                    SELECT keyword_id, currency, SUM(amount_micros) AS micros FROM apple_ads_spend
+                    SELECT keyword_id, currency, SUM(amount_micros) AS micros, MAX(campaign_id) AS campaign_id,
+                        MAX(ad_group_id) AS ad_group_id, MAX(app_id) AS app_id
+                    FROM apple_ads_spend
                     WHERE (? IS NULL OR day >= ?) AND (? IS NULL OR day < ?)
                     GROUP BY keyword_id, currency
                     """, arguments: [from, from, until, until])
             while let row = try rows.next() {
-                let (keyword, currency, micros): (Int64, String, Int64) = (
-                    row["keyword_id"], row["currency"], row["micros"]
-                )
-                totals[keyword, default: [:]][currency] = SpendEntry.amount(micros: micros)
+                SpendEntry.add(
+                    &totals, keyword: row["keyword_id"], currency: row["currency"], micros: row["micros"],
+                    campaign: row["campaign_id"], adGroup: row["ad_group_id"], app: row["app_id"])
             }
             return totals
         }

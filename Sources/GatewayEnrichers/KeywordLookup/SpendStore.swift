@@ -14,8 +14,9 @@ protocol SpendStore: Sendable {
     func upsert(_ entries: [SpendEntry]) async throws
 
     /// Spend summed per keyword and currency over the days `from` (inclusive) to `until`
-    /// (exclusive), `YYYY-MM-DD`; nil leaves that side open.
-    func totals(from: String?, until: String?) async throws -> [Int64: [String: Decimal]]
+    /// (exclusive), `YYYY-MM-DD`, with the keyword's campaign, ad group and app where known;
+    /// nil leaves that side open.
+    func totals(from: String?, until: String?) async throws -> [Int64: KeywordSpend]
 
     /// Campaigns the gateway saw records of, with their org where known: what the daily
     /// fetch asks Apple about. A campaign noted again keeps a known org.
@@ -77,6 +78,20 @@ public struct SpendEntry: Sendable, Equatable {
 
     static func amount(micros: Int64) -> Decimal {
         Decimal(micros) / 1_000_000
+    }
+
+    /// Adds one currency's sum of a keyword to `totals`, with where the keyword stands
+    /// (0 for an id the source did not give).
+    static func add(
+        _ totals: inout [Int64: KeywordSpend], keyword: Int64, currency: String, micros: Int64, campaign: Int64,
+        adGroup: Int64, app: String?
+    ) {
+        var entry = totals[keyword] ?? KeywordSpend(amounts: [:])
+        entry.amounts[currency] = amount(micros: micros)
+        if campaign > 0 { entry.campaignID = campaign }
+        if adGroup > 0 { entry.adGroupID = adGroup }
+        entry.appID = entry.appID ?? app
+        totals[keyword] = entry
     }
 
     /// Several rows of one keyword's day (an export split by country, a fetch's pages)

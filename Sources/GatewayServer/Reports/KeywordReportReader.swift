@@ -25,13 +25,13 @@ public struct KeywordReportQuery: Sendable, Equatable {
 public enum KeywordReportReader {
     /// Names by cache key, as ``KnownNames/names(_:)`` gives them.
     public typealias Names = [String: (name: String, matchType: String?)]
-    /// Spend per keyword id and currency, as ``KnownNames/spend(from:until:)`` gives it.
-    public typealias Spend = [Int64: [String: Decimal]]
+    /// Spend per keyword id, as ``KnownNames/spend(from:until:)`` gives it.
+    public typealias Spend = [Int64: KeywordSpend]
 
     /// Reads every record (and every token Apple has not answered yet) from `store`, builds
     /// the report and names its Apple Search Ads lines from `names`, asked only when a line
-    /// has ids to name. `spend` is asked for the days of the purchases' period (``spendDays(_:)``)
-    /// when a line is an Apple Search Ads keyword's. `progress` is told the records read and
+    /// has ids to name. `spend` is asked for the days of the purchases' period (``spendDays(_:)``);
+    /// a keyword that spent with no line gets one. `progress` is told the records read and
     /// their total after each page.
     public static func rows(
         from store: any AttributionStore, _ query: KeywordReportQuery,
@@ -74,10 +74,8 @@ public enum KeywordReportReader {
             progress(read, total)
         }
         var rows = report.rows
-        if rows.contains(where: { $0.network == KeywordReport.appleSearchAdsNetwork && $0.keywordID != nil }) {
-            let days = spendDays(query)
-            rows = KeywordReport.spending(rows, try await spend(days.from, days.until))
-        }
+        let days = spendDays(query)
+        rows = KeywordReport.spending(rows, try await spend(days.from, days.until), appID: query.appID)
         let keys = KeywordReport.nameKeys(rows)
         return keys.isEmpty ? rows : KeywordReport.naming(rows, from: try await names(keys))
     }
