@@ -5,8 +5,20 @@ import GatewayCore
 import GatewayProviders
 import GatewayServer
 
+/// `import --provider NAME FILE.jsonl` (historical payloads) and `import spend FILE.csv`.
 struct Import: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        abstract: "Import historical payloads (--provider NAME FILE.jsonl) or Apple Ads spend (spend FILE.csv).",
+        discussion: """
+            Without a subcommand, `import --provider NAME FILE.jsonl` ingests payloads, one JSON object \
+            per line, through the normal pipeline (see `import payloads --help`).
+            """,
+        subcommands: [ImportPayloads.self, ImportSpend.self], defaultSubcommand: ImportPayloads.self)
+}
+
+struct ImportPayloads: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "payloads",
         abstract: "Ingest a file of historical payloads (one JSON object per line) through the normal pipeline.",
         discussion: """
             Records are stored, deduplicated and routed exactly as if they had been posted; the running \
@@ -14,7 +26,7 @@ struct Import: AsyncParsableCommand {
             {"received_at": "2025-03-01T12:00:00Z", "payload": {…}} for one that arrived then: the \
             record keeps that time. Lines that cannot be read are listed with their number and the exit \
             status is 1.
-            """)
+            """, shouldDisplay: false)
 
     @Option(help: "The provider that reads each line (e.g. iad).")
     var provider: String

@@ -20,7 +20,9 @@ struct KeywordsReport: AsyncParsableCommand {
             callback; else organic when the source answered none, else unknown when Apple never \
             answered) to their purchases (the ASA SDK's associate-user, /v1/events), by app and \
             user, and sums per campaign, ad group and keyword: installs, paying users, purchases \
-            and revenue per currency. A purchase counts once per app and transaction, credited to \
+            and revenue per currency; with Apple Ads spend (fetched daily by keyword_lookup, or \
+            loaded by import spend), spend over the period, cost per install and per paying user, \
+            and ROAS (revenue over spend, where both are in one currency). A purchase counts once per app and transaction, credited to \
             the best-attributed user that claimed it; a refunded one (/v1/events type refund) counts \
             under refunds instead. Reads the store, so it sees every record \
             whatever the routes.
@@ -53,15 +55,16 @@ struct KeywordsReport: AsyncParsableCommand {
             appID: appID, purchasesSince: try time(since, "--since"), purchasesUntil: try time(until, "--until"))
         // On stderr, so that the report on stdout stays clean for a pipe or a file.
         var progress: ProgressBar?
+        func known() async throws -> KnownNames {
+            try await KnownNames(
+                storagePath: configuration.storage.sqlitePath,
+                storageURL: configuration.storage.postgres?.url, logger: Logger(label: "attribution-gateway"))
+        }
         let rows = try await withExistingStore(configuration) { store in
             try await KeywordReportReader.rows(
                 from: store, query,
-                names: { keys in
-                    try await KnownNames(
-                        storagePath: configuration.storage.sqlitePath,
-                        storageURL: configuration.storage.postgres?.url, logger: Logger(label: "attribution-gateway")
-                    ).names(keys)
-                },
+                names: { keys in try await known().names(keys) },
+                spend: { from, until in try await known().spend(from: from, until: until) },
                 progress: { read, total in
                     if progress == nil { progress = ProgressBar(total: total, label: "reading") }
                     progress?.advance(to: read)
@@ -75,7 +78,7 @@ struct KeywordsReport: AsyncParsableCommand {
     /// position keep working.
     static let header = [
         "network", "campaign", "ad group", "keyword", "match", "installs", "paying", "conv %", "purchases", "revenue",
-        "refunds", "app",
+        "refunds", "app", "spend", "cost/install", "cost/paying", "roas",
     ]
 
     static func cells(_ row: KeywordReport.Row) -> [String] {
@@ -87,11 +90,15 @@ struct KeywordsReport: AsyncParsableCommand {
             }
         }
         let conversion = KeywordReport.conversion(row.convertedInstalls, of: row.installs)
-        let revenue = row.revenue.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: "; ")
+        func money(_ amounts: [String: Decimal]?) -> String {
+            (amounts ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: "; ")
+        }
+        let revenue = money(row.revenue)
         return [
             row.network ?? "", named(row.campaign, row.campaignID), named(row.adGroup, row.adGroupID),
             named(row.keyword, row.keywordID), row.matchType ?? "", String(row.installs), String(row.payingUsers),
-            conversion, String(row.purchases), revenue, String(row.refunds), row.appID,
+            conversion, String(row.purchases), revenue, String(row.refunds), row.appID, money(row.spend),
+            money(row.costPerInstall), money(row.costPerPayingUser), money(row.roas),
         ]
     }
 

@@ -37,6 +37,7 @@ import Testing
             team_id: t
             key_id: k
             private_key: "-----BEGIN EC PRIVATE KEY-----"
+            spend: {}
         sinks:
           a: { type: sqlite }
           b: { type: postgres, url: "postgres://u@127.0.0.1/db" }

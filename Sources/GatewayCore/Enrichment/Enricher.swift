@@ -1,3 +1,5 @@
+import ServiceLifecycle
+
 /// Fills what a payload lacks (keyword names, decoded conversion values) before routing.
 ///
 /// An enricher must not fail a record: when its source is down it leaves the fields as
@@ -35,4 +37,11 @@ extension LateEnricher {
     public func resume(_ records: [AttributionRecord]) async {}
     public func stored(_ records: [AttributionRecord]) async {}
     public func forget(_ recordIDs: [String]) async {}
+}
+
+/// An enricher with work of its own beside the records it is handed (`keyword_lookup`'s
+/// daily spend fetch): `serve` runs its services with the server's and stops them with it;
+/// an `import` builds the enricher without running them.
+public protocol EnricherWithServices: Enricher {
+    var services: [any Service] { get }
 }

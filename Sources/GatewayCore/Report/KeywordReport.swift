@@ -56,6 +56,17 @@ public struct KeywordReport: Sendable {
         /// `payingUsers` can exceed `installs` (a user installed through an ad later, who
         /// bought before it, is paying on the earlier line but installed on the later one).
         public var convertedInstalls: Int = 0
+        /// Apple Ads spend per currency on the line's keywords over the report's period;
+        /// absent where none is known (no fetch or import covers the keyword, or the line
+        /// is not a keyword's).
+        public var spend: [String: Decimal]?
+        /// Spend per install, per currency; absent without spend or installs.
+        public var costPerInstall: [String: Decimal]?
+        /// Spend per paying user, per currency; absent without spend or paying users.
+        public var costPerPayingUser: [String: Decimal]?
+        /// Revenue over spend, per currency where the line has both in it: a line's
+        /// revenue in EUR and spend in USD has no ROAS, rather than one mixing the two.
+        public var roas: [String: Decimal]?
 
         enum CodingKeys: String, CodingKey {
             case network, campaign, keyword
@@ -69,6 +80,28 @@ public struct KeywordReport: Sendable {
             case purchases, revenue, refunds
             case convertedInstalls = "converted_installs"
             case appID = "app_id"
+            case spend
+            case costPerInstall = "cost_per_install"
+            case costPerPayingUser = "cost_per_paying_user"
+            case roas
+        }
+
+        /// Sets the costs and ROAS from the line's spend, installs, paying users and revenue.
+        public mutating func price() {
+            guard let spend, !spend.isEmpty else {
+                (costPerInstall, costPerPayingUser, roas) = (nil, nil, nil)
+                return
+            }
+            func per(_ count: Int) -> [String: Decimal]? {
+                count > 0 ? spend.mapValues { KeywordReport.rounded($0 / Decimal(count), 2) } : nil
+            }
+            costPerInstall = per(installs)
+            costPerPayingUser = per(payingUsers)
+            var ratios: [String: Decimal] = [:]
+            for (currency, amount) in spend where amount > 0 {
+                if let earned = revenue[currency] { ratios[currency] = KeywordReport.rounded(earned / amount, 4) }
+            }
+            roas = ratios.isEmpty ? nil : ratios
         }
 
         /// Adds `other`'s counts and revenue to this line's, names untouched: several lines
@@ -81,6 +114,12 @@ public struct KeywordReport: Sendable {
             purchases += other.purchases
             refunds += other.refunds
             for (currency, amount) in other.revenue { revenue[currency, default: 0] += amount }
+            if let more = other.spend {
+                var sum = spend ?? [:]
+                for (currency, amount) in more { sum[currency, default: 0] += amount }
+                spend = sum
+            }
+            price()
         }
     }
 
@@ -440,9 +479,59 @@ public struct KeywordReport: Sendable {
         installs > 0 ? String(format: "%.1f", Double(converted) * 100 / Double(installs)) : ""
     }
 
+    static func rounded(_ value: Decimal, _ scale: Int) -> Decimal {
+        var value = value
+        var result = Decimal()
+        NSDecimalRound(&result, &value, scale, .plain)
+        return result
+    }
+
+    /// `rows` with the spend of their keywords (``Row/spend``, by keyword id, over the
+    /// report's period) and the costs and ROAS it gives. Only Apple Search Ads keyword lines
+    /// have spend: Apple reports it per keyword.
+    ///
+    /// A keyword that spent and brought no install or purchase gets a line of its own, so
+    /// that spend which brought nothing shows: its app is the spend's (an export's adam id),
+    /// else that of its campaign's other lines, else unknown (`""`); with `appID`, only
+    /// that app's are added.
+    public static func spending(_ rows: [Row], _ spend: [Int64: KeywordSpend], appID: String? = nil) -> [Row] {
+        guard !spend.isEmpty else { return rows }
+        var lined: Set<Int64> = []
+        var appOfCampaign: [Int64: String] = [:]
+        let rows = rows.map { row in
+            guard row.network == appleSearchAds else { return row }
+            if let campaign = row.campaignID, appOfCampaign[campaign] == nil { appOfCampaign[campaign] = row.appID }
+            guard let id = row.keywordID else { return row }
+            lined.insert(id)
+            guard let known = spend[id] else { return row }
+            var row = row
+            row.spend = known.amounts
+            row.price()
+            return row
+        }
+        let unlined = spend.compactMap { id, known -> Row? in
+            guard !lined.contains(id), known.amounts.values.contains(where: { $0 > 0 }) else { return nil }
+            let app = known.appID ?? known.campaignID.flatMap { appOfCampaign[$0] } ?? ""
+            if let appID, app != appID { return nil }
+            var row = Row(
+                appID: app, network: appleSearchAds, campaignID: known.campaignID, adGroupID: known.adGroupID,
+                keywordID: id, installs: 0, payingUsers: 0, purchases: 0, revenue: [:])
+            row.spend = known.amounts
+            row.price()
+            return row
+        }
+        return rows
+            + unlined.sorted {
+                ($0.appID, $0.campaignID ?? 0, $0.adGroupID ?? 0, $0.keywordID ?? 0)
+                    < ($1.appID, $1.campaignID ?? 0, $1.adGroupID ?? 0, $1.keywordID ?? 0)
+            }
+    }
+
     /// The network whose ids the keyword cache names (Apple's campaign, ad group and
     /// keyword ids, from AdServices, iAd and vendors' Apple Search Ads callbacks).
     static let appleSearchAds = "Apple Search Ads"
+    /// The network of Apple Search Ads lines, as ``Row/network`` names it.
+    public static var appleSearchAdsNetwork: String { appleSearchAds }
 
     /// The cache keys (`keyword:ID`, `adgroup:ID`, `campaign:ID`) of the Apple Search Ads
     /// ids in `rows`: the keyword cache may know their names (Apple's API, `keywords
@@ -474,5 +563,22 @@ public struct KeywordReport: Sendable {
             if let id = row.campaignID, let name = names[AppleAdsNameKey.campaign(id)]?.name { row.campaign = name }
             return row
         }
+    }
+}
+
+/// One keyword's Apple Ads spend over a report's days, and where Apple reported it.
+public struct KeywordSpend: Sendable, Equatable {
+    public var campaignID: Int64?
+    public var adGroupID: Int64?
+    /// The app (Apple's adam id), where the source gave it.
+    public var appID: String?
+    /// Per currency code.
+    public var amounts: [String: Decimal]
+
+    public init(campaignID: Int64? = nil, adGroupID: Int64? = nil, appID: String? = nil, amounts: [String: Decimal]) {
+        self.campaignID = campaignID
+        self.adGroupID = adGroupID
+        self.appID = appID
+        self.amounts = amounts
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import Logging
+import ServiceLifecycle
 import Synchronization
 
 /// `keyword_lookup`: fills `keyword`, `keyword_match_type`, `ad_group_name` and
@@ -12,10 +13,13 @@ import Synchronization
 /// serves later records. Keywords absent from AdServices answers (search match) are not
 /// looked up. An enricher never fails a record: Apple down means ids only. Records that
 /// went on without a name come back through ``lateRecords`` once it arrives.
-final class KeywordLookupEnricher: LateEnricher, Sendable {
+final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable {
     let name = "keyword_lookup"
     let source: any AppleAdsNameSource
     let cache: any KeywordNameStore
+    /// The campaigns whose spend the daily fetch asks for, and the fetch; nil without
+    /// `spend.enabled`.
+    let spend: SpendCampaigns?
     let wait: Duration
     let ttl: TimeInterval
     let unknownTTL: TimeInterval
@@ -40,7 +44,8 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
     static let maxWaitingLate = 10_000
 
     init(
-        source: any AppleAdsNameSource, cache: any KeywordNameStore, wait: Duration, ttl: TimeInterval,
+        source: any AppleAdsNameSource, cache: any KeywordNameStore, spend: SpendCampaigns? = nil, wait: Duration,
+        ttl: TimeInterval,
         unknownTTL: TimeInterval, logger: Logger, now: @escaping @Sendable () -> Date = { Date() },
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
         retryInitial: Duration = .seconds(2), metrics: GatewayMetrics = .none
@@ -50,6 +55,7 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         self.retryInitial = retryInitial
         self.source = source
         self.cache = cache
+        self.spend = spend
         self.wait = wait
         self.ttl = ttl
         self.unknownTTL = unknownTTL
@@ -97,7 +103,10 @@ final class KeywordLookupEnricher: LateEnricher, Sendable {
         }
     }
 
+    var services: [any Service] { spend.map { [$0.fetcher as any Service] } ?? [] }
+
     func enrich(_ records: [AttributionRecord]) async -> [AttributionRecord] {
+        spend?.note(records)
         var wanted: [String: Lookup] = [:]
         for record in records { wanted.merge(askable(for: record)) { first, _ in first } }
         guard !wanted.isEmpty else { return records }

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import GatewayCore
 import GatewayHTTP
+import Logging
 
 /// Registers `enrichers: keyword_lookup:`.
 public enum KeywordLookupPlugin: EnricherPlugin {
@@ -20,6 +21,11 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         public var unknownTTL: TimeInterval = 3600
         /// First wait after a 429, 5xx or failure; Apple asks for 2 s, doubling.
         public var backoffInitial: Duration = .seconds(2)
+        /// `spend.enabled`: fetch daily keyword spend from Apple Ads reports.
+        public var spendEnabled = false
+        /// `spend.fetch_days`: how many days back each daily fetch asks for again, Apple
+        /// correcting a day's spend after it ends.
+        public var spendDays = 7
     }
 
     public static let typeName = "keyword_lookup"
@@ -76,6 +82,12 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         let ttl = reader.int("cache_ttl_hours", in: 1...(24 * 365))
         let unknown = reader.int("unknown_ttl_minutes", in: 1...(24 * 60 * 30))
         let backoff = reader.int("backoff_initial_ms", in: 1...60_000)
+        var spend: (enabled: Bool?, days: Int?) = (nil, nil)
+        if let section = reader.child("spend") {
+            // DAILY reports reach back 90 days at most.
+            spend = (section.bool("enabled"), section.int("fetch_days", in: 1...90))
+            section.finish()
+        }
         guard reader.diagnostics.issues.count == before, let clientID, let teamID, let keyID, let pem else {
             return nil
         }
@@ -86,6 +98,8 @@ public enum KeywordLookupPlugin: EnricherPlugin {
         if let ttl { options.ttl = Double(ttl) * 3600 }
         if let unknown { options.unknownTTL = Double(unknown) * 60 }
         if let backoff { options.backoffInitial = .milliseconds(backoff) }
+        if let enabled = spend.enabled { options.spendEnabled = enabled }
+        if let days = spend.days { options.spendDays = days }
         return options
     }
 
@@ -105,15 +119,35 @@ public enum KeywordLookupPlugin: EnricherPlugin {
             secret: secret, tokenEndpoint: options.tokenEndpoint, client: client, now: now, logger: context.logger)
         var http = AppleAdsHTTP(base: options.endpoint, tokens: tokens, client: client, sleep: sleep)
         http.initialBackoff = options.backoffInitial
-        let source: any AppleAdsNameSource =
+        let source: any AppleAdsNameSource & AppleAdsSpendSource =
             options.api == "v5" ? AppleAdsCampaignManagementV5(http: http) : AppleAdsPlatformV1(http: http)
+        var spend: SpendCampaigns?
+        if options.spendEnabled {
+            let store = try await SpendStorage.open(
+                storagePath: context.storagePath, storageURL: context.storageURL, logger: context.logger)
+            spend = SpendCampaigns(
+                store: store,
+                fetcher: SpendFetcher(
+                    source: source, store: store, days: options.spendDays,
+                    logger: context.logger.withSpendJob(), now: now),
+                logger: context.logger)
+        }
         return KeywordLookupEnricher(
             source: source,
             cache: try await KeywordNameStorage.open(
                 storagePath: context.storagePath, storageURL: context.storageURL, logger: context.logger),
+            spend: spend,
             wait: options.wait,
             ttl: options.ttl,
             unknownTTL: options.unknownTTL, logger: context.logger, now: now, sleep: sleep,
             retryInitial: options.backoffInitial, metrics: context.metrics)
+    }
+}
+
+extension Logger {
+    fileprivate func withSpendJob() -> Logger {
+        var logger = self
+        logger[metadataKey: "job"] = "spend_fetch"
+        return logger
     }
 }

@@ -7,49 +7,28 @@ import PostgresNIO
 /// Keyword names in the gateway's PostgreSQL database, shared by its replicas: a name one
 /// replica fetched is not asked of Apple again by another.
 final class PostgresKeywordNames: KeywordNameStore {
-    let url: PostgresURL
-    let client: PostgresClient
-    let logger: Logger
+    let database: EnricherPostgres
+    var logger: Logger { database.logger }
     /// Names are a cache: a database that does not answer costs a record its names, never
     /// holds it longer than this.
     let timeout: Duration = .seconds(5)
-    private let runner: Task<Void, Never>
     /// Most rows in one statement: PostgreSQL takes at most 65,535 parameters.
     static let rowsPerStatement = 1000
 
     init(url: PostgresURL, logger: Logger) async throws {
-        self.url = url
-        self.logger = logger
-        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2), backgroundLogger: logger)
-        self.client = client
-        runner = client.runInBackground()
-        do {
-            try await answered(within: .seconds(10), from: url) {
-                try await client.withConnection { connection in
-                    // Its own lock: replicas starting together would race on the catalogue.
-                    try await withAdvisoryLock(0x4154_5452_4757_0003, on: connection, logger: logger) {
-                        _ = try await connection.query(
-                            """
-                            CREATE TABLE IF NOT EXISTS apple_ads_names (
-                                key text PRIMARY KEY, name text, match_type text,
-                                fetched_at double precision NOT NULL)
-                            """, logger: logger)
-                        _ = try await connection.query(
-                            """
-                            CREATE TABLE IF NOT EXISTS apple_ads_names_owed (
-                                record_id text PRIMARY KEY, since double precision NOT NULL)
-                            """, logger: logger)
-                    }
-                }
-            }
-        } catch {
-            runner.cancel()
-            throw StoreNotReady(reason: "PostgreSQL at \(url.shown): \(PostgresStore.describe(error))")
-        }
-    }
-
-    deinit {
-        runner.cancel()
+        database = try await EnricherPostgres(
+            url: url, logger: logger, lock: 0x4154_5452_4757_0003,
+            schema: [
+                """
+                CREATE TABLE IF NOT EXISTS apple_ads_names (
+                    key text PRIMARY KEY, name text, match_type text,
+                    fetched_at double precision NOT NULL)
+                """,
+                """
+                CREATE TABLE IF NOT EXISTS apple_ads_names_owed (
+                    record_id text PRIMARY KEY, since double precision NOT NULL)
+                """,
+            ])
     }
 
     func entries(_ keys: [String]) async throws -> [String: KeywordNameEntry] {
@@ -136,6 +115,6 @@ final class PostgresKeywordNames: KeywordNameStore {
     }
 
     private func run<T: Sendable>(_ work: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
-        try await answered(within: timeout, from: url) { [client] in try await work(client) }
+        try await database.run(within: timeout, work)
     }
 }

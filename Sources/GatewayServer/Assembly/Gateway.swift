@@ -7,6 +7,7 @@ import GatewaySinks
 import GatewayStorage
 import Logging
 import Prometheus
+import ServiceLifecycle
 
 /// A running gateway's parts, built from a checked configuration: the store, the
 /// providers, the ingest pipeline and one delivery worker per sink.
@@ -23,6 +24,8 @@ public final class Gateway: Sendable {
     public let resolvers: [String: PendingResolver]
     /// One per enricher whose answers may come after routing.
     public let lateWriters: [LateRecordWriter]
+    /// Enrichers' own work beside the server (keyword_lookup's daily spend fetch).
+    public let enricherServices: [any Service]
     public let health: WorkerHealth
     /// Checkpoints the SQLite store's write-ahead log off the commit path while the server runs.
     public let checkpointer: WALCheckpointer?
@@ -47,10 +50,11 @@ public final class Gateway: Sendable {
     init(
         configuration: GatewayConfiguration, store: any AttributionStore, providers: [any AttributionProvider],
         pipeline: IngestPipeline, workers: [SinkWorker], resolvers: [String: PendingResolver],
-        lateWriters: [LateRecordWriter],
+        lateWriters: [LateRecordWriter], enricherServices: [any Service] = [],
         health: WorkerHealth, checkpointer: WALCheckpointer?, quarantineTrimmer: QuarantineTrimmer?,
         metricsRegistry: PrometheusCollectorRegistry, metrics: GatewayMetrics, logger: Logger
     ) {
+        self.enricherServices = enricherServices
         self.quarantineTrimmer = quarantineTrimmer
         self.configuration = configuration
         self.store = store
@@ -224,7 +228,9 @@ public final class Gateway: Sendable {
         }
         return Gateway(
             configuration: configuration, store: store, providers: providers, pipeline: pipeline,
-            workers: workers, resolvers: resolvers, lateWriters: lateWriters, health: health,
+            workers: workers, resolvers: resolvers, lateWriters: lateWriters,
+            enricherServices: enrichers.compactMap { $0 as? any EnricherWithServices }.flatMap(\.services),
+            health: health,
             checkpointer: sqlite.map { WALCheckpointer(store: $0, logger: logger) }, quarantineTrimmer: trimmer,
             metricsRegistry: registry,
             metrics: metrics, logger: logger)

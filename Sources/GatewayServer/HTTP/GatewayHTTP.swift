@@ -121,7 +121,7 @@ public enum GatewayHTTP {
                 + gateway.workers.map { $0 as any Service }
                 + gateway.resolvers.values.map { $0 as any Service } + gateway.lateWriters.map { $0 as any Service }
                 + [gateway.retention].compactMap { $0 as (any Service)? }
-                + [gateway.quarantineTrimmer].compactMap { $0 as (any Service)? },
+                + [gateway.quarantineTrimmer].compactMap { $0 as (any Service)? } + gateway.enricherServices,
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? settings.port
                 gateway.logger.info("gateway listening", metadata: ["address": "\(settings.host):\(port)"])

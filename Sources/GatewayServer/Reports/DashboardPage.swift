@@ -65,6 +65,7 @@ enum DashboardPage {
     /// campaign and ad group it is in.
     static func page(_ view: DashboardView, groups: [DashboardView.Group], shown: KeywordReport.Row?) -> String {
         let currencies = DashboardView.currencies(groups)
+        let spendCurrencies = DashboardView.spendCurrencies(groups)
         var body = """
             <header><h1>Keywords → paying users</h1>
             <form method="post" action="/dashboard/logout"><button type="submit">Sign out</button></form></header>
@@ -78,12 +79,16 @@ enum DashboardPage {
         for group in groups where apps.last != group.appID { apps.append(group.appID) }
         for app in apps {
             body += "<section><h2>App \(escape(app))</h2>"
-            body += table(view, groups.filter { $0.appID == app }, currencies: currencies) + "</section>"
+            body +=
+                table(
+                    view, groups.filter { $0.appID == app }, currencies: currencies, spendCurrencies: spendCurrencies)
+                + "</section>"
         }
         body += """
             <p class="muted">Purchases \(escape(period(view))); installs from any time. Paying users are
             summed over lines: a user paying on two lines counts on each. Conversion: of the installs, those
-            paying on the same line.</p>
+            paying on the same line. Spend: Apple Ads spend on the lines' keywords over the days of the
+            period (UTC); ROAS is revenue over spend in the same currency.</p>
             """
         return document(title: "Keywords · Attribution Gateway", body: body)
     }
@@ -97,7 +102,9 @@ enum DashboardPage {
         }
     }
 
-    static func table(_ view: DashboardView, _ groups: [DashboardView.Group], currencies: [String]) -> String {
+    static func table(
+        _ view: DashboardView, _ groups: [DashboardView.Group], currencies: [String], spendCurrencies: [String] = []
+    ) -> String {
         let name = view.level.rawValue.prefix(1).uppercased() + view.level.rawValue.dropFirst()
         var html = #"<div class="scroll"><table><thead><tr><th scope="col">\#(escape(name))</th>"#
         if view.level == .keyword { html += #"<th scope="col">Match</th>"# }
@@ -105,13 +112,18 @@ enum DashboardPage {
             html += #"<th scope="col" class="num">\#(column)</th>"#
         }
         for currency in currencies { html += #"<th scope="col" class="num">Revenue \#(escape(currency))</th>"# }
+        for currency in spendCurrencies {
+            for column in ["Spend", "Cost / install", "Cost / paying user", "ROAS"] {
+                html += #"<th scope="col" class="num">\#(column) \#(escape(currency))</th>"#
+            }
+        }
         html += "</tr></thead><tbody>"
         for group in groups {
             let label = escape(group.label)
             let cell = view.opening(group).map { #"<a href="\#(escape($0.url()))">\#(label)</a>"# } ?? label
             html += "<tr><td>\(cell)</td>"
             if view.level == .keyword { html += "<td>\(escape(group.matchType ?? ""))</td>" }
-            for number in group.numbers(currencies) {
+            for number in group.numbers(currencies, spendCurrencies: spendCurrencies) {
                 html += #"<td class="num">\#(escape(number))</td>"#
             }
             html += "</tr>"

@@ -39,12 +39,21 @@ struct DashboardView {
         var totals = KeywordReport.emptyRow
 
         /// The numbers of its row, as the page and the CSV show them: installs, paying users,
-        /// conversion, purchases, refunds, then revenue in each of `currencies`.
-        func numbers(_ currencies: [String]) -> [String] {
-            [
+        /// conversion, purchases, refunds, revenue in each of `currencies`, then for each of
+        /// `spendCurrencies` the spend, cost per install, cost per paying user and ROAS.
+        func numbers(_ currencies: [String], spendCurrencies: [String] = []) -> [String] {
+            func shown(_ amounts: [String: Decimal]?, _ currency: String) -> String {
+                amounts?[currency].map { "\($0)" } ?? ""
+            }
+            return [
                 String(totals.installs), String(totals.payingUsers), conversion, String(totals.purchases),
                 String(totals.refunds),
-            ] + currencies.map { currency in totals.revenue[currency].map { "\($0)" } ?? "" }
+            ] + currencies.map { shown(totals.revenue, $0) }
+                + spendCurrencies.flatMap { currency in
+                    [totals.spend, totals.costPerInstall, totals.costPerPayingUser, totals.roas].map {
+                        shown($0, currency)
+                    }
+                }
         }
 
         /// Of the installs, those paying on the same line, as `report keywords` shows it.
@@ -192,14 +201,27 @@ struct DashboardView {
         Set(groups.flatMap(\.totals.revenue.keys)).sorted()
     }
 
+    /// The currencies the groups' spend is in, each four columns: spend, cost per install,
+    /// cost per paying user, ROAS. None when no group has spend: the columns stay away.
+    static func spendCurrencies(_ groups: [Group]) -> [String] {
+        Set(groups.flatMap { ($0.totals.spend ?? [:]).keys }).sorted()
+    }
+
+    /// The headers of a spend currency's four columns, as `name` writes each.
+    static func spendHeaders(_ currency: String, _ name: (String) -> String) -> [String] {
+        ["spend", "cost_per_install", "cost_per_paying_user", "roas"].map { name($0) + "_" + currency }
+    }
+
     /// The view as CSV: one line per group, revenue a column per currency. Cells a
     /// spreadsheet would run as a formula are defused by ``CSV/row(_:)``.
     func csv(_ groups: [Group]) -> String {
         let currencies = Self.currencies(groups)
+        let spendCurrencies = Self.spendCurrencies(groups)
         var header = ["app_id", level.rawValue.replacingOccurrences(of: " ", with: "_"), "id"]
         if level == .keyword { header.append("match_type") }
         header += ["installs", "paying_users", "conversion_pct", "purchases", "refunds"]
         header += currencies.map { "revenue_\($0)" }
+        header += spendCurrencies.flatMap { Self.spendHeaders($0) { $0 } }
         var lines = [CSV.row(header)]
         for group in groups {
             var cells = [group.appID, group.label]
@@ -208,7 +230,7 @@ struct DashboardView {
             default: cells.append("")
             }
             if level == .keyword { cells.append(group.matchType ?? "") }
-            cells += group.numbers(currencies)
+            cells += group.numbers(currencies, spendCurrencies: spendCurrencies)
             lines.append(CSV.row(cells))
         }
         return lines.joined(separator: "\r\n") + "\r\n"

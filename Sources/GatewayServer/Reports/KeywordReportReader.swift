@@ -25,13 +25,18 @@ public struct KeywordReportQuery: Sendable, Equatable {
 public enum KeywordReportReader {
     /// Names by cache key, as ``KnownNames/names(_:)`` gives them.
     public typealias Names = [String: (name: String, matchType: String?)]
+    /// Spend per keyword id, as ``KnownNames/spend(from:until:)`` gives it.
+    public typealias Spend = [Int64: KeywordSpend]
 
     /// Reads every record (and every token Apple has not answered yet) from `store`, builds
     /// the report and names its Apple Search Ads lines from `names`, asked only when a line
-    /// has ids to name. `progress` is told the records read and their total after each page.
+    /// has ids to name. `spend` is asked for the days of the purchases' period (``spendDays(_:)``);
+    /// a keyword that spent with no line gets one. `progress` is told the records read and
+    /// their total after each page.
     public static func rows(
         from store: any AttributionStore, _ query: KeywordReportQuery,
         names: ([String]) async throws -> Names,
+        spend: (_ from: String?, _ until: String?) async throws -> Spend = { _, _ in [:] },
         progress: (_ read: Int, _ total: Int) -> Void = { _, _ in }
     ) async throws -> [KeywordReport.Row] {
         var report = KeywordReport(purchasesSince: query.purchasesSince, purchasesUntil: query.purchasesUntil)
@@ -68,9 +73,25 @@ public enum KeywordReportReader {
             read += page.records.count
             progress(read, total)
         }
-        let rows = report.rows
+        var rows = report.rows
+        let days = spendDays(query)
+        rows = KeywordReport.spending(rows, try await spend(days.from, days.until), appID: query.appID)
         let keys = KeywordReport.nameKeys(rows)
         return keys.isEmpty ? rows : KeywordReport.naming(rows, from: try await names(keys))
+    }
+
+    /// The days whose spend a report counts, `YYYY-MM-DD`, `until` exclusive: those whose
+    /// midnight (UTC) falls in the purchases' period, so that `--since 2026-03-01 --until
+    /// 2026-04-01` counts March's spend.
+    public static func spendDays(_ query: KeywordReportQuery) -> (from: String?, until: String?) {
+        func day(_ date: Date) -> String {
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = TimeZone(identifier: "UTC")!
+            let start = calendar.startOfDay(for: date)
+            let first = start < date ? calendar.date(byAdding: .day, value: 1, to: start)! : start
+            return ISO8601.format(first).prefix(10).description
+        }
+        return (query.purchasesSince.map(day), query.purchasesUntil.map(day))
     }
 
     /// A deferred provider with its default options, for reading its waiting work: what a

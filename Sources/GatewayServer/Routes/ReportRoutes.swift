@@ -37,7 +37,9 @@ struct Reports: Sendable {
 
     func rows(_ query: KeywordReportQuery) async throws -> [KeywordReport.Row] {
         try await gate.run { [store, names] in
-            try await KeywordReportReader.rows(from: store, query, names: { keys in try await names.names(keys) })
+            try await KeywordReportReader.rows(
+                from: store, query, names: { keys in try await names.names(keys) },
+                spend: { from, until in try await names.spend(from: from, until: until) })
         }
     }
 }
@@ -55,6 +57,14 @@ actor KnownNamesCache {
     }
 
     func names(_ keys: [String]) async throws -> KeywordReportReader.Names {
+        try await known().names(keys)
+    }
+
+    func spend(from: String?, until: String?) async throws -> KeywordReportReader.Spend {
+        try await known().spend(from: from, until: until)
+    }
+
+    private func known() async throws -> KnownNames {
         let task =
             opening
             ?? Task { [storage, logger] in
@@ -62,7 +72,7 @@ actor KnownNamesCache {
             }
         opening = task
         do {
-            return try await task.value.names(keys)
+            return try await task.value
         } catch {
             // A database that was down at the first report is tried again at the next.
             if opening == task { opening = nil }

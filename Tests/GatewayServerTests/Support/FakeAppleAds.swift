@@ -50,6 +50,9 @@ final class FakeAppleAds: Sendable {
     /// Refusals a real Apple would give, with why.
     private let refusals = Mutex<[String]>([])
 
+    /// Keyword reports, with the spend they answer.
+    let reports = FakeAppleAdsReports()
+
     init(publicKey: P256.Signing.PublicKey) {
         self.publicKey = publicKey
     }
@@ -173,7 +176,19 @@ final class FakeAppleAds: Sendable {
                 return Self.json(200, #"{"data":\#(body),"pagination":null,"error":null}"#)
             }
         }
+        reports.add(self, to: router)
         return router
+    }
+
+    /// Why Apple would refuse an API request (down, throttled, a bad token or context), as
+    /// its answer; nil when it would answer.
+    func refusal(_ request: Request, context: Bool, expected: String = "adAccountId=\(adAccountID)") -> Response? {
+        refuse(request, context: context, expected: expected)
+    }
+
+    /// Notes a request the real API would refuse.
+    func refuse(_ why: String) {
+        refusals.withLock { $0.append(why) }
     }
 
     private func refuse(_ request: Request, context: Bool, expected: String = "adAccountId=\(adAccountID)") -> Response?

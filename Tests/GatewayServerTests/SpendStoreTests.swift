@@ -1,0 +1,94 @@
+import Foundation
+import GatewayCore
+import GatewayTestSupport
+import Logging
+import Testing
+
+@testable import GatewayEnrichers
+
+/// Keyword spend kept beside the store, on SQLite and on PostgreSQL: what the daily fetch,
+/// `import spend` and the report rely on, whichever backend holds the records.
+@Suite struct SpendStoreTests {
+    static let backends = ["sqlite"] + (TestPostgres.expected ? ["postgres"] : [])
+
+    /// A new, empty spend store of `backend`, and a function opening another one on the same
+    /// data (a second replica, or a restart).
+    static func make(_ backend: String) async throws -> @Sendable () async throws -> any SpendStore {
+        let logger = Logger(label: "test")
+        if backend == "postgres" {
+            let url = try await TestPostgres.newDatabase()
+            return { try await SpendStorage.open(storagePath: "", storageURL: url, logger: logger) }
+        }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("spend-\(UUID()).sqlite").path
+        return { try await SpendStorage.open(storagePath: path, storageURL: nil, logger: logger) }
+    }
+
+    static func entry(_ keyword: Int64, _ day: String, _ amount: String, _ currency: String = "USD") -> SpendEntry {
+        SpendEntry(
+            campaignID: 542_370_539, adGroupID: 542_317_095, keywordID: keyword, day: day, currency: currency,
+            amount: Decimal(string: amount)!)
+    }
+
+    @Test(arguments: backends)
+    func daysAreReplacedAndSummedExactlyOverAPeriod(_ backend: String) async throws {
+        let open = try await Self.make(backend)
+        let store = try await open()
+        // More than one statement's worth, as a year of a large account's keywords is.
+        var many: [SpendEntry] = []
+        for keyword in 0..<1200 { many.append(Self.entry(Int64(1000 + keyword), "2026-03-01", "0.10")) }
+        try await store.upsert(many)
+        try await store.upsert([
+            Self.entry(7, "2026-02-28", "1.00"), Self.entry(7, "2026-03-01", "2.50"),
+            Self.entry(7, "2026-03-31", "0.01"), Self.entry(7, "2026-04-01", "100"),
+            Self.entry(7, "2026-03-15", "3", "EUR"),
+        ])
+        // Apple corrects the day: the later fetch replaces it, never adds to it.
+        try await store.upsert([Self.entry(7, "2026-03-01", "2.25")])
+
+        let other = try await open()
+        let march = try await other.totals(from: "2026-03-01", until: "2026-04-01")
+        #expect(march[7]?.amounts == ["USD": Decimal(string: "2.26")!, "EUR": 3])
+        #expect(march[1000]?.amounts == ["USD": Decimal(string: "0.1")!] && march.count == 1201)
+        #expect(march[7]?.campaignID == 542_370_539 && march[7]?.adGroupID == 542_317_095 && march[7]?.appID == nil)
+        // Exact: a thousand and more dimes are no binary float's sum.
+        #expect(try await other.totals(from: nil, until: nil)[7]?.amounts["USD"] == Decimal(string: "103.26")!)
+        #expect(try await other.totals(from: "2026-04-01", until: nil)[7]?.amounts == ["USD": 100])
+        #expect(try await other.totals(from: nil, until: "2026-03-01")[7]?.amounts == ["USD": 1])
+        // More than six decimals is not a currency amount: refused, nothing written.
+        await #expect(throws: (any Error).self) {
+            try await store.upsert([Self.entry(8, "2026-03-01", "0.0000001")])
+        }
+        #expect(try await other.totals(from: nil, until: nil)[8]?.amounts == nil)
+    }
+
+    @Test(arguments: backends)
+    func oneReplicaClaimsEachDaysFetch(_ backend: String) async throws {
+        let open = try await Self.make(backend)
+        let (first, second) = (try await open(), try await open())
+        let start = Date(timeIntervalSince1970: 1_780_000_000)
+        #expect(try await first.lastFetched() == nil)
+        #expect(try await first.claimFetch(now: start, every: 86_400, lease: 3600))
+        // The other replica finds the claim held, and so does the first asking again.
+        #expect(try await second.claimFetch(now: start + 1, every: 86_400, lease: 3600) == false)
+        #expect(try await first.claimFetch(now: start + 2, every: 86_400, lease: 3600) == false)
+        try await first.fetched(at: start + 10)
+        #expect(try await second.lastFetched() == start + 10)
+        // Done: not due again for a day, whoever asks.
+        #expect(try await second.claimFetch(now: start + 3600 * 5, every: 86_400, lease: 3600) == false)
+        #expect(try await second.claimFetch(now: start + 10 + 86_400, every: 86_400, lease: 3600))
+        // A replica that died holding the claim is taken over once its lease ends.
+        #expect(try await first.claimFetch(now: start + 10 + 86_400 + 60, every: 86_400, lease: 3600) == false)
+        #expect(try await first.claimFetch(now: start + 10 + 86_400 + 3600, every: 86_400, lease: 3600))
+    }
+
+    @Test(arguments: backends)
+    func campaignsKeepTheirOrgOnceKnown(_ backend: String) async throws {
+        let open = try await Self.make(backend)
+        let store = try await open()
+        try await store.noteCampaigns([1: 40_669_820, 2: nil])
+        try await store.noteCampaigns([1: nil, 2: 77])
+        let campaigns = try await open().campaigns()
+        #expect(campaigns.map(\.campaignID) == [1, 2])
+        #expect(campaigns.map(\.orgID) == [40_669_820, 77])
+    }
+}
