@@ -38,6 +38,15 @@ extension PostgresStore {
                     WHERE record_id = \(record.recordID)
                     """, logger: logger)
             }
+            // Tokens of the user's still waiting for Apple would become records of theirs.
+            let ids = sweep.searchIDs
+            _ = try await connection.query(
+                """
+                DELETE FROM pending WHERE app_id = \(subject.appID) AND (
+                    gateway_json(convert_from(state, 'UTF8')) ->> 'appUserID' = ANY(\(ids.appUserIDs)::text[])
+                    OR gateway_json(convert_from(state, 'UTF8')) ->> 'idfv' = ANY(\(ids.idfvs)::text[])
+                    OR gateway_json(convert_from(state, 'UTF8')) ->> 'idfa' = ANY(\(ids.idfas)::text[]))
+                """, logger: logger)
             _ = try await connection.query(
                 "DELETE FROM outbox WHERE record_id = ANY(\(recordIDs)::text[])", logger: logger)
             _ = try await connection.query(

@@ -41,6 +41,18 @@ extension SQLiteStore {
                     "UPDATE records SET body = ?, dedupe_key = ? WHERE record_id = ?",
                     [record.encoded().text, record.dedupeKey, record.recordID])
             }
+            // Tokens of the user's still waiting for Apple would become records of theirs.
+            let ids = sweep.searchIDs
+            try db.execute(
+                sql: """
+                    DELETE FROM pending WHERE app_id = ? AND json_valid(CAST(state AS TEXT)) AND (
+                        json_extract(CAST(state AS TEXT), '$.appUserID') IN (SELECT value FROM json_each(?))
+                        OR json_extract(CAST(state AS TEXT), '$.idfv') IN (SELECT value FROM json_each(?))
+                        OR json_extract(CAST(state AS TEXT), '$.idfa') IN (SELECT value FROM json_each(?)))
+                    """,
+                arguments: [
+                    subject.appID, Self.jsonArray(ids.appUserIDs), Self.jsonArray(ids.idfvs), Self.jsonArray(ids.idfas),
+                ])
             for statement in [
                 "DELETE FROM outbox WHERE record_id IN (SELECT value FROM json_each(?))",
                 "DELETE FROM dead_letters WHERE record_id IN (SELECT value FROM json_each(?))",

@@ -90,6 +90,40 @@ import Testing
         #expect(try await store.dueEntries(sink: "b", now: clock.now, limit: 10).isEmpty)
     }
 
+    /// A token of the user's still waiting for Apple would become a record naming them.
+    @Test(arguments: StoreBackend.available)
+    func theUsersTokensStillWaitingAreDropped(backend: StoreBackend) async throws {
+        let clock = TestClock()
+        let store = try await backend.make(clock: clock).store
+        func work(_ user: String, idfv: String? = nil, app: String = "1") -> PendingWork {
+            var state: [String: JSONValue] = [
+                "token": .string("t-\(user)"), "appID": .string(app),
+                "appUserID": .string(user),
+            ]
+            state["idfv"] = idfv.map(JSONValue.string)
+            return PendingWork(
+                provider: "adservices", dedupeKey: "adservices:\(app):\(user)", appID: app, receivedAt: clock.now,
+                state: Data(JSONValue.object(state).compactUTF8))
+        }
+        let mine = work("u1")
+        // Another user id on the same device: the device is the user's too.
+        let sameDevice = work("u1-again", idfv: Self.idfv)
+        let theirs = work("u2")
+        let otherApp = work("u1", app: "2")
+        var install = StoreConformanceTests.install("u1", at: clock.now)
+        install.idfv = Self.idfv
+        _ = try await store.ingest([RoutedRecord(record: install, sinks: [])])
+        for pending in [mine, sameDevice, theirs, otherApp] { _ = try await store.addPending(pending, now: clock.now) }
+
+        _ = try await store.forget(
+            ForgetSubject(appID: "1", appUserID: "u1"), requestID: "req-3", userDigest: "d", sinks: [],
+            now: clock.now)
+        #expect(try await store.isPending(recordID: mine.recordID) == false)
+        #expect(try await store.isPending(recordID: sameDevice.recordID) == false)
+        #expect(try await store.isPending(recordID: theirs.recordID))
+        #expect(try await store.isPending(recordID: otherApp.recordID))
+    }
+
     @Test(arguments: StoreBackend.available)
     func aDeletionASinkGaveUpOnShowsAsFailedWithItsReason(backend: StoreBackend) async throws {
         let clock = TestClock()

@@ -42,6 +42,16 @@ public struct ForgetSweep: Sendable {
             || record.idfa.map(idfas.contains) == true
     }
 
+    /// Whether pending work's `state` (see ``PendingStore``) names one of the user's ids.
+    public func matchesPending(state: Data) -> Bool {
+        guard case .object(let fields)? = try? JSONValue.parse(state) else { return false }
+        func named(_ key: String, _ ids: Set<String>) -> Bool {
+            if case .string(let id)? = fields[key] { return ids.contains(id) }
+            return false
+        }
+        return named("appUserID", appUserIDs) || named("idfv", idfvs) || named("idfa", idfas)
+    }
+
     /// Takes a record of the user's (``matches(_:)``); returns whether it holds an id not
     /// searched by yet.
     @discardableResult

@@ -30,7 +30,8 @@ public struct PendingWork: Sendable, Equatable {
     public var dedupeKey: String
     public var appID: String?
     public var receivedAt: Date
-    /// The provider's own state, opaque to the store; ``ResolutionStep/retry`` replaces it.
+    /// The provider's own state, opaque to the store but for the members that name its
+    /// user (see ``PendingStore``); ``ResolutionStep/retry`` replaces it.
     public var state: Data
     /// Attempts made so far.
     public var attempts: Int

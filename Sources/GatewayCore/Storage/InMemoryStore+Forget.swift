@@ -28,6 +28,11 @@ extension InMemoryStore {
                 state.forgetDeliveries(of: Text(record.recordID))
             }
             state.forgetSDKUsers(attributedTo: Set(sweep.matched.map { Text($0.recordID) }))
+            // Tokens of the user's still waiting for Apple would become records of theirs.
+            for (key, row) in state.pending where row.appID == subject.appID && sweep.matchesPending(state: row.state) {
+                state.pending[key] = nil
+                state.pendingByKey[Text(row.dedupeKey)] = nil
+            }
             _ = state.insert(batch, bodies: [carrier.encoded().text], queuedAt: at)
             let row = ForgetRow(
                 appID: subject.appID, userDigest: userDigest, requestedAt: at, completedAt: nil,

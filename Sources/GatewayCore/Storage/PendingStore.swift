@@ -10,6 +10,10 @@ import Foundation
 ///   interrupts comes back by itself when the lease ends;
 /// - settling replaces finished work by its records (with their outbox rows) in one
 ///   transaction, and reschedules the rest.
+///
+/// A deferred provider's `state` is a JSON object that names the work's user in its
+/// `appUserID`, `idfv` and `idfa` members, so that a forget request finds and drops the
+/// work before it becomes a record of the user's (``ForgetStore``).
 public protocol PendingStore: Sendable {
     /// Keeps accepted work, due now, unless its dedupe key is already a record or pending.
     func addPending(_ work: PendingWork, now: Date) async throws -> PendingAdmission
