@@ -28,7 +28,11 @@ import Testing
                       s2s:
                         vendor: [appsflyer, adjust, singular]
                         vendors:
-                          singular: { api_key: \(FakeVendors.singularKey), endpoint: http://127.0.0.1:\(vendorPort) }
+                          singular:
+                            api_key: \(FakeVendors.singularKey)
+                            endpoint: http://127.0.0.1:\(vendorPort)
+                            gdpr_api_key: \(FakeVendorDeletions.singularKey)
+                            gdpr_endpoint: http://127.0.0.1:\(deletionPort)
                           appsflyer:
                             api_key: \(FakeVendors.appsFlyerKey)
                             endpoint: http://127.0.0.1:\(vendorPort)
@@ -81,7 +85,7 @@ import Testing
                     #expect(
                         sinks.mapValues { $0["status"] as? String } == [
                             "local": "done", "s2s.appsflyer": "done", "s2s.adjust": "done",
-                            "s2s.singular": "not_supported",
+                            "s2s.singular": "done",
                         ])
                 }
             }
@@ -90,14 +94,17 @@ import Testing
         let appsFlyer = try #require(deletions.accepted("appsflyer").first)
         let body = try #require(appsFlyer.body)
         #expect(body["property_id"] as? String == "id\(S2SEndToEndTests.appID)")
-        let identities = Set(
-            (body["subject_identities"] as? [[String: Any]] ?? []).map {
-                "\($0["identity_type"] as? String ?? ""):\($0["identity_value"] as? String ?? "")"
-            })
         #expect(
-            identities == [
+            Self.identities(body) == [
                 "appsflyer_id:1700000000000-1234567", "idfv:\(S2SEndToEndTests.idfv)",
                 "ios_advertising_id:\(S2SEndToEndTests.idfa)", "customer_user_id:user-1",
+            ])
+        let singular = try #require(deletions.accepted("singular").first?.body)
+        #expect(singular["subject_request_id"] as? String != nil)
+        #expect(
+            Self.identities(singular) == [
+                "ios_vendor_id:\(S2SEndToEndTests.idfv)", "ios_advertising_id:\(S2SEndToEndTests.idfa)",
+                "user_id:user-1",
             ])
         let adjust = deletions.accepted("adjust")
         #expect(
@@ -105,5 +112,13 @@ import Testing
                 S2SEndToEndTests.idfv, S2SEndToEndTests.idfa,
             ])
         #expect(adjust.allSatisfy { $0.authorization == "Bearer \(FakeVendors.adjustToken)" })
+    }
+
+    /// An OpenGDPR body's `subject_identities` as `type:value`.
+    static func identities(_ body: [String: Any]) -> Set<String> {
+        Set(
+            (body["subject_identities"] as? [[String: Any]] ?? []).map {
+                "\($0["identity_type"] as? String ?? ""):\($0["identity_value"] as? String ?? "")"
+            })
     }
 }

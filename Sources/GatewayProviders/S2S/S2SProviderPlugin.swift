@@ -84,8 +84,12 @@ public enum S2SProviderPlugin: ProviderPlugin {
         }
         if let endpoint = reader.url("endpoint") { settings.endpoint = endpoint }
         settings.apiKey = reader.string("api_key")
-        if vendor != .singular, let endpoint = reader.url("gdpr_endpoint") { settings.gdprEndpoint = endpoint }
-        if vendor == .appsflyer { settings.gdprToken = reader.string("gdpr_api_token") }
+        if let endpoint = reader.url("gdpr_endpoint") { settings.gdprEndpoint = endpoint }
+        switch vendor {
+        case .appsflyer: settings.gdprToken = reader.string("gdpr_api_token")
+        case .singular: settings.gdprToken = reader.string("gdpr_api_key")
+        case .adjust: break
+        }
         if let consent = reader.bool("require_consent") { settings.requireConsent = consent }
         if let ms = reader.int("timeout_ms", in: 100...120_000) { settings.timeout = .milliseconds(ms) }
         if let choice = reader.choice("on_no_answer", ["dead_letter", "retry"]) {

@@ -2,12 +2,14 @@ import Foundation
 import Hummingbird
 import Synchronization
 
-/// Local stand-ins for AppsFlyer's OpenDSR API and Adjust's data erasure API, checking a
-/// request as each documents it and answering as each does: AppsFlyer `201`, or `400`
-/// with `af_gdpr_code` `e213` for a request id it has seen; Adjust `200`, or `400` for a
-/// wrong app token or not exactly one device id.
+/// Local stand-ins for AppsFlyer's OpenDSR API, Adjust's data erasure API and Singular's
+/// GDPR API, checking a request as each documents it and answering as each does:
+/// AppsFlyer `201`, or `400` with `af_gdpr_code` `e213` for a request id it has seen;
+/// Adjust `200`, or `400` for a wrong app token or not exactly one device id; Singular
+/// `201` to an OpenGDPR 0.1.4 request with the id types its discovery document lists.
 final class FakeVendorDeletions: Sendable {
     static let appsFlyerToken = "appsflyer-v2-api-token-0001"
+    static let singularKey = "singular-reporting-api-key-0001"
 
     struct Seen: Sendable {
         var vendor: String
@@ -61,6 +63,31 @@ final class FakeVendorDeletions: Sendable {
             }
             return Self.json(
                 #"{"subject_request_id":"\#(id)","received_time":"2026-11-28T10:00:00Z","expected_completion_time":"2026-12-28T10:00:00Z"}"#,
+                status: .created)
+        }
+        router.post("/api/gdpr/requests") { request, _ -> Response in
+            let data = Data(try await request.body.collect(upTo: 1 << 20).readableBytesView)
+            guard request.headers[.authorization] == Self.singularKey else {
+                return self.refuse("singular: authorization", status: .unauthorized)
+            }
+            guard let body = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+                let id = body["subject_request_id"] as? String, UUID(uuidString: id) != nil,
+                body["subject_request_type"] as? String == "erasure", body["api_version"] as? String == "0.1.4",
+                body["submitted_time"] is String,
+                let identities = body["subject_identities"] as? [[String: Any]], !identities.isEmpty,
+                identities.allSatisfy({ identity in
+                    ["ios_advertising_id", "ios_vendor_id", "user_id"].contains(
+                        identity["identity_type"] as? String ?? "")
+                        && identity["identity_format"] as? String == "raw"
+                })
+            else { return self.refuse("singular: body", status: .badRequest) }
+            self.seen.withLock {
+                $0.append(
+                    Seen(vendor: "singular", query: [:], bodyData: data, authorization: request.headers[.authorization])
+                )
+            }
+            return Self.json(
+                #"{"controller_id":"gateway","subject_request_id":"\#(id)","received_time":"2026-11-28T10:00:00Z","expected_completion_time":"2026-12-28T10:00:00Z"}"#,
                 status: .created)
         }
         router.post("/gdpr_forget_device") { request, _ -> Response in

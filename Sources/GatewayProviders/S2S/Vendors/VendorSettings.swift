@@ -73,7 +73,8 @@ public struct VendorSettings: Sendable {
 
     /// The base URL of the vendor's deletion API (`gdpr_endpoint`), its own host.
     public var gdprEndpoint: String
-    /// AppsFlyer: `gdpr_api_token`, the V2 API token its OpenDSR API takes (not the S2S key).
+    /// The key the vendor's deletion API takes, apart from its S2S key: AppsFlyer's V2 API
+    /// token (`gdpr_api_token`), Singular's reporting API key (`gdpr_api_key`).
     public var gdprToken: String?
 
     public init(vendor: Vendor) {
