@@ -87,13 +87,17 @@ extension PostgresStore {
     public func forgetRequest(id: String, sink: String) async throws -> ForgetRequest? {
         let rows = try await query(
             """
-            SELECT app_id, requested_at, identifiers FROM forget_requests
-            WHERE request_id = \(id) AND identifiers IS NOT NULL
+            SELECT app_id, requested_at, identifiers, (
+                SELECT reason FROM forget_answers a
+                WHERE a.request_id = r.request_id AND a.sink = \(sink) AND a.state = 'pending')
+            FROM forget_requests r WHERE request_id = \(id) AND identifiers IS NOT NULL
             """, logger: logger)
-        for try await (appID, requestedAt, identifiers) in rows.decode((String, Double, String).self) {
+        for try await (appID, requestedAt, identifiers, progress) in rows.decode((String, Double, String, String?).self)
+        {
             return ForgetRequest(
                 requestID: id, appID: appID, requestedAt: Self.date(requestedAt),
-                identifiers: try JSONDecoder().decode(ForgottenIdentifiers.self, from: Data(identifiers.utf8)))
+                identifiers: try JSONDecoder().decode(ForgottenIdentifiers.self, from: Data(identifiers.utf8)),
+                progress: progress)
         }
         return nil
     }
@@ -103,6 +107,7 @@ extension PostgresStore {
             switch answer {
             case .done: ("done", nil)
             case .notSupported(let reason): ("not_supported", reason)
+            case .inProgress(let note): ("pending", note)
             }
         let at = Self.seconds(now)
         try await transaction { [logger] connection in
@@ -119,13 +124,15 @@ extension PostgresStore {
                 ON CONFLICT (request_id, sink) DO UPDATE SET state = EXCLUDED.state, reason = EXCLUDED.reason,
                     answered_at = EXCLUDED.answered_at
                 """, logger: logger)
+            // Still at work: the row stays, for the worker to schedule the next look.
+            guard state != "pending" else { return }
             _ = try await connection.query(
                 "DELETE FROM outbox WHERE sink = \(sink) AND record_id = \(requestID)", logger: logger)
             let answered = try await Self.firstInt(
                 connection.query(
                     """
                     SELECT count(*) FROM forget_answers
-                    WHERE request_id = \(requestID) AND sink = ANY(\(named)::text[])
+                    WHERE request_id = \(requestID) AND sink = ANY(\(named)::text[]) AND state <> 'pending'
                     """, logger: logger))
             guard Int(answered ?? 0) == Set(named).count else { return }
             _ = try await connection.query(

@@ -96,13 +96,20 @@ extension SQLiteStore {
         try await pool.read { db in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT app_id, requested_at, identifiers FROM forget_requests WHERE request_id = ?",
-                    arguments: [id]),
+                    db,
+                    sql: """
+                        SELECT app_id, requested_at, identifiers, (
+                            SELECT reason FROM forget_answers a
+                            WHERE a.request_id = r.request_id AND a.sink = ?2 AND a.state = 'pending') AS progress
+                        FROM forget_requests r WHERE request_id = ?1
+                        """,
+                    arguments: [id, sink]),
                 let identifiers = row["identifiers"] as String?
             else { return nil }
             return ForgetRequest(
                 requestID: id, appID: row["app_id"], requestedAt: Date(timeIntervalSince1970: row["requested_at"]),
-                identifiers: try JSONDecoder().decode(ForgottenIdentifiers.self, from: Data(identifiers.utf8)))
+                identifiers: try JSONDecoder().decode(ForgottenIdentifiers.self, from: Data(identifiers.utf8)),
+                progress: row["progress"])
         }
     }
 
@@ -111,6 +118,7 @@ extension SQLiteStore {
             switch answer {
             case .done: ("done", nil)
             case .notSupported(let reason): ("not_supported", reason)
+            case .inProgress(let note): ("pending", note)
             }
         try await pool.write { db in
             guard
@@ -122,13 +130,16 @@ extension SQLiteStore {
                     INSERT OR REPLACE INTO forget_answers (request_id, sink, state, reason, answered_at)
                     VALUES (?, ?, ?, ?, ?)
                     """, arguments: [requestID, sink, state, reason, now.timeIntervalSince1970])
+            // Still at work: the row stays, for the worker to schedule the next look.
+            guard state != "pending" else { return }
             try db.execute(sql: "DELETE FROM outbox WHERE sink = ? AND record_id = ?", arguments: [sink, requestID])
             let waiting =
                 try Int.fetchOne(
                     db,
                     sql: """
                         SELECT COUNT(*) FROM json_each(?) s
-                        WHERE NOT EXISTS (SELECT 1 FROM forget_answers a WHERE a.request_id = ? AND a.sink = s.value)
+                        WHERE NOT EXISTS (
+                        SELECT 1 FROM forget_answers a WHERE a.request_id = ? AND a.sink = s.value AND a.state <> 'pending')
                         """, arguments: [sinks, requestID]) ?? 0
             guard waiting == 0 else { return }
             try db.execute(sql: "PRAGMA secure_delete = ON")

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import Synchronization
 import Testing
 
 /// Forget requests, on every backend: the user's records keep no id of theirs, nothing of
@@ -147,5 +148,55 @@ import Testing
         #expect(status.overall == .failed)
         #expect(status.recordsForgotten == 0)
         #expect(try await store.forgetStatus(id: "no-such-request") == nil)
+    }
+}
+
+extension ForgetConformanceTests {
+    /// A destination that takes a deletion and works on it for a while: its note comes back
+    /// at the next attempt, the request stays queued, and nothing else waits for it.
+    @Test(arguments: StoreBackend.available)
+    func aDeletionInProgressKeepsItsNoteAndHoldsNothingElseUp(backend: StoreBackend) async throws {
+        let clock = TestClock()
+        let store = try await backend.make(clock: clock).store
+        let sink = PollingSink()
+        let worker = SinkWorker(
+            sinkName: "slow", sink: ForgettingSink(sink, sinkName: "slow", store: store, now: { clock.now }),
+            store: store, settings: DeliverySettings(), now: { clock.now })
+        _ = try await store.forget(
+            ForgetSubject(appID: "1", appUserID: "u1"), requestID: "req-4", userDigest: "d", sinks: ["slow"],
+            now: clock.now)
+        #expect(try await worker.drainOnce() == 1)
+        #expect(sink.progressSeen.withLock { $0 } == [nil])
+        let status = try #require(try await store.forgetStatus(id: "req-4"))
+        #expect(status.sinks == [.init(sink: "slow", state: .pending, reason: "task-7")])
+        #expect(try await store.forgetRequest(id: "req-4", sink: "slow")?.progress == "task-7")
+        // Not due again for an hour, no attempt counted; a record queued meanwhile goes at once.
+        let record = StoreConformanceTests.install("u2", at: clock.now)
+        _ = try await store.ingest([RoutedRecord(record: record, sinks: ["slow"])])
+        #expect(try await worker.drainOnce() == 1)
+        #expect(sink.delivered.withLock { $0 } == [record.recordID])
+        let next = try #require(try await store.nextDueDate(sink: "slow"))
+        #expect(next.timeIntervalSince(clock.now) > 3590)
+        clock.advance(3601)
+        #expect(try await worker.drainOnce() == 1)
+        #expect(sink.progressSeen.withLock { $0 } == [nil, "task-7"])
+        #expect(try await store.forgetStatus(id: "req-4")?.overall == .done)
+    }
+}
+
+/// A sink whose destination takes a deletion at the first ask and reports it done at the next.
+final class PollingSink: AttributionSink {
+    let maxBatchSize = 10
+    let progressSeen = Mutex<[String?]>([])
+    let delivered = Mutex<[String]>([])
+
+    func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+        delivered.withLock { $0 += records.map(\.recordID) }
+        return records.map { _ in .delivered }
+    }
+
+    func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
+        progressSeen.withLock { $0.append(request.progress) }
+        return request.progress == nil ? .inProgress(note: "task-7", checkAfter: .seconds(3600)) : .done
     }
 }

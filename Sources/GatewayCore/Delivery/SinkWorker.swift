@@ -202,7 +202,7 @@ public final class SinkWorker: Service, Sendable {
         /// are the ones still to write.
         var decisions: [OutboxResolution] = []
         var resolutions: [OutboxResolution] = []
-        var delivered = 0, declined = 0, retried = 0, postponed = 0, dead = 0
+        var delivered = 0, declined = 0, retried = 0, postponed = 0, dead = 0, inProgress = 0
         var firstDead: (recordID: String, error: String)?
         for (entry, outcome) in zip(entries, outcomes) {
             let already = written[entry.id]
@@ -224,6 +224,8 @@ public final class SinkWorker: Service, Sendable {
                 declined += 1
             case (.postponed, _):
                 postponed += 1
+            case (.checkLater, _):
+                inProgress += 1
             case (.retry(let reason, _), .deadLetter), (.reject(let reason), _):
                 dead += 1
                 firstDead = firstDead ?? (entry.record.recordID, reason)
@@ -250,7 +252,7 @@ public final class SinkWorker: Service, Sendable {
         // (postponed: a vendor's), asked it nothing, and say nothing of a throttle.
         let asked = outcomes.filter { outcome in
             switch outcome {
-            case .declined, .postponed: false
+            case .declined, .postponed, .checkLater: false
             default: true
             }
         }
@@ -301,6 +303,7 @@ public final class SinkWorker: Service, Sendable {
         metrics.delivery(sink: sinkName, outcome: "declined", count: declined)
         metrics.delivery(sink: sinkName, outcome: "retry", count: retried)
         metrics.delivery(sink: sinkName, outcome: "postponed", count: postponed)
+        metrics.delivery(sink: sinkName, outcome: "in_progress", count: inProgress)
         metrics.delivery(sink: sinkName, outcome: "dead_letter", count: dead)
         // The sink has answered: that must be written even if shutdown came meanwhile, and
         // kept until it is.
@@ -347,7 +350,7 @@ public final class SinkWorker: Service, Sendable {
         switch outcome {
         case .delivered, .declined:
             return .delivered(id: entry.id)
-        case .postponed(let reason, let after):
+        case .postponed(let reason, let after), .checkLater(let reason, let after):
             let at = decidedAt.addingTimeInterval(max(after, .zero) / .seconds(1))
             return .retry(id: entry.id, attempts: entry.attempts, at: at, error: reason)
         case .retry(let reason, let after):

@@ -50,12 +50,19 @@ public struct ForgetRequest: Sendable, Equatable {
     public var appID: String
     public var requestedAt: Date
     public var identifiers: ForgottenIdentifiers
+    /// What this sink noted at its last attempt for a deletion its destination works on
+    /// (``ForgetOutcome/inProgress(note:checkAfter:)``, a task to poll); nil at the first.
+    public var progress: String?
 
-    public init(requestID: String, appID: String, requestedAt: Date, identifiers: ForgottenIdentifiers) {
+    public init(
+        requestID: String, appID: String, requestedAt: Date, identifiers: ForgottenIdentifiers,
+        progress: String? = nil
+    ) {
         self.requestID = requestID
         self.appID = appID
         self.requestedAt = requestedAt
         self.identifiers = identifiers
+        self.progress = progress
     }
 }
 
@@ -66,6 +73,9 @@ public enum ForgetOutcome: Sendable, Equatable {
     /// The destination cannot be asked to forget (a plugin without the message, a sink that
     /// keeps nothing): final, and shown as such in the request's status.
     case notSupported(reason: String)
+    /// The destination took the deletion and works on it: asked again after `checkAfter`,
+    /// with `note` as ``ForgetRequest/progress``, no attempt counted.
+    case inProgress(note: String, checkAfter: Duration)
     /// Try again later, as a record's retry (an outage): counted towards the dead letters.
     case retry(reason: String, after: Duration? = nil)
     /// The destination refused it for good: the request goes to the dead letters, and its

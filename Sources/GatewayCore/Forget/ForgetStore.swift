@@ -19,13 +19,13 @@ public protocol ForgetStore: Sendable {
     func forget(_ subject: ForgetSubject, requestID: String, userDigest: String, sinks: [String], now: Date)
         async throws -> ForgetStatus
 
-    /// The request as `sink` is to carry it out; nil once every sink has answered (its ids
-    /// are gone) or when unknown.
+    /// The request as `sink` is to carry it out, with what the sink noted at its last
+    /// attempt; nil once every sink has answered (its ids are gone) or when unknown.
     func forgetRequest(id: String, sink: String) async throws -> ForgetRequest?
 
     /// Writes `sink`'s answer. A final one (`done`, `notSupported`) also takes the request
     /// out of the sink's outbox; once every sink has given one, the ids are dropped and the
-    /// request's record with them.
+    /// request's record with them. `inProgress` keeps its note for the next attempt.
     func forgetAnswered(requestID: String, sink: String, answer: ForgetAnswer, now: Date) async throws
 
     /// What became of the request, per sink; nil when no such request was made.
@@ -36,6 +36,8 @@ public protocol ForgetStore: Sendable {
 public enum ForgetAnswer: Sendable, Equatable {
     case done
     case notSupported(reason: String)
+    /// Not final: the destination works on it; `note` is handed back at the next attempt.
+    case inProgress(note: String)
 }
 
 /// Where a forget request stands.
@@ -96,11 +98,12 @@ public struct ForgetSinkStatus: Sendable, Equatable {
         sink: String, answer: (state: String, reason: String?)?, deadLetterError: String?, queued: Bool,
         lastError: String?
     ) -> ForgetSinkStatus {
-        if let answer, let state = State(rawValue: answer.state) {
+        if let answer, let state = State(rawValue: answer.state), state != .pending {
             return ForgetSinkStatus(sink: sink, state: state, reason: answer.reason)
         }
         if let deadLetterError { return ForgetSinkStatus(sink: sink, state: .failed, reason: deadLetterError) }
-        if queued { return ForgetSinkStatus(sink: sink, state: .pending, reason: lastError) }
+        // A deletion the destination works on says where it is (its note), else the last error.
+        if queued { return ForgetSinkStatus(sink: sink, state: .pending, reason: lastError ?? answer?.reason) }
         return ForgetSinkStatus(sink: sink, state: .failed, reason: "dropped from the dead letters before it was done")
     }
 }

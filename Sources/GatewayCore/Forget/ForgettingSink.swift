@@ -80,6 +80,8 @@ public struct ForgettingSink: AttributionSink {
             (answer, delivery) = (.done, .delivered)
         case .notSupported(let reason):
             (answer, delivery) = (.notSupported(reason: reason), .declined(reason: reason))
+        case .inProgress(let note, let checkAfter):
+            (answer, delivery) = (.inProgress(note: note), .checkLater(reason: note, after: checkAfter))
         case .retry(let reason, let after):
             return .retry(reason: reason, after: after)
         case .failed(let reason):

@@ -84,4 +84,7 @@ public enum DeliveryOutcome: Sendable, Equatable {
     /// device that opted out): final like `delivered`, but counted apart, so that a
     /// sink's `delivered` is what its destination holds. Not a fault, so no dead letter.
     case declined(reason: String)
+    /// The destination took it and works on it (a deletion that takes days): asked again
+    /// after `after`, no attempt counted, and nothing said of the destination's health.
+    case checkLater(reason: String, after: Duration)
 }

@@ -45,9 +45,10 @@ extension InMemoryStore {
     public func forgetRequest(id: String, sink: String) async throws -> ForgetRequest? {
         try withState { state in
             guard let row = state.forgetRequests[Text(id)], let identifiers = row.identifiers else { return nil }
+            let progress = row.answers[sink].flatMap { $0.state == "pending" ? $0.reason : nil }
             return ForgetRequest(
                 requestID: id, appID: row.appID, requestedAt: Date(timeIntervalSince1970: row.requestedAt),
-                identifiers: identifiers)
+                identifiers: identifiers, progress: progress)
         }
     }
 
@@ -58,9 +59,13 @@ extension InMemoryStore {
             switch answer {
             case .done: row.answers[sink] = ("done", nil)
             case .notSupported(let reason): row.answers[sink] = ("not_supported", reason)
+            case .inProgress(let note):
+                row.answers[sink] = ("pending", note)
+                state.forgetRequests[key] = row
+                return
             }
             if let id = state.outboxByKey[RowKey(sink: Text(sink), recordID: key)] { state.removeOutboxRow(id: id) }
-            if row.completedAt == nil, row.sinks.allSatisfy({ row.answers[$0] != nil }) {
+            if row.completedAt == nil, row.sinks.allSatisfy({ (row.answers[$0]?.state ?? "pending") != "pending" }) {
                 row.completedAt = now.timeIntervalSince1970
                 row.identifiers = nil
                 state.forgetDeliveries(of: key)
