@@ -33,6 +33,13 @@ public final class MixpanelSink: AttributionSink {
         public var mode: Mode
         /// Property names that replace `prefix + name`, by unprefixed name.
         public var propertyNames: [String: String] = [:]
+        /// The GDPR API's OAuth token (`gdpr_token`): with it, a forget request also deletes
+        /// the user's events, through Mixpanel's data-deletion API.
+        public var gdprToken: String?
+        /// That API's host (`gdpr_endpoint`): the region's `mixpanel.com` host by default.
+        public var gdprEndpoint = "https://mixpanel.com"
+        /// How long after asking, or after the last look, a deletion's status is read again.
+        public var gdprCheckEvery: Duration = .seconds(3600)
 
         public init(
             token: String, endpoint: String, propertyPrefix: String = "asa_", timeout: Duration = .seconds(10),
@@ -97,6 +104,34 @@ public final class MixpanelSink: AttributionSink {
     /// token's own right); Mixpanel only ever got profiles keyed by the app's user id.
     /// Events already imported stay: removing them takes Mixpanel's GDPR API.
     public func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
+        // A deletion of events asked for at an earlier attempt: only its status is read.
+        if let task = request.progress.flatMap(MixpanelDataDeletion.task(inNote:)) {
+            return try await dataDeletion.status(of: task)
+        }
+        let profiles = try await forgetProfiles(request)
+        guard profiles == .done, case .api = options.mode, gdprToken != nil else { return profiles }
+        return try await dataDeletion.ask(distinctIDs: distinctIDs(request))
+    }
+
+    /// The user ids Mixpanel may know the user by, placeholders left out.
+    func distinctIDs(_ request: ForgetRequest) -> [String] {
+        request.identifiers.appUserIDs.compactMap { id in
+            let trimmed = id.trimmingCharacters(in: .whitespaces)
+            guard !trimmed.isEmpty, !MixpanelProfileMapping.placeholderIDs.contains(trimmed.lowercased()) else {
+                return nil
+            }
+            return trimmed
+        }
+    }
+
+    var gdprToken: String? { options.gdprToken }
+
+    var dataDeletion: MixpanelDataDeletion {
+        MixpanelDataDeletion(options: options, client: client)
+    }
+
+    /// `$delete` for each of the user's profiles.
+    func forgetProfiles(_ request: ForgetRequest) async throws -> ForgetOutcome {
         let deletions: [JSONValue] = request.identifiers.appUserIDs.compactMap { id in
             let trimmed = id.trimmingCharacters(in: .whitespaces)
             guard !trimmed.isEmpty, !MixpanelProfileMapping.placeholderIDs.contains(trimmed.lowercased()) else {
@@ -256,6 +291,10 @@ public enum MixpanelSinkPlugin: SinkPlugin {
     public static var deliveryDefaults: DeliverySettings {
         DeliverySettings(backoffInitial: .seconds(2), backoffMax: .seconds(60))
     }
+    /// The GDPR API's host per region.
+    static let gdprRegions = [
+        "us": "https://mixpanel.com", "eu": "https://eu.mixpanel.com", "in": "https://in.mixpanel.com",
+    ]
     static let regions = [
         "us": "https://api.mixpanel.com", "eu": "https://api-eu.mixpanel.com", "in": "https://api-in.mixpanel.com",
     ]
@@ -276,6 +315,9 @@ public enum MixpanelSinkPlugin: SinkPlugin {
             reader.report(
                 "is Mixpanel's \(other.key) host, but region is \(region): leave endpoint out", key: "endpoint")
         }
+        let gdprToken = reader.string("gdpr_token")
+        let gdprEndpoint = reader.url("gdpr_endpoint") ?? gdprRegions[region]!
+        let gdprCheckEvery = reader.int("gdpr_check_every_s", in: 1...86_400) ?? 3600
         let prefix = reader.string("property_prefix") ?? "asa_"
         let timeout = reader.int("timeout_ms", in: 100...600_000) ?? 10_000
         let eventName = reader.string("event_name")
@@ -335,6 +377,9 @@ public enum MixpanelSinkPlugin: SinkPlugin {
             token: token, endpoint: endpoint, propertyPrefix: prefix, timeout: .milliseconds(timeout),
             eventName: eventName, mode: mode)
         options.propertyNames = names
+        options.gdprToken = gdprToken
+        options.gdprEndpoint = gdprEndpoint
+        options.gdprCheckEvery = .seconds(gdprCheckEvery)
         return options
     }
 
