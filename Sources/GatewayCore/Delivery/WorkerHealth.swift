@@ -15,6 +15,11 @@ public final class WorkerHealth: Sendable {
         running.withLock { state in state.filter { !$0.value }.map(\.key).sorted() }
     }
 
+    /// Forgets a sink that a reload removed, once its worker has stopped.
+    public func forget(_ sink: String) {
+        running.withLock { $0[sink] = nil }
+    }
+
     /// Marks a sink as expected, before its worker starts.
     public func expect(_ sink: String) {
         running.withLock { state in
