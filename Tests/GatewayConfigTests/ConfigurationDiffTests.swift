@@ -184,14 +184,13 @@ import Testing
     }
 
     /// A vendor switch: its provider's settings and the vendor's own destination and
-    /// route, which wait for the next start with their provider.
+    /// route, all swapped live.
     @Test func switchingTheS2SVendor() throws {
         let lines = try lines(Self.s2s("singular"), Self.s2s("appsflyer"))
-        #expect(
-            lines.contains("provider s2s: changed vendor: singular -> appsflyer (takes effect at the next start)"),
-            "\(lines)")
-        #expect(lines.contains("sink s2s.appsflyer: added (s2s) (takes effect at the next start)"), "\(lines)")
-        #expect(lines.contains("sink s2s.singular: removed (s2s) (takes effect at the next start)"), "\(lines)")
+        #expect(lines.contains("provider s2s: changed vendor: singular -> appsflyer"), "\(lines)")
+        #expect(lines.contains("sink s2s.appsflyer: added (s2s)"), "\(lines)")
+        #expect(lines.contains("sink s2s.singular: removed (s2s)"), "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("route added: ") && $0.hasSuffix("-> s2s.appsflyer") }, "\(lines)")
         #expect(!lines.joined().contains("key-0123456789"))
     }
 

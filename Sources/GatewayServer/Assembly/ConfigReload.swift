@@ -7,9 +7,11 @@ import UnixSignals
 
 extension GatewayHTTP {
     /// The sections a reload swaps while the gateway serves. What a reload cannot take
-    /// (the listen address, the store, providers and enrichers) is logged as taking effect
-    /// at the next start, and `check-config --diff` marks it so.
-    public static let reloadedLive: Set<ConfigurationDiff.Section> = [.sinks, .routes, .auth, .rateLimits]
+    /// (the listen address, the store, a provider enabled or disabled) is logged as taking
+    /// effect at the next start, and `check-config --diff` marks it so.
+    public static let reloadedLive: Set<ConfigurationDiff.Section> = [
+        .sinks, .providers, .enrichers, .routes, .auth, .rateLimits,
+    ]
 
     /// Reloads on every `SIGHUP` (see ``ConfigReloader/reload()``).
     static func reloadOnHangup(_ reloader: ConfigReloader) async {

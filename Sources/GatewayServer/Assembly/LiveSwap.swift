@@ -1,21 +1,30 @@
 import GatewayConfig
 import GatewayCore
+import GatewayEnrichers
+import GatewayProviders
 import GatewayStorage
 
 extension GatewayHTTP {
-    /// Whether a reload swaps enricher `typeName` (enabled, disabled or changed): not
-    /// yet, the enrichers run as they started.
+    /// Whether a reload swaps enricher `typeName` (enabled, disabled or changed) for the
+    /// next record: not one whose answers may come after routing (`keyword_lookup`), whose
+    /// late writer runs from the start holding it.
     static func enricherSwapsLive(_ typeName: String) -> Bool {
-        false
+        typeName != KeywordLookupPlugin.typeName
     }
 
-    /// Whether a reload can swap provider `name`, changed from `old` to `new`: not yet. A
-    /// provider's change waits for the next start, and so do its own destinations
-    /// (`s2s.<vendor>`) and their routes, which it serves with.
+    /// Whether a reload can swap provider `name`, changed from `old` to `new`, between
+    /// requests: only when it serves the same routes (they are mounted at the start), and
+    /// when the server wires nothing else to it at the start (the AdServices resolver and
+    /// the ASA SDK's routes; the conversion-value route and the quarantine's cap).
     static func providerSwapsLive(_ name: String, from old: GatewayConfiguration, to new: GatewayConfiguration)
         -> Bool
     {
-        false
+        guard let before = old.providers.first(where: { $0.typeName == name }),
+            let after = new.providers.first(where: { $0.typeName == name }),
+            let running = try? before.build(), let next = try? after.build()
+        else { return false }
+        if running is any DeferredAttributionProvider || running is SKAdNetworkProvider { return false }
+        return Set(running.routes) == Set(next.routes)
     }
 
     /// What a reload from `old` to `new` changes, each change marked as a reload applies it:
