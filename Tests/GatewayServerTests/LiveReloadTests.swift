@@ -191,6 +191,17 @@ import Testing
                     }
                 }
             }
+            // And `/readyz`, which a load balancer watches, all along.
+            group.addTask {
+                while !state.stop.load(ordering: .relaxed) {
+                    let (body, response) = try await URLSession.shared.data(
+                        from: URL(string: "http://127.0.0.1:\(port)/readyz")!)
+                    let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+                    state.readiness.withLock {
+                        $0.append(status == 200 ? "200" : "\(status) \(String(decoding: body, as: UTF8.self))")
+                    }
+                }
+            }
             // Each configuration serves at least thirty requests before the next reload.
             for generation in 1...reloads {
                 let before = state.sent.withLock { $0.count }
@@ -212,6 +223,9 @@ import Testing
         let refusedCount = refused.count
         #expect(refusedCount == 0, "\(refused.prefix(5).map { "\($0.kind) \($0.status)" })")
         #expect(requests.allSatisfy { $0.recordIDs.count == 1 }, "every answer names its record")
+        let readiness = state.readiness.withLock { $0 }
+        let notReady = readiness.filter { $0 != "200" }.count
+        #expect(!readiness.isEmpty && notReady == 0, "\(Set(readiness))")
 
         // Every sink named at once: records of a sink removed by a reload waited in its
         // outbox, and go now.
@@ -315,6 +329,8 @@ final class LoadState: Sendable {
     let stop = Atomic(false)
     let sent = Mutex<[LiveReloadTests.Sent]>([])
     let counter = Atomic(0)
+    /// What `/readyz` answered.
+    let readiness = Mutex<[String]>([])
 }
 
 extension GatewayMetrics {

@@ -92,6 +92,8 @@ public final class LiveSinkWorkers: Service, Sendable {
                 return slot
             })
         else { return }
+        // Its worker's stop is not a stopped sink at `/readyz`: it leaves.
+        health.handOver(sink)
         slot.stop()
         Task { [health] in
             await slot.stopped.wait()

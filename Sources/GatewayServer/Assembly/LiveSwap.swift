@@ -132,6 +132,9 @@ extension Gateway {
             return old.prepared.typeName != sink.prepared.typeName || old.delivery != sink.delivery
                 || settingsChanged(key)
         }
+        // From now until their new workers run, their restart is not a stopped sink at
+        // `/readyz`.
+        for sink in changed { health.handOver(sink.name) }
         var built: [BuiltSink] = []
         do {
             for sink in changed {
@@ -142,6 +145,7 @@ extension Gateway {
             }
         } catch {
             for sink in built { await sink.sink.shutdown() }
+            for sink in changed { health.handOver(sink.name, false) }
             throw error
         }
 
