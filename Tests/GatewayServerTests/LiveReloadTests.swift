@@ -321,6 +321,37 @@ extension LiveReloadTests {
     }
 }
 
+extension LiveReloadTests {
+    /// A sink that cannot be built from the reread file (its database cannot be opened)
+    /// refuses the reload: nothing changes, and no new sink built before it is left
+    /// expected at `/readyz`.
+    @Test func aSinkThatCannotBeBuiltRefusesTheReload() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let file = env.directory.appendingPathComponent("reload.yaml").path
+        try env.yaml().write(toFile: file, atomically: true, encoding: .utf8)
+        let load: @Sendable () throws -> GatewayConfiguration = {
+            try ConfigLoader.load(path: file, environment: [:], registry: .builtIn)
+        }
+        let gateway = try await Gateway.build(configuration: try load())
+        let reloader = ConfigReloader(gateway: gateway, removalSettle: .milliseconds(20), load: load)
+        let unopenable = env.directory.appendingPathComponent("a-file").path
+        try "not a folder".write(toFile: unopenable, atomically: true, encoding: .utf8)
+        try env.yaml().replacingOccurrences(
+            of: "routes:\n  - sinks: [local]",
+            with:
+                "  fine: { type: webhook, url: \"http://127.0.0.1:9/in\", secret: \(Self.hookSecret), paused: true }\n"
+                + "  broken: { type: sqlite, path: \(unopenable)/broken.sqlite }\n"
+                + "routes:\n  - sinks: [local, fine, broken]"
+        ).write(toFile: file, atomically: true, encoding: .utf8)
+        await reloader.reload()
+        #expect(try await gateway.metrics.configReloads(result: "rejected", in: gateway) == 1)
+        #expect(gateway.workers.map(\.sinkName) == ["local"])
+        #expect(gateway.pipeline.router.routes.map(\.sinks) == [["local"]])
+        #expect(gateway.health.stoppedSinks == ["local"], "only the worker this test never ran")
+    }
+}
+
 /// What the load's clients and the reloads share.
 final class LoadState: Sendable {
     /// Reloads begun and done: a request between the two may meet either configuration.

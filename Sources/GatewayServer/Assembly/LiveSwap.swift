@@ -145,7 +145,10 @@ extension Gateway {
             }
         } catch {
             for sink in built { await sink.sink.shutdown() }
-            for sink in changed { health.handOver(sink.name, false) }
+            // A new sink's worker, built and never run, is not expected at `/readyz`.
+            for sink in changed {
+                if before[sink.name] == nil { health.forget(sink.name) } else { health.handOver(sink.name, false) }
+            }
             throw error
         }
 
