@@ -42,7 +42,7 @@ struct Forget: AsyncParsableCommand {
             }
             let status = try await withExistingStore(configuration) { store in
                 try await ForgetRequests(
-                    store: store, sinks: configuration.sinks.map(\.name), logger: Logger(label: "forget")
+                    store: store, sinks: { configuration.sinks.map(\.name) }, logger: Logger(label: "forget")
                 ).submit(subject)
             }
             print(status.requestID)

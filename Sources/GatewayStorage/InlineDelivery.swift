@@ -94,6 +94,10 @@ final class InlineSinks: Sendable {
         deliveries.withLock { $0[delivery.sink] = delivery }
     }
 
+    func remove(sink: String) {
+        deliveries.withLock { $0[sink] = nil }
+    }
+
     func observe(_ observer: any InlineDeliveryObserver) {
         self.observer.withLock { $0 = observer }
     }
@@ -113,6 +117,12 @@ extension SQLiteStore {
     /// Writes `delivery.sink`'s rows in the store's own transactions from now on.
     public func deliverInline(_ delivery: InlineDelivery) {
         inlineSinks.add(delivery)
+    }
+
+    /// Writes `sink`'s records to its outbox from now on (a reload removed or changed it);
+    /// a commit under way writes its rows as it started.
+    public func stopDeliveringInline(sink: String) {
+        inlineSinks.remove(sink: sink)
     }
 
     /// Tells `observer` after each commit what the inline sinks did.

@@ -1,13 +1,15 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// Takes a raw payload the whole way to durable outbox rows: normalise, dedupe, enrich,
 /// route, store. When `accept` returns, the records are on disk; delivery happens later,
 /// in each sink's worker.
 public struct IngestPipeline: Sendable {
     public let store: any AttributionStore
-    public let router: RecordRouter
-    public let enrichers: [any Enricher]
+    /// The router and enrichers as they stand; shared by every copy of the pipeline, so
+    /// that a reload's swap reaches the routes, resolvers and late writers holding one.
+    private let stages: PipelineStages
     public let metrics: GatewayMetrics
     /// Called with the sinks that newly stored records were routed to, to wake their
     /// workers (a store may have delivered some of them already, see `onQueued`).
@@ -28,12 +30,22 @@ public struct IngestPipeline: Sendable {
         onQuarantined: @escaping @Sendable () -> Void = {}
     ) {
         self.store = store
-        self.router = router
-        self.enrichers = enrichers
+        stages = PipelineStages(.init(router: router, enrichers: enrichers))
         self.metrics = metrics
         self.onStored = onStored
         self.onQueued = onQueued ?? onStored
         self.onQuarantined = onQuarantined
+    }
+
+    /// The router that routes the next record.
+    public var router: RecordRouter { stages.current.router }
+    /// The enrichers that enrich the next records.
+    public var enrichers: [any Enricher] { stages.current.enrichers }
+
+    /// Routes and enriches with `router` and `enrichers` from the next ingest on; an ingest
+    /// under way finishes with those it started with.
+    public func swap(router: RecordRouter, enrichers: [any Enricher]) {
+        stages.replace(with: .init(router: router, enrichers: enrichers))
     }
 
     /// Normalises `payload` with `provider` and stores what comes out. `authorize` sees
@@ -60,6 +72,10 @@ public struct IngestPipeline: Sendable {
     /// Dedupes, enriches, routes and stores already normalised records, in order.
     public func ingest(_ records: [AttributionRecord]) async throws -> [IngestOutcome] {
         guard !records.isEmpty else { return [] }
+        // Taken once: a record accepted before a reload is routed as the configuration of
+        // that moment says, even if the swap comes while it is enriched.
+        let stages = stages.current
+        let enrichers = stages.enrichers
         // Known keys are looked up first only so that duplicates skip enrichment (which
         // can call outside APIs); without enrichers the insert itself finds them, and the
         // request saves a round trip to the database.
@@ -77,7 +93,7 @@ public struct IngestPipeline: Sendable {
         for enricher in enrichers where !fresh.isEmpty {
             fresh = await enricher.enrich(fresh)
         }
-        let routed = fresh.map { RoutedRecord(record: $0, sinks: router.sinks(for: $0)) }
+        let routed = fresh.map { RoutedRecord(record: $0, sinks: stages.router.sinks(for: $0)) }
         let results: [IngestResult]
         do {
             results = try await commit(routed)
@@ -154,6 +170,26 @@ extension IngestPipeline {
         }
         if !woken.isEmpty { onStored(woken) }
         if quarantined { onQuarantined() }
+    }
+}
+
+/// The parts of the pipeline a reload swaps, read whole.
+final class PipelineStages: Sendable {
+    struct Stages: Sendable {
+        var router: RecordRouter
+        var enrichers: [any Enricher]
+    }
+
+    private let stages: Mutex<Stages>
+
+    init(_ stages: Stages) {
+        self.stages = Mutex(stages)
+    }
+
+    var current: Stages { stages.withLock { $0 } }
+
+    func replace(with stages: Stages) {
+        self.stages.withLock { $0 = stages }
     }
 }
 

@@ -6,15 +6,18 @@ import Synchronization
 import UnixSignals
 
 extension GatewayHTTP {
-    /// The sections a reload swaps while the gateway serves. A change anywhere else is
-    /// logged as taking effect at the next start, and `check-config --diff` marks it so.
-    public static let reloadedLive: Set<ConfigurationDiff.Section> = [.auth, .rateLimits]
+    /// The sections a reload swaps while the gateway serves. What a reload cannot take
+    /// (the listen address, the store, a provider enabled or disabled) is logged as taking
+    /// effect at the next start, and `check-config --diff` marks it so.
+    public static let reloadedLive: Set<ConfigurationDiff.Section> = [
+        .sinks, .providers, .enrichers, .routes, .auth, .rateLimits,
+    ]
 
     /// Reloads on every `SIGHUP` (see ``ConfigReloader/reload()``).
     static func reloadOnHangup(_ reloader: ConfigReloader) async {
         for await _ in await UnixSignalsSequence(trapping: .sighup) {
             await waitUntilSettled(reloader.file)
-            reloader.reload()
+            await reloader.reload()
         }
     }
 
@@ -30,19 +33,16 @@ extension GatewayHTTP {
         }
     }
 
-    /// The providers, enrichers, sinks and routes of the running configuration that the
-    /// file re-read lacks, by name (none is secret).
-    static func partsLost(running: GatewayConfiguration, reread: GatewayConfiguration) -> [String] {
-        func missing(_ kind: String, _ before: [String], _ after: [String]) -> [String] {
-            Set(before).subtracting(after).sorted().map { "\(kind) \($0)" }
+    /// The top-level keys of a YAML file's text (`server`, `sinks`...): the lines that
+    /// start a key at the first column.
+    static func topLevelKeys(_ text: String) -> Set<String> {
+        var keys: Set<String> = []
+        for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
+            guard let first = line.first, first.isLetter || first == "_", let colon = line.firstIndex(of: ":")
+            else { continue }
+            keys.insert(String(line[..<colon]).trimmingCharacters(in: .whitespaces))
         }
-        var lost = missing("provider", running.providers.map(\.typeName), reread.providers.map(\.typeName))
-        lost += missing("enricher", running.enrichers.map(\.typeName), reread.enrichers.map(\.typeName))
-        lost += missing("sink", running.sinks.map(\.name), reread.sinks.map(\.name))
-        if reread.routes.count < running.routes.count {
-            lost.append("\(running.routes.count - reread.routes.count) of \(running.routes.count) routes")
-        }
-        return lost
+        return keys
     }
 }
 
@@ -53,35 +53,51 @@ extension GatewayHTTP {
 final class ConfigReloader: Sendable {
     let gateway: Gateway
     let load: @Sendable () throws -> GatewayConfiguration
-    /// What the gateway runs with: the configuration it started with, with the sections
-    /// each applied reload swapped. A change not applied stays a difference, so that every
+    /// How long a file that removes sinks, routes or enrichers must stay the same before
+    /// the removal applies (see ``reload(from:)``).
+    let removalSettle: Duration
+    /// What the gateway runs with: the configuration it started with, with what each
+    /// applied reload swapped. A change not applied stays a difference, so that every
     /// reload names it again until the next start.
     private let running: Mutex<GatewayConfiguration>
+    /// The top-level keys of the file the running configuration was read from.
+    private let runningSections: Mutex<Set<String>>
+    /// Reloads never overlap (the signal and the watcher may ask at once).
+    private let serial = PerKeySerial<Int>()
 
-    init(gateway: Gateway, load: @escaping @Sendable () throws -> GatewayConfiguration) {
+    init(
+        gateway: Gateway, removalSettle: Duration = .seconds(1),
+        load: @escaping @Sendable () throws -> GatewayConfiguration
+    ) {
         self.gateway = gateway
         self.load = load
+        self.removalSettle = removalSettle
         running = Mutex(gateway.configuration)
+        let text = (try? String(contentsOfFile: gateway.configuration.file, encoding: .utf8)) ?? ""
+        runningSections = Mutex(GatewayHTTP.topLevelKeys(text))
     }
 
     var file: String { gateway.configuration.file }
 
-    /// One reload; reloads never overlap (the signal and the watcher may ask at once).
-    func reload() {
-        running.withLock { running in
-            if let applied = reload(from: running) {
-                running = applied
-                gateway.metrics.configReload(result: "applied")
+    /// One reload, after any under way; returns once it is applied or refused.
+    func reload() async {
+        try? await serial.run(0) {
+            let running = self.running.withLock { $0 }
+            if let applied = await self.reload(from: running) {
+                self.running.withLock { $0 = applied }
+                self.gateway.metrics.configReload(result: "applied")
             } else {
-                gateway.metrics.configReload(result: "rejected")
+                self.gateway.metrics.configReload(result: "rejected")
             }
         }
     }
 
     /// The configuration that runs after reloading over `running`, or nil when the file
     /// was refused (and the log says why).
-    private func reload(from running: GatewayConfiguration) -> GatewayConfiguration? {
+    private func reload(from running: GatewayConfiguration) async -> GatewayConfiguration? {
         let logger = gateway.logger
+        let version = ConfigWatcher.version(of: file)
+        let sections = GatewayHTTP.topLevelKeys((try? String(contentsOfFile: file, encoding: .utf8)) ?? "")
         let reread: GatewayConfiguration
         do {
             reread = try load()
@@ -104,31 +120,67 @@ final class ConfigReloader: Sendable {
                 """)
             return nil
         }
-        // A file cut short while being saved in place can still check out: without its
-        // last sections, and with only the first of its keys, it revoked keys in use. Such
-        // a file lacks what the server runs with; a real change of those takes a restart
-        // anyway, so a reload never needs to drop one.
-        let lost = GatewayHTTP.partsLost(running: running, reread: reread)
-        if !lost.isEmpty {
+        let target = GatewayHTTP.liveTarget(from: running, to: reread)
+        // A file cut short while being saved in place can still check out, without its
+        // last sections, or the end of its last one: read as meant, it would remove sinks
+        // and routes. A removal is applied only when the file has every section the
+        // running one had (to empty one, keep its key), and stayed the same a while after
+        // it was read: one still being written has changed by then (and is read again at
+        // its next change or signal). A deliberate removal is logged.
+        let removed = GatewayHTTP.removals(from: running, to: target)
+        let missing = runningSections.withLock { $0 }.subtracting(sections)
+        if !removed.isEmpty && !missing.isEmpty {
+            let lost =
+                running.providers.map(\.typeName).filter { name in !reread.providers.contains { $0.typeName == name } }
+                .map { "provider \($0)" } + removed
             logger.error(
                 """
                 configuration reload refused: the file no longer has what the server runs with (a file cut short \
-                while being saved?); such changes take a restart; nothing changed
+                while being saved?); to remove every part of a section, keep its key; nothing changed
                 """,
-                metadata: ["missing": "\(lost.joined(separator: ", "))"])
+                metadata: [
+                    "missing": "\(lost.joined(separator: ", "))",
+                    "sections": "\(missing.sorted().joined(separator: ", "))",
+                ])
             return nil
         }
-        let diff = ConfigurationDiff(from: running, to: reread)
-        var applied = running
+        if !removed.isEmpty {
+            try? await Task.sleep(for: removalSettle)
+            guard let version, ConfigWatcher.version(of: file)?.digest == version.digest else {
+                logger.error(
+                    """
+                    configuration reload refused: it removes parts of the running configuration and the file \
+                    changed while it was read (still being written?); nothing changed
+                    """,
+                    metadata: ["removed": "\(removed.joined(separator: ", "))"])
+                return nil
+            }
+        }
+        let diff = GatewayHTTP.reloadDiff(from: running, to: reread)
+        do {
+            try await gateway.swapLive(from: running, to: target)
+        } catch {
+            logger.error(
+                "configuration reload refused: a sink, provider or enricher could not be built; nothing changed",
+                metadata: ["error": "\(error)"])
+            return nil
+        }
+        runningSections.withLock { $0 = sections }
         gateway.keyring.replace(with: reread.auth.apiKeys)
         gateway.operatorKeys.replace(with: reread.auth)
-        applied.auth = reread.auth
         gateway.rateLimits.replace(with: reread.server.rateLimits)
-        applied.server.rateLimits = reread.server.rateLimits
         let lines = diff.lines(appliedLive: GatewayHTTP.reloadedLive)
         logger.info(
             diff.isEmpty ? "configuration reloaded: no changes" : "configuration reloaded",
             metadata: diff.isEmpty ? [:] : ["changes": "\(lines.joined(separator: "; "))"])
+        if !removed.isEmpty {
+            logger.warning(
+                """
+                configuration reload removed parts: a removed sink's worker stops after its batch, and its outbox \
+                rows wait until a configuration names it again
+                """,
+                metadata: ["removed": "\(removed.joined(separator: ", "))"])
+        }
         let waiting = diff.changes.filter { !($0.canApplyLive && GatewayHTTP.reloadedLive.contains($0.section)) }
         if !waiting.isEmpty {
             logger.warning(
@@ -138,6 +190,6 @@ final class ConfigReloader: Sendable {
         if running.auth.apiKeys.isEmpty && !reread.auth.apiKeys.isEmpty {
             logger.warning("auth.api_keys is no longer empty: the app-facing routes now need a key")
         }
-        return applied
+        return target
     }
 }

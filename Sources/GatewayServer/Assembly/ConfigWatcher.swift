@@ -36,7 +36,7 @@ struct ConfigWatcher {
             // A file still being written is read once it has stopped changing.
             await GatewayHTTP.waitUntilSettled(path)
             seen = Self.version(of: path) ?? now
-            reloader.reload()
+            await reloader.reload()
         }
     }
 }

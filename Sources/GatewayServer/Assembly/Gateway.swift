@@ -8,18 +8,27 @@ import GatewayStorage
 import Logging
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 
 /// A running gateway's parts, built from a checked configuration: the store, the
-/// providers, the ingest pipeline and one delivery worker per sink.
+/// providers, the ingest pipeline and one delivery worker per sink. A reload swaps the
+/// providers, enrichers, sinks and routes (see ``ConfigReloader``).
 public final class Gateway: Sendable {
+    /// The configuration the gateway started with.
     public let configuration: GatewayConfiguration
     public let store: any AttributionStore
     /// The embedded store's own parts (sink rows written with records, WAL checkpoints,
     /// commit health); nil when the store is PostgreSQL.
     public let sqlite: SQLiteStore?
-    public let providers: [any AttributionProvider]
+    /// The providers as they stand: a request takes its provider once, at its start.
+    public var providers: [any AttributionProvider] { liveProviders.withLock { $0 } }
+    let liveProviders: Mutex<[any AttributionProvider]>
+    /// The enrichers as they stand, with the `type:` each was built from.
+    let liveEnrichers: Mutex<[(typeName: String, enricher: any Enricher)]>
     public let pipeline: IngestPipeline
-    public let workers: [SinkWorker]
+    /// One worker per sink, as they stand.
+    public var workers: [SinkWorker] { sinkWorkers.workers }
+    public let sinkWorkers: LiveSinkWorkers
     /// One per deferred provider (AdServices), keyed by provider name.
     public let resolvers: [String: PendingResolver]
     /// One per enricher whose answers may come after routing.
@@ -49,7 +58,8 @@ public final class Gateway: Sendable {
 
     init(
         configuration: GatewayConfiguration, store: any AttributionStore, providers: [any AttributionProvider],
-        pipeline: IngestPipeline, workers: [SinkWorker], resolvers: [String: PendingResolver],
+        enrichers: [(typeName: String, enricher: any Enricher)],
+        pipeline: IngestPipeline, sinkWorkers: LiveSinkWorkers, resolvers: [String: PendingResolver],
         lateWriters: [LateRecordWriter], enricherServices: [any Service] = [],
         health: WorkerHealth, checkpointer: WALCheckpointer?, quarantineTrimmer: QuarantineTrimmer?,
         metricsRegistry: PrometheusCollectorRegistry, metrics: GatewayMetrics, logger: Logger
@@ -59,9 +69,10 @@ public final class Gateway: Sendable {
         self.configuration = configuration
         self.store = store
         sqlite = store as? SQLiteStore
-        self.providers = providers
+        liveProviders = Mutex(providers)
+        liveEnrichers = Mutex(enrichers)
         self.pipeline = pipeline
-        self.workers = workers
+        self.sinkWorkers = sinkWorkers
         self.resolvers = resolvers
         self.lateWriters = lateWriters
         self.health = health
@@ -80,11 +91,11 @@ public final class Gateway: Sendable {
         keyring = APIKeyring(keys: configuration.auth.apiKeys)
         operatorKeys = OperatorKeys(configuration.auth)
         rateLimits = LiveRateLimits(configuration.server.rateLimits)
-        let byName = Dictionary(uniqueKeysWithValues: workers.map { ($0.sinkName, $0) })
+        // The sinks of the moment: a reload adds and removes them.
         forgetRequests = ForgetRequests(
-            store: store, sinks: workers.map(\.sinkName), metrics: metrics,
+            store: store, sinks: { sinkWorkers.workers.map(\.sinkName) }, metrics: metrics,
             logger: logger.with(metadataKey: "job", value: "forget")
-        ) { byName[$0]?.wake() }
+        ) { sinkWorkers.worker(named: $0)?.wake() }
     }
 
     /// The store that `storage` names: a PostgreSQL database, or the SQLite file.
@@ -137,35 +148,21 @@ public final class Gateway: Sendable {
             enrichers: configuration.enrichers.map(\.typeName), sinks: configuration.sinks.map(\.name))
         let health = WorkerHealth()
 
-        var workers: [SinkWorker] = []
-        var countingSinks: [String] = []
+        let sinkWorkers = LiveSinkWorkers(health: health, logger: logger)
         for configured in configuration.sinks {
-            let context = SinkContext(
-                name: configured.name, storagePath: configuration.storage.sqlitePath,
-                storageURL: configuration.storage.postgres?.url,
-                logger: logger.with(metadataKey: "sink", value: configured.name))
             if sqlite == nil, configured.prepared.typeName == SQLiteSinkPlugin.typeName {
                 logger.warning(
                     "a sqlite sink writes a file on this replica's own disk; with replicas on PostgreSQL each holds part of the records, and a postgres sink keeps them in one table",
                     metadata: ["sink": "\(configured.name)"])
             }
-            let sink = try await configured.prepared.build(context)
-            if sink.countsEveryCopy { countingSinks.append(configured.name) }
-            // A paused sink keeps its records in its outbox until it is resumed, and one in
-            // device order must let a device's waiting records go first.
-            if !configured.delivery.paused && !configured.delivery.inDeviceOrder, let sqlite,
-                let inline = (sink as? InlineDeliverable)?.inlineDelivery(sinkName: configured.name, into: sqlite)
-            {
-                sqlite.deliverInline(inline)
-            }
-            workers.append(
-                SinkWorker(
-                    sinkName: configured.name, sink: ForgettingSink(sink, sinkName: configured.name, store: store),
-                    store: store, settings: configured.delivery,
-                    metrics: metrics, logger: logger, health: health))
+            let built = try await buildSink(
+                configured, configuration: configuration, store: store, metrics: metrics, health: health,
+                logger: logger)
+            built.start(in: sinkWorkers, sqlite: sqlite)
         }
+        let countingSinks = sinkWorkers.countingEveryCopy
         if let settled = try await sqlite?.settleRestoredBackup(
-            counting: countingSinks, built: configuration.sinks.map(\.name))
+            counting: countingSinks.sorted(), built: configuration.sinks.map(\.name))
         {
             let moved = settled.deadLettered.values.reduce(0, +)
             logger.warning(
@@ -177,22 +174,24 @@ public final class Gateway: Sendable {
                     "next": "\(moved == 0 ? "nothing to do" : "check each destination, then dlq retry what it lacks")",
                 ])
         }
-        let byName = Dictionary(uniqueKeysWithValues: workers.map { ($0.sinkName, $0) })
-        for (sink, stats) in (try await store.outboxStats()).sorted(by: { $0.key < $1.key }) where byName[sink] == nil {
+        let named = Set(configuration.sinks.map(\.name))
+        for (sink, stats) in (try await store.outboxStats()).sorted(by: { $0.key < $1.key }) where !named.contains(sink)
+        {
             logger.warning(
                 "the outbox holds records for a sink config.yaml does not name; they wait until it is named again",
                 metadata: ["sink": "\(sink)", "records": "\(stats.depth)"])
         }
         // Inline sinks get no outbox rows from ingests, so nothing to wake their workers
         // for, unless a record could not be written with its row and went to the outbox.
-        let inlineSinks = sqlite?.inlineSinkNames ?? []
-        sqlite?.observeInline(InlineDeliveryReporter(metrics: metrics, logger: logger) { byName[$0]?.wake() })
-        var enrichers: [any Enricher] = []
+        sqlite?.observeInline(
+            InlineDeliveryReporter(metrics: metrics, logger: logger) { sinkWorkers.worker(named: $0)?.wake() })
+        var enrichers: [(typeName: String, enricher: any Enricher)] = []
         for prepared in configuration.enrichers {
-            let context = EnricherContext(
-                storagePath: configuration.storage.sqlitePath, storageURL: configuration.storage.postgres?.url,
-                logger: logger.with(metadataKey: "enricher", value: prepared.typeName), metrics: metrics)
-            enrichers.append(try await prepared.build(context))
+            enrichers.append(
+                (
+                    prepared.typeName,
+                    try await buildEnricher(prepared, configuration: configuration, metrics: metrics, logger: logger)
+                ))
         }
         let quarantineCaps = providers.compactMap { provider in
             (provider as? SKAdNetworkProvider).map { ($0.name, $0.options.quarantineMaxBytes) }
@@ -204,13 +203,14 @@ public final class Gateway: Sendable {
                 store: store, caps: Dictionary(quarantineCaps) { first, _ in first }, metrics: metrics,
                 logger: logger)
         let pipeline = IngestPipeline(
-            store: store, router: RecordRouter(routes: configuration.routes, countingEveryCopy: Set(countingSinks)),
-            enrichers: enrichers, metrics: metrics,
+            store: store, router: RecordRouter(routes: configuration.routes, countingEveryCopy: countingSinks),
+            enrichers: enrichers.map(\.enricher), metrics: metrics,
             onStored: { sinks in
-                for sink in sinks where !inlineSinks.contains(sink) { byName[sink]?.wake() }
+                let inlineSinks = sqlite?.inlineSinkNames ?? []
+                for sink in sinks where !inlineSinks.contains(sink) { sinkWorkers.worker(named: sink)?.wake() }
             },
             onQueued: { sinks in
-                for sink in sinks { byName[sink]?.wake() }
+                for sink in sinks { sinkWorkers.worker(named: sink)?.wake() }
             },
             onQuarantined: { trimmer?.stored() })
         var resolvers: [String: PendingResolver] = [:]
@@ -223,17 +223,68 @@ public final class Gateway: Sendable {
                 "tokens wait for a provider config.yaml does not enable; nothing resolves them until it is enabled again, and Apple forgets a token a day after it was made",
                 metadata: ["provider": "\(provider)", "tokens": "\(count)"])
         }
-        let lateWriters = enrichers.compactMap { enricher in
+        let lateWriters = enrichers.map(\.enricher).compactMap { enricher in
             (enricher as? any LateEnricher).map { LateRecordWriter(enricher: $0, pipeline: pipeline, logger: logger) }
         }
         return Gateway(
-            configuration: configuration, store: store, providers: providers, pipeline: pipeline,
-            workers: workers, resolvers: resolvers, lateWriters: lateWriters,
-            enricherServices: enrichers.compactMap { $0 as? any EnricherWithServices }.flatMap(\.services),
+            configuration: configuration, store: store, providers: providers, enrichers: enrichers,
+            pipeline: pipeline, sinkWorkers: sinkWorkers, resolvers: resolvers, lateWriters: lateWriters,
+            enricherServices: enrichers.compactMap { $0.enricher as? any EnricherWithServices }.flatMap(\.services),
             health: health,
             checkpointer: sqlite.map { WALCheckpointer(store: $0, logger: logger) }, quarantineTrimmer: trimmer,
             metricsRegistry: registry,
             metrics: metrics, logger: logger)
+    }
+
+    /// A sink built from config.yaml, ready to run: its worker and, for a sink that shares
+    /// the SQLite store's file, the delivery written with each record's commit.
+    struct BuiltSink {
+        let sink: any AttributionSink
+        let worker: SinkWorker
+        let countsEveryCopy: Bool
+        let inline: InlineDelivery?
+
+        /// Runs the worker in `workers` (after the sink's previous worker, if any, stopped)
+        /// and writes the sink's rows with each commit when it can, or else through its
+        /// outbox.
+        func start(in workers: LiveSinkWorkers, sqlite: SQLiteStore?) {
+            if let inline {
+                sqlite?.deliverInline(inline)
+            } else {
+                sqlite?.stopDeliveringInline(sink: worker.sinkName)
+            }
+            workers.start(worker, countsEveryCopy: countsEveryCopy)
+        }
+    }
+
+    static func buildSink(
+        _ configured: ConfiguredSink, configuration: GatewayConfiguration, store: any AttributionStore,
+        metrics: GatewayMetrics, health: WorkerHealth, logger: Logger
+    ) async throws -> BuiltSink {
+        let context = SinkContext(
+            name: configured.name, storagePath: configuration.storage.sqlitePath,
+            storageURL: configuration.storage.postgres?.url,
+            logger: logger.with(metadataKey: "sink", value: configured.name))
+        let sink = try await configured.prepared.build(context)
+        // A paused sink keeps its records in its outbox until it is resumed, and one in
+        // device order must let a device's waiting records go first.
+        var inline: InlineDelivery?
+        if !configured.delivery.paused && !configured.delivery.inDeviceOrder, let sqlite = store as? SQLiteStore {
+            inline = (sink as? InlineDeliverable)?.inlineDelivery(sinkName: configured.name, into: sqlite)
+        }
+        let worker = SinkWorker(
+            sinkName: configured.name, sink: ForgettingSink(sink, sinkName: configured.name, store: store),
+            store: store, settings: configured.delivery, metrics: metrics, logger: logger, health: health)
+        return BuiltSink(sink: sink, worker: worker, countsEveryCopy: sink.countsEveryCopy, inline: inline)
+    }
+
+    static func buildEnricher(
+        _ prepared: PreparedEnricher, configuration: GatewayConfiguration, metrics: GatewayMetrics, logger: Logger
+    ) async throws -> any Enricher {
+        let context = EnricherContext(
+            storagePath: configuration.storage.sqlitePath, storageURL: configuration.storage.postgres?.url,
+            logger: logger.with(metadataKey: "enricher", value: prepared.typeName), metrics: metrics)
+        return try await prepared.build(context)
     }
 
     /// The provider enabled under this name, if any.

@@ -7,13 +7,15 @@ import Logging
 /// the store, queued for every sink the configuration names, and told to their workers.
 public struct ForgetRequests: Sendable {
     let store: any ForgetStore
-    let sinks: [String]
+    /// The sinks a request is queued for: those of the configuration as it stands.
+    let sinks: @Sendable () -> [String]
     let wake: @Sendable (String) -> Void
     let metrics: GatewayMetrics
     let logger: Logger
 
     public init(
-        store: any ForgetStore, sinks: [String], metrics: GatewayMetrics = .none, logger: Logger,
+        store: any ForgetStore, sinks: @escaping @Sendable () -> [String], metrics: GatewayMetrics = .none,
+        logger: Logger,
         wake: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.store = store
@@ -59,6 +61,7 @@ public struct ForgetRequests: Sendable {
     public func submit(_ subject: ForgetSubject) async throws -> ForgetStatus {
         let requestID = UUID().uuidString.lowercased()
         let digest = SHA256Hex.digest(subject.namedID).map { String(format: "%02x", $0) }.joined()
+        let sinks = self.sinks()
         let status = try await store.forget(
             subject, requestID: requestID, userDigest: digest, sinks: sinks, now: Date())
         for sink in sinks { wake(sink) }

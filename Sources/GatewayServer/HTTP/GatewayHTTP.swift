@@ -118,7 +118,7 @@ public enum GatewayHTTP {
             // Stopped in reverse order: the server first, the checkpointer last, so that
             // its final checkpoint comes after the workers' last writes.
             services: [gateway.checkpointer].compactMap { $0 as (any Service)? }
-                + gateway.workers.map { $0 as any Service }
+                + [gateway.sinkWorkers as any Service]
                 + gateway.resolvers.values.map { $0 as any Service } + gateway.lateWriters.map { $0 as any Service }
                 + [gateway.retention].compactMap { $0 as (any Service)? }
                 + [gateway.quarantineTrimmer].compactMap { $0 as (any Service)? } + gateway.enricherServices,

@@ -106,11 +106,16 @@ extension GatewayHTTP {
     static func addIngestRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         let bodies = BodyReader(gateway.configuration.server)
         let keyring = gateway.keyring
-        for provider in gateway.providers {
-            for route in provider.routes {
+        for mounted in gateway.providers {
+            for route in mounted.routes {
                 let bodies = bodies.forRoute(limit: route.maxBodyBytes)
-                let conversions = route.path == S2SProvider.eventsPath ? EventConversionValues(gateway: gateway) : nil
-                let handler = countingRejections(of: provider.name, metrics: gateway.metrics) { request, context in
+                let handler = countingRejections(of: mounted.name, metrics: gateway.metrics) { request, context in
+                    // The provider as it stands when the request starts: a reload swaps it for
+                    // the next request, never under this one. A reload swaps only a provider
+                    // that serves the same routes (see `GatewayHTTP.providerSwapsLive`).
+                    let provider = gateway.provider(named: mounted.name) ?? mounted
+                    let conversions =
+                        route.path == S2SProvider.eventsPath ? EventConversionValues(gateway: gateway) : nil
                     let allowedApps =
                         route.requiresAPIKey ? try keyring.admit(request.headers, scope: route.keyScope) : nil
                     if let secret = route.sharedSecretSHA256, !SharedSecret.matches(request, sha256: secret) {
