@@ -114,7 +114,7 @@ import Testing
         Set(request.headers.map { "\($0.0.lowercased()): \($0.1)" })
     }
 
-    enum Verdict { case delivered, declined, retry, reject, postponed }
+    enum Verdict { case delivered, declined, retry, reject, postponed, checkLater }
 
     func verdict(_ adapter: some VendorAdapter, _ status: Int, _ body: String = "", age: Duration = .zero) -> Verdict {
         switch adapter.outcome(status: status, body: body, retryAfter: nil, age: age) {
@@ -123,6 +123,7 @@ import Testing
         case .retry: .retry
         case .reject: .reject
         case .postponed: .postponed
+        case .checkLater: .checkLater
         }
     }
 
