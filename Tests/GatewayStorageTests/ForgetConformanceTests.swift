@@ -200,3 +200,36 @@ final class PollingSink: AttributionSink {
         return request.progress == nil ? .inProgress(note: "task-7", checkAfter: .seconds(3600)) : .done
     }
 }
+
+extension ForgetConformanceTests {
+    /// An ASA SDK user attributed to one of the user's records goes, with the App Store
+    /// transactions they claimed; another SDK user stays.
+    @Test(arguments: StoreBackend.available)
+    func theUsersSDKUserAndTheirTransactionsGo(backend: StoreBackend) async throws {
+        let clock = TestClock()
+        let store = try await backend.make(clock: clock).store
+        var install = StoreConformanceTests.install("u1", at: clock.now)
+        install.idfv = Self.idfv
+        let other = StoreConformanceTests.install("u2", at: clock.now)
+        _ = try await store.ingest([install, other].map { RoutedRecord(record: $0, sinks: []) })
+        let mine = try await store.createSDKUser(now: clock.now)
+        let theirs = try await store.createSDKUser(now: clock.now)
+        try await store.setSDKUserAttribution(userID: mine.id, recordID: install.recordID)
+        try await store.setSDKUserAttribution(userID: theirs.id, recordID: other.recordID)
+        _ = try await store.associateTransaction(userID: mine.id, transactionID: "T-mine", now: clock.now)
+        _ = try await store.associateTransaction(userID: theirs.id, transactionID: "T-theirs", now: clock.now)
+
+        _ = try await store.forget(
+            ForgetSubject(appID: "1", idfv: Self.idfv), requestID: "req-5", userDigest: "d", sinks: [], now: clock.now)
+        #expect(try await store.sdkUser(id: mine.id) == nil)
+        #expect(try await store.sdkUser(id: theirs.id)?.attributionRecordID == other.recordID)
+        // The transaction is free again: a new user may claim it, as after a reinstall.
+        let newcomer = try await store.createSDKUser(now: clock.now)
+        #expect(
+            try await store.associateTransaction(userID: newcomer.id, transactionID: "T-mine", now: clock.now)
+                == .associated)
+        #expect(
+            try await store.associateTransaction(userID: newcomer.id, transactionID: "T-theirs", now: clock.now)
+                != .associated)
+    }
+}
