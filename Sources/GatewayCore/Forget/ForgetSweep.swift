@@ -27,6 +27,11 @@ public struct ForgetSweep: Sendable {
         appUserIDs.formUnion([subject.appUserID].compactMap(\.self))
         idfvs.formUnion([subject.idfv].compactMap(\.self))
         idfas.formUnion([subject.idfa].compactMap(\.self))
+        // The ids named go to the sinks even when the store holds no record of them any more
+        // (retention deleted them, or an earlier request reduced them): a sink's table may.
+        identifiers.appUserIDs = appUserIDs.sorted()
+        identifiers.idfvs = idfvs.sorted()
+        identifiers.idfas = idfas.sorted()
     }
 
     /// The ids to read records by, sorted.
