@@ -58,24 +58,30 @@ extension PostgresStore {
                 """, logger: logger)
             _ = try await connection.query(
                 "DELETE FROM sdk_users WHERE attribution_record_id = ANY(\(recordIDs)::text[])", logger: logger)
-            _ = try await connection.query(
-                """
-                INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
-                VALUES (\(carrier.recordID), \(carrier.dedupeKey), \(carrier.provider), \(carrier.appID), \(at),
-                    \(carrierBody))
-                """, logger: logger)
+            // With no sink to ask, the request is done with the store's part.
+            let done = sinks.isEmpty
+            if !done {
+                _ = try await connection.query(
+                    """
+                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
+                    VALUES (\(carrier.recordID), \(carrier.dedupeKey), \(carrier.provider), \(carrier.appID), \(at),
+                        \(carrierBody))
+                    """, logger: logger)
+            }
             _ = try await connection.query(
                 """
                 INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
                 SELECT s, \(requestID), 0, \(at), \(at) FROM unnest(\(sinks)::text[]) s
                 """, logger: logger)
-            let identifiers = String(decoding: try JSONEncoder().encode(sweep.identifiers), as: UTF8.self)
+            let identifiers =
+                done ? nil : String(decoding: try JSONEncoder().encode(sweep.identifiers), as: UTF8.self)
+            let completedAt = done ? at : nil
             _ = try await connection.query(
                 """
                 INSERT INTO forget_requests (request_id, app_id, user_sha256, requested_at, records_forgotten, sinks,
-                    identifiers)
+                    identifiers, completed_at)
                 VALUES (\(requestID), \(subject.appID), \(userDigest), \(at), \(Int64(sweep.matched.count)),
-                    \(sinks)::text[], \(identifiers))
+                    \(sinks)::text[], \(identifiers), \(completedAt))
                 """, logger: logger)
         }
         guard let status = try await forgetStatus(id: requestID) else {

@@ -64,14 +64,19 @@ extension SQLiteStore {
             ] {
                 try db.execute(sql: statement, arguments: [recordIDs])
             }
-            try db.execute(
-                sql: """
-                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
-                    VALUES (?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    carrier.recordID, carrier.dedupeKey, carrier.provider, carrier.appID, at, carrier.encoded().text,
-                ])
+            // With no sink to ask, the request is done with the store's part.
+            let done = sinks.isEmpty
+            if !done {
+                try db.execute(
+                    sql: """
+                        INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
+                        VALUES (?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        carrier.recordID, carrier.dedupeKey, carrier.provider, carrier.appID, at,
+                        carrier.encoded().text,
+                    ])
+            }
             for sink in sinks {
                 try db.execute(
                     sql: """
@@ -81,12 +86,13 @@ extension SQLiteStore {
             try db.execute(
                 sql: """
                     INSERT INTO forget_requests (request_id, app_id, user_sha256, requested_at, records_forgotten,
-                        sinks, identifiers)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                        sinks, identifiers, completed_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     requestID, subject.appID, userDigest, at, sweep.matched.count, Self.jsonArray(sinks),
-                    String(decoding: try JSONEncoder().encode(sweep.identifiers), as: UTF8.self),
+                    done ? nil : String(decoding: try JSONEncoder().encode(sweep.identifiers), as: UTF8.self),
+                    done ? at : nil,
                 ])
             return try Self.forgetStatus(requestID, db)!
         }

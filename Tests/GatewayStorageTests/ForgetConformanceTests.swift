@@ -116,9 +116,13 @@ import Testing
         _ = try await store.ingest([RoutedRecord(record: install, sinks: [])])
         for pending in [mine, sameDevice, theirs, otherApp] { _ = try await store.addPending(pending, now: clock.now) }
 
-        _ = try await store.forget(
+        let status = try await store.forget(
             ForgetSubject(appID: "1", appUserID: "u1"), requestID: "req-3", userDigest: "d", sinks: [],
             now: clock.now)
+        // No sink to ask: done with the store's part, with nothing of the user kept for one.
+        #expect(status.overall == .done)
+        #expect(try await store.forgetRequest(id: "req-3", sink: "any") == nil)
+        #expect(try await store.record(id: "req-3") == nil)
         #expect(try await store.isPending(recordID: mine.recordID) == false)
         #expect(try await store.isPending(recordID: sameDevice.recordID) == false)
         #expect(try await store.isPending(recordID: theirs.recordID))
@@ -147,6 +151,9 @@ import Testing
         #expect(status.sinks == [.init(sink: "hook", state: .failed, reason: "webhook answered 410")])
         #expect(status.overall == .failed)
         #expect(status.recordsForgotten == 0)
+        // The store held nothing of the device: the sink still gets the id named, to delete
+        // what its own table may hold.
+        #expect(try await store.forgetRequest(id: "req-2", sink: "hook")?.identifiers.idfvs == [Self.idfv])
         #expect(try await store.forgetStatus(id: "no-such-request") == nil)
     }
 }

@@ -33,10 +33,12 @@ extension InMemoryStore {
                 state.pending[key] = nil
                 state.pendingByKey[Text(row.dedupeKey)] = nil
             }
-            _ = state.insert(batch, bodies: [carrier.encoded().text], queuedAt: at)
+            // With no sink to ask, the request is done with the store's part.
+            let done = sinks.isEmpty
+            if !done { _ = state.insert(batch, bodies: [carrier.encoded().text], queuedAt: at) }
             let row = ForgetRow(
-                appID: subject.appID, userDigest: userDigest, requestedAt: at, completedAt: nil,
-                recordsForgotten: sweep.matched.count, sinks: sinks, identifiers: sweep.identifiers)
+                appID: subject.appID, userDigest: userDigest, requestedAt: at, completedAt: done ? at : nil,
+                recordsForgotten: sweep.matched.count, sinks: sinks, identifiers: done ? nil : sweep.identifiers)
             state.forgetRequests[Text(requestID)] = row
             return state.forgetStatus(requestID, row)
         }
