@@ -192,18 +192,26 @@ enum SQLiteStoreSchema {
     /// records of one transaction exist (the earlier rule made them), the first keeps the
     /// new key.
     static func keyPurchasesByTransaction(_ db: Database) throws {
-        let rows = try Row.fetchAll(
-            db,
-            sql: """
-                SELECT seq, json_extract(body, '$.app_id') AS app, json_extract(body, '$.transaction_ref') AS tx
-                FROM records WHERE provider = 's2s' AND dedupe_key LIKE 's2s:%:id:%' AND json_valid(body)
-                    AND json_extract(body, '$.kind') = 'purchase' ORDER BY seq
-                """)
-        for row in rows {
-            guard let app = row["app"] as String?, let transaction = row["tx"] as String? else { continue }
-            try db.execute(
-                sql: "UPDATE OR IGNORE records SET dedupe_key = ? WHERE seq = ?",
-                arguments: [DedupeKey.make("s2s", app, "purchase", transaction), row["seq"] as Int64])
+        // In pages, so that a store of millions of purchases is not read into memory at once.
+        var after: Int64 = 0
+        while true {
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT seq, json_extract(body, '$.app_id') AS app, json_extract(body, '$.transaction_ref') AS tx
+                    FROM records WHERE seq > ? AND provider = 's2s' AND dedupe_key LIKE 's2s:%:id:%'
+                        AND json_valid(body) AND json_extract(body, '$.kind') = 'purchase'
+                    ORDER BY seq LIMIT 5000
+                    """,
+                arguments: [after])
+            guard let last = rows.last else { return }
+            after = last["seq"]
+            for row in rows {
+                guard let app = row["app"] as String?, let transaction = row["tx"] as String? else { continue }
+                try db.execute(
+                    sql: "UPDATE OR IGNORE records SET dedupe_key = ? WHERE seq = ?",
+                    arguments: [DedupeKey.make("s2s", app, "purchase", transaction), row["seq"] as Int64])
+            }
         }
     }
 
