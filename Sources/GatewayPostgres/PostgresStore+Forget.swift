@@ -30,7 +30,7 @@ extension PostgresStore {
                 }
                 if !found { break }
             }
-            let recordIDs = sweep.matched.map(\.recordID)
+            let matchedIDs = sweep.matched.map(\.recordID)
             for record in sweep.reduced() {
                 _ = try await connection.query(
                     """
@@ -38,15 +38,25 @@ extension PostgresStore {
                     WHERE record_id = \(record.recordID)
                     """, logger: logger)
             }
-            // Tokens of the user's still waiting for Apple would become records of theirs.
+            // Tokens of the user's still waiting for Apple would become records of theirs; the
+            // ASA SDK user a token belongs to goes with it.
             let ids = sweep.searchIDs
-            _ = try await connection.query(
+            let candidates = try await connection.query(
                 """
-                DELETE FROM pending WHERE app_id = \(subject.appID) AND (
+                SELECT record_id, state FROM pending WHERE app_id = \(subject.appID) AND (
                     gateway_json(convert_from(state, 'UTF8')) ->> 'appUserID' = ANY(\(ids.appUserIDs)::text[])
                     OR gateway_json(convert_from(state, 'UTF8')) ->> 'idfv' = ANY(\(ids.idfvs)::text[])
                     OR gateway_json(convert_from(state, 'UTF8')) ->> 'idfa' = ANY(\(ids.idfas)::text[]))
+                FOR UPDATE
                 """, logger: logger)
+            var waiting: [String] = []
+            for try await (recordID, state) in candidates.decode((String, ByteBuffer).self)
+            where sweep.matchesPending(state: Data(buffer: state)) {
+                waiting.append(recordID)
+            }
+            _ = try await connection.query(
+                "DELETE FROM pending WHERE record_id = ANY(\(waiting)::text[])", logger: logger)
+            let recordIDs = matchedIDs + waiting
             _ = try await connection.query(
                 "DELETE FROM outbox WHERE record_id = ANY(\(recordIDs)::text[])", logger: logger)
             _ = try await connection.query(

@@ -83,9 +83,16 @@ extension PostgresStore {
             for settlement in settlements {
                 switch settlement {
                 case .finished(let recordID, let records):
+                    // Work a forget request dropped meanwhile stores nothing of its user.
+                    let removed = try await Self.firstInt(
+                        connection.query(
+                            """
+                            WITH removed AS (DELETE FROM pending WHERE record_id = \(recordID) RETURNING 1)
+                            SELECT count(*) FROM removed
+                            """, logger: logger))
+                    guard (removed ?? 0) > 0 else { continue }
                     results[recordID] = try await Self.insert(
                         records, queuedAt: queuedAt, on: connection, logger: logger)
-                    _ = try await connection.query("DELETE FROM pending WHERE record_id = \(recordID)", logger: logger)
                 case .retry(let recordID, let state, let attempts, let at, let error):
                     _ = try await connection.query(
                         """

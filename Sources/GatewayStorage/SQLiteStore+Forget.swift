@@ -35,24 +35,30 @@ extension SQLiteStore {
                 }
                 if !found { break }
             }
-            let recordIDs = Self.jsonArray(sweep.matched.map(\.recordID))
             for record in sweep.reduced() {
                 try db.executeCached(
                     "UPDATE records SET body = ?, dedupe_key = ? WHERE record_id = ?",
                     [record.encoded().text, record.dedupeKey, record.recordID])
             }
-            // Tokens of the user's still waiting for Apple would become records of theirs.
+            // Tokens of the user's still waiting for Apple would become records of theirs; the
+            // ASA SDK user a token belongs to goes with it.
             let ids = sweep.searchIDs
-            try db.execute(
+            let waiting = try Row.fetchAll(
+                db,
                 sql: """
-                    DELETE FROM pending WHERE app_id = ? AND json_valid(CAST(state AS TEXT)) AND (
+                    SELECT record_id, state FROM pending WHERE app_id = ? AND json_valid(CAST(state AS TEXT)) AND (
                         json_extract(CAST(state AS TEXT), '$.appUserID') IN (SELECT value FROM json_each(?))
                         OR json_extract(CAST(state AS TEXT), '$.idfv') IN (SELECT value FROM json_each(?))
                         OR json_extract(CAST(state AS TEXT), '$.idfa') IN (SELECT value FROM json_each(?)))
                     """,
                 arguments: [
                     subject.appID, Self.jsonArray(ids.appUserIDs), Self.jsonArray(ids.idfvs), Self.jsonArray(ids.idfas),
-                ])
+                ]
+            ).filter { sweep.matchesPending(state: $0["state"]) }.map { $0["record_id"] as String }
+            try db.execute(
+                sql: "DELETE FROM pending WHERE record_id IN (SELECT value FROM json_each(?))",
+                arguments: [Self.jsonArray(waiting)])
+            let recordIDs = Self.jsonArray(sweep.matched.map(\.recordID) + waiting)
             for statement in [
                 "DELETE FROM outbox WHERE record_id IN (SELECT value FROM json_each(?))",
                 "DELETE FROM dead_letters WHERE record_id IN (SELECT value FROM json_each(?))",

@@ -126,11 +126,13 @@ extension SQLiteStore {
                 for (settlement, prepared) in encoded {
                     switch settlement {
                     case .finished(let recordID, let records):
+                        // Work a forget request dropped meanwhile stores nothing of its user.
+                        try db.executeCached("DELETE FROM pending WHERE record_id = ?", [recordID])
+                        guard db.changesCount > 0 else { continue }
                         let (stored, inlined) = try Self.insert(
                             records, prepared: prepared, inline: inline, queuedAt: self.now(), db)
                         results[recordID] = stored
                         outcome.add(inlined)
-                        try db.executeCached("DELETE FROM pending WHERE record_id = ?", [recordID])
                     case .retry(let recordID, let state, let attempts, let at, let error):
                         try db.executeCached(
                             "UPDATE pending SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ?, claimed_until = NULL WHERE record_id = ?",

@@ -30,13 +30,26 @@ import Testing
         session.idfv = Self.idfv
         let other = StoreConformanceTests.install("u2", at: clock.now)
         let otherApp = StoreConformanceTests.install("u1", at: clock.now, app: "2")
-        let all = [install, purchase, session, other, otherApp]
+        // Another user on the same device, and a placeholder id on another user's device: never
+        // the user's. Following ids from record to record would forget them too.
+        var sharedDevice = StoreConformanceTests.install("u3", at: clock.now)
+        sharedDevice.idfv = Self.idfv
+        var placeholderHere = session
+        placeholderHere.recordID = AttributionRecord.newRecordID()
+        placeholderHere.dedupeKey = "s2s:session:anonymous-here"
+        placeholderHere.appUserID = "anonymous"
+        var placeholderElsewhere = placeholderHere
+        placeholderElsewhere.recordID = AttributionRecord.newRecordID()
+        placeholderElsewhere.dedupeKey = "s2s:session:anonymous-elsewhere"
+        placeholderElsewhere.idfv = "11111111-2222-3333-4444-555555555555"
+        let all = [install, purchase, session, other, otherApp, sharedDevice, placeholderHere, placeholderElsewhere]
         _ = try await store.ingest(all.map { RoutedRecord(record: $0, sinks: ["a"]) })
 
         let status = try await store.forget(
             ForgetSubject(appID: "1", appUserID: "u1"), requestID: "req-1", userDigest: "digest", sinks: ["a", "b"],
             now: clock.now)
-        #expect(status.recordsForgotten == 3)
+        // The install, the purchase, and the device's records that name no real user.
+        #expect(status.recordsForgotten == 4)
         #expect(status.sinks == [.init(sink: "a", state: .pending), .init(sink: "b", state: .pending)])
         #expect(status.userDigest == "digest")
 
@@ -56,19 +69,28 @@ import Testing
         #expect(kept[1].transactionID?.hasPrefix("forgotten-") == true)
         #expect(try await store.record(id: other.recordID) == other)
         #expect(try await store.record(id: otherApp.recordID) == otherApp)
+        #expect(try await store.record(id: sharedDevice.recordID) == sharedDevice)
+        #expect(try await store.record(id: placeholderElsewhere.recordID) == placeholderElsewhere)
+        #expect(try await store.record(id: placeholderHere.recordID)?.idfv?.hasPrefix("forgotten-") == true)
         // A copy posted again is a new record, not a duplicate of a forgotten one.
         #expect(try await store.existingRecordIDs(dedupeKeys: [install.dedupeKey, purchase.dedupeKey]).isEmpty)
 
         // Nothing of the user is sent any more; the request is.
         let due = try await store.dueEntries(sink: "a", now: clock.now, limit: 10)
-        #expect(Set(due.map(\.record.recordID)) == [other.recordID, otherApp.recordID, "req-1"])
+        #expect(
+            Set(due.map(\.record.recordID)) == [
+                other.recordID, otherApp.recordID, sharedDevice.recordID, placeholderElsewhere.recordID, "req-1",
+            ])
         #expect(due.first { $0.record.recordID == "req-1" }?.record.kind == .forget)
         let request = try #require(try await store.forgetRequest(id: "req-1", sink: "a"))
         #expect(request.appID == "1")
         #expect(request.identifiers.appUserIDs == ["u1"])
         #expect(request.identifiers.idfvs == [Self.idfv])
         #expect(request.identifiers.vendorIDs == ["appsflyer_id": ["af-1"]])
-        #expect(Set(request.identifiers.recordIDs) == [install.recordID, purchase.recordID, session.recordID])
+        #expect(
+            Set(request.identifiers.recordIDs) == [
+                install.recordID, purchase.recordID, session.recordID, placeholderHere.recordID,
+            ])
 
         try await store.forgetAnswered(requestID: "req-1", sink: "a", answer: .done, now: clock.now)
         let halfway = try #require(try await store.forgetStatus(id: "req-1"))
@@ -107,14 +129,18 @@ import Testing
                 state: Data(JSONValue.object(state).compactUTF8))
         }
         let mine = work("u1")
-        // Another user id on the same device: the device is the user's too.
-        let sameDevice = work("u1-again", idfv: Self.idfv)
+        // A token that names no user, on the user's device (the install names it): theirs.
+        let sameDevice = work("", idfv: Self.idfv)
+        // Another user's token on the same device: not theirs.
+        let anotherUser = work("u4", idfv: Self.idfv)
         let theirs = work("u2")
         let otherApp = work("u1", app: "2")
         var install = StoreConformanceTests.install("u1", at: clock.now)
         install.idfv = Self.idfv
         _ = try await store.ingest([RoutedRecord(record: install, sinks: [])])
-        for pending in [mine, sameDevice, theirs, otherApp] { _ = try await store.addPending(pending, now: clock.now) }
+        for pending in [mine, sameDevice, anotherUser, theirs, otherApp] {
+            _ = try await store.addPending(pending, now: clock.now)
+        }
 
         let status = try await store.forget(
             ForgetSubject(appID: "1", appUserID: "u1"), requestID: "req-3", userDigest: "d", sinks: [],
@@ -126,6 +152,17 @@ import Testing
         #expect(try await store.isPending(recordID: mine.recordID) == false)
         #expect(try await store.isPending(recordID: sameDevice.recordID) == false)
         #expect(try await store.isPending(recordID: theirs.recordID))
+        #expect(try await store.isPending(recordID: anotherUser.recordID))
+        // Apple's answer, come while the request was made, stores nothing of the user.
+        var answered = StoreConformanceTests.install("u1", at: clock.now)
+        answered.recordID = mine.recordID
+        answered.dedupeKey = mine.dedupeKey
+        let results = try await store.settlePending([
+            .finished(recordID: mine.recordID, records: [RoutedRecord(record: answered, sinks: ["a"])])
+        ])
+        #expect(results[mine.recordID] ?? [] == [])
+        #expect(try await store.record(id: mine.recordID) == nil)
+        #expect(try await store.dueEntries(sink: "a", now: clock.now, limit: 10).isEmpty)
         #expect(try await store.isPending(recordID: otherApp.recordID))
     }
 
@@ -225,10 +262,19 @@ extension ForgetConformanceTests {
         try await store.setSDKUserAttribution(userID: theirs.id, recordID: other.recordID)
         _ = try await store.associateTransaction(userID: mine.id, transactionID: "T-mine", now: clock.now)
         _ = try await store.associateTransaction(userID: theirs.id, transactionID: "T-theirs", now: clock.now)
+        // One whose token still waits for Apple: attributed to the record it will become.
+        let waiting = PendingWork(
+            provider: "adservices", dedupeKey: "adservices:1:waiting", appID: "1", receivedAt: clock.now,
+            state: Data(#"{"token":"t","appID":"1","appUserID":"u1"}"#.utf8))
+        _ = try await store.addPending(waiting, now: clock.now)
+        let waitingUser = try await store.createSDKUser(now: clock.now)
+        try await store.setSDKUserAttribution(userID: waitingUser.id, recordID: waiting.recordID)
+        _ = try await store.associateTransaction(userID: waitingUser.id, transactionID: "T-waiting", now: clock.now)
 
         _ = try await store.forget(
-            ForgetSubject(appID: "1", idfv: Self.idfv), requestID: "req-5", userDigest: "d", sinks: [], now: clock.now)
+            ForgetSubject(appID: "1", appUserID: "u1"), requestID: "req-5", userDigest: "d", sinks: [], now: clock.now)
         #expect(try await store.sdkUser(id: mine.id) == nil)
+        #expect(try await store.sdkUser(id: waitingUser.id) == nil)
         #expect(try await store.sdkUser(id: theirs.id)?.attributionRecordID == other.recordID)
         // The transaction is free again: a new user may claim it, as after a reinstall.
         let newcomer = try await store.createSDKUser(now: clock.now)

@@ -3,61 +3,73 @@ import Foundation
 /// The reduction of one user's records, the same on every backend: which stored records
 /// are the user's, the ids they hold, and each record as it is kept afterwards.
 ///
+/// A record is the user's when it names the user id the request names, or when it names
+/// no real user id and one of the user's devices: those named, and those on the user's own
+/// records. A record naming another user id is never the user's, even on a shared device,
+/// and a placeholder id (`anonymous`, `0`) names nobody: following ids from record to record
+/// would have forgotten everyone who ever shared a device or a placeholder with the user.
+///
 /// A backend reads the app's records that hold one of ``searchIDs``, offers each to
-/// ``add(_:)``, and reads again while that finds ids not searched yet (a user's events name
-/// their IDFV, which names their install), then writes ``reduced`` over them.
+/// ``add(_:)``, and reads again while that finds devices not searched yet (an install may
+/// name the IDFV and the IDFA), then writes ``reduced()`` over them.
 public struct ForgetSweep: Sendable {
     public let appID: String
     /// Every id found, for the sinks.
     public private(set) var identifiers = ForgottenIdentifiers()
     /// The user's records, as read.
     public private(set) var matched: [AttributionRecord] = []
-    private var appUserIDs: Set<String> = []
+    /// The user id named, if any: the only one the sweep ever follows.
+    private let user: String?
     private var idfvs: Set<String> = []
     private var idfas: Set<String> = []
     private var recordIDs: Set<String> = []
     /// Each id's stand-in, the same for every record of the request.
     private var pseudonyms: [String: String] = [:]
 
-    /// Rounds of reading at most: ids found in a round are searched in the next.
+    /// Rounds of reading at most: devices found in a round are searched in the next.
     public static let maxRounds = 4
 
     public init(_ subject: ForgetSubject) {
         appID = subject.appID
-        appUserIDs.formUnion([subject.appUserID].compactMap(\.self))
+        user = subject.appUserID.flatMap { UserIDs.isReal($0) ? $0 : nil }
         idfvs.formUnion([subject.idfv].compactMap(\.self))
         idfas.formUnion([subject.idfa].compactMap(\.self))
         // The ids named go to the sinks even when the store holds no record of them any more
         // (retention deleted them, or an earlier request reduced them): a sink's table may.
-        identifiers.appUserIDs = appUserIDs.sorted()
+        identifiers.appUserIDs = [user].compactMap(\.self)
         identifiers.idfvs = idfvs.sorted()
         identifiers.idfas = idfas.sorted()
     }
 
     /// The ids to read records by, sorted.
     public var searchIDs: (appUserIDs: [String], idfvs: [String], idfas: [String]) {
-        (appUserIDs.sorted(), idfvs.sorted(), idfas.sorted())
+        ([user].compactMap(\.self), idfvs.sorted(), idfas.sorted())
     }
 
     /// Whether `record` is one of the user's not offered yet (a backend's search may find
     /// more, and a round finds the earlier rounds' records again).
     public func matches(_ record: AttributionRecord) -> Bool {
         guard record.appID == appID, record.kind != .forget, !recordIDs.contains(record.recordID) else { return false }
-        return record.appUserID.map(appUserIDs.contains) == true || record.idfv.map(idfvs.contains) == true
-            || record.idfa.map(idfas.contains) == true
+        return names(user: record.appUserID, idfv: record.idfv, idfa: record.idfa)
     }
 
-    /// Whether pending work's `state` (see ``PendingStore``) names one of the user's ids.
+    /// Whether pending work's `state` (see ``PendingStore``) is the user's, by the rule
+    /// records follow.
     public func matchesPending(state: Data) -> Bool {
         guard case .object(let fields)? = try? JSONValue.parse(state) else { return false }
-        func named(_ key: String, _ ids: Set<String>) -> Bool {
-            if case .string(let id)? = fields[key] { return ids.contains(id) }
-            return false
+        func string(_ key: String) -> String? {
+            if case .string(let text)? = fields[key] { return text }
+            return nil
         }
-        return named("appUserID", appUserIDs) || named("idfv", idfvs) || named("idfa", idfas)
+        return names(user: string("appUserID"), idfv: string("idfv"), idfa: string("idfa"))
     }
 
-    /// Takes a record of the user's (``matches(_:)``); returns whether it holds an id not
+    private func names(user recordUser: String?, idfv: String?, idfa: String?) -> Bool {
+        if let recordUser, UserIDs.isReal(recordUser) { return recordUser == user }
+        return idfv.map(idfvs.contains) == true || idfa.map(idfas.contains) == true
+    }
+
+    /// Takes a record of the user's (``matches(_:)``); returns whether it names a device not
     /// searched by yet.
     @discardableResult
     public mutating func add(_ record: AttributionRecord) -> Bool {
@@ -66,7 +78,6 @@ public struct ForgetSweep: Sendable {
         matched.append(record)
         identifiers.recordIDs.append(record.recordID)
         var found = false
-        if let id = record.appUserID, appUserIDs.insert(id).inserted { found = true }
         if let id = record.idfv, id != AttributionRecord.unsetDeviceID, idfvs.insert(id).inserted { found = true }
         if let id = record.idfa, id != AttributionRecord.unsetDeviceID, idfas.insert(id).inserted { found = true }
         if case .object(let fields)? = record.raw, case .object(let vendorIDs)? = fields["vendor_ids"] {
@@ -77,7 +88,6 @@ public struct ForgetSweep: Sendable {
                 }
             }
         }
-        identifiers.appUserIDs = appUserIDs.sorted()
         identifiers.idfvs = idfvs.sorted()
         identifiers.idfas = idfas.sorted()
         return found

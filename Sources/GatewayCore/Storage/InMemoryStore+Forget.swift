@@ -27,12 +27,15 @@ extension InMemoryStore {
                 state.recordByKey[Text(record.dedupeKey)] = index
                 state.forgetDeliveries(of: Text(record.recordID))
             }
-            state.forgetSDKUsers(attributedTo: Set(sweep.matched.map { Text($0.recordID) }))
-            // Tokens of the user's still waiting for Apple would become records of theirs.
+            // Tokens of the user's still waiting for Apple would become records of theirs; the
+            // ASA SDK user a token belongs to goes with it.
+            var waiting: Set<Text> = []
             for (key, row) in state.pending where row.appID == subject.appID && sweep.matchesPending(state: row.state) {
                 state.pending[key] = nil
                 state.pendingByKey[Text(row.dedupeKey)] = nil
+                waiting.insert(key)
             }
+            state.forgetSDKUsers(attributedTo: Set(sweep.matched.map { Text($0.recordID) }).union(waiting))
             // With no sink to ask, the request is done with the store's part.
             let done = sinks.isEmpty
             if !done { _ = state.insert(batch, bodies: [carrier.encoded().text], queuedAt: at) }

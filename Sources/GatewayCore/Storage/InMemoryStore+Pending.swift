@@ -83,6 +83,8 @@ extension InMemoryStore {
             for (settlement, bodies, queuedAt) in prepared {
                 switch settlement {
                 case .finished(let recordID, let records):
+                    // Work a forget request dropped meanwhile stores nothing of its user.
+                    guard state.pending[Text(recordID)] != nil else { continue }
                     results[recordID] = state.insert(records, bodies: bodies, queuedAt: queuedAt)
                     state.removePending(recordID: Text(recordID))
                 case .retry(let recordID, let data, let attempts, let at, let error):

@@ -27,6 +27,7 @@ public protocol PendingStore: Sendable {
 
     /// Writes the outcomes of a round of attempts in one transaction: finished work is
     /// replaced by its records (with their outbox rows), the rest gets its next attempt.
+    /// Finished work no longer pending (a forget request dropped it) stores nothing.
     /// Returns the ingest results of each finished work's records, by record id.
     func settlePending(_ settlements: [PendingSettlement]) async throws -> [String: [IngestResult]]
 

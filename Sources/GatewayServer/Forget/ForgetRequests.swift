@@ -32,6 +32,10 @@ public struct ForgetRequests: Sendable {
             throw GatewayError.invalid(
                 unknown, "not a field of a forget request; it takes app_id, and app_user_id, idfv or idfa")
         }
+        if let named = try fields.string("app_user_id"), !UserIDs.isReal(named) {
+            // Forgetting `anonymous` would forget everyone who ever sent it.
+            throw GatewayError.invalid("app_user_id", "a blank or placeholder id (such as anonymous) names no user")
+        }
         let subject = ForgetSubject(
             appID: try fields.requiredString("app_id"), appUserID: try fields.string("app_user_id"),
             idfv: try device("idfv", fields), idfa: try device("idfa", fields))

@@ -30,10 +30,7 @@ struct MixpanelProfileMapping: Sendable {
     ]
 
     /// Ids Mixpanel refuses as `distinct_id`: sending them would merge unrelated users.
-    static let placeholderIDs: Set<String> = [
-        "anon", "anonymous", "null", "none", "nil", "undefined", "0", "-1", "unknown", "[]", "{}",
-        "00000000-0000-0000-0000-000000000000", "lmy47d", "email", "false", "true",
-    ]
+    static let placeholderIDs = UserIDs.placeholders
 
     /// The user this record belongs to, or nil when it has no real one.
     static func distinctID(_ record: AttributionRecord) -> String? {
