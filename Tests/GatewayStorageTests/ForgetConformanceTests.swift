@@ -286,3 +286,40 @@ extension ForgetConformanceTests {
                 != .associated)
     }
 }
+
+extension ForgetConformanceTests {
+    /// A destination's answer may quote what it was sent: the user's ids are taken out of
+    /// what the status, the dead letters and the log keep.
+    @Test func aDestinationsAnswerQuotingTheUserKeepsNoIdOfTheirs() async throws {
+        let clock = TestClock()
+        let store = InMemoryStore(now: { clock.now })
+        var install = StoreConformanceTests.install("quoted-user-88", at: clock.now)
+        install.idfv = Self.idfv
+        _ = try await store.ingest([RoutedRecord(record: install, sinks: [])])
+        let worker = SinkWorker(
+            sinkName: "echo", sink: ForgettingSink(EchoingSink(), sinkName: "echo", store: store, now: { clock.now }),
+            store: store, settings: DeliverySettings(), now: { clock.now })
+        _ = try await store.forget(
+            ForgetSubject(appID: "1", appUserID: "quoted-user-88"), requestID: "req-6", userDigest: "d",
+            sinks: ["echo"], now: clock.now)
+        #expect(try await worker.drainOnce() == 1)
+        let status = try #require(try await store.forgetStatus(id: "req-6"))
+        let reason = try #require(status.sinks.first?.reason)
+        #expect(reason.contains("is not allowed"))
+        #expect(!reason.contains("quoted-user-88") && !reason.lowercased().contains(Self.idfv.lowercased()))
+    }
+}
+
+/// A destination that refuses a deletion, quoting the ids it was sent.
+final class EchoingSink: AttributionSink {
+    let maxBatchSize = 10
+
+    func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+        records.map { _ in .delivered }
+    }
+
+    func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
+        let quoted = (request.identifiers.appUserIDs + request.identifiers.idfvs).joined(separator: ", ")
+        return .failed(reason: "$distinct_id \(quoted) is not allowed")
+    }
+}

@@ -57,6 +57,14 @@ public struct ForgettingSink: AttributionSink {
         try await base.forget(request)
     }
 
+    /// `text` (a destination's answer, which may quote what it was sent) with the user's ids
+    /// taken out: it goes into log lines, dead letters and the request's status.
+    static func withoutIDs(_ text: String, of request: ForgetRequest) -> String {
+        let ids = request.identifiers
+        let named = ids.appUserIDs + ids.idfvs + ids.idfas + ids.vendorIDs.values.flatMap { $0 }
+        return SecretText.removing(named, from: text, as: "user id")
+    }
+
     /// Carries out one request and writes the answer; what the worker makes of the row.
     func forget(requestID: String) async -> DeliveryOutcome {
         let request: ForgetRequest?
@@ -69,9 +77,9 @@ public struct ForgettingSink: AttributionSink {
         guard let request else { return .delivered }
         let outcome: ForgetOutcome
         do {
-            outcome = try await base.forget(request)
+            outcome = try await base.forget(request).naming(nothingOf: request)
         } catch {
-            return .retry(reason: "\(error)")
+            return .retry(reason: Self.withoutIDs("\(error)", of: request))
         }
         let answer: ForgetAnswer
         let delivery: DeliveryOutcome
@@ -94,5 +102,19 @@ public struct ForgettingSink: AttributionSink {
             return .retry(reason: "the answer could not be written: \(error)")
         }
         return delivery
+    }
+}
+
+extension ForgetOutcome {
+    /// The outcome with the user's ids taken out of its reason or note.
+    func naming(nothingOf request: ForgetRequest) -> ForgetOutcome {
+        func clean(_ text: String) -> String { ForgettingSink.withoutIDs(text, of: request) }
+        switch self {
+        case .done: return .done
+        case .notSupported(let reason): return .notSupported(reason: clean(reason))
+        case .inProgress(let note, let after): return .inProgress(note: clean(note), checkAfter: after)
+        case .retry(let reason, let after): return .retry(reason: clean(reason), after: after)
+        case .failed(let reason): return .failed(reason: clean(reason))
+        }
     }
 }
