@@ -248,6 +248,10 @@ extension ForgetEndToEndTests {
         let yaml = """
             server: { host: 127.0.0.1, port: 0, max_body_bytes: 65536, log_level: warning }
             storage: { postgres: { url: "\(database)", pool_size: 4 } }
+            auth:
+              api_keys:
+                - { app_id: "\(Self.appID)", key: "\(Self.appKey)" }
+                - { app_id: "\(Self.appID)", key: "\(Self.backendKey)", scope: backend }
             providers:
               iad: { enabled: true }
             sinks:
@@ -260,7 +264,8 @@ extension ForgetEndToEndTests {
         try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
             for user in ["pg-forget-me-77", "pg-keep-me-78"] {
                 let response = try await client.execute(
-                    uri: "/v1/iad", method: .post, body: ByteBuffer(string: IAdPayloads.attributed(user: user)))
+                    uri: "/v1/iad", method: .post, headers: Self.bearer(Self.appKey),
+                    body: ByteBuffer(string: IAdPayloads.attributed(user: user)))
                 #expect(response.status == .accepted)
             }
             #expect(
@@ -271,13 +276,14 @@ extension ForgetEndToEndTests {
             let before = try await Self.rows(holding: "pg-forget-me-77", in: database)
             #expect(before["records"] == 1 && before["attribution_records"] == 1)
             let accepted = try await client.execute(
-                uri: "/v1/users/forget", method: .post,
+                uri: "/v1/users/forget", method: .post, headers: Self.bearer(Self.backendKey),
                 body: ByteBuffer(string: #"{"app_id":"\#(Self.appID)","app_user_id":"pg-forget-me-77"}"#))
             #expect(accepted.status == .accepted)
             let requestID = try #require(try Self.json(accepted)["request_id"] as? String)
             #expect(
                 try await env.eventually {
-                    let response = try await client.execute(uri: "/v1/users/forget/\(requestID)", method: .get)
+                    let response = try await client.execute(
+                        uri: "/v1/users/forget/\(requestID)", method: .get, headers: Self.bearer(Self.backendKey))
                     return try Self.json(response)["status"] as? String == "done"
                 })
         }
@@ -303,6 +309,25 @@ extension ForgetEndToEndTests {
                 }
             }
             return counts
+        }
+    }
+}
+
+extension ForgetEndToEndTests {
+    /// Without backend keys the route is not open, as the ingest routes are: one request
+    /// rewrites a user's records and asks every destination to delete them.
+    @Test func withoutBackendKeysNobodyMayForget() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration())
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            let refused = try await client.execute(
+                uri: "/v1/users/forget", method: .post,
+                body: ByteBuffer(string: #"{"app_id":"\#(Self.appID)","app_user_id":"someone-55"}"#))
+            #expect(refused.status == .forbidden)
+            #expect((try Self.json(refused)["error"] as? [String: Any])?["field"] as? String == "authorization")
+            let status = try await client.execute(uri: "/v1/users/forget/anything", method: .get)
+            #expect(status.status == .forbidden)
         }
     }
 }

@@ -24,6 +24,9 @@ import Testing
                 let yaml = """
                     server: { host: 127.0.0.1, port: 0, max_body_bytes: 65536, log_level: warning }
                     storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+                    auth:
+                      api_keys:
+                        - { app_id: "\(S2SEndToEndTests.appID)", key: "\(ForgetEndToEndTests.backendKey)", scope: backend }
                     providers:
                       s2s:
                         vendor: [appsflyer, adjust, singular]
@@ -61,7 +64,9 @@ import Testing
                     let purchase = S2SEndToEndTests.event(
                         "purchase", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000999""#)
                     let posted = try await client.execute(
-                        uri: "/v1/events", method: .post, body: ByteBuffer(string: purchase))
+                        uri: "/v1/events", method: .post,
+                        headers: ForgetEndToEndTests.bearer(ForgetEndToEndTests.backendKey),
+                        body: ByteBuffer(string: purchase))
                     #expect(posted.status == .accepted)
                     #expect(
                         try await env.eventually {
@@ -70,6 +75,7 @@ import Testing
 
                     let accepted = try await client.execute(
                         uri: "/v1/users/forget", method: .post,
+                        headers: ForgetEndToEndTests.bearer(ForgetEndToEndTests.backendKey),
                         body: ByteBuffer(string: #"{"app_id":"\#(S2SEndToEndTests.appID)","app_user_id":"user-1"}"#))
                     #expect(accepted.status == .accepted)
                     let requestID = try #require(try ForgetEndToEndTests.json(accepted)["request_id"] as? String)
@@ -77,7 +83,8 @@ import Testing
                     #expect(
                         try await env.eventually {
                             let response = try await client.execute(
-                                uri: "/v1/users/forget/\(requestID)", method: .get)
+                                uri: "/v1/users/forget/\(requestID)", method: .get,
+                                headers: ForgetEndToEndTests.bearer(ForgetEndToEndTests.backendKey))
                             let status = try ForgetEndToEndTests.json(response)
                             sinks = status["sinks"] as? [String: [String: Any]] ?? [:]
                             return status["status"] as? String == "done"

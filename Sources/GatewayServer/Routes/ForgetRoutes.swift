@@ -9,12 +9,23 @@ extension GatewayHTTP {
         let bodies = BodyReader(gateway.configuration.server)
         let keyring = gateway.keyring
         let requests = gateway.forgetRequests
+        // Unlike the ingest routes, never open: one request rewrites a user's records and
+        // asks every destination to delete them.
+        @Sendable func admitBackend(_ headers: HTTPFields) throws -> Set<String> {
+            guard let apps = try keyring.admit(headers, scope: .backend) else {
+                throw GatewayError(
+                    .forbidden,
+                    "forget requests need a backend key: add one to auth.api_keys with scope: backend",
+                    field: "authorization")
+            }
+            return apps
+        }
 
         router.post("/v1/users/forget") { request, _ -> Response in
-            let allowedApps = try keyring.admit(request.headers, scope: .backend)
+            let allowedApps = try admitBackend(request.headers)
             let body = try await bodies.collect(request)
             let subject = try ForgetRequests.subject(try PayloadFields.parseObject(body))
-            if let allowedApps, !allowedApps.contains(subject.appID) { throw APIKeyring.forbidden }
+            guard allowedApps.contains(subject.appID) else { throw APIKeyring.forbidden }
             let status = try await requests.submit(subject)
             return JSONResponse.make(
                 status: .accepted,
@@ -25,12 +36,10 @@ extension GatewayHTTP {
         }
 
         router.getAndHead("/v1/users/forget/{request_id}") { request, context -> Response in
-            let allowedApps = try keyring.admit(request.headers, scope: .backend)
+            let allowedApps = try admitBackend(request.headers)
             let id = context.parameters.get("request_id") ?? ""
             // Another app's request is answered as one that does not exist.
-            guard let status = try await requests.status(id),
-                allowedApps.map({ $0.contains(status.appID) }) ?? true
-            else {
+            guard let status = try await requests.status(id), allowedApps.contains(status.appID) else {
                 throw GatewayError(.notFound, "no forget request with this id", field: "request_id")
             }
             return JSONResponse.make(status: .ok, status.json)
