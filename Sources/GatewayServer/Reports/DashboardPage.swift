@@ -65,8 +65,10 @@ enum DashboardPage {
     /// campaign and ad group it is in.
     /// `daily`: the installs and revenue of the view's app, network, country and period,
     /// day by day, charted above the table.
+    /// `postbacks`: the view's app's SKAdNetwork postbacks in the period, shown apart.
     static func page(
-        _ view: DashboardView, groups: [DashboardView.Group], shown: KeywordReport.Row?, daily: DailySeries? = nil
+        _ view: DashboardView, groups: [DashboardView.Group], shown: KeywordReport.Row?, daily: DailySeries? = nil,
+        postbacks: SKANReport? = nil
     ) -> String {
         let currencies = DashboardView.currencies(groups)
         let spendCurrencies = DashboardView.spendCurrencies(groups)
@@ -93,6 +95,7 @@ enum DashboardPage {
                     view, groups.filter { $0.appID == app }, currencies: currencies, spendCurrencies: spendCurrencies)
                 + "</section>"
         }
+        if let postbacks { body += DashboardPostbacks.section(postbacks, period: escape(period(view))) }
         let countryNote = view.country == nil ? "" : " Spend is not known per country: a country's view shows none."
         body += """
             <p class="muted">Purchases \(escape(period(view))); installs from any time. Paying users are

@@ -64,18 +64,24 @@ public enum KeywordReportReader {
     }
 
     /// As ``rows(from:_:names:spend:progress:)``, with the installs and revenue of `days`
-    /// day by day from the same computation (nil without `days`).
+    /// day by day from the same computation (nil without `days`), and the app's SKAdNetwork
+    /// postbacks summed into `postbacks` in the same reading of the store (nil without it).
     public static func report(
         from store: any AttributionStore, _ query: KeywordReportQuery, days: DailySeries?,
+        postbacks: SKANReport? = nil,
         names: ([String]) async throws -> Names,
         spend: (_ from: String?, _ until: String?) async throws -> Spend = { _, _ in [:] },
         progress: (_ read: Int, _ total: Int) -> Void = { _, _ in }
-    ) async throws -> (rows: [KeywordReport.Row], daily: DailySeries?) {
+    ) async throws -> (rows: [KeywordReport.Row], daily: DailySeries?, postbacks: SKANReport?) {
+        var postbacks = postbacks
         var report = KeywordReport(
             purchasesSince: query.purchasesSince, purchasesUntil: query.purchasesUntil, network: query.network,
             country: query.country)
         func add(_ record: AttributionRecord) {
-            if query.appID == nil || record.appID == query.appID { report.add(record) }
+            if query.appID == nil || record.appID == query.appID {
+                report.add(record)
+                postbacks?.add(record)
+            }
         }
         // Tokens Apple has not answered yet are installs too, of users it may never
         // name: `unknown`, not `unattributed` as users with no install are. Read before
@@ -117,7 +123,7 @@ public enum KeywordReportReader {
             rows = KeywordReport.spending(rows, try await spend(days.from, days.until), appID: query.appID)
         }
         let keys = KeywordReport.nameKeys(rows)
-        return (keys.isEmpty ? rows : KeywordReport.naming(rows, from: try await names(keys)), daily)
+        return (keys.isEmpty ? rows : KeywordReport.naming(rows, from: try await names(keys)), daily, postbacks)
     }
 
     /// The days whose spend a report counts, `YYYY-MM-DD`, `until` exclusive: those whose

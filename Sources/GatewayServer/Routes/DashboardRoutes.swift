@@ -29,7 +29,8 @@ extension GatewayHTTP {
             let query = try parameters.query()
             // The CSV is the table alone: no days to count.
             let days = format == "csv" ? nil : DailySeries(since: query.purchasesSince, until: query.purchasesUntil)
-            let (rows, daily) = try await reports.report(query, days: days)
+            let postbacks = format == "csv" ? nil : SKANReport(since: query.purchasesSince, until: query.purchasesUntil)
+            let (rows, daily, summed) = try await reports.report(query, days: days, postbacks: postbacks)
             let groups = view.groups(rows)
             if format == "csv" {
                 let file = "keywords-\(view.level.rawValue.replacingOccurrences(of: " ", with: "-")).csv"
@@ -43,7 +44,8 @@ extension GatewayHTTP {
             }
             return Dashboard.html(
                 .ok,
-                DashboardPage.page(view, groups: groups, shown: rows.first(where: view.includes), daily: daily))
+                DashboardPage.page(
+                    view, groups: groups, shown: rows.first(where: view.includes), daily: daily, postbacks: summed))
         }
 
         router.get("/dashboard/login") { request, _ -> Response in

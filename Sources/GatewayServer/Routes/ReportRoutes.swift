@@ -39,13 +39,13 @@ struct Reports: Sendable {
         try await report(query, days: nil).rows
     }
 
-    /// The rows, and the installs and revenue of `days` day by day.
-    func report(_ query: KeywordReportQuery, days: DailySeries?) async throws -> (
-        rows: [KeywordReport.Row], daily: DailySeries?
+    /// The rows, the installs and revenue of `days` day by day, and the postbacks summed.
+    func report(_ query: KeywordReportQuery, days: DailySeries?, postbacks: SKANReport? = nil) async throws -> (
+        rows: [KeywordReport.Row], daily: DailySeries?, postbacks: SKANReport?
     ) {
         try await gate.run { [store, names] in
             try await KeywordReportReader.report(
-                from: store, query, days: days, names: { keys in try await names.names(keys) },
+                from: store, query, days: days, postbacks: postbacks, names: { keys in try await names.names(keys) },
                 spend: { from, until in try await names.spend(from: from, until: until) })
         }
     }
