@@ -1,6 +1,7 @@
 """Loads the dashboard in headless Chromium against a seeded gateway (scripts/with-test-gateway)
 and checks the DOM the browser built: a table whose numbers are the JSON report's, a keyword
-named like a script shown as text and never run, and drill-down links that open.
+named like a script shown as text and never run, drill-down links that open, daily charts with
+one mark per day of the period whose numbers are the JSON report's, and the country filter.
 
 Chromium cannot send an Authorization header from its command line, so it loads the page
 through a small local proxy that adds the operator key."""
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import datetime
 import threading
 import urllib.parse
 
@@ -76,9 +78,17 @@ class Table(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
         self.rows, self.links, self.scripts, self.cell = [], [], 0, None
+        # Each chart's marks (its `g class="mark"`), by the figure's id, as attribute dicts.
+        self.charts, self.figure = {}, None
 
     def handle_starttag(self, tag, attrs):
-        if tag == "tr":
+        attributes = dict(attrs)
+        if tag == "figure":
+            self.figure = attributes.get("id")
+            self.charts[self.figure] = []
+        elif tag == "g" and attributes.get("class") == "mark" and self.figure:
+            self.charts[self.figure].append(attributes)
+        elif tag == "tr":
             self.rows.append([])
         elif tag in ("td", "th"):
             self.cell = ""
@@ -88,6 +98,8 @@ class Table(html.parser.HTMLParser):
             self.scripts += 1
 
     def handle_endtag(self, tag):
+        if tag == "figure":
+            self.figure = None
         if tag in ("td", "th") and self.cell is not None:
             self.rows[-1].append(self.cell.strip())
             self.cell = None
@@ -105,6 +117,67 @@ def browse(browser, base, path):
     table = Table()
     table.feed(dom)
     return table
+
+
+def report(query):
+    status, body = request("GET", "/v1/reports/keywords?" + urllib.parse.urlencode(query), auth=True)
+    assert status == 200, status
+    return json.loads(body)
+
+
+def days(since, count):
+    first = datetime.date.fromisoformat(since)
+    return [(first + datetime.timedelta(days=n)).isoformat() for n in range(count)]
+
+
+def check_charts(browser, base):
+    """One mark per day of the period in each chart; installs and revenue the JSON report's."""
+    failures = []
+    # The purchases were made on 2023-11-14: each day's revenue is the report's for that day.
+    period = days("2023-11-10", 10)
+    page = browse(browser, base, "/dashboard?app_id=%s&since=2023-11-10&until=2023-11-20" % APP)
+    for chart in ("chart-installs", "chart-revenue"):
+        marked = [m.get("data-day") for m in page.charts.get(chart, [])]
+        if marked != period:
+            failures.append("%s: marks for %r, the period is %r" % (chart, marked, period))
+    for mark in page.charts.get("chart-revenue", []):
+        day = mark["data-day"]
+        following = (datetime.date.fromisoformat(day) + datetime.timedelta(days=1)).isoformat()
+        rows = report([("app_id", APP), ("since", day), ("until", following)])
+        expected = sum(float(r["revenue"].get("USD", 0)) for r in rows)
+        if abs(float(mark.get("data-revenue", "nan")) - expected) > 1e-9:
+            failures.append("revenue on %s: the chart says %r, the JSON %r" % (day, mark.get("data-revenue"), expected))
+    # The keyword installs were made on 2020-08-04 (iAd's conversion date), the organic one today.
+    rows = report([("app_id", APP)])
+    attributed = sum(r["installs"] for r in rows if r.get("network") == "Apple Search Ads")
+    organic = sum(r["installs"] for r in rows if r.get("network") in ("organic", "unknown"))
+    august = browse(browser, base, "/dashboard?app_id=%s&since=2020-08-01&until=2020-08-08" % APP)
+    marks = august.charts.get("chart-installs", [])
+    if [m.get("data-day") for m in marks] != days("2020-08-01", 7):
+        failures.append("installs chart of 2020-08-01..07: marks %r" % [m.get("data-day") for m in marks])
+    if sum(int(m.get("data-attributed", 0)) for m in marks) != attributed:
+        failures.append("installs chart: attributed %r, the JSON says %d" % (marks, attributed))
+    recent = browse(browser, base, "/dashboard?app_id=%s" % APP).charts.get("chart-installs", [])
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    if len(recent) != 30 or recent[-1].get("data-day") != today:
+        failures.append("default period: %d marks ending %r, not the 30 days to %s" % (
+            len(recent), recent[-1].get("data-day") if recent else None, today))
+    if sum(int(m.get("data-organic", 0)) for m in recent) != organic:
+        failures.append("installs chart: organic %r, the JSON says %d" % (recent, organic))
+    return failures
+
+
+def check_country(browser, base):
+    """The country filter: the table the browser shows is the JSON report's with it."""
+    rows = report([("app_id", APP), ("country", "US")])
+    page = browse(browser, base, "/dashboard?app_id=%s&country=US" % APP)
+    shown = {r[0]: r[1] for r in page.rows[1:] if r}
+    expected = {}
+    for r in rows:
+        expected[r["network"]] = expected.get(r["network"], 0) + r["installs"]
+    if shown != {k: str(v) for k, v in expected.items()}:
+        return ["country=US: the browser shows %r, the JSON %r" % (shown, expected)]
+    return []
 
 
 def main():
@@ -144,13 +217,15 @@ def main():
         failures.append("keyword view: no row showing the keyword as text: %r" % leaf.rows)
     elif line[2:4] != [str(keyword["installs"]), str(keyword["paying_users"])] or line[-1] != revenue:
         failures.append("keyword view: %r, the JSON says %r" % (line, keyword))
+    failures += check_charts(browser, base)
+    failures += check_country(browser, base)
     if top.scripts or leaf.scripts:
         failures.append("a script element made it into the DOM")
     server.shutdown()
     for failure in failures:
         print("dashboard-test: " + failure, file=sys.stderr)
     if not failures:
-        print("dashboard-test: the browser's table matches the JSON report; names shown as text")
+        print("dashboard-test: the browser's table and charts match the JSON report; names shown as text")
     return 1 if failures else 0
 
 

@@ -42,6 +42,13 @@ struct KeywordsReport: AsyncParsableCommand {
     var until: String?
     @Option(help: "Only this app.")
     var appID: String?
+    @Option(help: "Only this network's lines (organic, unknown, unattributed, Apple Search Ads, a vendor's).")
+    var network: String?
+    @Option(
+        help:
+            "Only installs in this country or region (two letters: US, GB) and the purchases credited to them; no spend."
+    )
+    var country: String?
     @Option(help: "table, csv or json.")
     var format: Format = .table
 
@@ -51,8 +58,18 @@ struct KeywordsReport: AsyncParsableCommand {
             guard let text else { return nil }
             return try TimeOption.parse(text, option: option)
         }
+        if let network, let problem = KeywordReportQuery.problem(network: network) {
+            throw ValidationError("--network: \(problem)")
+        }
+        let code = try country.map { text in
+            guard let code = KeywordReportQuery.country(text) else {
+                throw ValidationError("--country: expected a two-letter country or region code (US, GB)")
+            }
+            return code
+        }
         let query = KeywordReportQuery(
-            appID: appID, purchasesSince: try time(since, "--since"), purchasesUntil: try time(until, "--until"))
+            appID: appID, purchasesSince: try time(since, "--since"), purchasesUntil: try time(until, "--until"),
+            network: network, country: code)
         // On stderr, so that the report on stdout stays clean for a pipe or a file.
         var progress: ProgressBar?
         func known() async throws -> KnownNames {

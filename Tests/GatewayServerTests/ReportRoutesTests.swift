@@ -160,6 +160,24 @@ import Testing
             #expect(
                 try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printedLater.stdout.utf8)) == laterRows)
             #expect(laterRows.allSatisfy { $0.purchases == 0 })
+            // The network and country filters, by the same names.
+            let american = try await client.execute(
+                uri: "/v1/reports/keywords?country=us&network=Apple%20Search%20Ads", method: .get, headers: Self.bearer)
+            let americanRows = try JSONDecoder().decode(
+                [KeywordReport.Row].self, from: Data(String(buffer: american.body).utf8))
+            let printedAmerican = try CommandLineTests().run([
+                "report", "keywords", "--config", path, "--format", "json", "--country", "us", "--network",
+                "Apple Search Ads",
+            ])
+            #expect(printedAmerican.status == 0, "\(printedAmerican.stderr)")
+            #expect(
+                try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printedAmerican.stdout.utf8))
+                    == americanRows)
+            #expect(americanRows.count == 1 && americanRows.first?.installs == 2)
+            let badCountry = try CommandLineTests().run([
+                "report", "keywords", "--config", path, "--country", "USA",
+            ])
+            #expect(badCountry.status != 0 && badCountry.stderr.contains("--country"))
 
             // Names the keyword cache learns later (Apple's, or the team's export) show on the
             // next request, as on the command's next run.
@@ -182,7 +200,9 @@ import Testing
         ("/v1/reports/keywords?since=2026-03-01T09:00", "since"), ("/v1/reports/keywords?app_id=1&app_id=2", "app_id"),
         ("/v1/reports/keywords?since=2026-03-02&until=2026-03-01", "until"), ("/dashboard?format=xml", "format"),
         ("/dashboard?network=x&campaign_id=abc", "campaign_id"), ("/dashboard?campaign=x", "campaign"),
-        ("/dashboard?keyword=x", "keyword"),
+        ("/dashboard?keyword=x", "keyword"), ("/v1/reports/keywords?country=USA", "country"),
+        ("/dashboard?country=1", "country"), ("/v1/reports/keywords?network=a%0Ab", "network"),
+        ("/dashboard?network=a%01b", "network"),
     ])
     func aBadParameterIsA400NamingIt(_ uri: String, _ field: String) async throws {
         let env = try TestEnvironment()

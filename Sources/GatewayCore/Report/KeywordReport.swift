@@ -164,6 +164,8 @@ public struct KeywordReport: Sendable {
         /// memory a large store's report took.
         var attribution: Int32
         var recordID: String
+        /// Its `country_or_region`, two letters packed (``countryCode(_:)``); 0 when none.
+        var country: UInt16 = 0
 
         /// The better answer first; among equals, the earlier (then by record id, so that
         /// any order of records gives the same report).
@@ -233,10 +235,29 @@ public struct KeywordReport: Sendable {
     public var purchasesSince: Date?
     /// Purchases at or after this are left out.
     public var purchasesUntil: Date?
+    /// Only lines of this network (``Row/network``).
+    public var network: String?
+    /// Only users whose install (the one a line credits) was in this country or region
+    /// (`country_or_region`, ISO 3166 alpha-2), and the purchases credited to such an
+    /// install: a user with no install, or an install that did not say, is left out.
+    public var country: String?
 
-    public init(purchasesSince: Date? = nil, purchasesUntil: Date? = nil) {
+    public init(
+        purchasesSince: Date? = nil, purchasesUntil: Date? = nil, network: String? = nil, country: String? = nil
+    ) {
         self.purchasesSince = purchasesSince
         self.purchasesUntil = purchasesUntil
+        self.network = network
+        self.country = country
+    }
+
+    /// Two ASCII letters, case folded, as one number: a country per install costs two bytes
+    /// instead of a string. 0 for anything else.
+    static func countryCode(_ text: String?) -> UInt16 {
+        guard let text else { return 0 }
+        let letters = Array(text.uppercased().utf8)
+        guard letters.count == 2, letters.allSatisfy({ (65...90).contains($0) }) else { return 0 }
+        return UInt16(letters[0]) << 8 | UInt16(letters[1])
     }
 
     /// Takes one stored record; records of other kinds, or without a user, are ignored.
@@ -286,7 +307,7 @@ public struct KeywordReport: Sendable {
             entry.installs.append(
                 Install(
                     time: record.conversionDate ?? record.receivedAt, rank: rank, attribution: intern(attribution),
-                    recordID: record.recordID))
+                    recordID: record.recordID, country: Self.countryCode(record.countryOrRegion)))
             users[key] = entry
         case .purchase:
             // A test's purchase is kept for its claim: the backend posting the same
@@ -388,7 +409,24 @@ public struct KeywordReport: Sendable {
     }
 
     /// The lines, most paying users first, then most installs.
-    public var rows: [Row] {
+    public var rows: [Row] { build(days: nil).rows }
+
+    /// The lines as ``rows`` gives them, and the same installs and purchases day by day over
+    /// `days` (``DailySeries``): the charts' numbers are the table's.
+    public func rowsAndDaily(_ days: DailySeries) -> (rows: [Row], daily: DailySeries) {
+        let built = build(days: days)
+        return (built.rows, built.daily ?? days)
+    }
+
+    /// Whether an install is in the report's network and country.
+    func admits(_ install: Install, line: Attribution) -> Bool {
+        if let network, line.network != network { return false }
+        if let country, install.country != Self.countryCode(country) { return false }
+        return true
+    }
+
+    func build(days: DailySeries?) -> (rows: [Row], daily: DailySeries?) {
+        var daily = days
         var lines: [Attribution: Row] = [:]
         // The names of each line: oldest install first, each newer name replacing the
         // older one field by field (an install routed before its names came keeps the
@@ -417,12 +455,13 @@ public struct KeywordReport: Sendable {
                 purchases: 0, revenue: [:])
         }
         for (key, user) in people where !user.isTest {
-            guard let line = user.attribution.map({ attributions[Int($0)].line(app: Self.app(of: key)) }) else {
-                continue
-            }
+            guard let install = user.credited() else { continue }
+            let line = attributions[Int(install.attribution)].line(app: Self.app(of: key))
+            guard admits(install, line: line) else { continue }
             var row = row(line)
             row.installs += 1
             lines[line] = row
+            daily?.addInstall(at: install.time, attributed: install.rank == .attributed)
         }
         var paying: [Attribution: Set<String>] = [:]
         for (transaction, purchase) in purchases {
@@ -431,8 +470,11 @@ public struct KeywordReport: Sendable {
             guard !purchase.isTest, let claimant = purchase.claims.first else { continue }
             let owner = person(claimant)
             guard people[owner]?.isTest != true else { continue }
-            let attribution = people[owner]?.credited(at: purchase.time).map { attributions[Int($0.attribution)] }
+            let install = people[owner]?.credited(at: purchase.time)
+            let attribution = install.map { attributions[Int($0.attribution)] }
             let line = (attribution ?? .unattributed).line(app: Self.app(of: owner))
+            if let network, line.network != network { continue }
+            if country != nil, !(install.map { admits($0, line: line) } ?? false) { continue }
             var row = row(line)
             if refunded.contains(transaction) {
                 row.refunds += 1
@@ -442,6 +484,7 @@ public struct KeywordReport: Sendable {
             row.purchases += 1
             if let amount = purchase.revenue, let currency = purchase.currency {
                 row.revenue[currency, default: 0] += amount
+                daily?.addRevenue(amount, currency, at: purchase.time)
             }
             lines[line] = row
             paying[line, default: []].insert(owner)
@@ -453,7 +496,7 @@ public struct KeywordReport: Sendable {
                     people[owner]?.attribution.map { attributions[Int($0)].line(app: Self.app(of: owner)) } == line
                 }.count
         }
-        return lines.values.sorted { a, b in
+        let sorted = lines.values.sorted { a, b in
             if (a.payingUsers, a.installs) != (b.payingUsers, b.installs) {
                 return (a.payingUsers, a.installs) > (b.payingUsers, b.installs)
             }
@@ -468,6 +511,7 @@ public struct KeywordReport: Sendable {
                 b.keywordID ?? -1, b.keyword ?? "", b.matchType ?? ""
             )
         }
+        return (sorted, daily)
     }
 
     /// A line with nothing counted yet and no names: where ``Row/add(_:)`` sums lines.

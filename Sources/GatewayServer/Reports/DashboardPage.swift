@@ -32,7 +32,7 @@ enum DashboardPage {
         a{color:#0550ae}.error{color:#b00020}.muted{color:#666}
         main.login{max-width:22rem;margin:4rem auto}main.login input{width:100%;box-sizing:border-box;padding:.4rem}
         button{padding:.35rem .8rem}
-        """
+        """ + DashboardCharts.style
 
     static func document(title: String, body: String) -> String {
         """
@@ -63,7 +63,13 @@ enum DashboardPage {
 
     /// `shown`: the view's lines (``DashboardView/includes(_:)``), for the names of the
     /// campaign and ad group it is in.
-    static func page(_ view: DashboardView, groups: [DashboardView.Group], shown: KeywordReport.Row?) -> String {
+    /// `daily`: the installs and revenue of the view's app, network, country and period,
+    /// day by day, charted above the table.
+    /// `postbacks`: the view's app's SKAdNetwork postbacks in the period, shown apart.
+    static func page(
+        _ view: DashboardView, groups: [DashboardView.Group], shown: KeywordReport.Row?, daily: DailySeries? = nil,
+        postbacks: SKANReport? = nil
+    ) -> String {
         let currencies = DashboardView.currencies(groups)
         let spendCurrencies = DashboardView.spendCurrencies(groups)
         var body = """
@@ -72,6 +78,11 @@ enum DashboardPage {
             \(breadcrumbs(view, shown: shown))\(periodForm(view))
             <p><a href="\(escape(view.url([("format", "csv")])))">Download this view as CSV</a></p>
             """
+        if let daily {
+            body +=
+                #"<section class="charts" aria-label="Daily charts">"# + DashboardCharts.installs(daily)
+                + DashboardCharts.revenue(daily) + "</section>"
+        }
         if groups.isEmpty {
             body += #"<p class="muted">No installs or purchases recorded for this view yet.</p>"#
         }
@@ -84,11 +95,15 @@ enum DashboardPage {
                     view, groups.filter { $0.appID == app }, currencies: currencies, spendCurrencies: spendCurrencies)
                 + "</section>"
         }
+        if let postbacks { body += DashboardPostbacks.section(postbacks, period: escape(period(view))) }
+        let countryNote = view.country == nil ? "" : " Spend is not known per country: a country's view shows none."
         body += """
             <p class="muted">Purchases \(escape(period(view))); installs from any time. Paying users are
             summed over lines: a user paying on two lines counts on each. Conversion: of the installs, those
             paying on the same line. Spend: Apple Ads spend on the lines' keywords over the days of the
-            period (UTC); ROAS is revenue over spend in the same currency.</p>
+            period (UTC); ROAS is revenue over spend in the same currency. Charts: each user's install on the
+            day it happened and revenue on the purchase's day (UTC), for the view's app, network and country,
+            over the period (without one, the last 30 days); the table's installs are from any time.\(countryNote)</p>
             """
         return document(title: "Keywords · Attribution Gateway", body: body)
     }
@@ -133,8 +148,8 @@ enum DashboardPage {
 
     /// Where the view is, each step a link back up.
     static func breadcrumbs(_ view: DashboardView, shown: KeywordReport.Row?) -> String {
-        var steps = [(label: "All apps", url: DashboardView(since: view.since, until: view.until).url())]
-        var path = DashboardView(since: view.since, until: view.until)
+        var steps = [(label: "All apps", url: view.filters.url())]
+        var path = view.filters
         if let app = view.appID {
             path.appID = app
             steps.append(("App \(app)", path.url()))
@@ -163,16 +178,18 @@ enum DashboardPage {
         return #"<nav aria-label="Drill-down">\#(links.joined(separator: " › "))</nav>"#
     }
 
-    /// Purchases' period: a plain GET form, keeping the view's place.
+    /// Purchases' period and the country: a plain GET form, keeping the view's place.
     static func periodForm(_ view: DashboardView) -> String {
         var hidden = ""
-        for (name, value) in view.queryItems where name != "since" && name != "until" {
+        for (name, value) in view.queryItems where !["since", "until", "country"].contains(name) {
             hidden += #"<input type="hidden" name="\#(escape(name))" value="\#(escape(value))">"#
         }
         return """
             <form class="period" method="get" action="/dashboard">\(hidden)
             <label>Purchases from<br><input type="date" name="since" value="\(escape(view.since ?? ""))"></label>
             <label>before<br><input type="date" name="until" value="\(escape(view.until ?? ""))"></label>
+            <label>Country<br><input name="country" value="\(escape(view.country ?? ""))" size="4" maxlength="2"
+            pattern="[A-Za-z]{2}" placeholder="US" title="Two-letter code of the install's country or region"></label>
             <button type="submit">Apply</button></form>
             """
     }

@@ -66,15 +66,21 @@ struct DashboardView {
     var adGroup: Ref?
     var since: String?
     var until: String?
+    /// Installs in this country or region only, upper case, as the report filters them.
+    var country: String?
 
     /// The parameters the dashboard takes beyond the report's.
     static let parameters =
-        ReportParameters.report + ["network", "campaign_id", "campaign", "ad_group_id", "ad_group", "format"]
+        ReportParameters.report + ["campaign_id", "campaign", "ad_group_id", "ad_group", "format"]
 
-    init(since: String? = nil, until: String? = nil) {
+    init(since: String? = nil, until: String? = nil, country: String? = nil) {
         self.since = since
         self.until = until
+        self.country = country
     }
+
+    /// The view's filters without its place: where "All apps" goes back to.
+    var filters: DashboardView { DashboardView(since: since, until: until, country: country) }
 
     init(_ parameters: ReportParameters) throws {
         appID = parameters["app_id"]
@@ -83,6 +89,7 @@ struct DashboardView {
         adGroup = Ref(id: try parameters.id("ad_group_id"), name: parameters["ad_group"])
         since = parameters["since"]
         until = parameters["until"]
+        country = parameters["country"].flatMap(KeywordReportQuery.country)
         if network == nil,
             let name = ["campaign_id", "campaign", "ad_group_id", "ad_group"].first(where: {
                 parameters[$0] != nil
@@ -170,7 +177,7 @@ struct DashboardView {
         let items: [(String, String?)] = [("app_id", appID), ("network", network)]
         return items.compactMap { name, value in value.map { (name, $0) } } + ref(campaign, "campaign")
             + ref(adGroup, "ad_group")
-            + [("since", since), ("until", until)].compactMap { name, value in
+            + [("since", since), ("until", until), ("country", country)].compactMap { name, value in
                 value.map { (name, $0) }
             }
     }

@@ -12,11 +12,32 @@ public struct KeywordReportQuery: Sendable, Equatable {
     public var purchasesSince: Date?
     /// Purchases before this.
     public var purchasesUntil: Date?
+    /// Only this network's lines (``KeywordReport/Row/network``).
+    public var network: String?
+    /// Only installs in this country or region (ISO 3166 alpha-2, upper case) and the
+    /// purchases credited to them (``KeywordReport/country``).
+    public var country: String?
 
-    public init(appID: String? = nil, purchasesSince: Date? = nil, purchasesUntil: Date? = nil) {
+    public init(
+        appID: String? = nil, purchasesSince: Date? = nil, purchasesUntil: Date? = nil, network: String? = nil,
+        country: String? = nil
+    ) {
         self.appID = appID
         self.purchasesSince = purchasesSince
         self.purchasesUntil = purchasesUntil
+        self.network = network
+        self.country = country
+    }
+
+    /// Why a `network` or `country` cannot be a filter, or nil when it can.
+    public static func problem(network: String) -> String? {
+        network.count > 200 || network.contains(where: { $0.isNewline || $0.asciiValue.map { $0 < 32 } ?? false })
+            ? "expected a network's name (organic, unknown, unattributed, Apple Search Ads, a vendor's)" : nil
+    }
+
+    /// `country` as the filter takes it (`us` → `US`), or nil when it is no two-letter code.
+    public static func country(_ text: String) -> String? {
+        text.wholeMatch(of: /[A-Za-z]{2}/) != nil ? text.uppercased() : nil
     }
 }
 
@@ -39,9 +60,28 @@ public enum KeywordReportReader {
         spend: (_ from: String?, _ until: String?) async throws -> Spend = { _, _ in [:] },
         progress: (_ read: Int, _ total: Int) -> Void = { _, _ in }
     ) async throws -> [KeywordReport.Row] {
-        var report = KeywordReport(purchasesSince: query.purchasesSince, purchasesUntil: query.purchasesUntil)
+        try await report(from: store, query, days: nil, names: names, spend: spend, progress: progress).rows
+    }
+
+    /// As ``rows(from:_:names:spend:progress:)``, with the installs and revenue of `days`
+    /// day by day from the same computation (nil without `days`), and the app's SKAdNetwork
+    /// postbacks summed into `postbacks` in the same reading of the store (nil without it).
+    public static func report(
+        from store: any AttributionStore, _ query: KeywordReportQuery, days: DailySeries?,
+        postbacks: SKANReport? = nil,
+        names: ([String]) async throws -> Names,
+        spend: (_ from: String?, _ until: String?) async throws -> Spend = { _, _ in [:] },
+        progress: (_ read: Int, _ total: Int) -> Void = { _, _ in }
+    ) async throws -> (rows: [KeywordReport.Row], daily: DailySeries?, postbacks: SKANReport?) {
+        var postbacks = postbacks
+        var report = KeywordReport(
+            purchasesSince: query.purchasesSince, purchasesUntil: query.purchasesUntil, network: query.network,
+            country: query.country)
         func add(_ record: AttributionRecord) {
-            if query.appID == nil || record.appID == query.appID { report.add(record) }
+            if query.appID == nil || record.appID == query.appID {
+                report.add(record)
+                postbacks?.add(record)
+            }
         }
         // Tokens Apple has not answered yet are installs too, of users it may never
         // name: `unknown`, not `unattributed` as users with no install are. Read before
@@ -73,11 +113,17 @@ public enum KeywordReportReader {
             read += page.records.count
             progress(read, total)
         }
-        var rows = report.rows
-        let days = spendDays(query)
-        rows = KeywordReport.spending(rows, try await spend(days.from, days.until), appID: query.appID)
+        let built = days.map { report.rowsAndDaily($0) }
+        var rows = built?.rows ?? report.rows
+        let daily = built?.daily
+        // Spend is Apple's per keyword, not per country: a country's lines show none
+        // rather than the whole world's.
+        if query.country == nil, query.network.map({ $0 == KeywordReport.appleSearchAdsNetwork }) ?? true {
+            let days = spendDays(query)
+            rows = KeywordReport.spending(rows, try await spend(days.from, days.until), appID: query.appID)
+        }
         let keys = KeywordReport.nameKeys(rows)
-        return keys.isEmpty ? rows : KeywordReport.naming(rows, from: try await names(keys))
+        return (keys.isEmpty ? rows : KeywordReport.naming(rows, from: try await names(keys)), daily, postbacks)
     }
 
     /// The days whose spend a report counts, `YYYY-MM-DD`, `until` exclusive: those whose

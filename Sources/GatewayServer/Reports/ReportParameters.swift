@@ -26,7 +26,7 @@ struct ReportParameters {
 
     subscript(name: String) -> String? { values[name] }
 
-    /// `app_id`, `since` and `until` as the report takes them.
+    /// `app_id`, `since`, `until`, `network` and `country` as the report takes them.
     func query() throws -> KeywordReportQuery {
         func time(_ name: String) throws -> Date? {
             guard let text = values[name] else { return nil }
@@ -36,8 +36,20 @@ struct ReportParameters {
                 throw GatewayError(.invalidParameter, error.message, field: name)
             }
         }
+        if let network = values["network"], let problem = KeywordReportQuery.problem(network: network) {
+            throw GatewayError(.invalidParameter, problem, field: "network")
+        }
+        var country: String?
+        if let text = values["country"] {
+            guard let code = KeywordReportQuery.country(text) else {
+                throw GatewayError(
+                    .invalidParameter, "expected a two-letter country or region code (US, GB)", field: "country")
+            }
+            country = code
+        }
         let query = KeywordReportQuery(
-            appID: values["app_id"], purchasesSince: try time("since"), purchasesUntil: try time("until"))
+            appID: values["app_id"], purchasesSince: try time("since"), purchasesUntil: try time("until"),
+            network: values["network"], country: country)
         if let since = query.purchasesSince, let until = query.purchasesUntil, until <= since {
             throw GatewayError(.invalidParameter, "until must be after since", field: "until")
         }
@@ -54,5 +66,5 @@ struct ReportParameters {
     }
 
     /// The parameters every report route takes.
-    static let report = ["app_id", "since", "until"]
+    static let report = ["app_id", "since", "until", "network", "country"]
 }

@@ -26,7 +26,11 @@ extension GatewayHTTP {
             guard ["html", "csv"].contains(format) else {
                 throw GatewayError(.invalidParameter, "expected html or csv", field: "format")
             }
-            let rows = try await reports.rows(try parameters.query())
+            let query = try parameters.query()
+            // The CSV is the table alone: no days to count.
+            let days = format == "csv" ? nil : DailySeries(since: query.purchasesSince, until: query.purchasesUntil)
+            let postbacks = format == "csv" ? nil : SKANReport(since: query.purchasesSince, until: query.purchasesUntil)
+            let (rows, daily, summed) = try await reports.report(query, days: days, postbacks: postbacks)
             let groups = view.groups(rows)
             if format == "csv" {
                 let file = "keywords-\(view.level.rawValue.replacingOccurrences(of: " ", with: "-")).csv"
@@ -39,7 +43,9 @@ extension GatewayHTTP {
                     body: .init(byteBuffer: ByteBuffer(string: view.csv(groups))))
             }
             return Dashboard.html(
-                .ok, DashboardPage.page(view, groups: groups, shown: rows.first(where: view.includes)))
+                .ok,
+                DashboardPage.page(
+                    view, groups: groups, shown: rows.first(where: view.includes), daily: daily, postbacks: summed))
         }
 
         router.get("/dashboard/login") { request, _ -> Response in

@@ -36,9 +36,16 @@ struct Reports: Sendable {
     let gate = ReportGate()
 
     func rows(_ query: KeywordReportQuery) async throws -> [KeywordReport.Row] {
+        try await report(query, days: nil).rows
+    }
+
+    /// The rows, the installs and revenue of `days` day by day, and the postbacks summed.
+    func report(_ query: KeywordReportQuery, days: DailySeries?, postbacks: SKANReport? = nil) async throws -> (
+        rows: [KeywordReport.Row], daily: DailySeries?, postbacks: SKANReport?
+    ) {
         try await gate.run { [store, names] in
-            try await KeywordReportReader.rows(
-                from: store, query, names: { keys in try await names.names(keys) },
+            try await KeywordReportReader.report(
+                from: store, query, days: days, postbacks: postbacks, names: { keys in try await names.names(keys) },
                 spend: { from, until in try await names.spend(from: from, until: until) })
         }
     }

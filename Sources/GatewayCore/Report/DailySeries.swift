@@ -1,0 +1,73 @@
+import Foundation
+
+/// A report's installs and revenue day by day (UTC) over a period: one entry per day, days
+/// without data at zero. Its size is the number of days, whatever the number of users.
+///
+/// An install counts on the day it happened (a user's credited install, as ``KeywordReport``
+/// counts it once per user), attributed or not: `organic` also holds installs whose source
+/// never answered (`unknown`). Revenue counts on the purchase's day, refunds left out.
+public struct DailySeries: Sendable, Equatable, Codable {
+    /// The first day's midnight, UTC.
+    public let start: Date
+    /// The days, `YYYY-MM-DD`.
+    public let days: [String]
+    /// Installs through an ad, per day.
+    public private(set) var attributed: [Int]
+    /// Installs with no ad behind them, or none known, per day.
+    public private(set) var organic: [Int]
+    /// Revenue per currency code, per day.
+    public private(set) var revenue: [String: [Decimal]] = [:]
+
+    /// The most days a series holds: a period longer than this keeps its last days.
+    public static let maxDays = 366
+
+    static let calendar: Calendar = {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        return calendar
+    }()
+
+    /// The days from `since`'s to the one before `until` (exclusive). Without `until`, up to
+    /// `now`'s day; without `since`, the 30 days up to `until`'s.
+    public init(since: Date?, until: Date?, now: Date = Date()) {
+        let calendar = Self.calendar
+        // `until` is exclusive: a period ending at midnight ends the day before.
+        let last = calendar.startOfDay(for: until.map { $0.addingTimeInterval(-1) } ?? now)
+        var first = since.map { calendar.startOfDay(for: $0) } ?? calendar.date(byAdding: .day, value: -29, to: last)!
+        if first > last { first = last }
+        let count = min((calendar.dateComponents([.day], from: first, to: last).day ?? 0) + 1, Self.maxDays)
+        let start = calendar.date(byAdding: .day, value: -(count - 1), to: last)!
+        self.start = start
+        days = (0..<count).map { ISO8601.format(start.addingTimeInterval(Double($0) * 86400)).prefix(10).description }
+        attributed = Array(repeating: 0, count: count)
+        organic = Array(repeating: 0, count: count)
+    }
+
+    /// The index of `time`'s day, nil outside the series.
+    func day(_ time: Date) -> Int? {
+        let offset = Int((time.timeIntervalSince(start) / 86400).rounded(.down))
+        return days.indices.contains(offset) ? offset : nil
+    }
+
+    mutating func addInstall(at time: Date, attributed isAttributed: Bool) {
+        guard let day = day(time) else { return }
+        if isAttributed { attributed[day] += 1 } else { organic[day] += 1 }
+    }
+
+    mutating func addRevenue(_ amount: Decimal, _ currency: String, at time: Date) {
+        guard let day = day(time) else { return }
+        if revenue[currency] == nil { revenue[currency] = Array(repeating: 0, count: days.count) }
+        revenue[currency]![day] += amount
+    }
+
+    /// The currency with the most revenue (then the first by code): the one charted when
+    /// there are several, since amounts in two currencies do not add up.
+    public var mainCurrency: String? {
+        var best: (currency: String, total: Decimal)?
+        for currency in revenue.keys.sorted() {
+            let total = revenue[currency, default: []].reduce(Decimal(0), +)
+            if best.map({ total > $0.total }) ?? true { best = (currency, total) }
+        }
+        return best?.currency
+    }
+}
