@@ -123,7 +123,7 @@ extension PostgresStore {
                         """
                         WITH updated AS (
                             UPDATE records SET body = \(body), quarantined_bytes = \(quarantinedBytes)
-                            WHERE record_id = \(record.recordID)
+                            WHERE record_id = \(record.recordID) AND dedupe_key = \(record.dedupeKey)
                             RETURNING 1)
                         SELECT count(*) FROM updated
                         """, logger: logger))

@@ -176,8 +176,11 @@ extension SQLiteStore {
             var replaced = 0
             for (item, body) in zip(records, bodies) {
                 try db.executeCached(
-                    "UPDATE records SET body = ?, quarantined_bytes = ? WHERE record_id = ?",
-                    [body, item.record.isQuarantined ? body.utf8.count : nil, item.record.recordID])
+                    "UPDATE records SET body = ?, quarantined_bytes = ? WHERE record_id = ? AND dedupe_key = ?",
+                    [
+                        body, item.record.isQuarantined ? body.utf8.count : nil, item.record.recordID,
+                        item.record.dedupeKey,
+                    ])
                 guard db.changesCount > 0 else { continue }
                 replaced += 1
                 for sink in item.sinks {

@@ -323,3 +323,23 @@ final class EchoingSink: AttributionSink {
         return .failed(reason: "$distinct_id \(quoted) is not allowed")
     }
 }
+
+extension ForgetConformanceTests {
+    /// A late version (an enricher's name, an SDK purchase credited) made from the record
+    /// before a forget reduced it must not bring the user's ids back.
+    @Test(arguments: StoreBackend.available)
+    func aLateVersionMadeBeforeTheForgetDoesNotBringTheUserBack(backend: StoreBackend) async throws {
+        let clock = TestClock()
+        let store = try await backend.make(clock: clock).store
+        let install = StoreConformanceTests.install("late-u1", at: clock.now)
+        _ = try await store.ingest([RoutedRecord(record: install, sinks: [])])
+        var late = install
+        late.keyword = "meditation app, named"
+        _ = try await store.forget(
+            ForgetSubject(appID: "1", appUserID: "late-u1"), requestID: "req-7", userDigest: "d", sinks: [],
+            now: clock.now)
+        #expect(try await store.replaceRecords([RoutedRecord(record: late, sinks: ["a"])], now: clock.now) == 0)
+        #expect(try await store.record(id: install.recordID)?.appUserID?.hasPrefix("forgotten-") == true)
+        #expect(try await store.dueEntries(sink: "a", now: clock.now, limit: 10).isEmpty)
+    }
+}

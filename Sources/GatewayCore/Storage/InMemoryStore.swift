@@ -335,7 +335,9 @@ extension InMemoryStore {
             var replaced = 0
             for (item, body) in zip(records, bodies) {
                 let recordID = Text(item.record.recordID)
-                guard let index = state.recordByID[recordID] else { continue }
+                guard let index = state.recordByID[recordID],
+                    Text(state.records[index].dedupeKey) == Text(item.record.dedupeKey)
+                else { continue }
                 state.records[index].body = body
                 state.records[index].quarantinedBytes = item.record.isQuarantined ? body.utf8.count : nil
                 replaced += 1

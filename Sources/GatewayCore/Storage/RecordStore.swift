@@ -30,8 +30,9 @@ public protocol RecordStore: Sendable {
     func countRecords(matching filter: ReplayFilter) async throws -> Int
 
     /// Replaces stored records by `record_id` with a newer version (late enrichment) and
-    /// queues them again for their sinks, due now. Records not stored (yet) are skipped.
-    /// Returns how many were replaced.
+    /// queues them again for their sinks, due now. Records not stored (yet) are skipped, and
+    /// so is a record whose dedupe key is no longer the version's: a forget request reduced
+    /// it while the version was made from what it was before. Returns how many were replaced.
     func replaceRecords(_ records: [RoutedRecord], now: Date) async throws -> Int
 
     /// Drops `provider`'s oldest quarantined records (``AttributionRecord/isQuarantined``),
