@@ -119,12 +119,7 @@ extension PostgresStore {
     }
 
     public func forgetAnswered(requestID: String, sink: String, answer: ForgetAnswer, now: Date) async throws {
-        let (state, reason): (String, String?) =
-            switch answer {
-            case .done: ("done", nil)
-            case .notSupported(let reason): ("not_supported", reason)
-            case .inProgress(let note): ("pending", note)
-            }
+        let (state, reason) = answer.stored
         let at = Self.seconds(now)
         try await transaction { [logger] connection in
             // Answers of one request come one at a time, so that the last one sees all the others.

@@ -126,12 +126,7 @@ extension SQLiteStore {
     }
 
     public func forgetAnswered(requestID: String, sink: String, answer: ForgetAnswer, now: Date) async throws {
-        let (state, reason): (String, String?) =
-            switch answer {
-            case .done: ("done", nil)
-            case .notSupported(let reason): ("not_supported", reason)
-            case .inProgress(let note): ("pending", note)
-            }
+        let (state, reason) = answer.stored
         try await pool.write { db in
             guard
                 let sinks = try String.fetchOne(

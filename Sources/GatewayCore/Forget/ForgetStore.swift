@@ -38,6 +38,16 @@ public enum ForgetAnswer: Sendable, Equatable {
     case notSupported(reason: String)
     /// Not final: the destination works on it; `note` is handed back at the next attempt.
     case inProgress(note: String)
+
+    /// The answer as every backend stores it: the state a sink's status reads
+    /// (``ForgetSinkStatus/State``), and its reason or note.
+    public var stored: (state: String, reason: String?) {
+        switch self {
+        case .done: (ForgetSinkStatus.State.done.rawValue, nil)
+        case .notSupported(let reason): (ForgetSinkStatus.State.notSupported.rawValue, reason)
+        case .inProgress(let note): (ForgetSinkStatus.State.pending.rawValue, note)
+        }
+    }
 }
 
 /// Where a forget request stands.

@@ -61,11 +61,9 @@ extension InMemoryStore {
         try withState { state in
             let key = Text(requestID)
             guard var row = state.forgetRequests[key] else { return }
-            switch answer {
-            case .done: row.answers[sink] = ("done", nil)
-            case .notSupported(let reason): row.answers[sink] = ("not_supported", reason)
-            case .inProgress(let note):
-                row.answers[sink] = ("pending", note)
+            row.answers[sink] = answer.stored
+            // Still at work: the row stays, for the worker to schedule the next look.
+            if case .inProgress = answer {
                 state.forgetRequests[key] = row
                 return
             }
