@@ -2,4 +2,4 @@
 /// provides them. Code that needs one role holds that role's protocol; the assembly that
 /// starts a gateway holds the whole.
 public typealias AttributionStore = RecordStore & OutboxStore & DeadLetterStore & PendingStore & SDKUserStore
-    & RetentionStore & ForgetStore
+    & RetentionStore & ForgetStore & ReportStore

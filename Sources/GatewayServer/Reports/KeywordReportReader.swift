@@ -101,17 +101,18 @@ public enum KeywordReportReader {
             after = last.recordID
         }
         // Installs from any time: a buyer of this month may have come through a keyword earlier.
-        let filter = ReplayFilter()
-        let total = try await store.countRecords(matching: filter)
+        var kinds: Set<RecordKind> = [.install, .reinstall, .purchase, .refund]
+        if postbacks != nil { kinds.insert(.postback) }
+        let total = try await store.countRecords(matching: ReplayFilter())
         var cursor: Int64 = 0
         var read = 0
         while true {
-            let page = try await store.readableRecords(matching: filter, after: cursor, limit: 2000)
-            if page.records.isEmpty { break }
-            for case let record? in page.records.map(\.record) { add(record) }
+            let page = try await store.reportRecords(appID: query.appID, kinds: kinds, after: cursor, limit: 5000)
+            if page.scanned == 0 { break }
+            for record in page.records { add(record) }
             cursor = page.cursor
-            read += page.records.count
-            progress(read, total)
+            read += page.scanned
+            progress(min(read, total), total)
         }
         let built = days.map { report.rowsAndDaily($0) }
         var rows = built?.rows ?? report.rows

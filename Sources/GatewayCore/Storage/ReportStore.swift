@@ -1,0 +1,29 @@
+import Foundation
+
+/// What the reports read of the stored records: a few fields of each install, purchase,
+/// refund and postback. A backend reads them out of the stored bodies in the database, so
+/// that a report over millions of records neither decodes every body, raw payload and
+/// all, in the process, nor asks for the records it leaves out.
+public protocol ReportStore: Sendable {
+    /// Scans up to `limit` stored records after `cursor`, in storage order, and gives back
+    /// those of `kinds` (and of `appID`, when given) as ``AttributionRecord/reportView``
+    /// shows them, a body that cannot be read left out. A page that scanned nothing is the end.
+    func reportRecords(appID: String?, kinds: Set<RecordKind>, after cursor: Int64, limit: Int) async throws
+        -> ReportPage
+}
+
+/// One page of ``ReportStore/reportRecords(appID:kinds:after:limit:)``.
+public struct ReportPage: Sendable {
+    /// The records of the kinds and app asked for, in storage order.
+    public var records: [AttributionRecord]
+    /// How many stored records the page went through, those left out included.
+    public var scanned: Int
+    /// Where the next page starts.
+    public var cursor: Int64
+
+    public init(records: [AttributionRecord], scanned: Int, cursor: Int64) {
+        self.records = records
+        self.scanned = scanned
+        self.cursor = cursor
+    }
+}
