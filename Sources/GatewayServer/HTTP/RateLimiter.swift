@@ -31,6 +31,15 @@ final class RateLimiter: Sendable {
     /// How many callers have a bucket.
     var callers: Int { buckets.withLock { $0.byCaller.count } }
 
+    /// How long until `caller` may go on, nil when it may now; takes nothing from its bucket.
+    func waiting(for caller: String, now: ContinuousClock.Instant = .now) -> Duration? {
+        buckets.withLock { state in
+            guard let bucket = state.byCaller[caller] else { return nil }
+            let tokens = min(burst, bucket.tokens + (now - bucket.updated) / .seconds(1) * rate)
+            return tokens >= 1 ? nil : .milliseconds(Int64(((1 - tokens) / rate * 1000).rounded(.up)))
+        }
+    }
+
     /// Nil when `caller` may go on; otherwise how long until it may.
     func wait(for caller: String, now: ContinuousClock.Instant = .now) -> Duration? {
         buckets.withLock { state in

@@ -46,9 +46,10 @@ enum DashboardPage {
     }
 
     /// The login form; `error` when the key entered was not accepted, saying no more.
-    static func login(next: String?, error: Bool) -> String {
+    /// The form, with `error` above it (``wrongKey``, ``tooManyWrongKeys(seconds:)``).
+    static func login(next: String?, error: String? = nil) -> String {
         let hidden = next.map { #"<input type="hidden" name="next" value="\#(escape($0))">"# } ?? ""
-        let message = error ? #"<p class="error" role="alert">That key was not accepted.</p>"# : ""
+        let message = error.map { #"<p class="error" role="alert">\#(escape($0))</p>"# } ?? ""
         return document(
             title: "Sign in · Attribution Gateway",
             body: """
@@ -59,6 +60,12 @@ enum DashboardPage {
                 <input id="key" name="key" type="password" autocomplete="current-password" required autofocus></p>
                 <p><button type="submit">Sign in</button></p></form></main>
                 """)
+    }
+
+    static let wrongKey = "That key was not accepted."
+
+    static func tooManyWrongKeys(seconds: Int) -> String {
+        "Too many wrong keys were sent from here. Try again in \(seconds) s."
     }
 
     /// `shown`: the view's lines (``DashboardView/includes(_:)``), for the names of the

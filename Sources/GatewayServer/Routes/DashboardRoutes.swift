@@ -8,17 +8,25 @@ extension GatewayHTTP {
     /// browser signs in once with an operator key and holds a session cookie; a script
     /// sends the key as `Authorization: Bearer` instead.
     static func addDashboardRoutes(
-        to router: Router<GatewayRequestContext>, gateway: Gateway, operators: OperatorKeys, reports: Reports
+        to router: Router<GatewayRequestContext>, gateway: Gateway, operators: OperatorKeys, reports: Reports,
+        guesses: OperatorKeyGuesses
     ) {
         let bodies = BodyReader(gateway.configuration.server).forRoute(limit: 4096)
         // Said at most once a minute, with how many it stands for: someone guessing keys shows
         // in the log without flooding it. Never the key tried, nor the address.
         let refusedLogins = OncePerInterval(.seconds(60))
 
-        router.getAndHead("/dashboard") { request, _ -> Response in
+        router.getAndHead("/dashboard") { request, context -> Response in
             guard operators.isConfigured else { throw OperatorKeys.notConfigured }
+            if !Dashboard.hasSession(request, operators) {
+                let form = OperatorKeyGuesses.Shown.loginForm(next: Dashboard.next(request))
+                if let refused = try guesses.refusal(request, context: context, as: form) { return refused }
+                if request.headers[.authorization] != nil, operators.bearer(request.headers) == nil {
+                    guesses.failed(request, context: context)
+                }
+            }
             guard Dashboard.isSignedIn(request, operators) else {
-                return Dashboard.html(.unauthorized, DashboardPage.login(next: Dashboard.next(request), error: false))
+                return Dashboard.html(.unauthorized, DashboardPage.login(next: Dashboard.next(request)))
             }
             let parameters = try ReportParameters(request, allowed: DashboardView.parameters)
             let view = try DashboardView(parameters)
@@ -51,20 +59,25 @@ extension GatewayHTTP {
         router.get("/dashboard/login") { request, _ -> Response in
             guard operators.isConfigured else { throw OperatorKeys.notConfigured }
             let next = request.uri.queryParameters["next"].map(String.init).flatMap(Dashboard.safeNext)
-            return Dashboard.html(.ok, DashboardPage.login(next: next, error: false))
+            return Dashboard.html(.ok, DashboardPage.login(next: next))
         }
 
-        router.post("/dashboard/login") { request, _ -> Response in
+        router.post("/dashboard/login") { request, context -> Response in
             guard operators.isConfigured else { throw OperatorKeys.notConfigured }
             let form = FormEncoding.decode(String(decoding: try await bodies.collect(request), as: UTF8.self))
             let next = form["next"].flatMap(Dashboard.safeNext)
+            if let refused = try guesses.refusal(request, context: context, as: .loginForm(next: next)) {
+                return refused
+            }
             guard let key = form["key"], let digest = operators.matching(key) else {
+                guesses.failed(request, context: context)
                 if let held = refusedLogins.pass() {
                     gateway.logger.warning(
                         "a dashboard login was refused: the key given is not one of auth.operator_keys",
                         metadata: ["refused": "\(held + 1)"])
                 }
-                return Dashboard.html(.unauthorized, DashboardPage.login(next: next, error: true))
+                let page = DashboardPage.login(next: next, error: DashboardPage.wrongKey)
+                return Dashboard.html(.unauthorized, page)
             }
             let expiry = Int(Date().timeIntervalSince1970) + OperatorKeys.sessionSeconds
             var response = Response(status: .seeOther, headers: [.location: next ?? "/dashboard"])
@@ -96,7 +109,11 @@ enum Dashboard {
     }
 
     static func isSignedIn(_ request: Request, _ operators: OperatorKeys) -> Bool {
-        if operators.bearer(request.headers) != nil { return true }
+        operators.bearer(request.headers) != nil || hasSession(request, operators)
+    }
+
+    /// A session cookie the login form set, still good.
+    static func hasSession(_ request: Request, _ operators: OperatorKeys) -> Bool {
         guard let session = request.cookies[cookieName]?.value else { return false }
         return operators.admitsSession(session)
     }

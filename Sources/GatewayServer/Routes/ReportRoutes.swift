@@ -13,8 +13,10 @@ extension GatewayHTTP {
         let names = KnownNamesCache(storage: gateway.configuration.storage, logger: gateway.logger)
         let reports = Reports(store: gateway.store, names: names)
 
-        router.getAndHead("/v1/reports/keywords") { request, _ -> Response in
-            try operators.admit(request.headers)
+        let guesses = OperatorKeyGuesses(trusted: gateway.configuration.server.trustedProxies)
+
+        router.getAndHead("/v1/reports/keywords") { request, context -> Response in
+            if let refused = try guesses.admit(request, context: context, operators) { return refused }
             let parameters = try ReportParameters(request, allowed: ReportParameters.report)
             let rows = try await reports.rows(try parameters.query())
             // As `report keywords --format json` encodes it, so that the two read alike.
@@ -25,7 +27,7 @@ extension GatewayHTTP {
                 headers: [.contentType: JSONResponse.contentType, .cacheControl: "no-store"],
                 body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(rows))))
         }
-        addDashboardRoutes(to: router, gateway: gateway, operators: operators, reports: reports)
+        addDashboardRoutes(to: router, gateway: gateway, operators: operators, reports: reports, guesses: guesses)
     }
 }
 
