@@ -163,7 +163,7 @@ public struct KeywordReport: Sendable {
         /// campaign, ad group and keyword, and a copy of their names each was most of the
         /// memory a large store's report took.
         var attribution: Int32
-        var recordID: String
+        var recordID: RecordOrder
         /// Its `country_or_region`, two letters packed (``countryCode(_:)``); 0 when none.
         var country: UInt16 = 0
 
@@ -175,16 +175,40 @@ public struct KeywordReport: Sendable {
     }
 
     struct User {
-        var installs: [Install] = []
+        /// The first install apart: most users have one, and an array of one each was an
+        /// allocation per user.
+        private var first: Install?
+        private var more: [Install] = []
         var isTest = false
+
+        mutating func add(_ install: Install) {
+            if first == nil { first = install } else { more.append(install) }
+        }
+
+        /// Takes `other`'s installs and test mark: the same person.
+        mutating func merge(_ other: User) {
+            if let install = other.first { add(install) }
+            for install in other.more { add(install) }
+            isTest = isTest || other.isTest
+        }
 
         /// The install a purchase at `time` is credited to: the best of those before it (an
         /// ad the user met after buying did not bring that purchase), or of all when none
         /// was (a record late, a clock off). Without `time`, the user's own line.
         func credited(at time: Date? = nil) -> Install? {
-            let before =
-                time.map { time in installs.filter { $0.time <= time + KeywordReport.signalDelay } } ?? installs
-            return (before.isEmpty ? installs : before).max(by: Install.isWorse)
+            var best: Install?
+            var bestBefore: Install?
+            func consider(_ install: Install) {
+                if best.map({ Install.isWorse($0, than: install) }) ?? true { best = install }
+                if let time, install.time <= time + KeywordReport.signalDelay,
+                    bestBefore.map({ Install.isWorse($0, than: install) }) ?? true
+                {
+                    bestBefore = install
+                }
+            }
+            if let first { consider(first) }
+            for install in more { consider(install) }
+            return bestBefore ?? best
         }
 
         var attribution: Int32? { credited()?.attribution }
@@ -197,11 +221,11 @@ public struct KeywordReport: Sendable {
         /// Those a test's record named (the ASA SDK's user with Apple's test token).
         var testClaims: Set<String> = []
         /// The earliest record of it (received at, record id) and whether it was a test's.
-        var first: (at: Date, recordID: String, isTest: Bool)?
+        var first: (at: Date, recordID: RecordOrder, isTest: Bool)?
         var revenue: Decimal?
         var currency: String?
         /// Which record the amount came from (received at, record id): the earliest wins.
-        var amountFrom: (Date, String)?
+        var amountFrom: (Date, RecordOrder)?
         var purchasedAt: Date?
         var firstReceived = Date.distantFuture
 
@@ -304,10 +328,10 @@ public struct KeywordReport: Sendable {
                 }
             // When the install happened, where the source says (a vendor's `installed_at`,
             // iAd's conversion date), else when its signal arrived.
-            entry.installs.append(
+            entry.add(
                 Install(
                     time: record.conversionDate ?? record.receivedAt, rank: rank, attribution: intern(attribution),
-                    recordID: record.recordID, country: Self.countryCode(record.countryOrRegion)))
+                    recordID: RecordOrder(record.recordID), country: Self.countryCode(record.countryOrRegion)))
             users[key] = entry
         case .purchase:
             // A test's purchase is kept for its claim: the backend posting the same
@@ -316,15 +340,16 @@ public struct KeywordReport: Sendable {
                 record.transactionRef.map { Self.transactionKey(app, $0) } ?? app + "\u{1F}r:" + record.recordID
             var purchase = purchases[transaction] ?? Purchase()
             if record.isTest { purchase.testClaims.insert(key) } else { purchase.claims.insert(key) }
-            if purchase.first.map({ (record.receivedAt, record.recordID) < ($0.at, $0.recordID) }) ?? true {
-                purchase.first = (record.receivedAt, record.recordID, record.isTest)
+            let order = RecordOrder(record.recordID)
+            if purchase.first.map({ (record.receivedAt, order) < ($0.at, $0.recordID) }) ?? true {
+                purchase.first = (record.receivedAt, order, record.isTest)
             }
             purchase.firstReceived = min(purchase.firstReceived, record.receivedAt)
             if let date = record.purchaseDate { purchase.purchasedAt = min(purchase.purchasedAt ?? date, date) }
             // An amount is never replaced by a record without one, and the earliest record
             // with one wins, so the order records are read in does not matter.
             if let amount = record.revenue {
-                let from = (record.receivedAt, record.recordID)
+                let from = (record.receivedAt, order)
                 if purchase.amountFrom.map({ from < $0 }) ?? true {
                     purchase.revenue = amount
                     purchase.currency = record.currency
@@ -383,8 +408,7 @@ public struct KeywordReport: Sendable {
             guard root != key else { continue }
             merged[key] = nil
             var person = merged.removeValue(forKey: root) ?? User()
-            person.installs += user.installs
-            person.isTest = person.isTest || user.isTest
+            person.merge(user)
             merged[root] = person
         }
         for purchase in purchases.values where purchase.isTest {
@@ -428,25 +452,20 @@ public struct KeywordReport: Sendable {
     func build(days: DailySeries?) -> (rows: [Row], daily: DailySeries?) {
         var daily = days
         var lines: [Attribution: Row] = [:]
-        // The names of each line: oldest install first, each newer name replacing the
-        // older one field by field (an install routed before its names came keeps the
-        // older names). Sorted, so the same store gives the same report.
-        var names: [Attribution: Attribution] = [:]
+        // The names of each line: field by field, the newest credited install's that has
+        // one (an install routed before its names came keeps the older names), by (time,
+        // key), so the same store gives the same report whatever order it is read in.
+        var names: [Attribution: LineNames] = [:]
         let (person, people) = people()
-        let credited = people.compactMap { key, user in user.credited().map { (key, $0) } }
-        for (key, install) in credited.sorted(by: { ($0.1.time, $0.0) < ($1.1.time, $1.0) }) {
+        for (key, user) in people {
+            guard let install = user.credited() else { continue }
             let attribution = attributions[Int(install.attribution)]
             let line = attribution.line(app: Self.app(of: key))
-            var named = names[line] ?? attribution
-            named.campaign = attribution.campaign ?? named.campaign
-            named.adGroup = attribution.adGroup ?? named.adGroup
-            named.keyword = attribution.keyword ?? named.keyword
-            named.matchType = attribution.matchType ?? named.matchType
-            names[line] = named
+            names[line, default: LineNames(attribution)].take(attribution, at: (install.time, key))
         }
         func row(_ line: Attribution) -> Row {
             if let row = lines[line] { return row }
-            let attribution = names[line] ?? line
+            let attribution = names[line]?.attribution ?? line
             return Row(
                 appID: line.appID ?? "", network: attribution.network, campaignID: attribution.campaignID,
                 campaign: attribution.campaign,
@@ -512,6 +531,33 @@ public struct KeywordReport: Sendable {
             )
         }
         return (sorted, daily)
+    }
+
+    /// The names a line shows: each the newest that any of its installs gave.
+    struct LineNames {
+        private(set) var attribution: Attribution
+        /// When the campaign, ad group, keyword and match type shown were given.
+        private var stamps: [(Date, String)?] = [nil, nil, nil, nil]
+
+        init(_ attribution: Attribution) {
+            self.attribution = attribution
+            (self.attribution.campaign, self.attribution.adGroup) = (nil, nil)
+            (self.attribution.keyword, self.attribution.matchType) = (nil, nil)
+        }
+
+        mutating func take(_ other: Attribution, at stamp: (Date, String)) {
+            let values = [other.campaign, other.adGroup, other.keyword, other.matchType]
+            for (index, value) in values.enumerated() {
+                guard let value, stamps[index].map({ $0 < stamp }) ?? true else { continue }
+                stamps[index] = stamp
+                switch index {
+                case 0: attribution.campaign = value
+                case 1: attribution.adGroup = value
+                case 2: attribution.keyword = value
+                default: attribution.matchType = value
+                }
+            }
+        }
     }
 
     /// A line with nothing counted yet and no names: where ``Row/add(_:)`` sums lines.
