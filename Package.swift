@@ -103,6 +103,8 @@ let package = Package(
             name: "GatewaySinks",
             dependencies: [
                 "GatewayCore", "GatewayStorage", "GatewayPostgres", "GatewayHTTP", "GatewaySpawn",
+                // The S2S vendors' wire formats (adapters), which their sink sends.
+                "GatewayProviders",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -172,7 +174,9 @@ let package = Package(
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayServer"]),
         .testTarget(
             name: "GatewayProvidersTests",
-            dependencies: ["GatewayProviders", "COpenSSL", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "GatewayProviders", "GatewaySinks", "COpenSSL", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             // Outside data the tests read by path (../shared/testdata/skan/public_vectors.json).
             exclude: ["Fixtures"]
         ),

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 @testable import GatewayProviders
+import GatewaySinks
 import Testing
 
 /// The vendors' S2S wire formats, consent gating, intake checks and vendor callbacks, all

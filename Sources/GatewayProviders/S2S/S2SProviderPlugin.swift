@@ -15,10 +15,11 @@ import Logging
 ///
 /// Each forwarding vendor becomes a destination named `s2s.<vendor>` with its own outbox
 /// and worker, fed by a route that takes this provider's records of the kinds the vendor
-/// accepts (and only consented ones with `require_consent: true`).
-public enum S2SProviderPlugin: ProviderPlugin {
+/// accepts (and only consented ones with `require_consent: true`), and delivered by the
+/// sink `Delivery` builds.
+public enum S2SProviderPlugin<Delivery: VendorDelivery>: ProviderPlugin {
     public typealias Options = S2SProvider.Options
-    public static let typeName = S2SProvider.typeName
+    public static var typeName: String { S2SProvider.typeName }
 
     public static func readOptions(_ reader: ConfigReader) -> Options? {
         let before = reader.diagnostics.issues.count
@@ -156,7 +157,7 @@ public enum S2SProviderPlugin: ProviderPlugin {
                 summary: "\(settings.vendor.displayName) S2S at \(host)"
                     + (settings.requireConsent ? ", consented events only" : ""),
                 build: { context in
-                    sink(
+                    Delivery.sink(
                         adapter: adapter, settings: settings, logger: context.logger,
                         conversionValues: settings.returnConversionValue ? options.conversionValues : nil)
                 })
@@ -170,15 +171,5 @@ public enum S2SProviderPlugin: ProviderPlugin {
         case .appsflyer: AppsFlyerAdapter(settings: settings)
         case .adjust: AdjustAdapter(settings: settings)
         }
-    }
-
-    static func sink(
-        adapter: any VendorAdapter, settings: VendorSettings, logger: Logger,
-        conversionValues: AnswerWaiters<VendorConversionValue>? = nil
-    ) -> any AttributionSink {
-        func make<A: VendorAdapter>(_ adapter: A) -> any AttributionSink {
-            VendorSink(adapter: adapter, settings: settings, logger: logger, conversionValues: conversionValues)
-        }
-        return make(adapter)
     }
 }

@@ -8,7 +8,7 @@ import GatewayCore
 /// trailing slash); ad networks and backends forward one postback or an array to
 /// `/v1/skadnetwork/postbacks`. Every record says its verdict in `signature` and, in
 /// `raw.verification`, which fields the signature covers: conversion values never are.
-public struct SKAdNetworkProvider: AttributionProvider {
+public struct SKAdNetworkProvider: PostbackProvider {
     public static let typeName = "skadnetwork"
     public var name: String { Self.typeName }
 
@@ -41,6 +41,7 @@ public struct SKAdNetworkProvider: AttributionProvider {
     static let maxBatch = 100
 
     public let options: Options
+    public var quarantineMaxBytes: Int { options.quarantineMaxBytes }
 
     public init(options: Options = Options()) {
         self.options = options

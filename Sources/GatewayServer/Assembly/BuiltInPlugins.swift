@@ -11,7 +11,7 @@ extension PluginRegistry {
         registry.register(provider: AdServicesProviderPlugin.self)
         registry.register(provider: IAdProviderPlugin.self)
         registry.register(provider: SKAdNetworkProviderPlugin.self)
-        registry.register(provider: S2SProviderPlugin.self)
+        registry.register(provider: S2SProviderPlugin<VendorSinkDelivery>.self)
         registry.register(enricher: KeywordLookupPlugin.self)
         registry.register(sink: SQLiteSinkPlugin.self)
         registry.register(sink: PostgresSinkPlugin.self)

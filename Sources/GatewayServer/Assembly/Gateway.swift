@@ -2,7 +2,6 @@ import Foundation
 import GatewayConfig
 import GatewayCore
 import GatewayPostgres
-import GatewayProviders
 import GatewaySinks
 import GatewayStorage
 import Logging
@@ -143,7 +142,7 @@ public final class Gateway: Sendable {
         let metrics = GatewayMetrics(factory: factory)
         metrics.registerAtZero(
             providers: providers.map(\.name),
-            postbackProviders: providers.filter { $0 is SKAdNetworkProvider }.map(\.name),
+            postbackProviders: providers.filter { $0 is any PostbackProvider }.map(\.name),
             deferredProviders: providers.filter { $0 is any DeferredAttributionProvider }.map(\.name),
             enrichers: configuration.enrichers.map(\.typeName), sinks: configuration.sinks.map(\.name))
         let health = WorkerHealth()
@@ -194,7 +193,7 @@ public final class Gateway: Sendable {
                 ))
         }
         let quarantineCaps = providers.compactMap { provider in
-            (provider as? SKAdNetworkProvider).map { ($0.name, $0.options.quarantineMaxBytes) }
+            (provider as? any PostbackProvider).map { ($0.name, $0.quarantineMaxBytes) }
         }
         let trimmer =
             quarantineCaps.isEmpty

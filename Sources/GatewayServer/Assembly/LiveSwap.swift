@@ -1,7 +1,6 @@
 import GatewayConfig
 import GatewayCore
 import GatewayEnrichers
-import GatewayProviders
 import GatewayStorage
 
 extension GatewayHTTP {
@@ -14,16 +13,16 @@ extension GatewayHTTP {
 
     /// Whether a reload can swap provider `name`, changed from `old` to `new`, between
     /// requests: only when it serves the same routes (they are mounted at the start), and
-    /// when the server wires nothing else to it at the start (the AdServices resolver and
-    /// the ASA SDK's routes; the conversion-value route and the quarantine's cap).
+    /// when the server wires nothing else to it at the start (a resolver, contributed
+    /// routes, a quarantine's cap: its plugin's ``ProviderPlugin/swapsLive``).
     static func providerSwapsLive(_ name: String, from old: GatewayConfiguration, to new: GatewayConfiguration)
         -> Bool
     {
         guard let before = old.providers.first(where: { $0.typeName == name }),
             let after = new.providers.first(where: { $0.typeName == name }),
-            let running = try? before.build(), let next = try? after.build()
+            before.swapsLive, after.swapsLive, let running = try? before.build(), let next = try? after.build()
         else { return false }
-        if running is any DeferredAttributionProvider || running is SKAdNetworkProvider { return false }
+        if running is any DeferredAttributionProvider { return false }
         return Set(running.routes) == Set(next.routes)
     }
 

@@ -102,6 +102,5 @@ final class APIKeyring: Sendable {
         "this route needs a backend API key (scope: backend); an app's key, which anyone can read out of the app, "
             + "may call only the routes an app calls")
 
-    static let forbidden = GatewayError(
-        .forbidden, "this API key may not write records for this app_id", field: "app_id")
+    static let forbidden = GatewayError.keyNotForApp
 }

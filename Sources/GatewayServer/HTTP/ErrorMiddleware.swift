@@ -14,6 +14,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     let failureLines = FailureLines()
     /// The methods each path answers, for `405` and its `Allow`.
     let routeMethods: RouteMethods
+    /// The shapes of the routes that answer errors in one of their own.
+    var errorAnswers = RouteErrorAnswers()
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -42,7 +44,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 allowed.isEmpty
                 ? Self.answer(to: error, for: request)
                 : GatewayError(.methodNotAllowed, "\(request.method) is not allowed on \(request.uri.path)")
-            var response = try answer.response(from: request, context: context)
+            var response = try errorAnswers.response(to: answer, for: request, context: context)
             if !allowed.isEmpty { response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ") }
             // Nothing was recorded and the caller must send it again: not at once, as every
             // caller would during an outage (a full disk).

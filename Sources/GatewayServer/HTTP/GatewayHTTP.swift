@@ -46,16 +46,20 @@ public enum GatewayHTTP {
         // Outside ErrorMiddleware, so that it sees the answers errors became.
         if gateway.configuration.server.accessLog { router.add(middleware: AccessLogMiddleware()) }
         let routeMethods = RouteMethods()
-        router.add(middleware: ErrorMiddleware(routeMethods: routeMethods))
+        // Built once, before the error middleware that needs their error shapes: a provider
+        // may wire itself to the gateway as it contributes (its resolver's hooks).
+        let contributions = contributedRoutes(gateway: gateway)
+        let errorAnswers = RouteErrorAnswers(contributions)
+        router.add(middleware: ErrorMiddleware(routeMethods: routeMethods, errorAnswers: errorAnswers))
         // Always in place, limits or not: a reload may set them.
         let openPaths = Set(gateway.providers.flatMap(\.routes).filter(\.isOpen).map(\.path))
         router.add(
             middleware: RateLimitMiddleware(
                 limits: gateway.rateLimits, openRoutes: .init(paths: openPaths), keyring: gateway.keyring,
-                trustedProxies: gateway.configuration.server.trustedProxies, metrics: gateway.metrics))
+                trustedProxies: gateway.configuration.server.trustedProxies, metrics: gateway.metrics,
+                errorAnswers: errorAnswers))
         addIngestRoutes(to: router, gateway: gateway)
-        addASASDKRoutes(to: router, gateway: gateway)
-        addConversionValueRoute(to: router, gateway: gateway)
+        addContributedRoutes(contributions, to: router, gateway: gateway)
         addOperatorRoutes(to: router, gateway: gateway)
         addReportRoutes(to: router, gateway: gateway)
         addForgetRoutes(to: router, gateway: gateway)

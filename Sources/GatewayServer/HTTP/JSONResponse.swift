@@ -20,6 +20,11 @@ enum JSONResponse {
         make(status: status, bytes: ByteBuffer(bytes: body.compactUTF8))
     }
 
+    /// A contributed route's answer.
+    static func make(_ answer: RouteAnswer) -> Response {
+        make(status: HTTPResponse.Status(code: answer.status), bytes: ByteBuffer(bytes: answer.json))
+    }
+
     private static func make(status: HTTPResponse.Status, bytes: ByteBuffer) -> Response {
         Response(
             status: status, headers: [.contentType: contentType],
@@ -65,12 +70,9 @@ struct ErrorBody: Encodable {
 extension GatewayError: HTTPResponseError {
     public var status: HTTPResponse.Status { HTTPResponse.Status(code: code.httpStatus) }
 
+    /// The gateway's one error shape; a contributed route may answer in its own
+    /// (``RouteErrorAnswers``).
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        // Singular's SKAN snippet reads only `status` and `reason`: every error on its route,
-        // a refused key or a rate limit as much as bad input, is answered so.
-        if ConversionValueAnswer.isRoute(request.uri.path) {
-            return JSONResponse.make(status: status, ConversionValueAnswer.refusal(self))
-        }
-        return JSONResponse.make(status: status, ErrorBody(self).json)
+        JSONResponse.make(status: status, ErrorBody(self).json)
     }
 }

@@ -135,6 +135,8 @@ struct RateLimitMiddleware: RouterMiddleware {
     let keyring: APIKeyring
     var trustedProxies: [IPNetwork] = []
     var metrics: GatewayMetrics
+    /// A refusal is answered in the shape of the route it refuses.
+    var errorAnswers = RouteErrorAnswers()
 
     static let exempt: Set<String> = ["/healthz", "/readyz", "/metrics", "/openapi.yaml"]
 
@@ -166,8 +168,9 @@ struct RateLimitMiddleware: RouterMiddleware {
         guard let wait else { return try await next(request, context) }
         metrics.rateLimited(limit: limit)
         let seconds = max(1, Int((wait / .seconds(1)).rounded(.up)))
-        var response = try GatewayError(.rateLimited, "too many requests; retry after \(seconds) s")
-            .response(from: request, context: context)
+        var response = try errorAnswers.response(
+            to: GatewayError(.rateLimited, "too many requests; retry after \(seconds) s"), for: request,
+            context: context)
         response.headers[.retryAfter] = String(seconds)
         return response
     }

@@ -1,6 +1,5 @@
 import Foundation
 import GatewayCore
-import GatewayProviders
 import Hummingbird
 
 /// The answer to an accepted payload. One whose record waits for an outside answer (an
@@ -19,7 +18,7 @@ struct IngestAnswer: Encodable {
     let attributed: Bool?
     /// `POST /v1/events`, for an event of an app that uses SKAdNetwork: the values for the
     /// app to set (absent when nothing changes), and where they came from, `model` or
-    /// `singular` (see ``EventConversionValues``).
+    /// `singular` (see ``ConversionValueAnswering``).
     var conversion_value: Int? = nil
     var coarse_value: String? = nil
     var lock_window: Bool? = nil
@@ -114,8 +113,8 @@ extension GatewayHTTP {
                     // the next request, never under this one. A reload swaps only a provider
                     // that serves the same routes (see `GatewayHTTP.providerSwapsLive`).
                     let provider = gateway.provider(named: mounted.name) ?? mounted
-                    let conversions =
-                        route.path == S2SProvider.eventsPath ? EventConversionValues(gateway: gateway) : nil
+                    let conversions = (provider as? any ConversionValueAnswering)?
+                        .conversionValues(path: route.path, providers: gateway.providers)
                     let allowedApps =
                         route.requiresAPIKey ? try keyring.admit(request.headers, scope: route.keyScope) : nil
                     if let secret = route.sharedSecretSHA256, !SharedSecret.matches(request, sha256: secret) {
@@ -182,8 +181,8 @@ extension GatewayHTTP {
             // The iAd route's own work with nothing stored: normalise, route, encode the
             // stored body, answer as /v1/iad does (no API key, no enrichers). Between
             // /v1/noop and /v1/iad it splits what a stored request costs into its request
-            // path and its storage. Served while the iAd provider is enabled.
-            if let iad = gateway.providers.first(where: { $0.name == IAdProvider.typeName }) {
+            // path and its storage. Served while the provider of /v1/iad is enabled.
+            if let iad = gateway.providers.first(where: { $0.routes.contains { $0.path == "/v1/iad" } }) {
                 router.post("/v1/noop/iad") { request, _ -> Response in
                     let payload = IngestPayload(
                         body: try await bodies.collect(request), receivedAt: Date(), path: "/v1/iad",

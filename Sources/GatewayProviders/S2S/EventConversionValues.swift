@@ -1,6 +1,5 @@
 import Foundation
 import GatewayCore
-import GatewayProviders
 
 /// The conversion value `POST /v1/events` answers for each event of an app that uses
 /// SKAdNetwork, so that the backend can hand it to the app for
@@ -15,19 +14,17 @@ import GatewayProviders
 /// the wait. The answer comes to the replica that delivered it: on PostgreSQL another
 /// replica may claim the event, and the waiting one then answers the model's after the
 /// bound, rather than share answers between replicas through the database.
-struct EventConversionValues: Sendable {
+struct EventConversionValues: IngestConversionValues {
     let model: ConversionModel?
     /// With `return_conversion_value`: where the Singular sink tells its answers.
     let singularAnswers: AnswerWaiters<VendorConversionValue>?
     let answerWait: Duration
 
     /// Nil when neither the model nor Singular's answers are configured.
-    init?(gateway: Gateway) {
-        let skan = gateway.provider(named: SKAdNetworkProvider.typeName) as? SKAdNetworkProvider
-        model = skan?.options.conversionModel
-        let s2s = gateway.provider(named: S2SProvider.typeName) as? S2SProvider
-        let singular = s2s?.options.forwarding.first { $0.vendor == .singular && $0.returnConversionValue }
-        singularAnswers = singular.flatMap { _ in s2s?.options.conversionValues }
+    init?(model: ConversionModel?, s2s: S2SProvider.Options) {
+        self.model = model
+        let singular = s2s.forwarding.first { $0.vendor == .singular && $0.returnConversionValue }
+        singularAnswers = singular.map { _ in s2s.conversionValues }
         answerWait = singular?.answerWait ?? .zero
         guard model != nil || singularAnswers != nil else { return nil }
     }
@@ -93,15 +90,4 @@ struct EventConversionValues: Sendable {
         }
         return value
     }
-}
-
-/// An event's conversion values, as its answer carries them.
-struct EventConversionValue: Sendable, Equatable {
-    var fineValue: Int?
-    var coarseValue: String?
-    var lockWindow: Bool?
-    /// The SKAN 4 window the model answered for.
-    var window: Int?
-    /// `model` or `singular`.
-    var source: String
 }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import GatewayCore
 import GatewayHTTP
+import GatewayProviders
 import Logging
 import NIOCore
 import NIOHTTP1

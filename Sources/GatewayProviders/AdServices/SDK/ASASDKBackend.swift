@@ -1,7 +1,5 @@
 import Foundation
 import GatewayCore
-import GatewayProviders
-import Hummingbird
 import Logging
 
 /// The backend contract of the ASA Attribution SDK (`/functions/v1/…`), so that an app
@@ -13,8 +11,6 @@ struct ASASDKBackend: Sendable {
     let appID: String
     let resolver: PendingResolver
     let pipeline: IngestPipeline
-    let keyring: APIKeyring
-    let bodies: BodyReader
     let logger: Logger
     /// One crediting at a time per user: the start sweep, Apple's answer and the user's
     /// next purchase could each read the same purchase `pending` and send it twice.
@@ -42,20 +38,20 @@ struct ASASDKBackend: Sendable {
         let user: User
     }
 
-    func createUser(_ request: Request) async throws -> Response {
+    func createUser(_ request: RouteRequest) async throws -> RouteAnswer {
         let fields = try await read(request, emptyMeansObject: true)
         let token = try Self.token(fields, required: false)
         let user = try await stored { try await store.createSDKUser(now: Date()) }
         var answer = AttributionAnswer(didUserComeFromAsa: false, asaAttributionResolved: false)
         if let token { answer = try await resolve(user, token: token) }
-        return JSONResponse.make(
-            status: .ok,
+        return RouteAnswer(
+            status: 200,
             CreatedUser(
                 userId: user.id, didUserComeFromAsa: answer.didUserComeFromAsa,
                 asaAttributionResolved: answer.asaAttributionResolved))
     }
 
-    func resolveAttribution(_ request: Request) async throws -> Response {
+    func resolveAttribution(_ request: RouteRequest) async throws -> RouteAnswer {
         let fields = try await read(request)
         let user = try await user(fields)
         let token = try Self.token(fields, required: true)!
@@ -68,16 +64,16 @@ struct ASASDKBackend: Sendable {
         // one not seen waiting has its record (read the other way round, an answer landing
         // between the two reads let a second token through).
         if let waiting = user.attributionRecordID, try await stored({ try await store.isPending(recordID: waiting) }) {
-            return JSONResponse.make(
-                status: .ok, AttributionAnswer(didUserComeFromAsa: false, asaAttributionResolved: false))
+            return RouteAnswer(
+                status: 200, AttributionAnswer(didUserComeFromAsa: false, asaAttributionResolved: false))
         }
         // A user whose token Apple answered keeps that answer. One it could not attribute
         // (`not_found` after its retries, `invalid`) is not organic: Apple is asked again
         // with this launch's token, as `/v1/adservices` asks for every new token.
         if let known = try await attribution(of: user), known.resolution == .resolved {
-            return JSONResponse.make(status: .ok, Self.answer(for: known))
+            return RouteAnswer(status: 200, Self.answer(for: known))
         }
-        return JSONResponse.make(status: .ok, try await resolve(user, token: token))
+        return RouteAnswer(status: 200, try await resolve(user, token: token))
     }
 
     /// A StoreKit transaction id (`Transaction.originalID`, a UInt64) in one spelling:
@@ -93,7 +89,7 @@ struct ASASDKBackend: Sendable {
         return String(number)
     }
 
-    func associateUser(_ request: Request) async throws -> Response {
+    func associateUser(_ request: RouteRequest) async throws -> RouteAnswer {
         let fields = try await read(request)
         let user = try await user(fields)
         let transactionID = try Self.transactionID(try fields.requiredString("transaction_id"))
@@ -122,8 +118,8 @@ struct ASASDKBackend: Sendable {
             logger.warning(
                 "cannot credit an SDK user's purchases", metadata: ["user_id": "\(user.id)", "error": "\(error)"])
         }
-        return JSONResponse.make(
-            status: .ok, Association(success: true, user: .init(id: user.id, transaction_id: transactionID)))
+        return RouteAnswer(
+            status: 200, Association(success: true, user: .init(id: user.id, transaction_id: transactionID)))
     }
 
     /// Credits the purchases a user made while their token waited for Apple, once it has
@@ -192,11 +188,11 @@ struct ASASDKBackend: Sendable {
 
     // MARK: helpers
 
-    func read(_ request: Request, emptyMeansObject: Bool = false) async throws -> PayloadFields {
-        if let apps = try keyring.admit(request.headers), !apps.contains(appID) {
-            throw APIKeyring.forbidden
+    func read(_ request: RouteRequest, emptyMeansObject: Bool = false) async throws -> PayloadFields {
+        if let apps = try request.admit(), !apps.contains(appID) {
+            throw GatewayError.keyNotForApp
         }
-        let body = try await bodies.collect(request)
+        let body = try await request.body()
         if emptyMeansObject && body.isEmpty { return PayloadFields([:]) }
         return try PayloadFields.parseObject(body)
     }
@@ -258,28 +254,5 @@ struct ASASDKBackend: Sendable {
         } catch {
             throw GatewayError.storageUnavailable(cause: error)
         }
-    }
-}
-
-extension GatewayHTTP {
-    /// Serves the SDK's three functions when `providers.adservices.sdk.app_id` is set.
-    static func addASASDKRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
-        guard let provider = gateway.provider(named: AdServicesProvider.typeName) as? AdServicesProvider,
-            let appID = provider.options.sdkAppID, let resolver = gateway.resolvers[provider.name]
-        else { return }
-        let backend = ASASDKBackend(
-            appID: appID, resolver: resolver, pipeline: gateway.pipeline,
-            keyring: gateway.keyring,
-            bodies: BodyReader(gateway.configuration.server), logger: gateway.logger)
-        resolver.onFinished { recordIDs in await backend.creditPurchases(answered: recordIDs) }
-        resolver.onStart { await backend.creditPurchasesLeftPending() }
-        // Counted as the AdServices provider's: its tokens and records are that provider's.
-        let counted = { handler in countingRejections(of: provider.name, metrics: gateway.metrics, handler) }
-        router.post("/functions/v1/create-user", use: counted { request, _ in try await backend.createUser(request) })
-        router.post(
-            "/functions/v1/resolve-asa-attribution",
-            use: counted { request, _ in try await backend.resolveAttribution(request) })
-        router.post(
-            "/functions/v1/associate-user", use: counted { request, _ in try await backend.associateUser(request) })
     }
 }

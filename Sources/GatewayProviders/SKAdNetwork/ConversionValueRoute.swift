@@ -1,7 +1,5 @@
 import Foundation
 import GatewayCore
-import GatewayProviders
-import Hummingbird
 
 /// `GET /v1/skadnetwork/conversion-value`: the SKAN server-to-server pattern, where the
 /// app reports each session, event and revenue and asks which conversion value to set.
@@ -31,10 +29,6 @@ struct ConversionValueAnswer: Encodable {
 
     static let path = "/v1/skadnetwork/conversion-value"
 
-    static func isRoute(_ path: String) -> Bool {
-        path == Self.path || path == Self.path + "/"
-    }
-
     static func value(_ value: Int?) -> ConversionValueAnswer {
         ConversionValueAnswer(conversion_value: value, status: "ok", reason: nil, error: nil)
     }
@@ -50,19 +44,19 @@ struct ConversionValueAnswer: Encodable {
     }
 }
 
-extension GatewayHTTP {
-    static func addConversionValueRoute(to router: Router<GatewayRequestContext>, gateway: Gateway) {
-        guard let provider = gateway.provider(named: SKAdNetworkProvider.typeName) as? SKAdNetworkProvider,
-            let model = provider.options.conversionModel
-        else { return }
-        let keyring = gateway.keyring
-        // It changes nothing, so `HEAD` answers as `GET` does.
-        router.getAndHead(RouterPath(ConversionValueAnswer.path)) { request, _ in
-            // Read as a form is, `+` a space: Python's, Go's and Java's encoders write one so.
-            let query = FormEncoding.decode(request.uri.query ?? "")
+extension SKAdNetworkProviderPlugin {
+    /// Served while the provider has a conversion model. Every error on it, a refused key
+    /// or a rate limit as much as bad input, is answered in the snippet's shape: it reads
+    /// only `status` and `reason`.
+    static func conversionValueRoute(model: ConversionModel) -> ContributedRoute {
+        ContributedRoute(
+            .query, ConversionValueAnswer.path,
+            errorAnswer: { error in RouteAnswer(status: error.code.httpStatus, ConversionValueAnswer.refusal(error)) }
+        ) { request in
+            let query = request.query
             let apps: Set<String>?
             do {
-                apps = try keyring.admit(request.headers, queryKey: query["a"])
+                apps = try request.admit(queryKey: query["a"])
             } catch let error as GatewayError where error.code == .unauthorized {
                 throw GatewayError(
                     .unauthorized, "send a valid API key as the query's a=KEY, or Authorization: Bearer KEY")
@@ -70,10 +64,10 @@ extension GatewayHTTP {
             // The model is one for every app, so the client snippet names none; one that does
             // is held to its key's apps, as on every other route.
             if let apps, let appID = query["app_id"], !apps.contains(appID) {
-                throw APIKeyring.forbidden
+                throw GatewayError.keyNotForApp
             }
             let answer = conversionValue(query, model: model, now: Date())
-            return JSONResponse.make(status: answer.status == "ok" ? .ok : .badRequest, answer)
+            return RouteAnswer(status: answer.status == "ok" ? 200 : 400, answer)
         }
     }
 
