@@ -73,6 +73,40 @@ import Testing
         }
     }
 
+    @Test func theDailyRouteGivesTheChartsNumbers() async throws {
+        try await Self.withIngested { client in
+            func get(_ uri: String) async throws -> String {
+                String(buffer: try await client.execute(uri: uri, method: .get, headers: Routes.bearer).body)
+            }
+            struct Day: Decodable, Equatable {
+                let date: String
+                let installs_attributed: Int
+                let installs_organic: Int
+                let revenue: [String: Decimal]
+            }
+            struct Daily: Decodable { let days: [Day] }
+            for period in [
+                "app_id=1234567890&since=2020-08-01&until=2020-08-08",
+                "app_id=1234567890&since=2023-11-10&until=2023-11-20",
+            ] {
+                let daily = try JSONDecoder().decode(
+                    Daily.self, from: Data(try await get("/v1/reports/daily?" + period).utf8))
+                let page = try await get("/dashboard?" + period)
+                let installs = Self.marks(page, chart: "installs")
+                #expect(daily.days.map(\.date) == installs.map { $0["day"] ?? "" })
+                #expect(daily.days.map { String($0.installs_attributed) } == installs.map { $0["attributed"] ?? "" })
+                #expect(daily.days.map { String($0.installs_organic) } == installs.map { $0["organic"] ?? "" })
+                let revenue = Self.marks(page, chart: "revenue").map { Decimal(string: $0["revenue"] ?? "") ?? -1 }
+                if !revenue.isEmpty { #expect(daily.days.map { $0.revenue["USD"] ?? 0 } == revenue) }
+            }
+            let november = try await get("/v1/reports/daily?app_id=1234567890&since=2023-11-10&until=2023-11-20")
+            #expect(
+                november.contains(
+                    #"{"date":"2023-11-14","installs_attributed":0,"installs_organic":0,"revenue":{"USD":15.98}}"#),
+                "\(november)")
+        }
+    }
+
     @Test func networkAndCountryFilterTheTableTheChartsTheLinksAndTheCSV() async throws {
         try await Self.withIngested { client in
             func get(_ uri: String) async throws -> TestResponse {

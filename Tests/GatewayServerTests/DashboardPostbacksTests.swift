@@ -34,6 +34,25 @@ extension SKAdNetworkEndToEndTests {
             // Another app's view, or a period before they came, has none.
             #expect(try await page("app_id=42").contains("0 postbacks received"))
             #expect(try await page("app_id=525463029&until=2020-01-01").contains("0 postbacks received"))
+
+            // The same numbers as JSON, for a team's own charts.
+            func json(_ query: String) async throws -> [String: Any] {
+                let response = try await client.execute(
+                    uri: "/v1/reports/postbacks?" + query, method: .get, headers: ReportRoutesTests.bearer)
+                #expect(response.status == .ok)
+                return try #require(
+                    try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8)) as? [String: Any])
+            }
+            let numbers = try await json("app_id=525463029")
+            #expect(numbers["total"] as? Int == 3)
+            let campaigns = try #require(numbers["campaigns"] as? [[String: Any]])
+            #expect(campaigns.count == 1 && campaigns[0]["source"] as? String == "5239")
+            #expect(campaigns[0]["postbacks"] as? Int == 3 && campaigns[0]["with_value"] as? Int == 3)
+            #expect(numbers["fine_values"] as? [String: Int] == ["12": 2])
+            #expect(numbers["coarse_values"] as? [String: Int] == ["medium": 1])
+            #expect(try await json("app_id=42")["total"] as? Int == 0)
+            let refused = try await client.execute(uri: "/v1/reports/postbacks?app_id=525463029", method: .get)
+            #expect(refused.status == .unauthorized)
         }
     }
 }

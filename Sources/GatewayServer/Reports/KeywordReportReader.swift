@@ -127,6 +127,22 @@ public enum KeywordReportReader {
         return (keys.isEmpty ? rows : KeywordReport.naming(rows, from: try await names(keys)), daily, postbacks)
     }
 
+    /// `report` with the postbacks of `appID` (every app's without one) added: only
+    /// postbacks are read, since they join nothing of the keyword report.
+    public static func postbacks(from store: any AttributionStore, appID: String?, into report: SKANReport)
+        async throws -> SKANReport
+    {
+        var report = report
+        var cursor: Int64 = 0
+        while true {
+            let page = try await store.reportRecords(appID: appID, kinds: [.postback], after: cursor, limit: 5000)
+            if page.scanned == 0 { break }
+            for record in page.records { report.add(record) }
+            cursor = page.cursor
+        }
+        return report
+    }
+
     /// The days whose spend a report counts, `YYYY-MM-DD`, `until` exclusive: those whose
     /// midnight (UTC) falls in the purchases' period, so that `--since 2026-03-01 --until
     /// 2026-04-01` counts March's spend.

@@ -19,15 +19,37 @@ extension GatewayHTTP {
             if let refused = try guesses.admit(request, context: context, operators) { return refused }
             let parameters = try ReportParameters(request, allowed: ReportParameters.report)
             let rows = try await reports.rows(try parameters.query())
-            // As `report keywords --format json` encodes it, so that the two read alike.
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return Response(
-                status: .ok,
-                headers: [.contentType: JSONResponse.contentType, .cacheControl: "no-store"],
-                body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(rows))))
+            return try Self.json(rows)
+        }
+        // The dashboard's charts and SKAdNetwork section, as numbers for a team's own charts.
+        router.getAndHead("/v1/reports/daily") { request, context -> Response in
+            if let refused = try guesses.admit(request, context: context, operators) { return refused }
+            let query = try ReportParameters(request, allowed: ReportParameters.report).query()
+            let days = DailySeries(since: query.purchasesSince, until: query.purchasesUntil)
+            let daily = try await reports.report(query, days: days).daily ?? days
+            return try Self.json(DailyReportJSON(daily))
+        }
+        router.getAndHead("/v1/reports/postbacks") { request, context -> Response in
+            if let refused = try guesses.admit(request, context: context, operators) { return refused }
+            let query = try ReportParameters(request, allowed: ["app_id", "since", "until"]).query()
+            let summed = try await reports.postbacks(
+                query.appID, SKANReport(since: query.purchasesSince, until: query.purchasesUntil))
+            return try Self.json(PostbackReportJSON(summed))
         }
         addDashboardRoutes(to: router, gateway: gateway, operators: operators, reports: reports, guesses: guesses)
+    }
+}
+
+extension GatewayHTTP {
+    /// A report's answer, encoded as `report keywords --format json` encodes, so that the
+    /// route and the command read alike.
+    static func json(_ value: some Encodable) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Response(
+            status: .ok,
+            headers: [.contentType: JSONResponse.contentType, .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
     }
 }
 
@@ -39,6 +61,13 @@ struct Reports: Sendable {
 
     func rows(_ query: KeywordReportQuery) async throws -> [KeywordReport.Row] {
         try await report(query, days: nil).rows
+    }
+
+    /// `report` with the postbacks of `appID` added, behind the same gate as the reports.
+    func postbacks(_ appID: String?, _ report: SKANReport) async throws -> SKANReport {
+        try await gate.run { [store] in
+            try await KeywordReportReader.postbacks(from: store, appID: appID, into: report)
+        }
     }
 
     /// The rows, the installs and revenue of `days` day by day, and the postbacks summed.
