@@ -238,6 +238,27 @@ public struct KeywordReport: Sendable {
         var claimants: Set<String> { isTest ? claims.union(testClaims) : claims }
 
         var time: Date { purchasedAt ?? firstReceived }
+
+        /// Takes one record of the transaction, naming `key` as its buyer.
+        mutating func take(_ record: AttributionRecord, claim key: String) {
+            if record.isTest { testClaims.insert(key) } else { claims.insert(key) }
+            let order = RecordOrder(record.recordID)
+            if first.map({ (record.receivedAt, order) < ($0.at, $0.recordID) }) ?? true {
+                first = (record.receivedAt, order, record.isTest)
+            }
+            firstReceived = min(firstReceived, record.receivedAt)
+            if let date = record.purchaseDate { purchasedAt = min(purchasedAt ?? date, date) }
+            // An amount is never replaced by a record without one, and the earliest record
+            // with one wins, so the order records are read in does not matter.
+            if let amount = record.revenue {
+                let from = (record.receivedAt, order)
+                if amountFrom.map({ from < $0 }) ?? true {
+                    revenue = amount
+                    currency = record.currency
+                    amountFrom = from
+                }
+            }
+        }
     }
 
     /// How long after an install its attribution may arrive: a vendor's callback, or
@@ -313,10 +334,9 @@ public struct KeywordReport: Sendable {
         }
         switch record.kind {
         case .install, .reinstall:
-            var entry = users[key] ?? User()
+            // Changed in place: a copy out and back hashed the key twice and copied the user.
             if record.isTest {
-                entry.isTest = true
-                users[key] = entry
+                users[key, default: User()].isTest = true
                 return
             }
             let rank: Rank = record.attributed ? .attributed : record.resolution == .resolved ? .organic : .unknown
@@ -328,35 +348,16 @@ public struct KeywordReport: Sendable {
                 }
             // When the install happened, where the source says (a vendor's `installed_at`,
             // iAd's conversion date), else when its signal arrived.
-            entry.add(
-                Install(
-                    time: record.conversionDate ?? record.receivedAt, rank: rank, attribution: intern(attribution),
-                    recordID: RecordOrder(record.recordID), country: Self.countryCode(record.countryOrRegion)))
-            users[key] = entry
+            let install = Install(
+                time: record.conversionDate ?? record.receivedAt, rank: rank, attribution: intern(attribution),
+                recordID: RecordOrder(record.recordID), country: Self.countryCode(record.countryOrRegion))
+            users[key, default: User()].add(install)
         case .purchase:
             // A test's purchase is kept for its claim: the backend posting the same
             // transaction under its own user id is the same tester, left out with it.
             let transaction =
                 record.transactionRef.map { Self.transactionKey(app, $0) } ?? app + "\u{1F}r:" + record.recordID
-            var purchase = purchases[transaction] ?? Purchase()
-            if record.isTest { purchase.testClaims.insert(key) } else { purchase.claims.insert(key) }
-            let order = RecordOrder(record.recordID)
-            if purchase.first.map({ (record.receivedAt, order) < ($0.at, $0.recordID) }) ?? true {
-                purchase.first = (record.receivedAt, order, record.isTest)
-            }
-            purchase.firstReceived = min(purchase.firstReceived, record.receivedAt)
-            if let date = record.purchaseDate { purchase.purchasedAt = min(purchase.purchasedAt ?? date, date) }
-            // An amount is never replaced by a record without one, and the earliest record
-            // with one wins, so the order records are read in does not matter.
-            if let amount = record.revenue {
-                let from = (record.receivedAt, order)
-                if purchase.amountFrom.map({ from < $0 }) ?? true {
-                    purchase.revenue = amount
-                    purchase.currency = record.currency
-                    purchase.amountFrom = from
-                }
-            }
-            purchases[transaction] = purchase
+            purchases[transaction, default: Purchase()].take(record, claim: key)
         default:
             return
         }
