@@ -50,18 +50,22 @@ let package = Package(
         .target(
             name: "GatewayStorage",
             dependencies: [
-                "GatewayCore", .product(name: "GRDB", package: "GRDB.swift"),
+                "GatewayCore", "GatewayCompactRaw", .product(name: "GRDB", package: "GRDB.swift"),
                 // SHA-256, for the upgrade that rekeys S2S events as the provider keys them.
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The system zlib, for raw payloads kept compressed in the stores.
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
+        // How both stores keep a record's raw payload: apart from its body, compressed.
+        .target(name: "GatewayCompactRaw", dependencies: ["GatewayCore", "CZlib"]),
         // The store on PostgreSQL, for several replicas sharing one database.
         .target(
             name: "GatewayPostgres",
             dependencies: [
-                "GatewayCore", .product(name: "PostgresNIO", package: "postgres-nio"),
+                "GatewayCore", "GatewayCompactRaw", .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -183,7 +187,7 @@ let package = Package(
         .testTarget(
             name: "GatewayStorageTests",
             dependencies: [
-                "GatewayStorage", "GatewayPostgres", "GatewaySinks", "GatewayTestSupport",
+                "GatewayStorage", "GatewayPostgres", "GatewaySinks", "GatewayTestSupport", "GatewayCompactRaw",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),

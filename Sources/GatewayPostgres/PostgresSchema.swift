@@ -159,6 +159,15 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        (
+            "store-v5-compact-raw",
+            [
+                // A record's raw payload, compressed (`CompactRaw`), apart from its body; NULL
+                // when the body still holds it (written earlier) or it was removed. The body
+                // stays the record's fields as JSON text.
+                "ALTER TABLE records ADD COLUMN raw bytea"
+            ]
+        ),
     ]
 
     /// Applies the migrations the database lacks. Replicas starting at once queue on the

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCompactRaw
 import GatewayCore
 import PostgresNIO
 
@@ -17,24 +18,25 @@ extension PostgresStore {
                 // Locked, so that a late version written meanwhile waits for the reduction.
                 let rows = try await connection.query(
                     """
-                    SELECT body FROM records WHERE app_id = \(subject.appID) AND provider <> 'forget' AND (
+                    SELECT body, raw FROM records WHERE app_id = \(subject.appID) AND provider <> 'forget' AND (
                         gateway_json(body) ->> 'app_user_id' = ANY(\(ids.appUserIDs)::text[])
                         OR gateway_json(body) ->> 'idfv' = ANY(\(ids.idfvs)::text[])
                         OR gateway_json(body) ->> 'idfa' = ANY(\(ids.idfas)::text[]))
                     FOR UPDATE
                     """, logger: logger)
                 var found = false
-                for try await body in rows.decode(String.self) {
-                    guard let record = try? AttributionRecord(jsonData: Data(body.utf8)) else { continue }
+                for try await (body, raw) in rows.decode((String, Data?).self) {
+                    guard let record = try? Self.record(body: body, raw: raw) else { continue }
                     found = sweep.add(record) || found
                 }
                 if !found { break }
             }
             let matchedIDs = sweep.matched.map(\.recordID)
             for record in sweep.reduced() {
+                let (body, raw) = record.encoded().stored
                 _ = try await connection.query(
                     """
-                    UPDATE records SET body = \(record.encoded().text), dedupe_key = \(record.dedupeKey)
+                    UPDATE records SET body = \(body), raw = \(raw.map { Data($0) }), dedupe_key = \(record.dedupeKey)
                     WHERE record_id = \(record.recordID)
                     """, logger: logger)
             }

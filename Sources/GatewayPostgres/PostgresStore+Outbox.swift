@@ -25,17 +25,17 @@ extension PostgresStore {
             UPDATE outbox o SET next_attempt_at = \(leaseEnd)
             FROM due JOIN outbox q ON q.id = due.id JOIN records r ON r.record_id = q.record_id
             WHERE o.id = due.id
-            RETURNING o.id, o.attempts, o.created_at, o.sending_since, r.body, due.due_at
+            RETURNING o.id, o.attempts, o.created_at, o.sending_since, r.body, r.raw, due.due_at
             """
         let rows = try await query(claim, logger: logger)
         var claimed: [(entry: OutboxEntry, dueAt: Double)] = []
-        for try await (id, attempts, createdAt, sendingSince, body, dueAt) in rows.decode(
-            (Int64, Int64, Double, Double?, String, Double).self)
+        for try await (id, attempts, createdAt, sendingSince, body, raw, dueAt) in rows.decode(
+            (Int64, Int64, Double, Double?, String, Data?, Double).self)
         {
             var entry: OutboxEntry
             do {
                 entry = OutboxEntry(
-                    id: id, record: try AttributionRecord(jsonData: Data(body.utf8)), attempts: Int(attempts),
+                    id: id, record: try Self.record(body: body, raw: raw), attempts: Int(attempts),
                     queuedAt: Self.date(createdAt))
                 entry.wasBeingSent = sendingSince != nil
             } catch {

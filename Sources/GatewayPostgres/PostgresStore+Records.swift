@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCompactRaw
 import GatewayCore
 import PostgresNIO
 
@@ -29,16 +30,17 @@ extension PostgresStore {
         var results: [IngestResult] = []
         for item in batch {
             let record = item.record
-            let body = record.encoded().text
-            let quarantinedBytes = record.isQuarantined ? body.utf8.count : nil
+            let (body, raw) = record.encoded().stored
+            let quarantinedBytes = record.isQuarantined ? Self.storedSize(body: body, raw: raw) : nil
             // Waits for a concurrent insert of the same key to end; if it committed, this one
             // is the duplicate and the next statement sees the original.
             let rows = try await connection.query(
                 """
                 WITH stored AS (
-                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body, quarantined_bytes)
+                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body, raw,
+                        quarantined_bytes)
                     VALUES (\(record.recordID), \(record.dedupeKey), \(record.provider), \(record.appID),
-                        \(seconds(record.receivedAt)), \(body), \(quarantinedBytes))
+                        \(seconds(record.receivedAt)), \(body), \(raw.map { Data($0) }), \(quarantinedBytes))
                     ON CONFLICT (dedupe_key) DO NOTHING RETURNING record_id
                 ), queued AS (
                     INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
@@ -71,9 +73,11 @@ extension PostgresStore {
     }
 
     public func record(id: String) async throws -> AttributionRecord? {
-        let body = try await Self.firstString(
-            query("SELECT body FROM records WHERE record_id = \(id)", logger: logger))
-        return try body.map { try AttributionRecord(jsonData: Data($0.utf8)) }
+        let rows = try await query("SELECT body, raw FROM records WHERE record_id = \(id)", logger: logger)
+        for try await (body, raw) in rows.decode((String, Data?).self) {
+            return try Self.record(body: body, raw: raw)
+        }
+        return nil
     }
 
     public func readableRecords(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
@@ -81,15 +85,15 @@ extension PostgresStore {
     {
         let rows = try await query(
             """
-            SELECT seq, record_id, body FROM records
+            SELECT seq, record_id, body, raw FROM records
             WHERE (\(filter.since.map(Self.seconds))::float8 IS NULL OR received_at >= \(filter.since.map(Self.seconds)))
                 AND (\(filter.provider)::text IS NULL OR provider = \(filter.provider)) AND seq > \(cursor)
             ORDER BY seq LIMIT \(Int64(limit))
             """, logger: logger)
         var records: [(recordID: String, record: AttributionRecord?)] = []
         var last = cursor
-        for try await (seq, id, body) in rows.decode((Int64, String, String).self) {
-            records.append((id, try? AttributionRecord(jsonData: Data(body.utf8))))
+        for try await (seq, id, body, raw) in rows.decode((Int64, String, String, Data?).self) {
+            records.append((id, try? Self.record(body: body, raw: raw)))
             last = seq
         }
         return (records, last)
@@ -116,13 +120,14 @@ extension PostgresStore {
             var replaced = 0
             for item in records {
                 let record = item.record
-                let body = record.encoded().text
-                let quarantinedBytes = record.isQuarantined ? body.utf8.count : nil
+                let (body, raw) = record.encoded().stored
+                let quarantinedBytes = record.isQuarantined ? Self.storedSize(body: body, raw: raw) : nil
                 let updated = try await Self.firstInt(
                     connection.query(
                         """
                         WITH updated AS (
-                            UPDATE records SET body = \(body), quarantined_bytes = \(quarantinedBytes)
+                            UPDATE records SET body = \(body), raw = \(raw.map { Data($0) }),
+                                quarantined_bytes = \(quarantinedBytes)
                             WHERE record_id = \(record.recordID) AND dedupe_key = \(record.dedupeKey)
                             RETURNING 1)
                         SELECT count(*) FROM updated
@@ -193,6 +198,16 @@ extension PostgresStore {
 
     /// Any 64-bit number no other application of the database uses for its own lock.
     static let quarantineLock: Int64 = 0x4154_5452_4757_0002
+
+    /// The record a row's `body` and `raw` hold.
+    static func record(body: String, raw: Data?) throws -> AttributionRecord {
+        try AttributionRecord(body: Data(body.utf8), compactRaw: raw.map { [UInt8]($0) })
+    }
+
+    /// What a quarantined record takes in the store, counted against its provider's cap.
+    static func storedSize(body: String, raw: [UInt8]?) -> Int {
+        body.utf8.count + (raw?.count ?? 0)
+    }
 
     static func firstString(_ rows: PostgresRowSequence) async throws -> String? {
         for try await value in rows.decode(String?.self) { return value }

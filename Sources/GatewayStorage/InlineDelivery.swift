@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GatewayCompactRaw
 import GatewayCore
 import Synchronization
 
@@ -52,10 +53,11 @@ struct InlineWrites: Sendable {
     }
 }
 
-/// A record ready to be written: its stored body and, per inline sink it is routed to,
-/// that sink's statement arguments.
+/// A record ready to be written: its stored body and raw payload and, per inline sink it
+/// is routed to, that sink's statement arguments.
 struct PreparedRecord: Sendable {
     let body: String
+    let raw: [UInt8]?
     let inline: [String: StatementArguments]
 }
 
@@ -144,7 +146,8 @@ extension SQLiteStore {
                     arguments[sink] = try? delivery.arguments(item.record, encoded)
                 }
             }
-            return PreparedRecord(body: encoded.text, inline: arguments)
+            let stored = encoded.stored
+            return PreparedRecord(body: stored.body, raw: stored.raw, inline: arguments)
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GatewayCompactRaw
 import GatewayCore
 
 extension SQLiteStore {
@@ -16,10 +17,10 @@ extension SQLiteStore {
             for _ in 0..<ForgetSweep.maxRounds {
                 let ids = sweep.searchIDs
                 // Every record of the app is read: the ids live in the bodies, with no index.
-                let bodies = try String.fetchAll(
+                let rows = try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT body FROM records WHERE app_id = ? AND provider <> 'forget' AND json_valid(body) AND (
+                        SELECT body, raw FROM records WHERE app_id = ? AND provider <> 'forget' AND json_valid(body) AND (
                             json_extract(body, '$.app_user_id') IN (SELECT value FROM json_each(?))
                             OR json_extract(body, '$.idfv') IN (SELECT value FROM json_each(?))
                             OR json_extract(body, '$.idfa') IN (SELECT value FROM json_each(?)))
@@ -29,16 +30,17 @@ extension SQLiteStore {
                         Self.jsonArray(ids.idfas),
                     ])
                 var found = false
-                for body in bodies {
-                    guard let record = try? AttributionRecord(jsonData: Data(body.utf8)) else { continue }
+                for row in rows {
+                    guard let record = try? Self.record(of: row) else { continue }
                     found = sweep.add(record) || found
                 }
                 if !found { break }
             }
             for record in sweep.reduced() {
+                let stored = record.encoded().stored
                 try db.executeCached(
-                    "UPDATE records SET body = ?, dedupe_key = ? WHERE record_id = ?",
-                    [record.encoded().text, record.dedupeKey, record.recordID])
+                    "UPDATE records SET body = ?, raw = ?, dedupe_key = ? WHERE record_id = ?",
+                    [stored.body, stored.raw.map { Data($0) }, record.dedupeKey, record.recordID])
             }
             // Tokens of the user's still waiting for Apple would become records of theirs; the
             // ASA SDK user a token belongs to goes with it.

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GatewayCompactRaw
 import GatewayCore
 
 /// Pending work: accepted payloads whose records wait for an outside answer.
@@ -171,15 +172,16 @@ extension SQLiteStore {
         guard !records.isEmpty else { return 0 }
         // Late versions go through the outbox even for inline sinks: the row to replace may
         // be in flight with its worker right now.
-        let bodies = records.map { $0.record.encoded().text }
+        let stored = records.map { $0.record.encoded().stored }
         return try await pool.write { db in
             var replaced = 0
-            for (item, body) in zip(records, bodies) {
+            for (item, stored) in zip(records, stored) {
                 try db.executeCached(
-                    "UPDATE records SET body = ?, quarantined_bytes = ? WHERE record_id = ? AND dedupe_key = ?",
+                    "UPDATE records SET body = ?, raw = ?, quarantined_bytes = ? WHERE record_id = ? AND dedupe_key = ?",
                     [
-                        body, item.record.isQuarantined ? body.utf8.count : nil, item.record.recordID,
-                        item.record.dedupeKey,
+                        stored.body, stored.raw.map { Data($0) },
+                        item.record.isQuarantined ? Self.storedSize(body: stored.body, raw: stored.raw) : nil,
+                        item.record.recordID, item.record.dedupeKey,
                     ])
                 guard db.changesCount > 0 else { continue }
                 replaced += 1

@@ -7,25 +7,35 @@ extension SQLiteStore {
         -> (dropped: Int, cursor: RetentionCursor?)
     {
         // Bodies without a raw payload stay in the database: only the page's place is read.
-        let page = try await pool.read { db in
+        // A payload kept apart (the `raw` column) goes without reading the body at all; one
+        // inside the body (a record written before the column) goes by rewriting it.
+        let rows = try await pool.read { db in
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT seq, received_at, CASE WHEN instr(body, '"raw":') > 0 THEN body END AS body FROM records
+                    SELECT seq, received_at, raw IS NOT NULL AS apart,
+                        CASE WHEN instr(body, '"raw":') > 0 THEN body END AS body FROM records
                     WHERE (received_at, seq) > (?, ?) AND received_at < ? ORDER BY received_at, seq LIMIT ?
                     """,
-                arguments: [cursor.receivedAt, cursor.seq, before.timeIntervalSince1970, limit]
-            ).map { (seq: $0["seq"] as Int64, receivedAt: $0["received_at"] as Double, body: $0["body"] as String?) }
+                arguments: [cursor.receivedAt, cursor.seq, before.timeIntervalSince1970, limit])
         }
+        let page = rows.map {
+            (seq: $0["seq"] as Int64, receivedAt: $0["received_at"] as Double, body: $0["body"] as String?)
+        }
+        let apart = rows.filter { $0["apart"] as Bool }.map { $0["seq"] as Int64 }
         let removal = RawPayloadRemoval(page: page)
         guard let next = removal.next else { return (0, nil) }
         let changes = removal.changes
-        guard !changes.isEmpty else { return (0, next) }
+        guard !changes.isEmpty || !apart.isEmpty else { return (0, next) }
         let dropped = try await pool.write { db in
             var dropped = 0
             for change in changes {
                 try db.executeCached(
                     "UPDATE records SET body = ? WHERE seq = ? AND body = ?", [change.new, change.seq, change.old])
+                dropped += db.changesCount
+            }
+            for seq in apart {
+                try db.executeCached("UPDATE records SET raw = NULL WHERE seq = ? AND raw IS NOT NULL", [seq])
                 dropped += db.changesCount
             }
             return dropped

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCompactRaw
 import GatewayCore
 import GRDB
 
@@ -154,12 +155,13 @@ public final class SQLiteStore: AttributionStore {
             let record = item.record
             try db.executeCached(
                 """
-                INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body, quarantined_bytes)
-                VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(dedupe_key) DO NOTHING
+                INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body, raw, quarantined_bytes)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(dedupe_key) DO NOTHING
                 """,
                 [
                     record.recordID, record.dedupeKey, record.provider, record.appID,
-                    record.receivedAt.timeIntervalSince1970, body, record.isQuarantined ? body.utf8.count : nil,
+                    record.receivedAt.timeIntervalSince1970, body, prepared.raw.map { Data($0) },
+                    record.isQuarantined ? Self.storedSize(body: body, raw: prepared.raw) : nil,
                 ])
             if db.changesCount == 0 {
                 let original = try String.fetchOne(
@@ -243,7 +245,7 @@ public final class SQLiteStore: AttributionStore {
             for row in try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT o.id, o.attempts, o.created_at, o.sending_since, r.body
+                        SELECT o.id, o.attempts, o.created_at, o.sending_since, r.body, r.raw
                         FROM outbox o JOIN records r ON r.record_id = o.record_id
                         WHERE o.sink = ? AND o.next_attempt_at <= ? \(laneOrdered ? "AND NOT \(Self.behindItsLane)" : "")
                         ORDER BY o.next_attempt_at, o.id LIMIT ?
@@ -252,7 +254,7 @@ public final class SQLiteStore: AttributionStore {
             {
                 do {
                     var entry = OutboxEntry(
-                        id: row["id"], record: try AttributionRecord(jsonData: try Self.body(of: row)),
+                        id: row["id"], record: try Self.record(of: row),
                         attempts: row["attempts"], queuedAt: Date(timeIntervalSince1970: row["created_at"]))
                     entry.wasBeingSent = (row["sending_since"] as Double?) != nil
                     entries.append(entry)
@@ -423,8 +425,8 @@ public final class SQLiteStore: AttributionStore {
     public func readableRecords(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
         -> (records: [(recordID: String, record: AttributionRecord?)], cursor: Int64)
     {
-        try await page(of: "record_id, body", matching: filter, after: cursor, limit: limit) { row in
-            (recordID: row["record_id"], record: try? AttributionRecord(jsonData: try Self.body(of: row)))
+        try await page(of: "record_id, body, raw", matching: filter, after: cursor, limit: limit) { row in
+            (recordID: row["record_id"], record: try? Self.record(of: row))
         }
     }
 
@@ -443,6 +445,17 @@ public final class SQLiteStore: AttributionStore {
         case .null: throw UnreadableBody(description: "the stored body is NULL")
         case .int64, .double: throw UnreadableBody(description: "the stored body is a number")
         }
+    }
+
+    /// The record a row's `body` and `raw` hold.
+    static func record(of row: Row) throws -> AttributionRecord {
+        let raw: Data? = row["raw"]
+        return try AttributionRecord(body: try body(of: row), compactRaw: raw.map { [UInt8]($0) })
+    }
+
+    /// What a quarantined record takes in the store, counted against its provider's cap.
+    static func storedSize(body: String, raw: [UInt8]?) -> Int {
+        body.utf8.count + (raw?.count ?? 0)
     }
 
     /// One page of `column` from the records matching `filter`, in storage order after
@@ -536,12 +549,11 @@ public final class SQLiteStore: AttributionStore {
 
     /// The stored record with this id.
     public func record(id: String) async throws -> AttributionRecord? {
-        let body = try await pool.read { db in
+        try await pool.read { db in
             try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT body FROM records WHERE record_id = ?"), arguments: [id]
-            ).map(Self.body(of:))
+                db.cachedStatement(sql: "SELECT body, raw FROM records WHERE record_id = ?"), arguments: [id]
+            ).map(Self.record(of:))
         }
-        return try body.map { try AttributionRecord(jsonData: $0) }
     }
 
     /// `values` as one bound JSON array, read with `json_each`: one statement for any number

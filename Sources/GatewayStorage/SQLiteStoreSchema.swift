@@ -177,6 +177,12 @@ enum SQLiteStoreSchema {
                     );
                     """)
         }
+        migrator.registerMigration("store-v12-compact-raw") { db in
+            // A record's raw payload, compressed (`CompactRaw`), apart from its body; NULL
+            // when the body still holds it (written earlier) or it was removed. The body
+            // stays the record's fields as JSON text.
+            try db.execute(sql: "ALTER TABLE records ADD COLUMN raw BLOB")
+        }
         return migrator
     }
 

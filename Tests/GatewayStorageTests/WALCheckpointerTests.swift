@@ -13,10 +13,10 @@ import GatewayStorage
         var record = AttributionRecord(
             provider: "iad", kind: .install, dedupeKey: "key-\(index)",
             receivedAt: Date(timeIntervalSince1970: 1_700_000_000))
-        // About 2 KB, like a stored iAd record with its payload.
-        record.raw = .object([
-            "padding": .string(String(repeating: "x", count: 2_000)), "index": .integer(Int64(index)),
-        ])
+        // About 2 KB stored, like an iAd record with its payload: random bytes, since the
+        // store compresses raw payloads.
+        let noise = Data((0..<2_000).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        record.raw = .object(["padding": .string(noise), "index": .integer(Int64(index))])
         return RoutedRecord(record: record, sinks: ["local"])
     }
 

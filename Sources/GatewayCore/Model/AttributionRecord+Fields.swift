@@ -119,6 +119,21 @@ public struct EncodedRecord: Sendable {
     public func jsonText(of name: String) -> String? {
         embedded.first { $0.name == name }.map { String(decoding: json[$0.range], as: UTF8.self) }
     }
+
+    /// The record's JSON without the JSON-valued field `name`, and that field's JSON text
+    /// (nil when the record has no value for it), cut from the text already written rather
+    /// than encoded again. A field first in the record, which no JSON-valued field is, is
+    /// left in place.
+    public func splitting(_ name: String) -> (json: [UInt8], field: ArraySlice<UInt8>?) {
+        let prefix = Array(",\"\(name)\":".utf8)
+        guard let range = embedded.first(where: { $0.name == name })?.range,
+            range.lowerBound >= prefix.count,
+            json[(range.lowerBound - prefix.count)..<range.lowerBound].elementsEqual(prefix)
+        else { return (json, nil) }
+        var rest = Array(json[..<(range.lowerBound - prefix.count)])
+        rest.append(contentsOf: json[range.upperBound...])
+        return (rest, json[range])
+    }
 }
 
 /// Writes JSON text byte by byte: strings escaped as JSONEncoder escapes them (quote,

@@ -1,0 +1,98 @@
+import Foundation
+import GRDB
+import GatewayCompactRaw
+import GatewayCore
+import GatewayStorage
+import Testing
+
+/// A record's raw payload is stored apart from its body, compressed, and comes back as it
+/// was; rows written before that (the payload inside the body) are still read, and lose
+/// their payload to retention as the new ones do.
+@Suite struct CompactRawTests {
+    static let iadPayload = #"""
+        {"Version3.1":{"iad-adgroup-id":"542317100","iad-adgroup-name":"Exact","iad-attribution":"true",\#
+        "iad-campaign-id":"542370541","iad-campaign-name":"US Search","iad-click-date":"2025-01-01T00:40:00Z",\#
+        "iad-conversion-date":"2025-01-01T00:40:00Z","iad-conversion-type":"Download",\#
+        "iad-country-or-region":"US","iad-keyword":"keyword 48","iad-keyword-id":"87000048",\#
+        "iad-keyword-matchtype":"Exact","iad-org-id":"40669820","iad-org-name":"Mindful Apps Inc."},\#
+        "app_id":"1234567890","app_user_id":"e2a214e8-bbe9-4675-9d52-490575ffc53d"}
+        """#
+
+    @Test func aPayloadComesBackAsItWasAndSmaller() throws {
+        for text in [Self.iadPayload, "{}", #"{"a":"\#(String(repeating: "é\u{0}x", count: 50_000))"}"#] {
+            let packed = CompactRaw.pack(Array(text.utf8))
+            #expect(try CompactRaw.unpackText(packed) == Array(text.utf8))
+        }
+        // The keys every iAd payload repeats are in the dictionary.
+        #expect(CompactRaw.pack(Array(Self.iadPayload.utf8)).count * 3 < Self.iadPayload.utf8.count)
+    }
+
+    @Test func aValueThisVersionCannotReadIsAnErrorNotACrash() throws {
+        let packed = CompactRaw.pack(Array(Self.iadPayload.utf8))
+        #expect(throws: CompactRaw.Unreadable.self) { try CompactRaw.unpackText([UInt8]()) }
+        #expect(throws: CompactRaw.Unreadable.self) { try CompactRaw.unpackText([9] + packed.dropFirst()) }
+        #expect(throws: CompactRaw.Unreadable.self) { try CompactRaw.unpackText(packed.prefix(packed.count / 2)) }
+    }
+
+    func temporaryPath() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("compact-\(UUID()).sqlite").path
+    }
+
+    func remove(_ path: String) {
+        for suffix in ["", "-wal", "-shm", "-serve.lock"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+
+    /// An iAd install received at `seconds` with its payload.
+    func install(at seconds: TimeInterval) throws -> AttributionRecord {
+        var record = StoreConformanceTests.install("u1", at: Date(timeIntervalSince1970: seconds))
+        record.raw = try JSONValue.parse(Data(Self.iadPayload.utf8))
+        return record
+    }
+
+    @Test func theBodyHoldsTheFieldsAndTheRawColumnThePayload() async throws {
+        let path = temporaryPath()
+        defer { remove(path) }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        let record = try install(at: 1_800_000_000)
+        _ = try await store.ingest([RoutedRecord(record: record, sinks: ["a"])])
+
+        let row = try #require(
+            try await DatabaseQueue(path: path).read { db in
+                try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT json_extract(body, '$.raw') AS inside, json_extract(body, '$.keyword') AS keyword, raw
+                        FROM records
+                        """)
+            })
+        #expect(row["inside"] as String? == nil)
+        #expect(row["keyword"] as String? == "meditation")
+        #expect((row["raw"] as Data?).map { $0.count < Self.iadPayload.utf8.count / 3 } == true)
+        #expect(try await store.record(id: record.recordID) == record)
+        let due = try await store.dueEntries(sink: "a", now: .distantFuture, limit: 10)
+        #expect(due.map(\.record) == [record])
+    }
+
+    @Test func aRowWithItsPayloadInsideTheBodyIsReadAndLosesItToRetention() async throws {
+        let path = temporaryPath()
+        defer { remove(path) }
+        let store = try SQLiteStore(path: path, durability: .normal)
+        let record = try install(at: 1_000)
+        // As a store written before the payload moved out of the body holds it.
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
+                    VALUES (?, ?, 'iad', '1', 1000, ?)
+                    """,
+                arguments: [record.recordID, record.dedupeKey, record.encoded().text])
+        }
+        #expect(try await store.record(id: record.recordID) == record)
+        let dropped = try await store.dropRawPayloads(
+            receivedBefore: Date(timeIntervalSince1970: 2_000), after: .start, limit: 10)
+        #expect(dropped.dropped == 1)
+        var expected = record
+        expected.raw = nil
+        #expect(try await store.record(id: record.recordID) == expected)
+    }
+}
