@@ -41,7 +41,7 @@ struct ImportPayloads: AsyncParsableCommand {
         let configuration = try loadConfiguration(config)
         let defaults = try makeProvider(named: provider)
         guard var reader = try? LineReader(path: file),
-            let size = (try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int
+            let size = fileSize(file)
         else {
             printError("cannot read \(file)")
             throw ExitCode(2)

@@ -28,7 +28,7 @@ struct ImportSpend: AsyncParsableCommand {
     func run() async throws {
         let configuration = try loadConfiguration(config, enrichers: false)
         guard var lines = try? LineReader(path: file),
-            let size = (try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int
+            let size = fileSize(file)
         else {
             printError("cannot read \(file)")
             throw ExitCode(2)

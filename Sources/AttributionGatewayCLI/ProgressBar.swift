@@ -21,6 +21,8 @@ struct ProgressBar {
     }
 
     mutating func advance(to done: Int) {
+        // Never past the ends: a total that was only an estimate must not stop the work.
+        let done = min(max(done, 0), total)
         let percent = done * 100 / total
         let step = interactive ? 1 : 10
         guard percent / step != shownPercent / step || shownPercent < 0 else { return }

@@ -33,6 +33,21 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
     }
 
+    @Test func importReadsAFileThroughASymbolicLink() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try writeConfig(env)
+        let file = env.directory.appendingPathComponent("history.jsonl").path
+        try (1...50).map { IAdPayloads.attributed(user: "l\($0)").replacingOccurrences(of: "\n", with: "") }
+            .joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let link = env.directory.appendingPathComponent("link.jsonl").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: file)
+        let result = try cli.run(["import", "--provider", "iad", "--config", config, link])
+        #expect(result.status == 0, "\(result.stderr)")
+        let store = try SQLiteStore(path: env.databasePath, durability: .normal)
+        #expect(try await store.countRecords(matching: .init()) == 50)
+    }
+
     @Test func replayQueuesTheStoredRecordsRoutedToOneSinkOnce() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
