@@ -9,8 +9,10 @@ extension SQLiteStore {
         // Bodies without a raw payload stay in the database: only the page's place is read.
         // A payload kept apart (the `raw` column) goes without reading the body at all; one
         // inside the body (a record written before the column) goes by rewriting it.
-        let rows = try await pool.read { db in
-            try Row.fetchAll(
+        // Read into values inside the closure: rows are not Sendable, and handing them out
+        // of it picked GRDB's blocking `read` on this task's thread.
+        let (page, apart) = try await pool.read { db in
+            let rows = try Row.fetchAll(
                 db,
                 sql: """
                     SELECT seq, received_at, raw IS NOT NULL AS apart,
@@ -18,11 +20,11 @@ extension SQLiteStore {
                     WHERE (received_at, seq) > (?, ?) AND received_at < ? ORDER BY received_at, seq LIMIT ?
                     """,
                 arguments: [cursor.receivedAt, cursor.seq, before.timeIntervalSince1970, limit])
+            let page = rows.map {
+                (seq: $0["seq"] as Int64, receivedAt: $0["received_at"] as Double, body: $0["body"] as String?)
+            }
+            return (page, rows.filter { $0["apart"] as Bool }.map { $0["seq"] as Int64 })
         }
-        let page = rows.map {
-            (seq: $0["seq"] as Int64, receivedAt: $0["received_at"] as Double, body: $0["body"] as String?)
-        }
-        let apart = rows.filter { $0["apart"] as Bool }.map { $0["seq"] as Int64 }
         let removal = RawPayloadRemoval(page: page)
         guard let next = removal.next else { return (0, nil) }
         let changes = removal.changes

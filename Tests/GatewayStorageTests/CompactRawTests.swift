@@ -57,7 +57,7 @@ import Testing
         _ = try await store.ingest([RoutedRecord(record: record, sinks: ["a"])])
 
         let row = try #require(
-            try await DatabaseQueue(path: path).read { db in
+            try DatabaseQueue(path: path).read { db in
                 try Row.fetchOne(
                     db,
                     sql: """
