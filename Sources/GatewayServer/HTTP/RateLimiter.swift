@@ -35,9 +35,19 @@ final class RateLimiter: Sendable {
     func waiting(for caller: String, now: ContinuousClock.Instant = .now) -> Duration? {
         buckets.withLock { state in
             guard let bucket = state.byCaller[caller] else { return nil }
-            let tokens = min(burst, bucket.tokens + (now - bucket.updated) / .seconds(1) * rate)
-            return tokens >= 1 ? nil : .milliseconds(Int64(((1 - tokens) / rate * 1000).rounded(.up)))
+            let tokens = refilled(bucket, now: now)
+            return tokens >= 1 ? nil : delay(tokens)
         }
+    }
+
+    /// A bucket's tokens at `now`: what it held, plus `rate` a second since, up to `burst`.
+    private func refilled(_ bucket: Bucket, now: ContinuousClock.Instant) -> Double {
+        min(burst, bucket.tokens + (now - bucket.updated) / .seconds(1) * rate)
+    }
+
+    /// How long until a bucket holding `tokens` (fewer than one) holds one.
+    private func delay(_ tokens: Double) -> Duration {
+        .milliseconds(Int64(((1 - tokens) / rate * 1000).rounded(.up)))
     }
 
     /// Nil when `caller` may go on; otherwise how long until it may.
@@ -51,14 +61,14 @@ final class RateLimiter: Sendable {
                 state.sweepAt = max(state.sweepAt, state.byCaller.count * 2)
             }
             var bucket = state.byCaller[caller] ?? Bucket(tokens: burst, updated: now)
-            bucket.tokens = min(burst, bucket.tokens + (now - bucket.updated) / .seconds(1) * rate)
+            bucket.tokens = refilled(bucket, now: now)
             bucket.updated = now
             defer { state.byCaller[caller] = bucket }
             if bucket.tokens >= 1 {
                 bucket.tokens -= 1
                 return nil
             }
-            return .milliseconds(Int64(((1 - bucket.tokens) / rate * 1000).rounded(.up)))
+            return delay(bucket.tokens)
         }
     }
 }
