@@ -48,9 +48,11 @@ final class OperatorKeyGuesses: Sendable {
     func admit(_ request: Request, context: GatewayRequestContext, _ operators: OperatorKeys) throws -> Response? {
         guard operators.isConfigured else { throw OperatorKeys.notConfigured }
         if let refused = try refusal(request, context: context) { return refused }
-        guard operators.bearer(request.headers) != nil else {
+        do {
+            try operators.admit(request.headers)
+        } catch {
             if request.headers[.authorization] != nil { failed(request, context: context) }
-            throw OperatorKeys.unauthorized
+            throw error
         }
         return nil
     }

@@ -18,15 +18,17 @@ extension GatewayHTTP {
 
         router.getAndHead("/dashboard") { request, context -> Response in
             guard operators.isConfigured else { throw OperatorKeys.notConfigured }
+            // A browser's session, else an operator key as bearer; a client guessing keys
+            // is refused before its key is looked at.
             if !Dashboard.hasSession(request, operators) {
-                let form = OperatorKeyGuesses.Shown.loginForm(next: Dashboard.next(request))
-                if let refused = try guesses.refusal(request, context: context, as: form) { return refused }
-                if request.headers[.authorization] != nil, operators.bearer(request.headers) == nil {
-                    guesses.failed(request, context: context)
+                let next = Dashboard.next(request)
+                if let refused = try guesses.refusal(request, context: context, as: .loginForm(next: next)) {
+                    return refused
                 }
-            }
-            guard Dashboard.isSignedIn(request, operators) else {
-                return Dashboard.html(.unauthorized, DashboardPage.login(next: Dashboard.next(request)))
+                guard operators.bearer(request.headers) != nil else {
+                    if request.headers[.authorization] != nil { guesses.failed(request, context: context) }
+                    return Dashboard.html(.unauthorized, DashboardPage.login(next: next))
+                }
             }
             let parameters = try ReportParameters(request, allowed: DashboardView.parameters)
             let view = try DashboardView(parameters)
@@ -106,10 +108,6 @@ enum Dashboard {
     /// script reads it; `SameSite=Strict`: no other site's page sends it along.
     static func cookie(_ value: String, maxAge: Int) -> String {
         "\(cookieName)=\(value); Path=/dashboard; Max-Age=\(maxAge); Secure; HttpOnly; SameSite=Strict"
-    }
-
-    static func isSignedIn(_ request: Request, _ operators: OperatorKeys) -> Bool {
-        operators.bearer(request.headers) != nil || hasSession(request, operators)
     }
 
     /// A session cookie the login form set, still good.
