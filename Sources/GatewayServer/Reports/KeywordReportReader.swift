@@ -104,13 +104,9 @@ public enum KeywordReportReader {
         var kinds: Set<RecordKind> = [.install, .reinstall, .purchase, .refund]
         if postbacks != nil { kinds.insert(.postback) }
         let total = try await store.countRecords(matching: ReplayFilter())
-        var cursor: Int64 = 0
         var read = 0
-        while true {
-            let page = try await store.reportRecords(appID: query.appID, kinds: kinds, after: cursor, limit: 5000)
-            if page.scanned == 0 { break }
+        try await forEachReportPage(store, appID: query.appID, kinds: kinds) { page in
             for record in page.records { add(record) }
-            cursor = page.cursor
             read += page.scanned
             progress(min(read, total), total)
         }
@@ -133,14 +129,23 @@ public enum KeywordReportReader {
         async throws -> SKANReport
     {
         var report = report
-        var cursor: Int64 = 0
-        while true {
-            let page = try await store.reportRecords(appID: appID, kinds: [.postback], after: cursor, limit: 5000)
-            if page.scanned == 0 { break }
+        try await forEachReportPage(store, appID: appID, kinds: [.postback]) { page in
             for record in page.records { report.add(record) }
-            cursor = page.cursor
         }
         return report
+    }
+
+    /// Reads the store's records of `kinds` (of `appID`, when given) page by page, in storage order.
+    static func forEachReportPage(
+        _ store: any AttributionStore, appID: String?, kinds: Set<RecordKind>, _ body: (ReportPage) -> Void
+    ) async throws {
+        var cursor: Int64 = 0
+        while true {
+            let page = try await store.reportRecords(appID: appID, kinds: kinds, after: cursor, limit: 5000)
+            if page.scanned == 0 { return }
+            body(page)
+            cursor = page.cursor
+        }
     }
 
     /// The days whose spend a report counts, `YYYY-MM-DD`, `until` exclusive: those whose
