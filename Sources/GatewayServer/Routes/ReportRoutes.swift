@@ -26,8 +26,7 @@ extension GatewayHTTP {
             if let refused = try guesses.admit(request, context: context, operators) { return refused }
             let query = try ReportParameters(request, allowed: ReportParameters.report).query()
             let days = DailySeries(since: query.purchasesSince, until: query.purchasesUntil)
-            let daily = try await reports.report(query, days: days).daily ?? days
-            return try Self.json(DailyReportJSON(daily))
+            return try Self.json(DailyReportJSON(try await reports.daily(query, days)))
         }
         router.getAndHead("/v1/reports/postbacks") { request, context -> Response in
             if let refused = try guesses.admit(request, context: context, operators) { return refused }
@@ -61,6 +60,14 @@ struct Reports: Sendable {
 
     func rows(_ query: KeywordReportQuery) async throws -> [KeywordReport.Row] {
         try await report(query, days: nil).rows
+    }
+
+    /// `days` counted as the report counts them, behind the same gate: without the lines'
+    /// names and spend, which the days do not show.
+    func daily(_ query: KeywordReportQuery, _ days: DailySeries) async throws -> DailySeries {
+        try await gate.run { [store] in
+            try await KeywordReportReader.report(from: store, query, days: days, names: { _ in [:] }).daily ?? days
+        }
     }
 
     /// `report` with the postbacks of `appID` added, behind the same gate as the reports.
