@@ -115,13 +115,7 @@ public final class MixpanelSink: AttributionSink {
 
     /// The user ids Mixpanel may know the user by, placeholders left out.
     func distinctIDs(_ request: ForgetRequest) -> [String] {
-        request.identifiers.appUserIDs.compactMap { id in
-            let trimmed = id.trimmingCharacters(in: .whitespaces)
-            guard !trimmed.isEmpty, !MixpanelProfileMapping.placeholderIDs.contains(trimmed.lowercased()) else {
-                return nil
-            }
-            return trimmed
-        }
+        request.identifiers.appUserIDs.filter(UserIDs.isReal).map { $0.trimmingCharacters(in: .whitespaces) }
     }
 
     var gdprToken: String? { options.gdprToken }
@@ -132,13 +126,9 @@ public final class MixpanelSink: AttributionSink {
 
     /// `$delete` for each of the user's profiles.
     func forgetProfiles(_ request: ForgetRequest) async throws -> ForgetOutcome {
-        let deletions: [JSONValue] = request.identifiers.appUserIDs.compactMap { id in
-            let trimmed = id.trimmingCharacters(in: .whitespaces)
-            guard !trimmed.isEmpty, !MixpanelProfileMapping.placeholderIDs.contains(trimmed.lowercased()) else {
-                return nil
-            }
-            return .object([
-                "$token": .string(options.token), "$distinct_id": .string(trimmed), "$delete": .null,
+        let deletions: [JSONValue] = distinctIDs(request).map { id in
+            .object([
+                "$token": .string(options.token), "$distinct_id": .string(id), "$delete": .null,
                 "$ignore_alias": .bool(false),
             ])
         }
