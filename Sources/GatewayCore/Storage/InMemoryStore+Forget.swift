@@ -29,12 +29,10 @@ extension InMemoryStore {
             }
             // Tokens of the user's still waiting for Apple would become records of theirs; the
             // ASA SDK user a token belongs to goes with it.
-            var waiting: Set<Text> = []
-            for (key, row) in state.pending where row.appID == subject.appID && sweep.matchesPending(state: row.state) {
-                state.pending[key] = nil
-                state.pendingByKey[Text(row.dedupeKey)] = nil
-                waiting.insert(key)
-            }
+            let waiting = Set(
+                state.pending.filter { $0.value.appID == subject.appID && sweep.matchesPending(state: $0.value.state) }
+                    .keys)
+            for key in waiting { state.removePending(recordID: key) }
             state.forgetSDKUsers(attributedTo: Set(sweep.matched.map { Text($0.recordID) }).union(waiting))
             // With no sink to ask, the request is done with the store's part.
             let done = sinks.isEmpty
