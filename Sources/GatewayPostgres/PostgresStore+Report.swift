@@ -60,11 +60,11 @@ extension PostgresStore {
     {
         let rows = try await query(
             """
-            SELECT app_id, body FROM records
+            SELECT body FROM records
             WHERE seq > \(cursor) AND seq <= \(last) AND (\(appID)::text IS NULL OR app_id = \(appID)) ORDER BY seq
             """, logger: logger)
         var records: [AttributionRecord] = []
-        for try await (_, body) in rows.decode((String?, String).self) {
+        for try await body in rows.decode(String.self) {
             guard let record = try? AttributionRecord(jsonData: Data(body.utf8)), kinds.contains(record.kind) else {
                 continue
             }

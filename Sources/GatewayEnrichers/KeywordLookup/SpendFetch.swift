@@ -52,7 +52,6 @@ extension AppleAdsPlatformV1: AppleAdsSpendSource {
         for account in try await adAccounts(orgID: orgID) {
             var entries: [SpendEntry] = []
             var offset = 0
-            var answered = false
             for _ in 0..<AppleAdsHTTP.maxReportPages {
                 let query: [String: Any] = [
                     "timeRange": ["start": from, "end": to, "timeZone": "UTC", "granularity": "DAILY"],
@@ -68,7 +67,6 @@ extension AppleAdsPlatformV1: AppleAdsSpendSource {
                 if let failure = AppleAdsHTTP.reportError(json, at: path) { throw failure }
                 guard let result = json["result"] as? [String: Any], let rows = result["rows"] as? [[String: Any]]
                 else { throw AppleAdsHTTP.Failure(description: "\(path): an answer without result.rows") }
-                answered = true
                 for row in rows {
                     let metadata = row["metadata"] as? [String: Any] ?? [:]
                     guard let keyword = Self.int(metadata["id"]) else { continue }
@@ -86,7 +84,7 @@ extension AppleAdsPlatformV1: AppleAdsSpendSource {
                 let total = ((json["pagination"] as? [String: Any])?["totalCount"]).flatMap(Self.int)
                 if rows.isEmpty || total.map({ offset >= $0 }) ?? (rows.count < 1000) { break }
             }
-            if answered && !entries.isEmpty { return entries }
+            if !entries.isEmpty { return entries }
         }
         return []
     }

@@ -54,7 +54,6 @@ public struct SpendCSVReader: Sendable {
     public private(set) var badRows: [BadRow] = []
     /// Rows past the first thousand bad ones are counted, not kept.
     public private(set) var badRowCount = 0
-    public private(set) var rowsRead = 0
 
     public init() {}
 
@@ -136,7 +135,6 @@ public struct SpendCSVReader: Sendable {
         {
             return
         }
-        rowsRead += 1
         func id(_ column: String, required: Bool) -> Int64?? {
             guard let text = cell(column) else {
                 if required { bad(line, column, "is empty") }
