@@ -146,6 +146,14 @@ extension AttributionRecord {
     }
 }
 
+extension CompactRaw {
+    /// What a record stored as `body` and `raw` takes in the store: a quarantined one's is
+    /// counted against its provider's cap, the same on every backend.
+    public static func storedSize(body: String, raw: [UInt8]?) -> Int {
+        body.utf8.count + (raw?.count ?? 0)
+    }
+}
+
 extension EncodedRecord {
     /// The body to store (the record's JSON without `raw`) and its payload as a
     /// ``CompactRaw`` value, nil for a record without one.

@@ -31,7 +31,7 @@ extension PostgresStore {
         for item in batch {
             let record = item.record
             let (body, raw) = record.encoded().stored
-            let quarantinedBytes = record.isQuarantined ? Self.storedSize(body: body, raw: raw) : nil
+            let quarantinedBytes = record.isQuarantined ? CompactRaw.storedSize(body: body, raw: raw) : nil
             // Waits for a concurrent insert of the same key to end; if it committed, this one
             // is the duplicate and the next statement sees the original.
             let rows = try await connection.query(
@@ -121,7 +121,7 @@ extension PostgresStore {
             for item in records {
                 let record = item.record
                 let (body, raw) = record.encoded().stored
-                let quarantinedBytes = record.isQuarantined ? Self.storedSize(body: body, raw: raw) : nil
+                let quarantinedBytes = record.isQuarantined ? CompactRaw.storedSize(body: body, raw: raw) : nil
                 let updated = try await Self.firstInt(
                     connection.query(
                         """
@@ -202,11 +202,6 @@ extension PostgresStore {
     /// The record a row's `body` and `raw` hold.
     static func record(body: String, raw: Data?) throws -> AttributionRecord {
         try AttributionRecord(body: Data(body.utf8), compactRaw: raw.map { [UInt8]($0) })
-    }
-
-    /// What a quarantined record takes in the store, counted against its provider's cap.
-    static func storedSize(body: String, raw: [UInt8]?) -> Int {
-        body.utf8.count + (raw?.count ?? 0)
     }
 
     static func firstString(_ rows: PostgresRowSequence) async throws -> String? {

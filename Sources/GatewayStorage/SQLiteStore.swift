@@ -161,7 +161,7 @@ public final class SQLiteStore: AttributionStore {
                 [
                     record.recordID, record.dedupeKey, record.provider, record.appID,
                     record.receivedAt.timeIntervalSince1970, body, prepared.raw.map { Data($0) },
-                    record.isQuarantined ? Self.storedSize(body: body, raw: prepared.raw) : nil,
+                    record.isQuarantined ? CompactRaw.storedSize(body: body, raw: prepared.raw) : nil,
                 ])
             if db.changesCount == 0 {
                 let original = try String.fetchOne(
@@ -451,11 +451,6 @@ public final class SQLiteStore: AttributionStore {
     static func record(of row: Row) throws -> AttributionRecord {
         let raw: Data? = row["raw"]
         return try AttributionRecord(body: try body(of: row), compactRaw: raw.map { [UInt8]($0) })
-    }
-
-    /// What a quarantined record takes in the store, counted against its provider's cap.
-    static func storedSize(body: String, raw: [UInt8]?) -> Int {
-        body.utf8.count + (raw?.count ?? 0)
     }
 
     /// One page of `column` from the records matching `filter`, in storage order after
