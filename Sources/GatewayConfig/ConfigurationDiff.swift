@@ -40,11 +40,12 @@ public struct ConfigurationDiff: Sendable {
         from old: GatewayConfiguration, to new: GatewayConfiguration,
         providerSwapsLive: (String) -> Bool = { _ in true }, enricherSwapsLive: (String) -> Bool = { _ in true }
     ) {
+        // Asked once per provider: answering builds the provider, old and new.
+        let held = Self.providersHeld(old, new, live: providerSwapsLive)
         let providers = Self.plugins(
             .providers, "provider", old.providers.map { ($0.typeName, $0.typeName) },
             new.providers.map { ($0.typeName, $0.typeName) }, old, new,
-            live: { name, change in change == .changed && providerSwapsLive(name) })
-        let held = Self.providersHeld(old, new, live: providerSwapsLive)
+            live: { name, change in change == .changed && !held.contains(name) })
         changes =
             Self.plugins(
                 .sinks, "sink", old.sinks.map { ($0.name, $0.prepared.typeName) },
