@@ -29,7 +29,7 @@ final class OperatorKeyGuesses: Sendable {
     /// `429` with `Retry-After` for a client still waiting; nil when it may try.
     func refusal(_ request: Request, context: GatewayRequestContext, as shown: Shown = .json) throws -> Response? {
         guard let client = client(request, context), let wait = wrong.waiting(for: client) else { return nil }
-        let seconds = max(1, Int((wait / .seconds(1)).rounded(.up)))
+        let seconds = RateLimitMiddleware.retryAfter(wait)
         var response: Response
         if case .loginForm(let next) = shown {
             response = Dashboard.html(
@@ -63,8 +63,6 @@ final class OperatorKeyGuesses: Sendable {
     }
 
     private func client(_ request: Request, _ context: GatewayRequestContext) -> String? {
-        ClientAddress.peer(context.remoteAddress).map { peer in
-            RateLimitMiddleware.ipCaller(ClientAddress.resolve(peer: peer, headers: request.headers, trusted: trusted))
-        }
+        RateLimitMiddleware.client(request, context, trusted: trusted)
     }
 }

@@ -159,9 +159,7 @@ struct RateLimitMiddleware: RouterMiddleware {
         var wait: Duration?
         var limit = "per_ip"
         let open = openRoutes.contains(request.uri.path) ? limiters.openRoutesPerIP : nil
-        if perIP != nil || open != nil, let peer = ClientAddress.peer(context.remoteAddress) {
-            let client = Self.ipCaller(
-                ClientAddress.resolve(peer: peer, headers: request.headers, trusted: trustedProxies))
+        if perIP != nil || open != nil, let client = Self.client(request, context, trusted: trustedProxies) {
             if let open {
                 wait = open.wait(for: client)
                 limit = "open_routes_per_ip"
@@ -177,7 +175,7 @@ struct RateLimitMiddleware: RouterMiddleware {
         }
         guard let wait else { return try await next(request, context) }
         metrics.rateLimited(limit: limit)
-        let seconds = max(1, Int((wait / .seconds(1)).rounded(.up)))
+        let seconds = Self.retryAfter(wait)
         var response = try errorAnswers.response(
             to: GatewayError(.rateLimited, "too many requests; retry after \(seconds) s"), for: request,
             context: context)
@@ -192,6 +190,19 @@ struct RateLimitMiddleware: RouterMiddleware {
     static func keyCaller(_ headers: HTTPFields, keyring: APIKeyring) -> String? {
         guard let key = keyring.presentedKey(headers), key.scope == .backend else { return nil }
         return "key:" + Hex.lowercase(key.digest.prefix(16))
+    }
+
+    /// The per-IP bucket's name of the request's client (behind `trusted` proxies, read from
+    /// `X-Forwarded-For`); nil without a peer address.
+    static func client(_ request: Request, _ context: Context, trusted: [IPNetwork]) -> String? {
+        ClientAddress.peer(context.remoteAddress).map { peer in
+            ipCaller(ClientAddress.resolve(peer: peer, headers: request.headers, trusted: trusted))
+        }
+    }
+
+    /// `Retry-After`'s whole seconds for `wait`, at least one.
+    static func retryAfter(_ wait: Duration) -> Int {
+        max(1, Int((wait / .seconds(1)).rounded(.up)))
     }
 
     /// The per-IP bucket's name: the address, or for IPv6 its first 64 bits. An IPv4
