@@ -20,9 +20,8 @@ public struct ConfigurationDiff: Sendable {
         public var section: Section
         /// The change in words, without the section's name.
         public var text: String
-        /// False for what a running process cannot take: the listen address, the store, a
-        /// provider enabled or disabled (its routes are mounted at the start), and what the
-        /// caller's rules hold back.
+        /// False for what a running process cannot take: the listen address and the
+        /// server's other settings, and the store.
         public var canApplyLive: Bool
 
         public var description: String { text }
@@ -32,38 +31,22 @@ public struct ConfigurationDiff: Sendable {
 
     public var isEmpty: Bool { changes.isEmpty }
 
-    /// `providerSwapsLive` says whether a provider whose settings changed can be swapped
-    /// while the gateway serves; one that cannot waits for the next start, and so do its
-    /// own destinations (`s2s.<vendor>`) and their routes, as for a provider enabled or
-    /// disabled. `enricherSwapsLive` says it of an enricher enabled, disabled or changed.
-    public init(
-        from old: GatewayConfiguration, to new: GatewayConfiguration,
-        providerSwapsLive: (String) -> Bool = { _ in true }, enricherSwapsLive: (String) -> Bool = { _ in true }
-    ) {
-        // Asked once per provider: answering builds the provider, old and new.
-        let held = Self.providersHeld(old, new, live: providerSwapsLive)
-        let providers = Self.plugins(
-            .providers, "provider", old.providers.map { ($0.typeName, $0.typeName) },
-            new.providers.map { ($0.typeName, $0.typeName) }, old, new,
-            live: { name, change in change == .changed && !held.contains(name) })
+    public init(from old: GatewayConfiguration, to new: GatewayConfiguration) {
         changes =
             Self.plugins(
                 .sinks, "sink", old.sinks.map { ($0.name, $0.prepared.typeName) },
-                new.sinks.map { ($0.name, $0.prepared.typeName) }, old, new,
-                live: { name, _ in !held.contains(Self.provider(ofSink: name) ?? "") })
-            + providers
+                new.sinks.map { ($0.name, $0.prepared.typeName) }, old, new)
+            + Self.plugins(
+                .providers, "provider", old.providers.map { ($0.typeName, $0.typeName) },
+                new.providers.map { ($0.typeName, $0.typeName) }, old, new)
             + Self.plugins(
                 .enrichers, "enricher", old.enrichers.map { ($0.typeName, $0.typeName) },
-                new.enrichers.map { ($0.typeName, $0.typeName) }, old, new, live: { name, _ in enricherSwapsLive(name) }
-            )
-            + Self.routes(old.routes, new.routes, held: held) + Self.keys(old.auth.apiKeys, new.auth.apiKeys)
+                new.enrichers.map { ($0.typeName, $0.typeName) }, old, new)
+            + Self.routes(old.routes, new.routes) + Self.keys(old.auth.apiKeys, new.auth.apiKeys)
             + Self.operatorKeys(old.auth.operatorKeys, new.auth.operatorKeys)
             + Self.rateLimits(old.server.rateLimits, new.server.rateLimits) + Self.server(old.server, new.server)
             + Self.storage(old.storage, new.storage)
     }
-
-    /// How a plugin changed.
-    enum PluginChange { case added, removed, changed }
 
     /// The provider that brought a destination with it (`s2s` for `s2s.singular`): names
     /// under `sinks:` have no '.'.
@@ -71,27 +54,12 @@ public struct ConfigurationDiff: Sendable {
         name.firstIndex(of: ".").map { String(name[..<$0]) }
     }
 
-    /// Providers a reload leaves as they run: enabled or disabled, or changed in a way
-    /// `live` says cannot be swapped.
-    public static func providersHeld(
-        _ old: GatewayConfiguration, _ new: GatewayConfiguration, live: (String) -> Bool
-    ) -> Set<String> {
-        let before = Set(old.providers.map(\.typeName))
-        let after = Set(new.providers.map(\.typeName))
-        let changed = before.intersection(after).filter { name in
-            old.pluginSettings["providers.\(name)"] != new.pluginSettings["providers.\(name)"]
-        }
-        return before.symmetricDifference(after).union(changed.filter { !live($0) })
-    }
-
     /// Added, removed (or for providers and enrichers, enabled and disabled) and changed
-    /// plugins by name; a changed one lists each setting that differs. `live` says whether
-    /// a reload applies the change.
+    /// plugins by name; a changed one lists each setting that differs.
     static func plugins(
         _ section: Section, _ kind: String, _ old: [(name: String, type: String)],
         _ new: [(name: String, type: String)],
-        _ oldConfiguration: GatewayConfiguration, _ newConfiguration: GatewayConfiguration,
-        live: (String, PluginChange) -> Bool
+        _ oldConfiguration: GatewayConfiguration, _ newConfiguration: GatewayConfiguration
     ) -> [Change] {
         let (added, removed) = section == .sinks ? ("added", "removed") : ("enabled", "disabled")
         let oldNames = Set(old.map(\.name))
@@ -100,13 +68,12 @@ public struct ConfigurationDiff: Sendable {
         for (name, type) in new where !oldNames.contains(name) {
             changes.append(
                 Change(
-                    section: section, text: "\(kind) \(name): \(added) (\(type))", canApplyLive: live(name, .added)))
+                    section: section, text: "\(kind) \(name): \(added) (\(type))", canApplyLive: true))
         }
         for (name, type) in old where !newNames.contains(name) {
             changes.append(
                 Change(
-                    section: section, text: "\(kind) \(name): \(removed) (\(type))",
-                    canApplyLive: live(name, .removed)))
+                    section: section, text: "\(kind) \(name): \(removed) (\(type))", canApplyLive: true))
         }
         for (name, _) in new where oldNames.contains(name) {
             // A provider's own destinations (`s2s.singular`) have no settings of their own:
@@ -119,35 +86,29 @@ public struct ConfigurationDiff: Sendable {
                 changes.append(
                     Change(
                         section: section, text: "\(kind) \(name): changed \(settings.joined(separator: "; "))",
-                        canApplyLive: live(name, .changed)))
+                        canApplyLive: true))
             }
         }
         return changes
     }
 
     /// Routes added and removed, by what they select and where it goes; their order does
-    /// not matter, since a record goes to every sink of every route it matches. The routes
-    /// of the destinations of `held` providers wait with them.
-    static func routes(_ old: [Route], _ new: [Route], held: Set<String> = []) -> [Change] {
-        func described(_ routes: [Route]) -> [(text: String, live: Bool)] {
-            routes.map { route in
-                (
-                    "\(route.filter.summary) -> \(route.sinks.joined(separator: ", "))",
-                    !route.sinks.contains { held.contains(provider(ofSink: $0) ?? "") }
-                )
-            }
+    /// not matter, since a record goes to every sink of every route it matches.
+    static func routes(_ old: [Route], _ new: [Route]) -> [Change] {
+        func described(_ routes: [Route]) -> [String] {
+            routes.map { route in "\(route.filter.summary) -> \(route.sinks.joined(separator: ", "))" }
         }
         var remaining = described(old)
-        var added: [(text: String, live: Bool)] = []
+        var added: [String] = []
         for route in described(new) {
-            if let index = remaining.firstIndex(where: { $0.text == route.text }) {
+            if let index = remaining.firstIndex(of: route) {
                 remaining.remove(at: index)
             } else {
                 added.append(route)
             }
         }
-        return added.map { Change(section: .routes, text: "route added: \($0.text)", canApplyLive: $0.live) }
-            + remaining.map { Change(section: .routes, text: "route removed: \($0.text)", canApplyLive: $0.live) }
+        return added.map { Change(section: .routes, text: "route added: \($0)", canApplyLive: true) }
+            + remaining.map { Change(section: .routes, text: "route removed: \($0)", canApplyLive: true) }
     }
 
     /// Keys added and removed per app, as counts: never a key, nor its digest.

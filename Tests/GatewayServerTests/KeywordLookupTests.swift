@@ -543,11 +543,15 @@ import Testing
     func keywordGateway(_ env: TestEnvironment, applePort: Int, adsPort: Int, waitMs: Int) throws
         -> GatewayConfiguration
     {
-        let yaml = """
-            server: { host: 127.0.0.1, port: 0, log_level: warning }
-            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
-            providers:
-              adservices: { endpoint: "http://127.0.0.1:\(applePort)/api/v1/", timeout_ms: 1500 }
+        try ConfigLoader.parse(
+            yaml: keywordYAML(env, applePort: applePort, adsPort: adsPort, waitMs: waitMs), file: "keywords.yaml",
+            environment: ["ADS_PRIVATE_KEY": key.pemRepresentation], registry: .builtIn)
+    }
+
+    /// The configuration of ``keywordGateway(_:applePort:adsPort:waitMs:)``, without the
+    /// enricher unless `lookup`.
+    func keywordYAML(_ env: TestEnvironment, applePort: Int, adsPort: Int, waitMs: Int, lookup: Bool = true) -> String {
+        let enrichers = """
             enrichers:
               keyword_lookup:
                 client_id: \(FakeAppleAds.clientID)
@@ -558,12 +562,16 @@ import Testing
                 endpoint: http://127.0.0.1:\(adsPort)/v1
                 wait_ms: \(waitMs)
                 backoff_initial_ms: 20
-            sinks:
+
+            """
+        return """
+            server: { host: 127.0.0.1, port: 0, log_level: warning }
+            storage: { sqlite: { path: \(env.databasePath), durability: normal } }
+            providers:
+              adservices: { endpoint: "http://127.0.0.1:\(applePort)/api/v1/", timeout_ms: 1500 }
+            \(lookup ? enrichers : "")sinks:
               local: { type: sqlite, backoff_initial_ms: 10, backoff_max_ms: 100 }
             """
-        return try ConfigLoader.parse(
-            yaml: yaml, file: "keywords.yaml", environment: ["ADS_PRIVATE_KEY": key.pemRepresentation],
-            registry: .builtIn)
     }
 
     /// The fake Apple Ads, and a gateway's configuration asking it and a fake AdServices
@@ -738,6 +746,51 @@ import Testing
                 #expect(metrics.contains(#"gateway_delivery_latency_seconds_count{sink="local"}"#))
                 // Buckets reach a day: an outage's deliveries are not all in +Inf.
                 #expect(metrics.contains(#"gateway_delivery_latency_seconds_bucket{sink="local",le="86400.0"}"#))
+            }
+        }
+    }
+
+    /// `keyword_lookup` enabled by a reload enriches the next record, and a name that comes
+    /// after the wait follows as a late version, written by the writer the reload started.
+    @Test func aKeywordLookupEnabledByAReloadNamesTheNextRecordLate() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 87_675_432))
+        let file = env.directory.appendingPathComponent("keywords.yaml").path
+        @Sendable func rows(named: Bool) throws -> Int {
+            try DatabaseQueue(path: env.databasePath).read { db in
+                try Int.fetchOne(
+                    db,
+                    sql: "SELECT COUNT(*) FROM attribution_records WHERE (keyword IS NOT NULL) = ?",
+                    arguments: [named]) ?? 0
+            }
+        }
+        try await withFake { fake, adsPort in
+            try await Application(
+                router: apple.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0))
+            )
+            .test(.live) { appleClient in
+                let applePort = try #require(appleClient.port)
+                try keywordYAML(env, applePort: applePort, adsPort: adsPort, waitMs: 100, lookup: false)
+                    .write(toFile: file, atomically: true, encoding: .utf8)
+                fake.delay.withLock { $0 = .seconds(1) }
+                try await withReloadingGateway(
+                    file: file, environment: ["ADS_PRIVATE_KEY": key.pemRepresentation]
+                ) { client, _, reload in
+                    func post(_ user: String) async throws -> HTTPResponse.Status {
+                        let body = #"{"token": "\#(user)", "app_id": "1234567890", "app_user_id": "\#(user)"}"#
+                        return try await client.execute(
+                            uri: "/v1/adservices", method: .post, body: ByteBuffer(string: body)
+                        ).status
+                    }
+                    #expect(try await post("QUJDREVG") == .accepted)
+                    #expect(try await env.eventually { try rows(named: false) == 1 })
+                    try await reload(keywordYAML(env, applePort: applePort, adsPort: adsPort, waitMs: 100))
+                    #expect(try await post("R0hJSktM") == .accepted)
+                    #expect(try await env.eventually { try rows(named: true) == 1 })
+                    #expect(try rows(named: false) == 1)
+                    #expect(fake.count("keyword-query") + fake.count("keyword") >= 1)
+                }
             }
         }
     }

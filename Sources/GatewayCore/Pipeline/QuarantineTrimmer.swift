@@ -13,7 +13,7 @@ import ServiceLifecycle
 public final class QuarantineTrimmer: Service, Sendable {
     let store: any RecordStore
     /// The most bytes each provider's quarantined records may take, by provider name.
-    let caps: [String: Int]
+    public let caps: [String: Int]
     let metrics: GatewayMetrics
     let logger: Logger
     let pause: Duration

@@ -52,20 +52,15 @@ public protocol ProviderPlugin: SendableMetatype {
     /// Destinations the provider brings with it, each with its own outbox and route (the
     /// `s2s` provider forwards to its vendors this way). None by default.
     static func sinks(options: Options) -> [ProviderSink]
-    /// HTTP routes the provider serves beside its ingest ones (``ContributedRoute``), mounted
-    /// at the start while it is enabled. None by default.
+    /// HTTP routes the provider serves beside its ingest ones (``ContributedRoute``), made
+    /// when the provider is built (at the start, or by a reload that changes its settings)
+    /// and served while it is enabled. None by default.
     static func routes(options: Options, context: ProviderRouteContext) -> [ContributedRoute]
-    /// Whether a reload may swap the provider for one with other options between requests:
-    /// not when the gateway wires it up at the start (its contributed routes, a resolver of
-    /// its pending work, a quarantine's cap), which would go on with the old options. True
-    /// by default.
-    static var swapsLive: Bool { get }
 }
 
 extension ProviderPlugin {
     public static func sinks(options: Options) -> [ProviderSink] { [] }
     public static func routes(options: Options, context: ProviderRouteContext) -> [ContributedRoute] { [] }
-    public static var swapsLive: Bool { true }
 }
 
 /// A destination that a provider's config defines rather than `sinks:`: delivered by a
@@ -145,8 +140,6 @@ public struct PreparedProvider: Sendable {
     public let sinks: [ProviderSink]
     /// Its contributed routes, for the running gateway.
     public let routes: @Sendable (ProviderRouteContext) -> [ContributedRoute]
-    /// See ``ProviderPlugin/swapsLive``.
-    public let swapsLive: Bool
 }
 
 /// The `type:` names config.yaml may use, each bound to its plugin.
@@ -207,7 +200,7 @@ public struct PluginRegistry: Sendable {
             guard let options = P.readOptions(reader) else { return nil }
             return PreparedProvider(
                 typeName: P.typeName, build: { try P.makeProvider(options: options) }, sinks: P.sinks(options: options),
-                routes: { context in P.routes(options: options, context: context) }, swapsLive: P.swapsLive)
+                routes: { context in P.routes(options: options, context: context) })
         }
     }
 

@@ -43,7 +43,4 @@ public enum AdServicesProviderPlugin: ProviderPlugin {
     public static func routes(options: Options, context: ProviderRouteContext) -> [ContributedRoute] {
         options.sdkAppID.map { sdkRoutes(appID: $0, context: context) } ?? []
     }
-
-    /// Its resolver and the SDK's routes are set up at the start.
-    public static var swapsLive: Bool { false }
 }

@@ -59,7 +59,4 @@ public enum SKAdNetworkProviderPlugin: ProviderPlugin {
     public static func routes(options: Options, context: ProviderRouteContext) -> [ContributedRoute] {
         options.conversionModel.map { [conversionValueRoute(model: $0)] } ?? []
     }
-
-    /// Its conversion-value route and its quarantine's cap are set up at the start.
-    public static var swapsLive: Bool { false }
 }

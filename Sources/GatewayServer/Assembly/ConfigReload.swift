@@ -7,7 +7,7 @@ import UnixSignals
 
 extension GatewayHTTP {
     /// The sections a reload swaps while the gateway serves. What a reload cannot take
-    /// (the listen address, the store, a provider enabled or disabled) is logged as taking
+    /// (the listen address and the other server settings, the store) is logged as taking
     /// effect at the next start, and `check-config --diff` marks it so.
     public static let reloadedLive: Set<ConfigurationDiff.Section> = [
         .sinks, .providers, .enrichers, .routes, .auth, .rateLimits,
@@ -130,16 +130,13 @@ final class ConfigReloader: Sendable {
         let removed = GatewayHTTP.removals(from: running, to: target)
         let missing = runningSections.withLock { $0 }.subtracting(sections)
         if !removed.isEmpty && !missing.isEmpty {
-            let lost =
-                running.providers.map(\.typeName).filter { name in !reread.providers.contains { $0.typeName == name } }
-                .map { "provider \($0)" } + removed
             logger.error(
                 """
                 configuration reload refused: the file no longer has what the server runs with (a file cut short \
                 while being saved?); to remove every part of a section, keep its key; nothing changed
                 """,
                 metadata: [
-                    "missing": "\(lost.joined(separator: ", "))",
+                    "missing": "\(removed.joined(separator: ", "))",
                     "sections": "\(missing.sorted().joined(separator: ", "))",
                 ])
             return nil
@@ -177,7 +174,7 @@ final class ConfigReloader: Sendable {
             logger.warning(
                 """
                 configuration reload removed parts: a removed sink's worker stops after its batch, and its outbox \
-                rows wait until a configuration names it again
+                rows wait until a configuration names it again; a disabled provider's routes answer 404
                 """,
                 metadata: ["removed": "\(removed.joined(separator: ", "))"])
         }

@@ -20,27 +20,43 @@ public final class Gateway: Sendable {
     /// commit health); nil when the store is PostgreSQL.
     public let sqlite: SQLiteStore?
     /// The providers as they stand: a request takes its provider once, at its start.
-    public var providers: [any AttributionProvider] { liveProviders.withLock { $0 } }
-    let liveProviders: Mutex<[any AttributionProvider]>
+    public var providers: [any AttributionProvider] { runningProviders.withLock { $0.map(\.provider) } }
+    /// The enabled providers as they stand, with what the gateway wired to each.
+    let runningProviders: Mutex<[RunningProvider]>
     /// The enrichers as they stand, with the `type:` each was built from.
     let liveEnrichers: Mutex<[(typeName: String, enricher: any Enricher)]>
     public let pipeline: IngestPipeline
     /// One worker per sink, as they stand.
     public var workers: [SinkWorker] { sinkWorkers.workers }
     public let sinkWorkers: LiveSinkWorkers
-    /// One per deferred provider (AdServices), keyed by provider name.
-    public let resolvers: [String: PendingResolver]
-    /// One per enricher whose answers may come after routing.
-    public let lateWriters: [LateRecordWriter]
-    /// Enrichers' own work beside the server (keyword_lookup's daily spend fetch).
-    public let enricherServices: [any Service]
+    /// What runs beside the server for the providers and enrichers of the moment: each
+    /// deferred provider's resolver, the quarantine's trimmer, each late enricher's writer
+    /// and each enricher's own services (see ``GatewayHTTP/companionName``).
+    let companions: LiveServices<any Service>
+    /// One per deferred provider (AdServices), keyed by provider name, as they stand.
+    public var resolvers: [String: PendingResolver] {
+        runningProviders.withLock { running in
+            Dictionary(running.compactMap { provider in provider.resolver.map { (provider.name, $0) } }) { a, _ in a }
+        }
+    }
+    /// Enrichers' own work beside the server (keyword_lookup's daily spend fetch), as it stands.
+    public var enricherServices: [any Service] {
+        companions.values.filter { $0.key.hasPrefix(Companion.enricherServicePrefix) }.sorted { $0.key < $1.key }
+            .map(\.value)
+    }
+    /// Keeps quarantined postbacks within `quarantine_max_mb`; nil without a postback provider.
+    public var quarantineTrimmer: QuarantineTrimmer? {
+        companions.value(named: Companion.quarantine) as? QuarantineTrimmer
+    }
+    /// The HTTP routes as they stand, once the application is made.
+    let liveRouter = Mutex<LiveRouter?>(nil)
+    /// What the routes keep across their rebuilds.
+    let routeState: RouteState
     public let health: WorkerHealth
     /// Checkpoints the SQLite store's write-ahead log off the commit path while the server runs.
     public let checkpointer: WALCheckpointer?
     /// Applies `storage.retention`, when it sets a limit.
     public let retention: RetentionJob?
-    /// Keeps quarantined postbacks within `quarantine_max_mb`; nil without a postback provider.
-    public let quarantineTrimmer: QuarantineTrimmer?
     public let metricsRegistry: PrometheusCollectorRegistry
     public let metrics: GatewayMetrics
     public let logger: Logger
@@ -56,24 +72,20 @@ public final class Gateway: Sendable {
     public let forgetRequests: ForgetRequests
 
     init(
-        configuration: GatewayConfiguration, store: any AttributionStore, providers: [any AttributionProvider],
+        configuration: GatewayConfiguration, store: any AttributionStore, providers: [RunningProvider],
         enrichers: [(typeName: String, enricher: any Enricher)],
-        pipeline: IngestPipeline, sinkWorkers: LiveSinkWorkers, resolvers: [String: PendingResolver],
-        lateWriters: [LateRecordWriter], enricherServices: [any Service] = [],
-        health: WorkerHealth, checkpointer: WALCheckpointer?, quarantineTrimmer: QuarantineTrimmer?,
+        pipeline: IngestPipeline, sinkWorkers: LiveSinkWorkers, companions: LiveServices<any Service>,
+        health: WorkerHealth, checkpointer: WALCheckpointer?,
         metricsRegistry: PrometheusCollectorRegistry, metrics: GatewayMetrics, logger: Logger
     ) {
-        self.enricherServices = enricherServices
-        self.quarantineTrimmer = quarantineTrimmer
         self.configuration = configuration
         self.store = store
         sqlite = store as? SQLiteStore
-        liveProviders = Mutex(providers)
+        runningProviders = Mutex(providers)
         liveEnrichers = Mutex(enrichers)
         self.pipeline = pipeline
         self.sinkWorkers = sinkWorkers
-        self.resolvers = resolvers
-        self.lateWriters = lateWriters
+        self.companions = companions
         self.health = health
         self.checkpointer = checkpointer
         let storage = configuration.storage
@@ -90,6 +102,7 @@ public final class Gateway: Sendable {
         keyring = APIKeyring(keys: configuration.auth.apiKeys)
         operatorKeys = OperatorKeys(configuration.auth)
         rateLimits = LiveRateLimits(configuration.server.rateLimits)
+        routeState = RouteState(configuration: configuration, store: store, logger: logger)
         // The sinks of the moment: a reload adds and removes them.
         forgetRequests = ForgetRequests(
             store: store, sinks: { sinkWorkers.workers.map(\.sinkName) }, metrics: metrics,
@@ -192,15 +205,7 @@ public final class Gateway: Sendable {
                     try await buildEnricher(prepared, configuration: configuration, metrics: metrics, logger: logger)
                 ))
         }
-        let quarantineCaps = providers.compactMap { provider in
-            (provider as? any PostbackProvider).map { ($0.name, $0.quarantineMaxBytes) }
-        }
-        let trimmer =
-            quarantineCaps.isEmpty
-            ? nil
-            : QuarantineTrimmer(
-                store: store, caps: Dictionary(quarantineCaps) { first, _ in first }, metrics: metrics,
-                logger: logger)
+        let companions = LiveServices<any Service>(logger: logger)
         let pipeline = IngestPipeline(
             store: store, router: RecordRouter(routes: configuration.routes, countingEveryCopy: countingSinks),
             enrichers: enrichers.map(\.enricher), metrics: metrics,
@@ -211,28 +216,25 @@ public final class Gateway: Sendable {
             onQueued: { sinks in
                 for sink in sinks { sinkWorkers.worker(named: sink)?.wake() }
             },
-            onQuarantined: { trimmer?.stored() })
-        var resolvers: [String: PendingResolver] = [:]
-        for case let provider as any DeferredAttributionProvider in providers {
-            resolvers[provider.name] = PendingResolver(provider: provider, pipeline: pipeline, logger: logger)
+            onQuarantined: { (companions.value(named: Companion.quarantine) as? QuarantineTrimmer)?.stored() })
+        let running = zip(configuration.providers, providers).map { prepared, provider in
+            RunningProvider(prepared, provider, pipeline: pipeline, logger: logger)
         }
+        let resolving = Set(running.filter { $0.resolver != nil }.map(\.name))
         for (provider, count) in (try await store.pendingCounts()).sorted(by: { $0.key < $1.key })
-        where resolvers[provider] == nil && count > 0 {
+        where !resolving.contains(provider) && count > 0 {
             logger.warning(
                 "tokens wait for a provider config.yaml does not enable; nothing resolves them until it is enabled again, and Apple forgets a token a day after it was made",
                 metadata: ["provider": "\(provider)", "tokens": "\(count)"])
         }
-        let lateWriters = enrichers.map(\.enricher).compactMap { enricher in
-            (enricher as? any LateEnricher).map { LateRecordWriter(enricher: $0, pipeline: pipeline, logger: logger) }
-        }
-        return Gateway(
-            configuration: configuration, store: store, providers: providers, enrichers: enrichers,
-            pipeline: pipeline, sinkWorkers: sinkWorkers, resolvers: resolvers, lateWriters: lateWriters,
-            enricherServices: enrichers.compactMap { $0.enricher as? any EnricherWithServices }.flatMap(\.services),
-            health: health,
-            checkpointer: sqlite.map { WALCheckpointer(store: $0, logger: logger) }, quarantineTrimmer: trimmer,
-            metricsRegistry: registry,
+        let gateway = Gateway(
+            configuration: configuration, store: store, providers: running, enrichers: enrichers,
+            pipeline: pipeline, sinkWorkers: sinkWorkers, companions: companions, health: health,
+            checkpointer: sqlite.map { WALCheckpointer(store: $0, logger: logger) }, metricsRegistry: registry,
             metrics: metrics, logger: logger)
+        gateway.startCompanions(providers: running, changed: Set(running.map(\.name)), removed: [])
+        gateway.startCompanions(enrichers: enrichers, changed: Set(enrichers.map(\.typeName)), removed: [])
+        return gateway
     }
 
     /// A sink built from config.yaml, ready to run: its worker and, for a sink that shares
@@ -288,7 +290,12 @@ public final class Gateway: Sendable {
 
     /// The provider enabled under this name, if any.
     public func provider(named name: String) -> (any AttributionProvider)? {
-        providers.first { $0.name == name }
+        runningProvider(named: name)?.provider
+    }
+
+    /// The provider enabled under this name, with what the gateway wired to it, if any.
+    func runningProvider(named name: String) -> RunningProvider? {
+        runningProviders.withLock { $0.first { $0.name == name } }
     }
 }
 

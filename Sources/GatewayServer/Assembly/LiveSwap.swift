@@ -1,82 +1,39 @@
 import GatewayConfig
 import GatewayCore
-import GatewayEnrichers
 import GatewayStorage
 
 extension GatewayHTTP {
-    /// Whether a reload swaps enricher `typeName` (enabled, disabled or changed) for the
-    /// next record: not one whose answers may come after routing (`keyword_lookup`), whose
-    /// late writer runs from the start holding it.
-    static func enricherSwapsLive(_ typeName: String) -> Bool {
-        typeName != KeywordLookupPlugin.typeName
-    }
-
-    /// Whether a reload can swap provider `name`, changed from `old` to `new`, between
-    /// requests: only when it serves the same routes (they are mounted at the start), and
-    /// when the server wires nothing else to it at the start (a resolver, contributed
-    /// routes, a quarantine's cap: its plugin's ``ProviderPlugin/swapsLive``).
-    static func providerSwapsLive(_ name: String, from old: GatewayConfiguration, to new: GatewayConfiguration)
-        -> Bool
-    {
-        guard let before = old.providers.first(where: { $0.typeName == name }),
-            let after = new.providers.first(where: { $0.typeName == name }),
-            before.swapsLive, after.swapsLive, let running = try? before.build(), let next = try? after.build()
-        else { return false }
-        if running is any DeferredAttributionProvider { return false }
-        return Set(running.routes) == Set(next.routes)
-    }
-
     /// What a reload from `old` to `new` changes, each change marked as a reload applies it:
     /// for the reload's log and for `check-config --diff`.
     public static func reloadDiff(from old: GatewayConfiguration, to new: GatewayConfiguration) -> ConfigurationDiff {
-        ConfigurationDiff(
-            from: old, to: new, providerSwapsLive: { providerSwapsLive($0, from: old, to: new) },
-            enricherSwapsLive: { enricherSwapsLive($0) })
+        ConfigurationDiff(from: old, to: new)
     }
 
     /// What a reload from `running` to `reread` runs with: `reread`'s providers, enrichers,
-    /// sinks, routes, keys and rate limits, but for what waits for the next start, which
-    /// stays as it runs (a provider enabled, disabled or changed beyond a swap, with its
-    /// own destinations and their routes; an enricher held at the start; the server's
-    /// other settings and the store).
+    /// sinks, routes, keys and rate limits, and `running`'s server settings and store,
+    /// which wait for the next start.
     static func liveTarget(from running: GatewayConfiguration, to reread: GatewayConfiguration)
         -> GatewayConfiguration
     {
-        let held = ConfigurationDiff.providersHeld(running, reread) { providerSwapsLive($0, from: running, to: reread) }
-        func heldSink(_ name: String) -> Bool { held.contains(ConfigurationDiff.provider(ofSink: name) ?? "") }
-        func heldRoute(_ route: Route) -> Bool { route.sinks.contains(where: heldSink) }
         var target = running
         target.auth = reread.auth
         target.server.rateLimits = reread.server.rateLimits
-        target.providers = running.providers.map { provider in
-            held.contains(provider.typeName)
-                ? provider : reread.providers.first { $0.typeName == provider.typeName } ?? provider
-        }
-        target.sinks = reread.sinks.filter { !heldSink($0.name) } + running.sinks.filter { heldSink($0.name) }
-        target.routes = reread.routes.filter { !heldRoute($0) } + running.routes.filter { heldRoute($0) }
-        let heldEnrichers = Set(
-            (running.enrichers + reread.enrichers).map(\.typeName).filter { !enricherSwapsLive($0) })
-        target.enrichers =
-            reread.enrichers.compactMap { enricher in
-                heldEnrichers.contains(enricher.typeName)
-                    ? running.enrichers.first { $0.typeName == enricher.typeName } : enricher
-            }
-            + running.enrichers.filter { enricher in
-                heldEnrichers.contains(enricher.typeName)
-                    && !reread.enrichers.contains { $0.typeName == enricher.typeName }
-            }
-        var settings = reread.pluginSettings
-        let kept =
-            held.map { "providers.\($0)" } + heldEnrichers.map { "enrichers.\($0)" }
-        for key in kept { settings[key] = running.pluginSettings[key] }
-        target.pluginSettings = settings
+        target.providers = reread.providers
+        target.sinks = reread.sinks
+        target.routes = reread.routes
+        target.enrichers = reread.enrichers
+        target.pluginSettings = reread.pluginSettings
         return target
     }
 
-    /// What going from `running` to `target` removes, by name (none is secret): sinks,
-    /// enrichers and routes.
+    /// What going from `running` to `target` removes, by name (none is secret): providers,
+    /// sinks, enrichers and routes.
     static func removals(from running: GatewayConfiguration, to target: GatewayConfiguration) -> [String] {
-        var removed = running.sinks.map(\.name).filter { name in !target.sinks.contains { $0.name == name } }
+        var removed = running.providers.map(\.typeName).filter { name in
+            !target.providers.contains { $0.typeName == name }
+        }
+        .map { "provider \($0)" }
+        removed += running.sinks.map(\.name).filter { name in !target.sinks.contains { $0.name == name } }
             .map { "sink \($0)" }
         removed += running.enrichers.map(\.typeName).filter { name in !target.enrichers.contains { $0.typeName == name }
         }
@@ -96,24 +53,37 @@ extension Gateway {
     /// ``GatewayHTTP/liveTarget(from:to:)``). Everything new is built first: one that
     /// cannot be built throws, and nothing changed. Then new and changed sinks' workers
     /// start (a changed one after its old worker finished its batch), the router and
-    /// enrichers swap for the next record, the providers for the next request, and the
-    /// workers of removed sinks stop after their batch, their outbox rows waiting.
+    /// enrichers swap for the next record, the providers and the HTTP routes for the next
+    /// request, what runs beside them (resolvers, late writers) follows, and the workers
+    /// of removed sinks stop after their batch, their outbox rows waiting.
     func swapLive(from running: GatewayConfiguration, to target: GatewayConfiguration) async throws {
         func settingsChanged(_ key: String) -> Bool { running.pluginSettings[key] != target.pluginSettings[key] }
 
-        var providers: [String: any AttributionProvider] = [:]
-        for prepared in target.providers where settingsChanged("providers.\(prepared.typeName)") {
-            providers[prepared.typeName] = try prepared.build()
+        let currentProviders = runningProviders.withLock { $0 }
+        var providers: [RunningProvider] = []
+        var rebuiltProviders: Set<String> = []
+        for prepared in target.providers {
+            if !settingsChanged("providers.\(prepared.typeName)"),
+                let kept = currentProviders.first(where: { $0.name == prepared.typeName })
+            {
+                providers.append(kept)
+            } else {
+                rebuiltProviders.insert(prepared.typeName)
+                providers.append(RunningProvider(prepared, try prepared.build(), pipeline: pipeline, logger: logger))
+            }
         }
+        let removedProviders = Set(currentProviders.map(\.name)).subtracting(providers.map(\.name))
 
         let current = liveEnrichers.withLock { $0 }
         var enrichers: [(typeName: String, enricher: any Enricher)] = []
+        var rebuiltEnrichers: Set<String> = []
         for prepared in target.enrichers {
             if !settingsChanged("enrichers.\(prepared.typeName)"),
                 let kept = current.first(where: { $0.typeName == prepared.typeName })
             {
                 enrichers.append(kept)
             } else {
+                rebuiltEnrichers.insert(prepared.typeName)
                 enrichers.append(
                     (
                         prepared.typeName,
@@ -122,6 +92,7 @@ extension Gateway {
                     ))
             }
         }
+        let removedEnrichers = Set(current.map(\.typeName)).subtracting(enrichers.map(\.typeName))
 
         let before = Dictionary(running.sinks.map { ($0.name, $0) }) { first, _ in first }
         let changed = target.sinks.filter { sink in
@@ -152,15 +123,23 @@ extension Gateway {
         }
 
         let added = changed.map(\.name).filter { before[$0] == nil }
-        if !added.isEmpty { metrics.registerAtZero(providers: [], postbackProviders: [], sinks: added) }
+        let enabled = providers.filter { provider in !currentProviders.contains { $0.name == provider.name } }
+            .map(\.provider)
+        metrics.registerAtZero(
+            providers: enabled.map(\.name),
+            postbackProviders: enabled.filter { $0 is any PostbackProvider }.map(\.name),
+            deferredProviders: enabled.filter { $0 is any DeferredAttributionProvider }.map(\.name),
+            enrichers: enrichers.map(\.typeName).filter { name in !current.contains { $0.typeName == name } },
+            sinks: added)
         for sink in built { sink.start(in: sinkWorkers, sqlite: sqlite) }
         pipeline.swap(
             router: RecordRouter(routes: target.routes, countingEveryCopy: sinkWorkers.countingEveryCopy),
             enrichers: enrichers.map(\.enricher))
         liveEnrichers.withLock { $0 = enrichers }
-        liveProviders.withLock { running in
-            running = running.map { providers[$0.name] ?? $0 }
-        }
+        runningProviders.withLock { $0 = providers }
+        liveRouter.withLock { $0 }?.rebuild()
+        startCompanions(providers: providers, changed: rebuiltProviders, removed: removedProviders)
+        startCompanions(enrichers: enrichers, changed: rebuiltEnrichers, removed: removedEnrichers)
         for name in before.keys where !target.sinks.contains(where: { $0.name == name }) {
             sqlite?.stopDeliveringInline(sink: name)
             sinkWorkers.stop(name)

@@ -11,7 +11,7 @@ import Synchronization
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// During an outage (a full disk) every request fails alike: one line a second per
     /// error code says so, with how many of that code it held back since its last line.
-    let failureLines = FailureLines()
+    var failureLines = FailureLines()
     /// The methods each path answers, for `405` and its `Allow`.
     let routeMethods: RouteMethods
     /// The shapes of the routes that answer errors in one of their own.

@@ -39,18 +39,20 @@ public enum GatewayHTTP {
         }
     }
 
-    /// The router with every route and the JSON error middleware.
+    /// The router with every route and the JSON error middleware, for the providers as
+    /// they stand.
     public static func makeRouter(gateway: Gateway) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: RequestIDMiddleware())
         // Outside ErrorMiddleware, so that it sees the answers errors became.
         if gateway.configuration.server.accessLog { router.add(middleware: AccessLogMiddleware()) }
         let routeMethods = RouteMethods()
-        // Built once, before the error middleware that needs their error shapes: a provider
-        // may wire itself to the gateway as it contributes (its resolver's hooks).
+        // Before the error middleware, which needs their error shapes.
         let contributions = contributedRoutes(gateway: gateway)
         let errorAnswers = RouteErrorAnswers(contributions)
-        router.add(middleware: ErrorMiddleware(routeMethods: routeMethods, errorAnswers: errorAnswers))
+        router.add(
+            middleware: ErrorMiddleware(
+                failureLines: gateway.routeState.failureLines, routeMethods: routeMethods, errorAnswers: errorAnswers))
         // Always in place, limits or not: a reload may set them.
         let openPaths = Set(gateway.providers.flatMap(\.routes).filter(\.isOpen).map(\.path))
         router.add(
@@ -87,8 +89,10 @@ public enum GatewayHTTP {
             }
         }
         let perIP = connectionLimitPerIP(settings).map { ConnectionCounts(limit: $0, logger: gateway.logger) }
+        let router = LiveRouter { makeRouter(gateway: gateway).buildResponder() }
+        gateway.liveRouter.withLock { $0 = router }
         return Application(
-            router: makeRouter(gateway: gateway),
+            responder: router,
             // Connections that go quiet are closed, and so are those whose request is
             // still arriving a second past the body deadline, and those whose answers have
             // not left for the idle timeout: slow clients cannot pile up.
@@ -120,12 +124,11 @@ public enum GatewayHTTP {
                 // nothing.
                 availableConnectionsDelegate: .maximum(connectionLimit(settings), logger: gateway.logger)),
             // Stopped in reverse order: the server first, the checkpointer last, so that
-            // its final checkpoint comes after the workers' last writes.
+            // its final checkpoint comes after the workers' last writes, which come after
+            // the resolvers' and late writers'.
             services: [gateway.checkpointer].compactMap { $0 as (any Service)? }
-                + [gateway.sinkWorkers as any Service]
-                + gateway.resolvers.values.map { $0 as any Service } + gateway.lateWriters.map { $0 as any Service }
-                + [gateway.retention].compactMap { $0 as (any Service)? }
-                + [gateway.quarantineTrimmer].compactMap { $0 as (any Service)? } + gateway.enricherServices,
+                + [gateway.sinkWorkers as any Service, gateway.companions as any Service]
+                + [gateway.retention].compactMap { $0 as (any Service)? },
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? settings.port
                 gateway.logger.info("gateway listening", metadata: ["address": "\(settings.host):\(port)"])

@@ -9,13 +9,11 @@ struct MountedContribution: Sendable {
 }
 
 extension GatewayHTTP {
-    /// What the enabled providers contribute besides their ingest routes, built once for
-    /// the router: a disabled provider contributes nothing, so its routes answer `404`.
+    /// What the enabled providers contribute besides their ingest routes, as they stand:
+    /// a disabled provider contributes nothing, so its routes answer `404`.
     static func contributedRoutes(gateway: Gateway) -> [MountedContribution] {
-        gateway.configuration.providers.flatMap { prepared in
-            let context = ProviderRouteContext(
-                pipeline: gateway.pipeline, resolver: gateway.resolvers[prepared.typeName], logger: gateway.logger)
-            return prepared.routes(context).map { MountedContribution(provider: prepared.typeName, route: $0) }
+        gateway.runningProviders.withLock { $0 }.flatMap { running in
+            running.contributions.map { MountedContribution(provider: running.name, route: $0) }
         }
     }
 

@@ -14,7 +14,7 @@ extension GatewayHTTP {
         let bodies = BodyReader(gateway.configuration.server).forRoute(limit: 4096)
         // Said at most once a minute, with how many it stands for: someone guessing keys shows
         // in the log without flooding it. Never the key tried, nor the address.
-        let refusedLogins = OncePerInterval(.seconds(60))
+        let refusedLogins = gateway.routeState.refusedLogins
 
         router.getAndHead("/dashboard") { request, context -> Response in
             guard operators.isConfigured else { throw OperatorKeys.notConfigured }

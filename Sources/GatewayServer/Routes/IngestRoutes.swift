@@ -105,14 +105,17 @@ extension GatewayHTTP {
     static func addIngestRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         let bodies = BodyReader(gateway.configuration.server)
         let keyring = gateway.keyring
-        for mounted in gateway.providers {
-            for route in mounted.routes {
+        for mounted in gateway.runningProviders.withLock({ $0 }) {
+            for route in mounted.provider.routes {
                 let bodies = bodies.forRoute(limit: route.maxBodyBytes)
                 let handler = countingRejections(of: mounted.name, metrics: gateway.metrics) { request, context in
                     // The provider as it stands when the request starts: a reload swaps it for
-                    // the next request, never under this one. A reload swaps only a provider
-                    // that serves the same routes (see `GatewayHTTP.providerSwapsLive`).
-                    let provider = gateway.provider(named: mounted.name) ?? mounted
+                    // the next request, never under this one. One the reload disabled or that
+                    // no longer serves this route answers as these routes were made.
+                    let running =
+                        gateway.runningProvider(named: mounted.name)
+                        .flatMap { $0.provider.routes.contains(route) ? $0 : nil } ?? mounted
+                    let provider = running.provider
                     let conversions = (provider as? any ConversionValueAnswering)?
                         .conversionValues(path: route.path, providers: gateway.providers)
                     let allowedApps =
@@ -128,7 +131,7 @@ extension GatewayHTTP {
                     let payload = IngestPayload(
                         body: body, receivedAt: Date(), path: route.path, query: query,
                         contentType: request.headers[.contentType])
-                    if let resolver = gateway.resolvers[provider.name] {
+                    if let resolver = running.resolver {
                         let answer = try await resolver.submit(payload) { work in
                             if let allowedApps, !allowedApps.contains(work.appID ?? "") {
                                 throw APIKeyring.forbidden

@@ -6,7 +6,7 @@ extension GatewayHTTP {
     /// `/healthz` (the process answers), `/readyz` (the store is reachable and committing,
     /// and every sink worker runs), `/metrics` (Prometheus text) and `/openapi.yaml` (the contract).
     static func addOperatorRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
-        let outbox = OutboxStatsCache(store: gateway.store)
+        let outbox = gateway.routeState.outbox
         // `HEAD` as well as `GET`: load balancers and uptime checks probed with it, and got 404.
         func get(
             _ path: RouterPath, _ handler: @escaping @Sendable (Request, GatewayRequestContext) async throws -> Response

@@ -10,10 +10,8 @@ extension GatewayHTTP {
     /// `auth.operator_keys`, showing the report `report keywords` prints.
     static func addReportRoutes(to router: Router<GatewayRequestContext>, gateway: Gateway) {
         let operators = gateway.operatorKeys
-        let names = KnownNamesCache(storage: gateway.configuration.storage, logger: gateway.logger)
-        let reports = Reports(store: gateway.store, names: names)
-
-        let guesses = OperatorKeyGuesses(trusted: gateway.configuration.server.trustedProxies)
+        let reports = gateway.routeState.reports
+        let guesses = gateway.routeState.guesses
 
         router.getAndHead("/v1/reports/keywords") { request, context -> Response in
             if let refused = try guesses.admit(request, context: context, operators) { return refused }

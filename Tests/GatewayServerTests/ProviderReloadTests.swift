@@ -1,0 +1,130 @@
+import Foundation
+import GatewayCore
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@testable import GatewayServer
+
+/// Providers enabled, changed and disabled by a reload, on a real server on loopback with
+/// its SQLite store and a local stand-in for Apple's AdServices endpoint: the next request
+/// finds the routes, the resolver and the contributed routes of the configuration of the
+/// moment.
+@Suite struct ProviderReloadTests {
+    /// `env`'s configuration with `providers` in place of its own.
+    static func yaml(_ env: TestEnvironment, providers: String) -> String {
+        env.yaml().replacingOccurrences(of: "providers:\n  iad: { enabled: true }\n", with: "providers:\n\(providers)")
+    }
+
+    static let s2s =
+        #"  s2s: { vendor: singular, vendors: { singular: { api_key: k, endpoint: "http://127.0.0.1:9" } } }"#
+
+    func status(_ client: TestClientProtocol, _ uri: String, _ body: String? = nil) async throws -> Int {
+        let response = try await client.execute(
+            uri: uri, method: body == nil ? .get : .post, body: body.map { ByteBuffer(string: $0) })
+        return Int(response.status.code)
+    }
+
+    @Test func aProviderEnabledByAReloadServesItsRoutesAndOneDisabledAnswers404() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let model = env.directory.appendingPathComponent("conversion-model.yaml")
+        try SKAdNetworkEndToEndTests.model.write(to: model, atomically: true, encoding: .utf8)
+        let file = env.directory.appendingPathComponent("reload.yaml").path
+        try Self.yaml(env, providers: "  iad: { enabled: true }\n").write(
+            toFile: file, atomically: true, encoding: .utf8)
+        let event = S2SEndToEndTests.event("event", name: "reloaded")
+        let install = IAdPayloads.attributed(user: "reloaded")
+        let conversionValue = "/v1/skadnetwork/conversion-value?n=session"
+        try await withReloadingGateway(file: file) { client, gateway, reload in
+            #expect(try await status(client, "/v1/events", event) == 404)
+            #expect(try await status(client, conversionValue) == 404)
+
+            try await reload(
+                Self.yaml(
+                    env,
+                    providers:
+                        "  iad: { enabled: true }\n  skadnetwork: { conversion_model: \(model.path) }\n\(Self.s2s)\n"
+                ))
+            #expect(try await status(client, "/v1/events", event) == 202)
+            #expect(try await status(client, conversionValue) == 200)
+            #expect(try await status(client, "/v1/iad", install) == 202)
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(metrics.contains(#"gateway_records_received_total{provider="s2s"} 1"#), "\(metrics)")
+
+            try await reload(Self.yaml(env, providers: "\(Self.s2s)\n"))
+            #expect(try await status(client, "/v1/iad", IAdPayloads.attributed(user: "after")) == 404)
+            #expect(try await status(client, conversionValue) == 404)
+            #expect(try await status(client, "/v1/events", S2SEndToEndTests.event("event", name: "after")) == 202)
+            #expect(try await gateway.store.countRecords(matching: .init()) == 3)
+        }
+    }
+
+    /// `adservices`' resolver and the ASA SDK's routes come and go with the provider, and a
+    /// changed endpoint is asked from the next token on.
+    @Test func adServicesEnabledChangedAndDisabledByReloads() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let first = FakeAppleAdServices()
+        let second = FakeAppleAdServices()
+        let file = env.directory.appendingPathComponent("reload.yaml").path
+        try Self.yaml(env, providers: "  iad: { enabled: true }\n").write(
+            toFile: file, atomically: true, encoding: .utf8)
+        @Sendable func adservices(_ port: Int) -> String {
+            """
+              iad: { enabled: true }
+              adservices:
+                endpoint: http://127.0.0.1:\(port)/api/v1/
+                answer_wait_ms: 10000
+                sdk: { app_id: "1234567890" }
+
+            """
+        }
+        @Sendable func resolve(_ client: TestClientProtocol, _ token: String) async throws -> (Int, [String: Any]) {
+            let response = try await client.execute(
+                uri: "/v1/adservices", method: .post, body: AdServicesEndToEndTests.body(token))
+            let json = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
+            return (Int(response.status.code), json ?? [:])
+        }
+        try await withFakes(first, second) { firstPort, secondPort in
+            try await withReloadingGateway(file: file) { client, gateway, reload in
+                let before = AdServicesEndToEndTests.token("before")
+                #expect(try await resolve(client, before).0 == 404)
+                #expect(try await status(client, "/functions/v1/create-user", "{}") == 404)
+
+                try await reload(Self.yaml(env, providers: adservices(firstPort)))
+                let token = AdServicesEndToEndTests.token("enabled")
+                let (accepted, answer) = try await resolve(client, token)
+                #expect(accepted == 202 && answer["resolved"] as? Bool == true, "\(answer)")
+                #expect(first.calls(token) == 1)
+                #expect(try await status(client, "/functions/v1/create-user", "{}") == 200)
+
+                try await reload(Self.yaml(env, providers: adservices(secondPort)))
+                let changed = AdServicesEndToEndTests.token("changed")
+                let (again, answered) = try await resolve(client, changed)
+                #expect(again == 202 && answered["resolved"] as? Bool == true, "\(answered)")
+                #expect(second.calls(changed) == 1 && first.calls(changed) == 0)
+
+                try await reload(Self.yaml(env, providers: "  iad: { enabled: true }\n"))
+                #expect(try await resolve(client, AdServicesEndToEndTests.token("after")).0 == 404)
+                #expect(try await status(client, "/functions/v1/create-user", "{}") == 404)
+                #expect(gateway.resolvers.isEmpty)
+            }
+        }
+    }
+
+    /// Two fake AdServices endpoints on loopback, by port.
+    func withFakes(
+        _ first: FakeAppleAdServices, _ second: FakeAppleAdServices,
+        _ body: @escaping @Sendable (Int, Int) async throws -> Void
+    ) async throws {
+        try await Application(router: first.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            .test(.live) { one in
+                try await Application(
+                    router: second.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0))
+                ).test(.live) { two in
+                    try await body(try #require(one.port), try #require(two.port))
+                }
+            }
+    }
+}
