@@ -216,8 +216,9 @@ public struct KeywordReport: Sendable {
 
     /// One transaction, however many records told of it.
     struct Purchase {
-        /// Each user (or device) that a record of it named, tests' records aside.
-        var claims: Set<String> = []
+        /// One user (or device) that a record of it named, tests' records aside: those
+        /// records' users are joined into one person as they are added, so one names them.
+        var claim: String?
         /// Those a test's record named (the ASA SDK's user with Apple's test token).
         var testClaims: Set<String> = []
         /// The earliest record of it (received at, record id) and whether it was a test's.
@@ -234,14 +235,14 @@ public struct KeywordReport: Sendable {
         /// answer from a device in developer mode, and claiming a buyer's transaction with
         /// it took the buyer, installs and purchases, out of the report.
         var isTest: Bool { first?.isTest ?? false }
-        /// Everyone it joins into one person: the testers too, when it is theirs.
-        var claimants: Set<String> { isTest ? claims.union(testClaims) : claims }
+        /// Everyone it joins into one person beside ``claim``'s: the testers, when it is theirs.
+        var testClaimants: Set<String> { isTest ? testClaims : [] }
 
         var time: Date { purchasedAt ?? firstReceived }
 
         /// Takes one record of the transaction, naming `key` as its buyer.
         mutating func take(_ record: AttributionRecord, claim key: String) {
-            if record.isTest { testClaims.insert(key) } else { claims.insert(key) }
+            if record.isTest { testClaims.insert(key) } else if claim == nil { claim = key }
             let order = RecordOrder(record.recordID)
             if first.map({ (record.receivedAt, order) < ($0.at, $0.recordID) }) ?? true {
                 first = (record.receivedAt, order, record.isTest)
@@ -273,8 +274,9 @@ public struct KeywordReport: Sendable {
     private var purchases: [String: Purchase] = [:]
     /// The transactions (app and `transaction_ref`) given back.
     private var refunded: Set<String> = []
-    /// Devices (app and IDFV) and the user ids records gave with them: one person.
-    private var links: Set<[String]> = []
+    /// Users and devices that are one person, joined as records are added: a device (app
+    /// and IDFV) and the user ids records gave with it, the users who claimed one purchase.
+    private var joined = UnionFind()
     /// Purchases before this are left out; installs count from any time, so that a
     /// report of one month credits the keywords that brought its buyers earlier.
     public var purchasesSince: Date?
@@ -324,7 +326,7 @@ public struct KeywordReport: Sendable {
         let key: String
         if let user = record.appUserID {
             key = app + "\u{1F}" + user
-            if let device { links.insert([device, key]) }
+            if let device { joined.union(device, key) }
         } else if let device {
             key = device
         } else if record.kind == .purchase {
@@ -357,6 +359,7 @@ public struct KeywordReport: Sendable {
             // transaction under its own user id is the same tester, left out with it.
             let transaction =
                 record.transactionRef.map { Self.transactionKey(app, $0) } ?? app + "\u{1F}r:" + record.recordID
+            if !record.isTest, let claim = purchases[transaction]?.claim { joined.union(claim, key) }
             purchases[transaction, default: Purchase()].take(record, claim: key)
         default:
             return
@@ -379,43 +382,50 @@ public struct KeywordReport: Sendable {
     /// and the other user ids that claimed the same purchase (the ASA SDK's user 7 and a
     /// backend's user-42) are one person, with all their installs and purchases. Each
     /// person is named by their least key, so any order of records gives the same people.
-    func people() -> (person: (String) -> String, users: [String: User]) {
-        var parent: [String: String] = [:]
-        func find(_ key: String) -> String {
-            var root = key
-            while let next = parent[root], next != root { root = next }
-            var node = key
-            while let next = parent[node], next != root {
-                parent[node] = root
-                node = next
-            }
-            return root
+    func people() -> People {
+        // A test's purchase joins its testers too, known only once every record is in.
+        // Rare: the copy of the joins this makes is made only then.
+        var joined = joined
+        for purchase in purchases.values where purchase.isTest {
+            let claimants = purchase.testClaimants.sorted()
+            guard let first = purchase.claim ?? claimants.first else { continue }
+            for claimant in claimants { joined.union(first, claimant) }
         }
-        func union(_ a: String, _ b: String) {
-            let (rootA, rootB) = (find(a), find(b))
-            guard rootA != rootB else { return }
-            if rootA < rootB { parent[rootB] = rootA } else { parent[rootA] = rootB }
-        }
-        for link in links { union(link[0], link[1]) }
-        for purchase in purchases.values {
-            let claims = purchase.claimants.sorted()
-            for claimant in claims.dropFirst() { union(claims[0], claimant) }
-        }
-        // Users who are one person alone, most of them, stay as they are: copying every
-        // user's installs doubled the report's memory.
-        var merged = users
+        // Users who are one person alone, most of them, stay where they are: copying
+        // every user doubled the report's memory.
+        var merged: [String: User] = [:]
         for (key, user) in users {
-            let root = find(key)
+            let root = joined.root(of: key)
             guard root != key else { continue }
-            merged[key] = nil
-            var person = merged.removeValue(forKey: root) ?? User()
-            person.merge(user)
-            merged[root] = person
+            merged[root, default: users[root] ?? User()].merge(user)
         }
         for purchase in purchases.values where purchase.isTest {
-            for claimant in purchase.claimants { merged[find(claimant), default: User()].isTest = true }
+            guard let claimant = purchase.claim ?? purchase.testClaimants.first else { continue }
+            let root = joined.root(of: claimant)
+            merged[root, default: users[root] ?? User()].isTest = true
         }
-        return (find, merged)
+        return People(joined: joined, users: users, merged: merged)
+    }
+
+    /// The people of a report: each named by their least key, with the installs of all
+    /// their keys.
+    struct People {
+        let joined: UnionFind
+        let users: [String: User]
+        /// The people of more than one key (or marked a tester), by name.
+        let merged: [String: User]
+
+        /// The name of the person `key` is part of.
+        func person(_ key: String) -> String { joined.root(of: key) }
+
+        /// The person named `name`.
+        subscript(person name: String) -> User? { merged[name] ?? users[name] }
+
+        /// Each person once, by name.
+        func forEach(_ body: (String, User) -> Void) {
+            for (key, user) in users where merged[key] == nil && joined.root(of: key) == key { body(key, user) }
+            for (key, user) in merged { body(key, user) }
+        }
     }
 
     static func attribution(_ record: AttributionRecord) -> Attribution {
@@ -457,9 +467,9 @@ public struct KeywordReport: Sendable {
         // one (an install routed before its names came keeps the older names), by (time,
         // key), so the same store gives the same report whatever order it is read in.
         var names: [Attribution: LineNames] = [:]
-        let (person, people) = people()
-        for (key, user) in people {
-            guard let install = user.credited() else { continue }
+        let people = people()
+        people.forEach { key, user in
+            guard let install = user.credited() else { return }
             let attribution = attributions[Int(install.attribution)]
             let line = attribution.line(app: Self.app(of: key))
             names[line, default: LineNames(attribution)].take(attribution, at: (install.time, key))
@@ -474,10 +484,10 @@ public struct KeywordReport: Sendable {
                 keyword: attribution.keyword, matchType: attribution.matchType, installs: 0, payingUsers: 0,
                 purchases: 0, revenue: [:])
         }
-        for (key, user) in people where !user.isTest {
-            guard let install = user.credited() else { continue }
+        people.forEach { key, user in
+            guard !user.isTest, let install = user.credited() else { return }
             let line = attributions[Int(install.attribution)].line(app: Self.app(of: key))
-            guard admits(install, line: line) else { continue }
+            guard admits(install, line: line) else { return }
             var row = row(line)
             row.installs += 1
             lines[line] = row
@@ -487,10 +497,10 @@ public struct KeywordReport: Sendable {
         for (transaction, purchase) in purchases {
             if let purchasesSince, purchase.time < purchasesSince { continue }
             if let purchasesUntil, purchase.time >= purchasesUntil { continue }
-            guard !purchase.isTest, let claimant = purchase.claims.first else { continue }
-            let owner = person(claimant)
-            guard people[owner]?.isTest != true else { continue }
-            let install = people[owner]?.credited(at: purchase.time)
+            guard !purchase.isTest, let claimant = purchase.claim else { continue }
+            let owner = people.person(claimant)
+            guard people[person: owner]?.isTest != true else { continue }
+            let install = people[person: owner]?.credited(at: purchase.time)
             let attribution = install.map { attributions[Int($0.attribution)] }
             let line = (attribution ?? .unattributed).line(app: Self.app(of: owner))
             if let network, line.network != network { continue }
@@ -513,7 +523,8 @@ public struct KeywordReport: Sendable {
             lines[line]?.payingUsers = owners.count
             lines[line]?.convertedInstalls =
                 owners.filter { owner in
-                    people[owner]?.attribution.map { attributions[Int($0)].line(app: Self.app(of: owner)) } == line
+                    people[person: owner]?.attribution.map { attributions[Int($0)].line(app: Self.app(of: owner)) }
+                        == line
                 }.count
         }
         let sorted = lines.values.sorted { a, b in
