@@ -159,3 +159,12 @@ public enum ISO8601 {
         return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
     }
 }
+
+extension Calendar {
+    /// The Gregorian calendar in UTC, in which the gateway's days are counted.
+    public static let utc: Calendar = {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        return calendar
+    }()
+}

@@ -21,16 +21,10 @@ public struct DailySeries: Sendable, Equatable, Codable {
     /// The most days a series holds: a period longer than this keeps its last days.
     public static let maxDays = 366
 
-    static let calendar: Calendar = {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        return calendar
-    }()
-
     /// The days from `since`'s to the one before `until` (exclusive). Without `until`, up to
     /// `now`'s day; without `since`, the 30 days up to `until`'s.
     public init(since: Date?, until: Date?, now: Date = Date()) {
-        let calendar = Self.calendar
+        let calendar = Calendar.utc
         // `until` is exclusive: a period ending at midnight ends the day before.
         let last = calendar.startOfDay(for: until.map { $0.addingTimeInterval(-1) } ?? now)
         var first = since.map { calendar.startOfDay(for: $0) } ?? calendar.date(byAdding: .day, value: -29, to: last)!

@@ -140,11 +140,3 @@ enum SpendDay {
         string(Calendar.utc.date(byAdding: .day, value: days, to: date) ?? date)
     }
 }
-
-extension Calendar {
-    static let utc: Calendar = {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        return calendar
-    }()
-}

@@ -153,8 +153,7 @@ public enum KeywordReportReader {
     /// 2026-04-01` counts March's spend.
     public static func spendDays(_ query: KeywordReportQuery) -> (from: String?, until: String?) {
         func day(_ date: Date) -> String {
-            var calendar = Calendar(identifier: .gregorian)
-            calendar.timeZone = TimeZone(identifier: "UTC")!
+            let calendar = Calendar.utc
             let start = calendar.startOfDay(for: date)
             let first = start < date ? calendar.date(byAdding: .day, value: 1, to: start)! : start
             return ISO8601.format(first).prefix(10).description

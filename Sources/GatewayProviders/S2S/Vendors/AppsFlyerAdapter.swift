@@ -20,9 +20,7 @@ public struct AppsFlyerAdapter: VendorAdapter {
 
     /// `yyyy-MM-dd HH:mm:ss.SSS` in UTC, as `eventTime` must be.
     static func eventTime(_ date: Date) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+        let c = Calendar.utc.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
         let millis = Int((date.timeIntervalSince1970 * 1000).rounded(.down)) % 1000
         return String(
             format: "%04d-%02d-%02d %02d:%02d:%02d.%03d", c.year ?? 0, c.month ?? 0, c.day ?? 0, c.hour ?? 0,
