@@ -27,7 +27,7 @@ struct Serve: AsyncParsableCommand {
         // deploy script would end the process, its default action; ignored, it is lost.
         signal(SIGHUP, SIG_IGN)
         let configuration = try loadConfiguration(config, forLog: true)
-        let level = Logger.Level(rawValue: configuration.server.logLevel) ?? .info
+        let level = LiveLogLevel(Logger.Level(rawValue: configuration.server.logLevel) ?? .info)
         let json = configuration.server.logFormat == "json"
         LoggingSystem.bootstrap { label in
             if json { return JSONLogHandler(label: label, level: level) }
@@ -55,7 +55,7 @@ struct Serve: AsyncParsableCommand {
         // SIGHUP (and with --watch-config, each change): the file as it now stands, checked
         // as a whole like at the start.
         let path = config
-        try await GatewayHTTP.run(gateway: gateway, watchConfig: watchConfig) {
+        try await GatewayHTTP.run(gateway: gateway, watchConfig: watchConfig, logLevel: level) {
             try ConfigLoader.load(path: path, registry: .builtIn)
         }
     }

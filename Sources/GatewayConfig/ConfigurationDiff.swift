@@ -21,7 +21,7 @@ public struct ConfigurationDiff: Sendable {
         /// The change in words, without the section's name.
         public var text: String
         /// False for what a running process cannot take: the listen address and the
-        /// server's other settings, and the store.
+        /// server's other settings but its log level, and the store.
         public var canApplyLive: Bool
 
         public var description: String { text }
@@ -158,20 +158,22 @@ public struct ConfigurationDiff: Sendable {
     static func server(_ old: ServerSettings, _ new: ServerSettings) -> [Change] {
         func optional(_ value: Int?) -> String { value.map(String.init) ?? "default" }
         func networks(_ list: [IPNetwork]) -> String { list.count == 1 ? "1 network" : "\(list.count) networks" }
+        // The log level applies live; the rest is wired into the listener and its
+        // connections at the start.
         let fields: [(String, String, String, Bool)] = [
             ("host", old.host, new.host, false), ("port", "\(old.port)", "\(new.port)", false),
-            ("max_body_bytes", "\(old.maxBodyBytes)", "\(new.maxBodyBytes)", true),
-            ("noop_route", "\(old.noopRoute)", "\(new.noopRoute)", true),
-            ("log_level", old.logLevel, new.logLevel, true), ("log_format", old.logFormat, new.logFormat, true),
-            ("access_log", "\(old.accessLog)", "\(new.accessLog)", true),
-            ("ready_max_outbox_age_s", "\(old.readyMaxOutboxAge)", "\(new.readyMaxOutboxAge)", true),
-            ("idle_timeout_ms", "\(old.idleTimeoutMs)", "\(new.idleTimeoutMs)", true),
-            ("body_timeout_ms", "\(old.bodyTimeoutMs)", "\(new.bodyTimeoutMs)", true),
-            ("max_connections", optional(old.maxConnections), optional(new.maxConnections), true),
-            ("max_connections_per_ip", optional(old.maxConnectionsPerIP), optional(new.maxConnectionsPerIP), true),
-            ("request_head_timeout_ms", "\(old.requestHeadTimeoutMs)", "\(new.requestHeadTimeoutMs)", true),
-            ("shutdown_delay_s", "\(old.shutdownDelaySeconds)", "\(new.shutdownDelaySeconds)", true),
-            ("shutdown_timeout_s", "\(old.shutdownTimeoutSeconds)", "\(new.shutdownTimeoutSeconds)", true),
+            ("max_body_bytes", "\(old.maxBodyBytes)", "\(new.maxBodyBytes)", false),
+            ("noop_route", "\(old.noopRoute)", "\(new.noopRoute)", false),
+            ("log_level", old.logLevel, new.logLevel, true), ("log_format", old.logFormat, new.logFormat, false),
+            ("access_log", "\(old.accessLog)", "\(new.accessLog)", false),
+            ("ready_max_outbox_age_s", "\(old.readyMaxOutboxAge)", "\(new.readyMaxOutboxAge)", false),
+            ("idle_timeout_ms", "\(old.idleTimeoutMs)", "\(new.idleTimeoutMs)", false),
+            ("body_timeout_ms", "\(old.bodyTimeoutMs)", "\(new.bodyTimeoutMs)", false),
+            ("max_connections", optional(old.maxConnections), optional(new.maxConnections), false),
+            ("max_connections_per_ip", optional(old.maxConnectionsPerIP), optional(new.maxConnectionsPerIP), false),
+            ("request_head_timeout_ms", "\(old.requestHeadTimeoutMs)", "\(new.requestHeadTimeoutMs)", false),
+            ("shutdown_delay_s", "\(old.shutdownDelaySeconds)", "\(new.shutdownDelaySeconds)", false),
+            ("shutdown_timeout_s", "\(old.shutdownTimeoutSeconds)", "\(new.shutdownTimeoutSeconds)", false),
         ]
         var changes = fields.compactMap { key, before, after, live in
             before == after
@@ -179,7 +181,7 @@ public struct ConfigurationDiff: Sendable {
         }
         if Set(old.trustedProxies) != Set(new.trustedProxies) {
             let text = "server.trusted_proxies: \(networks(old.trustedProxies)) -> \(networks(new.trustedProxies))"
-            changes.append(Change(section: .server, text: text, canApplyLive: true))
+            changes.append(Change(section: .server, text: text, canApplyLive: false))
         }
         return changes
     }

@@ -150,7 +150,7 @@ import Testing
                 "server.rate_limits.open_routes_per_ip: 100/s, burst 1000 -> off",
                 "server.host: 127.0.0.1 -> 0.0.0.0 (takes effect at the next start)",
                 "server.port: 8080 -> 9090 (takes effect at the next start)",
-                "server.log_level: info -> debug (takes effect at the next start)",
+                "server.log_level: info -> debug",
                 "storage.sqlite.path: /tmp/a.sqlite -> /tmp/b.sqlite (takes effect at the next start)",
             ], "\(lines)")
     }

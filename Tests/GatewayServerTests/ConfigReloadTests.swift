@@ -87,6 +87,27 @@ import Testing
         #expect(try await running.gateway.stop(SIGTERM))
     }
 
+    /// `server.log_level` applies at once: a reload to `error` hides its own `info` line,
+    /// and the next one, back to `info`, shows its.
+    @Test func theLogLevelReloadsLive() async throws {
+        let running = try await Running()
+        defer { running.env.remove() }
+        let valid = Running.yaml(running.env, keys: [Self.oldKey])
+        #expect(valid.contains("log_level: info"))
+        try running.write(valid.replacingOccurrences(of: "log_level: info", with: "log_level: error"))
+        running.gateway.signal(SIGHUP)
+        #expect(try await running.env.eventually(seconds: 30) { try await running.reloads("applied") == 1 })
+        #expect(!running.log().contains("configuration reloaded"), "\(running.log())")
+
+        try running.write(valid)
+        running.gateway.signal(SIGHUP)
+        #expect(try await running.env.eventually(seconds: 30) { try await running.reloads("applied") == 2 })
+        #expect(try await running.env.eventually(seconds: 30) { running.log().contains("configuration reloaded") })
+        let log = running.log()
+        #expect(log.contains("server.log_level: error -> info") && !log.contains("log_level: error -> info (takes"))
+        #expect(try await running.gateway.stop(SIGTERM))
+    }
+
     /// `server.rate_limits` applies at the next request after a reload.
     @Test func rateLimitsReloadLive() async throws {
         let running = try await Running()

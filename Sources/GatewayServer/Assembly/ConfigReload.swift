@@ -10,7 +10,7 @@ extension GatewayHTTP {
     /// (the listen address and the other server settings, the store) is logged as taking
     /// effect at the next start, and `check-config --diff` marks it so.
     public static let reloadedLive: Set<ConfigurationDiff.Section> = [
-        .sinks, .providers, .enrichers, .routes, .auth, .rateLimits,
+        .sinks, .providers, .enrichers, .routes, .auth, .rateLimits, .server,
     ]
 
     /// Reloads on every `SIGHUP` (see ``ConfigReloader/reload()``).
@@ -56,6 +56,8 @@ final class ConfigReloader: Sendable {
     /// How long a file that removes sinks, routes or enrichers must stay the same before
     /// the removal applies (see ``reload(from:)``).
     let removalSettle: Duration
+    /// The log level of `serve`'s handlers, which `server.log_level` sets.
+    let logLevel: LiveLogLevel?
     /// What the gateway runs with: the configuration it started with, with what each
     /// applied reload swapped. A change not applied stays a difference, so that every
     /// reload names it again until the next start.
@@ -66,12 +68,13 @@ final class ConfigReloader: Sendable {
     private let serial = PerKeySerial<Int>()
 
     init(
-        gateway: Gateway, removalSettle: Duration = .seconds(1),
+        gateway: Gateway, removalSettle: Duration = .seconds(1), logLevel: LiveLogLevel? = nil,
         load: @escaping @Sendable () throws -> GatewayConfiguration
     ) {
         self.gateway = gateway
         self.load = load
         self.removalSettle = removalSettle
+        self.logLevel = logLevel
         running = Mutex(gateway.configuration)
         let text = (try? String(contentsOfFile: gateway.configuration.file, encoding: .utf8)) ?? ""
         runningSections = Mutex(GatewayHTTP.topLevelKeys(text))
@@ -166,6 +169,7 @@ final class ConfigReloader: Sendable {
         gateway.keyring.replace(with: reread.auth.apiKeys)
         gateway.operatorKeys.replace(with: reread.auth)
         gateway.rateLimits.replace(with: reread.server.rateLimits)
+        if let level = Logger.Level(rawValue: reread.server.logLevel) { logLevel?.set(level) }
         let lines = diff.lines(appliedLive: GatewayHTTP.reloadedLive)
         logger.info(
             diff.isEmpty ? "configuration reloaded: no changes" : "configuration reloaded",

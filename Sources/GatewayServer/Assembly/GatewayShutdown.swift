@@ -29,7 +29,8 @@ extension GatewayHTTP {
     /// ``ConfigReloader``), and so does each change of the file when `watchConfig` is set.
     public static func run(
         gateway: Gateway, signals: [UnixSignal] = [.sigterm, .sigint],
-        watchConfig: Bool = false, reload: (@Sendable () throws -> GatewayConfiguration)? = nil
+        watchConfig: Bool = false, logLevel: LiveLogLevel? = nil,
+        reload: (@Sendable () throws -> GatewayConfiguration)? = nil
     ) async throws {
         let settings = gateway.configuration.server
         let logger = gateway.logger
@@ -72,7 +73,7 @@ extension GatewayHTTP {
                 }
             }
             if let reload {
-                let reloader = ConfigReloader(gateway: gateway, load: reload)
+                let reloader = ConfigReloader(gateway: gateway, logLevel: logLevel, load: reload)
                 // Never end by themselves: the group or the second signal ends them.
                 tasks.addTask { await reloadOnHangup(reloader) }
                 if watchConfig { tasks.addTask { await ConfigWatcher(reloader: reloader).run() } }

@@ -10,14 +10,15 @@ extension GatewayHTTP {
     }
 
     /// What a reload from `running` to `reread` runs with: `reread`'s providers, enrichers,
-    /// sinks, routes, keys and rate limits, and `running`'s server settings and store,
-    /// which wait for the next start.
+    /// sinks, routes, keys, rate limits and log level, and `running`'s other server
+    /// settings and store, which wait for the next start.
     static func liveTarget(from running: GatewayConfiguration, to reread: GatewayConfiguration)
         -> GatewayConfiguration
     {
         var target = running
         target.auth = reread.auth
         target.server.rateLimits = reread.server.rateLimits
+        target.server.logLevel = reread.server.logLevel
         target.providers = reread.providers
         target.sinks = reread.sinks
         target.routes = reread.routes

@@ -8,7 +8,13 @@ import Synchronization
 /// index fields rather than parse text.
 public struct JSONLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
-    public var logLevel: Logger.Level
+    /// The level given to this handler (or set on its logger), else the process's as it stands.
+    public var logLevel: Logger.Level {
+        get { ownLevel ?? sharedLevel?.level ?? .info }
+        set { ownLevel = newValue }
+    }
+    private var ownLevel: Logger.Level?
+    private let sharedLevel: LiveLogLevel?
     let label: String
     let write: @Sendable (String) -> Void
 
@@ -16,7 +22,18 @@ public struct JSONLogHandler: LogHandler {
         label: String, level: Logger.Level, write: @escaping @Sendable (String) -> Void = JSONLogHandler.standardError
     ) {
         self.label = label
-        self.logLevel = level
+        ownLevel = level
+        sharedLevel = nil
+        self.write = write
+    }
+
+    /// A handler whose level follows `level` as a reload changes it.
+    public init(
+        label: String, level: LiveLogLevel, write: @escaping @Sendable (String) -> Void = JSONLogHandler.standardError
+    ) {
+        self.label = label
+        ownLevel = nil
+        sharedLevel = level
         self.write = write
     }
 

@@ -16,6 +16,13 @@ public struct TextLogHandler: LogHandler {
         lines = JSONLogHandler(label: label, level: level, write: write)
     }
 
+    /// A handler whose level follows `level` as a reload changes it.
+    public init(
+        label: String, level: LiveLogLevel, write: @escaping @Sendable (String) -> Void = JSONLogHandler.standardError
+    ) {
+        lines = JSONLogHandler(label: label, level: level, write: write)
+    }
+
     public var metadata: Logger.Metadata {
         get { lines.metadata }
         set { lines.metadata = newValue }
