@@ -42,7 +42,8 @@ import Testing
 
     /// One configuration: webhook sinks posting to `hooks`' paths, and `vendor`. The
     /// SQLite sink, written with each commit, changes its backoff with `changed`: its
-    /// worker restarts and its inline delivery is set again at each reload.
+    /// worker restarts and its inline delivery is set again at each reload; so does
+    /// `skadnetwork` its quarantine's cap.
     static func yaml(
         _ env: TestEnvironment, hookPort: Int, vendorPort: Int, hooks: [String], vendor: String, changed: Bool = false
     ) -> String {
@@ -51,7 +52,9 @@ import Testing
             "storage: { sqlite: { path: \(env.databasePath), durability: normal } }",
             "providers:",
             "  iad: { enabled: true }",
-            "  skadnetwork: { enabled: true }",
+            // Changed at each reload: the provider, its routes and its quarantine's
+            // trimmer are made again under load.
+            "  skadnetwork: { quarantine_max_mb: \(changed ? 20 : 10) }",
             "  s2s:",
             "    vendor: \(vendor)",
             "    vendors:",

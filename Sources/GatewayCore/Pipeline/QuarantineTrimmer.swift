@@ -40,7 +40,7 @@ public final class QuarantineTrimmer: Service, Sendable {
         await withGracefulShutdownHandler {
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 let over = await trim(warnings: warnings)
-                try? await Task.sleep(for: pause)
+                try? await cancelWhenGracefulShutdown { [pause] in try await Task.sleep(for: pause) }
                 await wakeUp.wait(timeout: over ? .seconds(10) : .seconds(3600))
             }
         } onGracefulShutdown: {

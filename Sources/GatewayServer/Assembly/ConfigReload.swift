@@ -188,6 +188,9 @@ final class ConfigReloader: Sendable {
                 "configuration changes not applied live: they take effect at the next start",
                 metadata: ["changes": "\(waiting.map(\.text).joined(separator: "; "))"])
         }
+        if reread.providers.isEmpty && !running.providers.isEmpty {
+            logger.warning("no provider is enabled: no ingest route is served; list them under providers:")
+        }
         if running.auth.apiKeys.isEmpty && !reread.auth.apiKeys.isEmpty {
             logger.warning("auth.api_keys is no longer empty: the app-facing routes now need a key")
         }

@@ -14,15 +14,31 @@ final class LiveServices<Value: Sendable>: Service, Sendable {
         let value: Value
         let group: ServiceGroup
         let stopped = Latch()
+        private let state = Mutex((started: false, stopAsked: false))
 
         init(value: Value, service: any Service, logger: Logger) {
             self.value = value
             group = ServiceGroup(configuration: .init(services: [service], logger: logger))
         }
 
-        /// Asks the service to stop after its work in hand.
+        /// Asks the service to stop after its work in hand. One replaced before it started
+        /// (a burst of reloads) never starts: a trimmer with a cap meant for a tenth of a
+        /// second would drop what the next cap keeps.
         func stop() {
-            Task { await group.triggerGracefulShutdown() }
+            let started = state.withLock { state in
+                state.stopAsked = true
+                return state.started
+            }
+            if started { Task { await group.triggerGracefulShutdown() } }
+        }
+
+        /// Runs the service unless it was asked to stop first.
+        func run() async throws {
+            let go = state.withLock { state in
+                state.started = !state.stopAsked
+                return state.started
+            }
+            if go { try await group.run() }
         }
     }
 
@@ -61,7 +77,7 @@ final class LiveServices<Value: Sendable>: Service, Sendable {
         startsContinuation.yield { [logger] in
             await previous?.stopped.wait()
             do {
-                try await slot.group.run()
+                try await slot.run()
             } catch {
                 logger.error("service failed", metadata: ["service": "\(name)", "error": "\(error)"])
             }
