@@ -2,6 +2,8 @@ import Foundation
 import GatewayCore
 import Hummingbird
 import HummingbirdTesting
+import Logging
+import Synchronization
 import Testing
 
 @testable import GatewayServer
@@ -109,6 +111,62 @@ import Testing
                 #expect(try await resolve(client, AdServicesEndToEndTests.token("after")).0 == 404)
                 #expect(try await status(client, "/functions/v1/create-user", "{}") == 404)
                 #expect(gateway.resolvers.isEmpty)
+            }
+        }
+    }
+
+    /// A resolver a reload replaces lets go of the tokens it claimed and had not begun:
+    /// the next one asks for them at once, not after the claim's two-minute lease.
+    @Test func aReplacedResolverReleasesTheTokensItHadNotBegun() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let first = FakeAppleAdServices()
+        let second = FakeAppleAdServices()
+        let tokens = (0...4).map { AdServicesEndToEndTests.token("claimed-\($0)") }
+        // Apple holds its answers at the first endpoint: its resolver is busy with the
+        // first token while the others arrive, then claims those four together and
+        // begins one, held until after the reload.
+        first.held.withLock { $0 = Set(tokens) }
+        @Sendable func adservices(_ port: Int) -> String {
+            """
+              adservices:
+                endpoint: http://127.0.0.1:\(port)/api/v1/
+                answer_wait_ms: 0
+                concurrency: 1
+                timeout_ms: 10000
+                error_backoff_initial_ms: 10
+                error_backoff_max_ms: 200
+
+            """
+        }
+        let file = env.directory.appendingPathComponent("reload.yaml").path
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        try await withFakes(first, second) { firstPort, secondPort in
+            try Self.yaml(env, providers: adservices(firstPort)).write(toFile: file, atomically: true, encoding: .utf8)
+            try await withReloadingGateway(file: file, logger: Logger(label: "gateway") { _ in handler }) {
+                client, gateway, reload in
+                for token in tokens {
+                    let response = try await client.execute(
+                        uri: "/v1/adservices", method: .post, body: AdServicesEndToEndTests.body(token))
+                    #expect(response.status == .accepted)
+                    if token == tokens[0] { #expect(try await env.eventually { first.calls(token) == 1 }) }
+                }
+                _ = first.held.withLock { $0.remove(tokens[0]) }
+                #expect(try await env.eventually { first.calls(tokens[1]) == 1 })
+                try await reload(Self.yaml(env, providers: adservices(secondPort)))
+                // Once the old resolver is stopping, the call in flight ends, and it lets go
+                // of the rest.
+                #expect(
+                    try await env.eventually {
+                        lines.withLock { $0.contains { $0.contains("waiting for attempts in flight") } }
+                    })
+                first.held.withLock { $0 = [] }
+                #expect(
+                    try await env.eventually(seconds: 60) {
+                        try await gateway.store.pendingCounts()["adservices", default: 0] == 0
+                    })
+                #expect(tokens[2...].allSatisfy { first.calls($0) == 0 && second.calls($0) >= 1 })
             }
         }
     }

@@ -98,8 +98,8 @@ import Testing
     }
 
     /// With Apple silent, a stop waits for the calls already made and begins no others:
-    /// every call would hold the stop for its whole timeout. The tokens not tried stay
-    /// claimed in the store, and the next start tries them.
+    /// every call would hold the stop for its whole timeout. The tokens not tried are
+    /// released in the store, due at once, and the next start tries them.
     @Test func aStopBeginsNoCallToAppleAndTheNextStartTriesTheTokensLeft() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -144,7 +144,7 @@ import Testing
             #expect(apples[1].totalCalls == 2, "a call was begun after the signal")
             let log = try String(contentsOf: second.logURL, encoding: .utf8)
             #expect(log.contains("waiting for attempts in flight"), "\(log)")
-            #expect(log.contains("attempts not begun because of shutdown"), "\(log)")
+            #expect(log.contains("attempts not begun: the resolver is stopping"), "\(log)")
 
             apples[1].held.withLock { $0 = [] }
             let third = try await launch(env, yaml(port), log: "third")

@@ -142,7 +142,7 @@ public final class PendingResolver: Service, Sendable {
         let due = try await store.claimPending(
             provider: provider.name, now: now(), lease: lease, limit: concurrency * 4)
         guard !due.isEmpty else { return 0 }
-        let attempts = await withTaskGroup(of: (PendingWork, ResolutionStep).self) { group in
+        let (attempts, notBegun) = await withTaskGroup(of: (PendingWork, ResolutionStep).self) { group in
             var rest = due.makeIterator()
             @Sendable func begin(_ work: PendingWork) async -> (PendingWork, ResolutionStep) {
                 attemptsInFlight.withLock { $0 += 1 }
@@ -156,21 +156,29 @@ public final class PendingResolver: Service, Sendable {
             var done: [(work: PendingWork, step: ResolutionStep)] = []
             while let attempt = await group.next() {
                 done.append(attempt)
-                // Shutting down: no call begins, since with Apple hanging each would hold
-                // the stop for its whole timeout. The rest stay claimed, and the next start
-                // releases every claim.
+                // Stopping (a shutdown, or a reload that replaces the resolver): no call
+                // begins, since with Apple hanging each would hold the stop for its whole
+                // timeout. The rest are released below.
                 guard !Task.isShuttingDownGracefully else { continue }
                 if let work = rest.next() { group.addTask { await begin(work) } }
             }
-            if Task.isShuttingDownGracefully, due.count > done.count {
-                logger.info("attempts not begun because of shutdown", metadata: ["count": "\(due.count - done.count)"])
-            }
-            return done
+            return (done, Array(IteratorSequence(rest)))
         }
         do {
-            // Apple has answered: kept even if shutdown came meanwhile.
+            // Apple has answered: kept even if shutdown came meanwhile. Work not begun is
+            // released, due now, for the resolver that follows (a reload's, or another
+            // replica's) rather than held for the claim's lease.
             let now = now()
             try await uncancelled { try await self.pipeline.settle(attempts, now: now) }
+            if !notBegun.isEmpty {
+                logger.info("attempts not begun: the resolver is stopping", metadata: ["count": "\(notBegun.count)"])
+                let released = notBegun.map { work in
+                    PendingSettlement.retry(
+                        recordID: work.recordID, state: work.state, attempts: work.attempts, at: now,
+                        error: "not attempted: the resolver stopped first")
+                }
+                try await uncancelled { try await self.pipeline.commit(released) }
+            }
         } catch {
             // The claims' lease brings the work back; nothing is lost.
             logger.error(

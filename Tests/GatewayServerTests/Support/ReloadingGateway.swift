@@ -2,6 +2,7 @@ import Foundation
 import GatewayConfig
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import Testing
 
 @testable import GatewayServer
@@ -10,7 +11,7 @@ import Testing
 /// a new file and reloads it in the process, as `SIGHUP` does, returning once the reload
 /// was applied or refused (refused fails the test).
 func withReloadingGateway(
-    file: String, environment: [String: String] = [:],
+    file: String, environment: [String: String] = [:], logger: Logger = Logger(label: "gateway"),
     _ body:
         @escaping @Sendable (
             _ client: TestClientProtocol, _ gateway: Gateway,
@@ -20,7 +21,7 @@ func withReloadingGateway(
     let load: @Sendable () throws -> GatewayConfiguration = {
         try ConfigLoader.load(path: file, environment: environment, registry: .builtIn)
     }
-    let gateway = try await Gateway.build(configuration: try load())
+    let gateway = try await Gateway.build(configuration: try load(), logger: logger)
     let reloader = ConfigReloader(gateway: gateway, removalSettle: .milliseconds(20), load: load)
     try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
         @Sendable func applied() async throws -> Int {

@@ -162,6 +162,9 @@ struct ASASDKBackend: Sendable {
             guard !answered.isEmpty else { return }
             logger.info("crediting SDK purchases left pending", metadata: ["users": "\(answered.count)"])
             await creditPurchases(answered: answered)
+        } catch is CancellationError {
+            // The resolver stopped first (a shutdown, or a reload that replaced it): the
+            // next one looks again.
         } catch {
             logger.warning("cannot look for SDK purchases left pending", metadata: ["error": "\(error)"])
         }
