@@ -103,7 +103,9 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
         }
     }
 
-    var services: [any Service] { spend.map { [$0.fetcher as any Service] } ?? [] }
+    var services: [any Service] {
+        [NameFetchesStop(fetches: fetches) as any Service] + (spend.map { [$0.fetcher as any Service] } ?? [])
+    }
 
     func enrich(_ records: [AttributionRecord]) async -> [AttributionRecord] {
         spend?.note(records)
@@ -457,5 +459,16 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
         }
         try await cache.store(key, entry)
         return entry
+    }
+}
+
+/// Ends the enricher's lookups when it stops: at a shutdown, and when a reload replaces or
+/// removes it.
+struct NameFetchesStop: Service {
+    let fetches: NameFetches
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await fetches.stop()
     }
 }

@@ -15,6 +15,10 @@ actor NameFetches {
     private var failing: Set<String> = []
     /// How many fetches were started, for tests and metrics.
     private(set) var started = 0
+    /// The fetches under way, to end when the enricher stops.
+    private var tasks: [Int: Task<Void, Never>] = [:]
+    /// Set once the enricher stopped: nothing more starts.
+    private var stopped = false
 
     /// Starts `fetch` unless it runs or just ran; `then` runs once it is marked finished.
     func start(
@@ -22,12 +26,12 @@ actor NameFetches {
         then: @escaping @Sendable () async -> Void = {}
     ) {
         if let done = recent[key], ContinuousClock.now - done.at < .seconds(60) { return }
-        guard !running.contains(key) else { return }
+        guard !stopped, !running.contains(key) else { return }
         running.insert(key)
         started += 1
-        Task {
+        track {
             let entry = await fetch()
-            self.finish(key, entry)
+            await self.finish(key, entry)
             await then()
         }
     }
@@ -48,10 +52,10 @@ actor NameFetches {
         let fresh = keys.filter { key in
             !running.contains(key) && !(recent[key].map { now - $0.at < .seconds(60) } ?? false)
         }
-        guard !fresh.isEmpty else { return }
+        guard !stopped, !fresh.isEmpty else { return }
         running.formUnion(fresh)
         started += 1
-        Task {
+        track {
             // This group's own keys, each finished once (a later fetch of the same key is
             // another's to finish).
             let finished = Mutex<Set<String>>([])
@@ -63,6 +67,26 @@ actor NameFetches {
             let entries = await fetch(fresh, done)
             for key in fresh { await done(key, entries[key]) }
         }
+    }
+
+    /// Runs `work` as a fetch to end when the enricher stops.
+    private func track(_ work: @escaping @Sendable () async -> Void) {
+        nextID += 1
+        let id = nextID
+        tasks[id] = Task {
+            await work()
+            self.untrack(id)
+        }
+    }
+
+    private func untrack(_ id: Int) { tasks[id] = nil }
+
+    /// Ends every fetch (each gives up as a failed one does, and its records' names stay
+    /// owed in the store) and starts no more: the enricher was stopped or replaced, and
+    /// its retries, up to an hour each, would go on asking Apple Ads with old credentials.
+    func stop() {
+        stopped = true
+        for task in tasks.values { task.cancel() }
     }
 
     func isRunning(_ key: String) -> Bool { running.contains(key) }
