@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 import GatewayCore
 import Hummingbird
 import HummingbirdTesting
@@ -120,24 +123,76 @@ import Testing
     @Test func aReplacedResolverReleasesTheTokensItHadNotBegun() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        let first = FakeAppleAdServices()
-        let second = FakeAppleAdServices()
+        let (first, second) = (FakeAppleAdServices(), FakeAppleAdServices())
         let tokens = (0...4).map { AdServicesEndToEndTests.token("claimed-\($0)") }
         // Apple holds its answers at the first endpoint: its resolver is busy with the
         // first token while the others arrive, then claims those four together and
         // begins one, held until after the reload.
         first.held.withLock { $0 = Set(tokens) }
-        @Sendable func adservices(_ port: Int) -> String {
-            """
-              adservices:
-                endpoint: http://127.0.0.1:\(port)/api/v1/
-                answer_wait_ms: 0
-                concurrency: 1
-                timeout_ms: 10000
-                error_backoff_initial_ms: 10
-                error_backoff_max_ms: 200
+        let options = "answer_wait_ms: 0, error_backoff_initial_ms: 10, error_backoff_max_ms: 200"
+        try await withResolverSwap(env, first, second, options: options) { client, gateway, swap in
+            for token in tokens {
+                let response = try await client.execute(
+                    uri: "/v1/adservices", method: .post, body: AdServicesEndToEndTests.body(token))
+                #expect(response.status == .accepted)
+                if token == tokens[0] { #expect(try await env.eventually { first.calls(token) == 1 }) }
+            }
+            _ = first.held.withLock { $0.remove(tokens[0]) }
+            #expect(try await env.eventually { first.calls(tokens[1]) == 1 })
+            try await swap()
+            #expect(
+                try await env.eventually(seconds: 60) {
+                    try await gateway.store.pendingCounts()["adservices", default: 0] == 0
+                })
+            #expect(tokens[2...].allSatisfy { first.calls($0) == 0 && second.calls($0) >= 1 })
+        }
+    }
 
-            """
+    /// A request waiting for its token's answer when a reload replaces the resolver gets
+    /// the answer the new resolver finds, rather than waiting out `answer_wait_ms`.
+    @Test func aRequestWaitingAcrossAReloadGetsTheNewResolversAnswer() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let (first, second) = (FakeAppleAdServices(), FakeAppleAdServices())
+        let (busy, waiting) = (AdServicesEndToEndTests.token("busy"), AdServicesEndToEndTests.token("waiting"))
+        first.held.withLock { $0 = [busy] }
+        try await withResolverSwap(env, first, second, options: "answer_wait_ms: 30000") { client, gateway, swap in
+            // A connection each: the test client's one connection would queue them.
+            let port = try #require(client.port)
+            @Sendable func post(_ token: String) async throws -> AdServicesEndToEndTests.Answer {
+                var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/v1/adservices")!)
+                request.httpMethod = "POST"
+                request.httpBody = Data(AdServicesEndToEndTests.body(token).readableBytesView)
+                request.timeoutInterval = 120
+                let (data, _) = try await URLSession.shared.data(for: request)
+                return try JSONDecoder().decode(AdServicesEndToEndTests.Answer.self, from: data)
+            }
+            // The resolver is busy with one token (Apple holds it) when the other arrives.
+            let busyAnswer = Task { try await post(busy) }
+            #expect(try await env.eventually { first.calls(busy) == 1 })
+            let waitingAnswer = Task { try await post(waiting) }
+            #expect(
+                try await env.eventually { try await gateway.store.pendingCounts()["adservices", default: 0] == 2 })
+            try await swap()
+            let answer = try await waitingAnswer.value
+            #expect(answer.resolved, "\(answer)")
+            #expect(second.calls(waiting) == 1 && first.calls(waiting) == 0)
+            _ = try await busyAnswer.value
+        }
+    }
+
+    /// A gateway whose `adservices` asks `first` (one call at a time, `options` added),
+    /// and a `swap` that reloads it to ask `second`, waits until the old resolver is
+    /// stopping, then lets `first` answer what it holds.
+    func withResolverSwap(
+        _ env: TestEnvironment, _ first: FakeAppleAdServices, _ second: FakeAppleAdServices, options: String,
+        _ body:
+            @escaping @Sendable (TestClientProtocol, Gateway, _ swap: @escaping @Sendable () async throws -> Void)
+            async throws -> Void
+    ) async throws {
+        @Sendable func adservices(_ port: Int) -> String {
+            "  adservices: { endpoint: \"http://127.0.0.1:\(port)/api/v1/\", concurrency: 1, timeout_ms: 30000, "
+                + "\(options) }\n"
         }
         let file = env.directory.appendingPathComponent("reload.yaml").path
         let lines = Mutex<[String]>([])
@@ -146,27 +201,14 @@ import Testing
             try Self.yaml(env, providers: adservices(firstPort)).write(toFile: file, atomically: true, encoding: .utf8)
             try await withReloadingGateway(file: file, logger: Logger(label: "gateway") { _ in handler }) {
                 client, gateway, reload in
-                for token in tokens {
-                    let response = try await client.execute(
-                        uri: "/v1/adservices", method: .post, body: AdServicesEndToEndTests.body(token))
-                    #expect(response.status == .accepted)
-                    if token == tokens[0] { #expect(try await env.eventually { first.calls(token) == 1 }) }
+                try await body(client, gateway) {
+                    try await reload(Self.yaml(env, providers: adservices(secondPort)))
+                    #expect(
+                        try await env.eventually {
+                            lines.withLock { $0.contains { $0.contains("waiting for attempts in flight") } }
+                        })
+                    first.held.withLock { $0 = [] }
                 }
-                _ = first.held.withLock { $0.remove(tokens[0]) }
-                #expect(try await env.eventually { first.calls(tokens[1]) == 1 })
-                try await reload(Self.yaml(env, providers: adservices(secondPort)))
-                // Once the old resolver is stopping, the call in flight ends, and it lets go
-                // of the rest.
-                #expect(
-                    try await env.eventually {
-                        lines.withLock { $0.contains { $0.contains("waiting for attempts in flight") } }
-                    })
-                first.held.withLock { $0 = [] }
-                #expect(
-                    try await env.eventually(seconds: 60) {
-                        try await gateway.store.pendingCounts()["adservices", default: 0] == 0
-                    })
-                #expect(tokens[2...].allSatisfy { first.calls($0) == 0 && second.calls($0) >= 1 })
             }
         }
     }

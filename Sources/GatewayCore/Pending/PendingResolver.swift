@@ -14,7 +14,10 @@ public final class PendingResolver: Service, Sendable {
     let now: @Sendable () -> Date
     /// How long claimed work stays hidden from other claims; longer than any attempt.
     let lease: Duration
-    let waiters = AnswerWaiters<AttributionRecord>()
+    /// The requests waiting for their token's first answer. A resolver a reload makes for
+    /// the same provider takes its predecessor's, so that a request the old one took and
+    /// the new one answers still gets its answer.
+    public let waiters: AnswerWaiters<AttributionRecord>
     private let wakeUp = WakeUp()
     private let finishedHandlers = Mutex<[@Sendable ([String]) async -> Void]>([])
     private let startHandlers = Mutex<[@Sendable () async -> Void]>([])
@@ -39,9 +42,10 @@ public final class PendingResolver: Service, Sendable {
     public init(
         provider: any DeferredAttributionProvider, pipeline: IngestPipeline,
         logger: Logger = Logger(label: "gateway.pending"), lease: Duration = .seconds(120),
-        now: @escaping @Sendable () -> Date = { Date() }
+        waiters: AnswerWaiters<AttributionRecord> = AnswerWaiters(), now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.provider = provider
+        self.waiters = waiters
         self.pipeline = pipeline
         var logger = logger
         logger[metadataKey: "provider"] = .string(provider.name)

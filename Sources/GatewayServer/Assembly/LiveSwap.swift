@@ -70,7 +70,10 @@ extension Gateway {
                 providers.append(kept)
             } else {
                 rebuiltProviders.insert(prepared.typeName)
-                providers.append(RunningProvider(prepared, try prepared.build(), pipeline: pipeline, logger: logger))
+                providers.append(
+                    RunningProvider(
+                        prepared, try prepared.build(), pipeline: pipeline, logger: logger,
+                        following: currentProviders.first { $0.name == prepared.typeName }))
             }
         }
         let removedProviders = Set(currentProviders.map(\.name)).subtracting(providers.map(\.name))

@@ -5,7 +5,8 @@ import Logging
 /// One enabled provider as it runs: what it was built from, its resolver of pending work
 /// when it is a ``DeferredAttributionProvider``, and the routes it contributes, made once
 /// with that resolver (they wire themselves to it). A reload that changes the provider's
-/// settings builds all three again.
+/// settings builds all three again; the new resolver answers the requests that wait on
+/// the one it follows.
 struct RunningProvider: Sendable {
     let prepared: PreparedProvider
     let provider: any AttributionProvider
@@ -14,11 +15,16 @@ struct RunningProvider: Sendable {
 
     var name: String { provider.name }
 
-    init(_ prepared: PreparedProvider, _ provider: any AttributionProvider, pipeline: IngestPipeline, logger: Logger) {
+    init(
+        _ prepared: PreparedProvider, _ provider: any AttributionProvider, pipeline: IngestPipeline, logger: Logger,
+        following previous: RunningProvider? = nil
+    ) {
         self.prepared = prepared
         self.provider = provider
         resolver = (provider as? any DeferredAttributionProvider).map {
-            PendingResolver(provider: $0, pipeline: pipeline, logger: logger)
+            PendingResolver(
+                provider: $0, pipeline: pipeline, logger: logger,
+                waiters: previous?.resolver?.waiters ?? AnswerWaiters())
         }
         contributions = prepared.routes(ProviderRouteContext(pipeline: pipeline, resolver: resolver, logger: logger))
     }
