@@ -47,3 +47,36 @@ final class EnricherPostgres: Sendable {
         try await answered(within: timeout, from: url) { [client] in try await work(client) }
     }
 }
+
+extension EnricherPostgres {
+    /// The most rows one multi-row statement carries (PostgreSQL takes at most 65,535
+    /// parameters).
+    static let rowsPerStatement = 1000
+
+    /// Writes `rows` in one transaction, a statement per ``rowsPerStatement`` of them:
+    /// `statement` gets the `VALUES` list, each row `columns` parameters (the last cast to
+    /// `lastCast` when given), and `bind` appends one row's values in order.
+    func insert<Row>(
+        _ rows: [Row], columns: Int, lastCast: String? = nil, statement: @escaping @Sendable (String) -> String,
+        bind: @escaping @Sendable (inout PostgresBindings, Row) -> Void
+    ) async throws where Row: Sendable {
+        guard !rows.isEmpty else { return }
+        let logger = logger
+        try await client.withTransaction(logger: logger) { connection in
+            for start in stride(from: 0, to: rows.count, by: Self.rowsPerStatement) {
+                let chunk = rows[start..<min(start + Self.rowsPerStatement, rows.count)]
+                var bindings = PostgresBindings(capacity: chunk.count * columns)
+                for row in chunk { bind(&bindings, row) }
+                let values = (0..<chunk.count).map { row in
+                    "("
+                        + (1...columns).map { column in
+                            "$\(row * columns + column)" + (column == columns ? lastCast.map { "::\($0)" } ?? "" : "")
+                        }.joined(separator: ", ") + ")"
+                }
+                _ = try await connection.query(
+                    PostgresQuery(unsafeSQL: statement(values.joined(separator: ", ")), binds: bindings), logger: logger
+                )
+            }
+        }
+    }
+}

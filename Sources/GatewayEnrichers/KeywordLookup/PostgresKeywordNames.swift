@@ -12,8 +12,6 @@ final class PostgresKeywordNames: KeywordNameStore {
     /// Names are a cache: a database that does not answer costs a record its names, never
     /// holds it longer than this.
     let timeout: Duration = .seconds(5)
-    /// Most rows in one statement: PostgreSQL takes at most 65,535 parameters.
-    static let rowsPerStatement = 1000
 
     init(url: PostgresURL, logger: Logger) async throws {
         database = try await EnricherPostgres(
@@ -47,32 +45,24 @@ final class PostgresKeywordNames: KeywordNameStore {
     }
 
     func store(_ entries: [String: KeywordNameEntry]) async throws {
-        guard !entries.isEmpty else { return }
-        let all = Array(entries)
-        try await run { [logger] client in
-            try await client.withTransaction(logger: logger) { connection in
-                for start in stride(from: 0, to: all.count, by: Self.rowsPerStatement) {
-                    let chunk = all[start..<min(start + Self.rowsPerStatement, all.count)]
-                    var bindings = PostgresBindings(capacity: chunk.count * 4)
-                    for (key, entry) in chunk {
-                        bindings.append(key)
-                        if let name = entry.name { bindings.append(name) } else { bindings.appendNull() }
-                        if let match = entry.matchType { bindings.append(match) } else { bindings.appendNull() }
-                        bindings.append(entry.fetchedAt.timeIntervalSince1970)
-                    }
-                    let values = (0..<chunk.count).map { row in
-                        "($\(row * 4 + 1), $\(row * 4 + 2), $\(row * 4 + 3), $\(row * 4 + 4)::double precision)"
-                    }
-                    _ = try await connection.query(
-                        PostgresQuery(
-                            unsafeSQL: """
-                                INSERT INTO apple_ads_names (key, name, match_type, fetched_at)
-                                VALUES \(values.joined(separator: ", "))
-                                ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name,
-                                    match_type = EXCLUDED.match_type, fetched_at = EXCLUDED.fetched_at
-                                """, binds: bindings), logger: logger)
-                }
-            }
+        try await database.run(within: timeout) { [database] _ in
+            try await database.insert(
+                Array(entries), columns: 4, lastCast: "double precision",
+                statement: { values in
+                    """
+                    INSERT INTO apple_ads_names (key, name, match_type, fetched_at)
+                    VALUES \(values)
+                    ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name,
+                        match_type = EXCLUDED.match_type, fetched_at = EXCLUDED.fetched_at
+                    """
+                },
+                bind: { bindings, row in
+                    let (key, entry) = row
+                    bindings.append(key)
+                    if let name = entry.name { bindings.append(name) } else { bindings.appendNull() }
+                    if let match = entry.matchType { bindings.append(match) } else { bindings.appendNull() }
+                    bindings.append(entry.fetchedAt.timeIntervalSince1970)
+                })
         }
     }
 

@@ -10,8 +10,6 @@ final class PostgresSpend: SpendStore {
     let database: EnricherPostgres
     var logger: Logger { database.logger }
     let timeout: Duration = .seconds(30)
-    /// Most rows in one statement: PostgreSQL takes at most 65,535 parameters.
-    static let rowsPerStatement = 1000
 
     init(url: PostgresURL, logger: Logger) async throws {
         database = try await EnricherPostgres(
@@ -33,38 +31,31 @@ final class PostgresSpend: SpendStore {
     }
 
     func upsert(_ entries: [SpendEntry]) async throws {
-        guard !entries.isEmpty else { return }
         let rows = try SpendSchema.rows(entries)
-        try await run { [logger] client in
-            try await client.withTransaction(logger: logger) { connection in
-                for start in stride(from: 0, to: rows.count, by: Self.rowsPerStatement) {
-                    let chunk = rows[start..<min(start + Self.rowsPerStatement, rows.count)]
-                    var bindings = PostgresBindings(capacity: chunk.count * 7)
-                    for (entry, micros) in chunk {
-                        bindings.append(entry.keywordID)
-                        bindings.append(entry.day)
-                        bindings.append(entry.currency)
-                        if let app = entry.appID { bindings.append(app) } else { bindings.appendNull() }
-                        bindings.append(entry.campaignID)
-                        bindings.append(entry.adGroupID)
-                        bindings.append(micros)
-                    }
-                    let values = (0..<chunk.count).map { row in
-                        "(" + (1...7).map { "$\(row * 7 + $0)" }.joined(separator: ", ") + ")"
-                    }
-                    _ = try await connection.query(
-                        PostgresQuery(
-                            unsafeSQL: """
-                                INSERT INTO apple_ads_spend
-                                    (keyword_id, day, currency, app_id, campaign_id, ad_group_id, amount_micros)
-                                VALUES \(values.joined(separator: ", "))
-                                ON CONFLICT (keyword_id, day, currency) DO UPDATE SET
-                                    app_id = COALESCE(EXCLUDED.app_id, apple_ads_spend.app_id),
-                                    campaign_id = EXCLUDED.campaign_id, ad_group_id = EXCLUDED.ad_group_id,
-                                    amount_micros = EXCLUDED.amount_micros
-                                """, binds: bindings), logger: logger)
-                }
-            }
+        try await database.run(within: timeout) { [database] _ in
+            try await database.insert(
+                rows, columns: 7,
+                statement: { values in
+                    """
+                    INSERT INTO apple_ads_spend
+                        (keyword_id, day, currency, app_id, campaign_id, ad_group_id, amount_micros)
+                    VALUES \(values)
+                    ON CONFLICT (keyword_id, day, currency) DO UPDATE SET
+                        app_id = COALESCE(EXCLUDED.app_id, apple_ads_spend.app_id),
+                        campaign_id = EXCLUDED.campaign_id, ad_group_id = EXCLUDED.ad_group_id,
+                        amount_micros = EXCLUDED.amount_micros
+                    """
+                },
+                bind: { bindings, row in
+                    let (entry, micros) = row
+                    bindings.append(entry.keywordID)
+                    bindings.append(entry.day)
+                    bindings.append(entry.currency)
+                    if let app = entry.appID { bindings.append(app) } else { bindings.appendNull() }
+                    bindings.append(entry.campaignID)
+                    bindings.append(entry.adGroupID)
+                    bindings.append(micros)
+                })
         }
     }
 
