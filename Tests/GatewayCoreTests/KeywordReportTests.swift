@@ -154,6 +154,19 @@ extension KeywordReportTests {
         #expect(rows.first?.installs == 2 && rows.first?.keyword == "calm app" && rows.first?.keywordID == 7)
     }
 
+    /// Two installs of a line at the same time: the names of the later record, read in
+    /// either order.
+    @Test func amongInstallsOfOneTimeTheLaterRecordNamesTheLine() {
+        let first = Self.install("zed", keyword: "calm", at: 0)
+        let later = Self.install("amy", keyword: "calm app", at: 0)
+        #expect(first.recordID < later.recordID)
+        for order in [[first, later], [later, first]] {
+            var report = KeywordReport()
+            order.forEach { report.add($0) }
+            #expect(report.rows.first?.keyword == "calm app", "\(report.rows)")
+        }
+    }
+
     @Test func purchasesSinceACutoffStillCreditTheKeywordOfAnEarlierInstall() {
         var report = KeywordReport(purchasesSince: Self.start.addingTimeInterval(100))
         report.add(Self.install("u1", keyword: "calm", at: 0))

@@ -100,8 +100,10 @@ import Testing
     static func ingest(_ client: some TestClientProtocol, keyword: String = "meditation app") async throws {
         let named = IAdPayloads.attributed(user: "buyer").replacingOccurrences(
             of: #""iad-keyword":"meditation app""#, with: #""iad-keyword":"\#(keyword)""#)
+        // The named one last: both installs have the same time, and a line shows the names
+        // of its newest install, the later record among equals.
         let installs = [
-            named, IAdPayloads.attributed(user: "browser"),
+            IAdPayloads.attributed(user: "browser"), named,
             #"{"app_id":"1234567890","app_user_id":"organic","Version3.1":{"iad-attribution":"false"}}"#,
         ]
         for install in installs {

@@ -180,6 +180,12 @@ public struct KeywordReport: Sendable {
         private var first: Install?
         private var more: [Install] = []
         var isTest = false
+        /// The user's app, an index into the report's `apps`.
+        let app: Int32
+
+        init(app: Int32) {
+            self.app = app
+        }
 
         mutating func add(_ install: Install) {
             if first == nil { first = install } else { more.append(install) }
@@ -218,9 +224,11 @@ public struct KeywordReport: Sendable {
     struct Purchase {
         /// One user (or device) that a record of it named, tests' records aside: those
         /// records' users are joined into one person as they are added, so one names them.
-        var claim: String?
+        var claim: PersonKey?
         /// Those a test's record named (the ASA SDK's user with Apple's test token).
-        var testClaims: Set<String> = []
+        var testClaims: Set<PersonKey> = []
+        /// Its app, an index into the report's `apps`.
+        let app: Int32
         /// The earliest record of it (received at, record id) and whether it was a test's.
         var first: (at: Date, recordID: RecordOrder, isTest: Bool)?
         var revenue: Decimal?
@@ -236,12 +244,16 @@ public struct KeywordReport: Sendable {
         /// it took the buyer, installs and purchases, out of the report.
         var isTest: Bool { first?.isTest ?? false }
         /// Everyone it joins into one person beside ``claim``'s: the testers, when it is theirs.
-        var testClaimants: Set<String> { isTest ? testClaims : [] }
+        var testClaimants: Set<PersonKey> { isTest ? testClaims : [] }
+
+        init(app: Int32) {
+            self.app = app
+        }
 
         var time: Date { purchasedAt ?? firstReceived }
 
         /// Takes one record of the transaction, naming `key` as its buyer.
-        mutating func take(_ record: AttributionRecord, claim key: String) {
+        mutating func take(_ record: AttributionRecord, claim key: PersonKey) {
             if record.isTest { testClaims.insert(key) } else if claim == nil { claim = key }
             let order = RecordOrder(record.recordID)
             if first.map({ (record.receivedAt, order) < ($0.at, $0.recordID) }) ?? true {
@@ -267,16 +279,19 @@ public struct KeywordReport: Sendable {
     /// install up to this long after a purchase still counts as before it.
     static let signalDelay: TimeInterval = 3600
 
-    private var users: [String: User] = [:]
+    private var users: [PersonKey: User] = [:]
     /// Every distinct attribution of an install, each once; `Install.attribution` indexes it.
     private var attributions: [Attribution] = []
     private var attributionIndex: [Attribution: Int32] = [:]
-    private var purchases: [String: Purchase] = [:]
+    private var purchases: [PersonKey: Purchase] = [:]
     /// The transactions (app and `transaction_ref`) given back.
-    private var refunded: Set<String> = []
+    private var refunded: Set<PersonKey> = []
+    /// The apps of the records, each once; users and purchases name theirs by index.
+    private var apps: [String] = []
+    private var appIndex: [String: Int32] = [:]
     /// Users and devices that are one person, joined as records are added: a device (app
     /// and IDFV) and the user ids records gave with it, the users who claimed one purchase.
-    private var joined = UnionFind()
+    private var joined = UnionFind<PersonKey>()
     /// Purchases before this are left out; installs count from any time, so that a
     /// report of one month credits the keywords that brought its buyers earlier.
     public var purchasesSince: Date?
@@ -312,7 +327,7 @@ public struct KeywordReport: Sendable {
         let app = record.appID ?? ""
         if record.kind == .refund {
             // Whoever sent it: the transaction alone names what was given back.
-            if let transaction = record.transactionRef { refunded.insert(Self.transactionKey(app, transaction)) }
+            if let transaction = record.transactionRef { refunded.insert(PersonKey(app, .transaction, transaction)) }
             return
         }
         // A user is their app's user id; a record with none is its device's (IDFV), which
@@ -321,24 +336,25 @@ public struct KeywordReport: Sendable {
         // The all-zero IDFV (an app's unset `identifierForVendor`) names no device; records
         // stored under an earlier rule may carry it, and joined on it every such user is one.
         let device = record.idfv.flatMap {
-            $0 == AttributionRecord.unsetDeviceID ? nil : app + "\u{1F}idfv:" + $0.uppercased()
+            $0 == AttributionRecord.unsetDeviceID ? nil : PersonKey(app, .device, $0.uppercased())
         }
-        let key: String
+        let key: PersonKey
         if let user = record.appUserID {
-            key = app + "\u{1F}" + user
+            key = PersonKey(app, .user, user)
             if let device { joined.union(device, key) }
         } else if let device {
             key = device
         } else if record.kind == .purchase {
-            key = app + "\u{1F}record:" + record.recordID
+            key = PersonKey(app, .purchaseRecord, record.recordID)
         } else {
             return
         }
+        let appNumber = intern(app: app)
         switch record.kind {
         case .install, .reinstall:
             // Changed in place: a copy out and back hashed the key twice and copied the user.
             if record.isTest {
-                users[key, default: User()].isTest = true
+                users[key, default: User(app: appNumber)].isTest = true
                 return
             }
             let rank: Rank = record.attributed ? .attributed : record.resolution == .resolved ? .organic : .unknown
@@ -353,14 +369,15 @@ public struct KeywordReport: Sendable {
             let install = Install(
                 time: record.conversionDate ?? record.receivedAt, rank: rank, attribution: intern(attribution),
                 recordID: RecordOrder(record.recordID), country: Self.countryCode(record.countryOrRegion))
-            users[key, default: User()].add(install)
+            users[key, default: User(app: appNumber)].add(install)
         case .purchase:
             // A test's purchase is kept for its claim: the backend posting the same
             // transaction under its own user id is the same tester, left out with it.
             let transaction =
-                record.transactionRef.map { Self.transactionKey(app, $0) } ?? app + "\u{1F}r:" + record.recordID
+                record.transactionRef.map { PersonKey(app, .transaction, $0) }
+                ?? PersonKey(app, .recordTransaction, record.recordID)
             if !record.isTest, let claim = purchases[transaction]?.claim { joined.union(claim, key) }
-            purchases[transaction, default: Purchase()].take(record, claim: key)
+            purchases[transaction, default: Purchase(app: appNumber)].take(record, claim: key)
         default:
             return
         }
@@ -374,8 +391,12 @@ public struct KeywordReport: Sendable {
         return index
     }
 
-    static func transactionKey(_ app: String, _ transaction: String) -> String {
-        app + "\u{1F}t:" + transaction
+    mutating func intern(app: String) -> Int32 {
+        if let index = appIndex[app] { return index }
+        let index = Int32(apps.count)
+        apps.append(app)
+        appIndex[app] = index
+        return index
     }
 
     /// Everyone the records know, as people: a user id, the devices records gave with it,
@@ -393,16 +414,16 @@ public struct KeywordReport: Sendable {
         }
         // Users who are one person alone, most of them, stay where they are: copying
         // every user doubled the report's memory.
-        var merged: [String: User] = [:]
+        var merged: [PersonKey: User] = [:]
         for (key, user) in users {
             let root = joined.root(of: key)
             guard root != key else { continue }
-            merged[root, default: users[root] ?? User()].merge(user)
+            merged[root, default: users[root] ?? User(app: user.app)].merge(user)
         }
         for purchase in purchases.values where purchase.isTest {
             guard let claimant = purchase.claim ?? purchase.testClaimants.first else { continue }
             let root = joined.root(of: claimant)
-            merged[root, default: users[root] ?? User()].isTest = true
+            merged[root, default: users[root] ?? User(app: purchase.app)].isTest = true
         }
         return People(joined: joined, users: users, merged: merged)
     }
@@ -410,19 +431,19 @@ public struct KeywordReport: Sendable {
     /// The people of a report: each named by their least key, with the installs of all
     /// their keys.
     struct People {
-        let joined: UnionFind
-        let users: [String: User]
+        let joined: UnionFind<PersonKey>
+        let users: [PersonKey: User]
         /// The people of more than one key (or marked a tester), by name.
-        let merged: [String: User]
+        let merged: [PersonKey: User]
 
         /// The name of the person `key` is part of.
-        func person(_ key: String) -> String { joined.root(of: key) }
+        func person(_ key: PersonKey) -> PersonKey { joined.root(of: key) }
 
         /// The person named `name`.
-        subscript(person name: String) -> User? { merged[name] ?? users[name] }
+        subscript(person name: PersonKey) -> User? { merged[name] ?? users[name] }
 
         /// Each person once, by name.
-        func forEach(_ body: (String, User) -> Void) {
+        func forEach(_ body: (PersonKey, User) -> Void) {
             for (key, user) in users where merged[key] == nil && joined.root(of: key) == key { body(key, user) }
             for (key, user) in merged { body(key, user) }
         }
@@ -436,11 +457,6 @@ public struct KeywordReport: Sendable {
             adGroup: record.adGroupName, keywordID: record.keywordID, keyword: record.keyword,
             // Records stored before match types had one spelling (iAd's `Exact`) join their keyword's line.
             matchType: KeywordMatchType.normalized(record.keywordMatchType))
-    }
-
-    /// The app of a user's or device's key (`app` U+001F `…`).
-    static func app(of key: String) -> String {
-        String(key.prefix { $0 != "\u{1F}" })
     }
 
     /// The lines, most paying users first, then most installs.
@@ -465,14 +481,14 @@ public struct KeywordReport: Sendable {
         var lines: [Attribution: Row] = [:]
         // The names of each line: field by field, the newest credited install's that has
         // one (an install routed before its names came keeps the older names), by (time,
-        // key), so the same store gives the same report whatever order it is read in.
+        // record id), so the same store gives the same report whatever order it is read in.
         var names: [Attribution: LineNames] = [:]
         let people = people()
-        people.forEach { key, user in
+        people.forEach { _, user in
             guard let install = user.credited() else { return }
             let attribution = attributions[Int(install.attribution)]
-            let line = attribution.line(app: Self.app(of: key))
-            names[line, default: LineNames(attribution)].take(attribution, at: (install.time, key))
+            let line = attribution.line(app: apps[Int(user.app)])
+            names[line, default: LineNames(attribution)].take(attribution, at: (install.time, install.recordID))
         }
         func row(_ line: Attribution) -> Row {
             if let row = lines[line] { return row }
@@ -484,16 +500,16 @@ public struct KeywordReport: Sendable {
                 keyword: attribution.keyword, matchType: attribution.matchType, installs: 0, payingUsers: 0,
                 purchases: 0, revenue: [:])
         }
-        people.forEach { key, user in
+        people.forEach { _, user in
             guard !user.isTest, let install = user.credited() else { return }
-            let line = attributions[Int(install.attribution)].line(app: Self.app(of: key))
+            let line = attributions[Int(install.attribution)].line(app: apps[Int(user.app)])
             guard admits(install, line: line) else { return }
             var row = row(line)
             row.installs += 1
             lines[line] = row
             daily?.addInstall(at: install.time, attributed: install.rank == .attributed)
         }
-        var paying: [Attribution: Set<String>] = [:]
+        var paying: [Attribution: Set<PersonKey>] = [:]
         for (transaction, purchase) in purchases {
             if let purchasesSince, purchase.time < purchasesSince { continue }
             if let purchasesUntil, purchase.time >= purchasesUntil { continue }
@@ -502,7 +518,7 @@ public struct KeywordReport: Sendable {
             guard people[person: owner]?.isTest != true else { continue }
             let install = people[person: owner]?.credited(at: purchase.time)
             let attribution = install.map { attributions[Int($0.attribution)] }
-            let line = (attribution ?? .unattributed).line(app: Self.app(of: owner))
+            let line = (attribution ?? .unattributed).line(app: apps[Int(purchase.app)])
             if let network, line.network != network { continue }
             if country != nil, !(install.map { admits($0, line: line) } ?? false) { continue }
             var row = row(line)
@@ -523,8 +539,8 @@ public struct KeywordReport: Sendable {
             lines[line]?.payingUsers = owners.count
             lines[line]?.convertedInstalls =
                 owners.filter { owner in
-                    people[person: owner]?.attribution.map { attributions[Int($0)].line(app: Self.app(of: owner)) }
-                        == line
+                    guard let user = people[person: owner], let attribution = user.attribution else { return false }
+                    return attributions[Int(attribution)].line(app: apps[Int(user.app)]) == line
                 }.count
         }
         let sorted = lines.values.sorted { a, b in
@@ -549,7 +565,7 @@ public struct KeywordReport: Sendable {
     struct LineNames {
         private(set) var attribution: Attribution
         /// When the campaign, ad group, keyword and match type shown were given.
-        private var stamps: [(Date, String)?] = [nil, nil, nil, nil]
+        private var stamps: [(Date, RecordOrder)?] = [nil, nil, nil, nil]
 
         init(_ attribution: Attribution) {
             self.attribution = attribution
@@ -557,7 +573,7 @@ public struct KeywordReport: Sendable {
             (self.attribution.keyword, self.attribution.matchType) = (nil, nil)
         }
 
-        mutating func take(_ other: Attribution, at stamp: (Date, String)) {
+        mutating func take(_ other: Attribution, at stamp: (Date, RecordOrder)) {
             let values = [other.campaign, other.adGroup, other.keyword, other.matchType]
             for (index, value) in values.enumerated() {
                 guard let value, stamps[index].map({ $0 < stamp }) ?? true else { continue }
