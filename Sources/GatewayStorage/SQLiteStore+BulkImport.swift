@@ -26,12 +26,13 @@ extension SQLiteStore {
         }
     }
 
-    /// After the import's last commit: the log into the database file, so that a copy of the
-    /// file alone holds what was imported, and SQLite's settings back. PASSIVE waits for no
-    /// one: a server's readers keep their snapshot, and its checkpointer copies the rest.
+    /// After the import's last commit: the log into the database file and cut to nothing,
+    /// so that a copy of the file alone holds what was imported and no log of the import's
+    /// 64 MB stays beside it, and SQLite's settings back. While a server's readers still use
+    /// the log it is left to the server's checkpointer, after the busy wait.
     public func checkpointAfterImport() async throws {
         try await pool.writeWithoutTransaction { db in
-            _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
+            _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
             try db.execute(sql: "PRAGMA cache_size = -2000")
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(WALCheckpointer.defaultPages)")
         }
