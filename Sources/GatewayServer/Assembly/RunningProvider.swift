@@ -10,6 +10,9 @@ import Logging
 struct RunningProvider: Sendable {
     let prepared: PreparedProvider
     let provider: any AttributionProvider
+    /// Its ingest routes, asked once: a provider makes them at each call (`s2s` one per
+    /// vendor's callback), and each request checks its route is still among them.
+    let routes: [ProviderRoute]
     let resolver: PendingResolver?
     let contributions: [ContributedRoute]
 
@@ -21,6 +24,7 @@ struct RunningProvider: Sendable {
     ) {
         self.prepared = prepared
         self.provider = provider
+        routes = provider.routes
         resolver = (provider as? any DeferredAttributionProvider).map {
             PendingResolver(
                 provider: $0, pipeline: pipeline, logger: logger,

@@ -106,7 +106,7 @@ extension GatewayHTTP {
         let bodies = BodyReader(gateway.configuration.server)
         let keyring = gateway.keyring
         for mounted in gateway.runningProviders.withLock({ $0 }) {
-            for route in mounted.provider.routes {
+            for route in mounted.routes {
                 let bodies = bodies.forRoute(limit: route.maxBodyBytes)
                 let handler = countingRejections(of: mounted.name, metrics: gateway.metrics) { request, context in
                     // The provider as it stands when the request starts: a reload swaps it for
@@ -114,7 +114,7 @@ extension GatewayHTTP {
                     // no longer serves this route answers as these routes were made.
                     let running =
                         gateway.runningProvider(named: mounted.name)
-                        .flatMap { $0.provider.routes.contains(route) ? $0 : nil } ?? mounted
+                        .flatMap { $0.routes.contains(route) ? $0 : nil } ?? mounted
                     let provider = running.provider
                     let conversions = (provider as? any ConversionValueAnswering)?
                         .conversionValues(path: route.path, providers: gateway.providers)
