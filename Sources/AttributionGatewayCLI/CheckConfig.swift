@@ -44,7 +44,7 @@ struct CheckConfig: ParsableCommand {
         }
         guard !failed, let old = loaded.first, let new = loaded.last else { throw ExitCode(1) }
         for warning in new.warnings { printError("warning: \(warning)") }
-        print(ConfigSummary.describe(GatewayHTTP.reloadDiff(from: old, to: new), from: old.file, to: new.file))
+        print(ConfigSummary.describe(ConfigurationDiff(from: old, to: new), from: old.file, to: new.file))
     }
 }
 

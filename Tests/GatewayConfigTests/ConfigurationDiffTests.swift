@@ -18,7 +18,7 @@ import Testing
     }
 
     func lines(_ old: String, _ new: String, environment: [String: String] = [:]) throws -> [String] {
-        let diff = GatewayHTTP.reloadDiff(
+        let diff = ConfigurationDiff(
             from: try parse(old, environment: environment), to: try parse(new, environment: environment))
         return diff.lines(appliedLive: GatewayHTTP.reloadedLive)
     }

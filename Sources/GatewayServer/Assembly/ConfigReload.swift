@@ -156,7 +156,7 @@ final class ConfigReloader: Sendable {
                 return nil
             }
         }
-        let diff = GatewayHTTP.reloadDiff(from: running, to: reread)
+        let diff = ConfigurationDiff(from: running, to: reread)
         do {
             try await gateway.swapLive(from: running, to: target)
         } catch {

@@ -3,12 +3,6 @@ import GatewayCore
 import GatewayStorage
 
 extension GatewayHTTP {
-    /// What a reload from `old` to `new` changes, each change marked as a reload applies it:
-    /// for the reload's log and for `check-config --diff`.
-    public static func reloadDiff(from old: GatewayConfiguration, to new: GatewayConfiguration) -> ConfigurationDiff {
-        ConfigurationDiff(from: old, to: new)
-    }
-
     /// What a reload from `running` to `reread` runs with: `reread`'s providers, enrichers,
     /// sinks, routes, keys, rate limits and log level, and `running`'s other server
     /// settings and store, which wait for the next start.
