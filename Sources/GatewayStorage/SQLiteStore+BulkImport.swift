@@ -2,12 +2,13 @@ import GRDB
 
 extension SQLiteStore {
     /// The writer's page cache during a bulk import, in KiB: room for every page one of its
-    /// commits dirties. Into a large store each record lands on a page of its own in the
-    /// indexes keyed in random order (the dedupe key, the sink's `app_user_id`), so a commit
-    /// dirties a few thousand pages; within SQLite's 2 MB default the writer spilled them to
-    /// the log before the commit and read them back. `serve`'s commits are small enough for
-    /// the default, and its memory stays as it was.
-    static let bulkImportCacheKiB = 65_536
+    /// commits dirties. Into a large store each record lands on a page of its own in each
+    /// index keyed in random order (the dedupe key, a sink's index on a user id), so a
+    /// commit dirties a few thousand pages; within SQLite's 2 MB default the writer spilled
+    /// them to the log before the commit and read them back. Twice this held no more of
+    /// them and took the import past its memory bound. `serve`'s commits are small enough
+    /// for the default, and its memory stays as it was.
+    static let bulkImportCacheKiB = 32_768
 
     /// How much log the writer lets grow before it checkpoints during a bulk import, in
     /// pages (about 64 MB).

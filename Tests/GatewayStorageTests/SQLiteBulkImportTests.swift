@@ -24,7 +24,7 @@ import GatewayStorage
 
         #expect(try await writerSettings(store) == [1_000, -2_000])
         try await store.prepareWriterForImport()
-        #expect(try await writerSettings(store) == [16_384, -65_536])
+        #expect(try await writerSettings(store) == [16_384, -32_768])
         let records = (0..<300).map { index in
             RoutedRecord(
                 record: AttributionRecord(
