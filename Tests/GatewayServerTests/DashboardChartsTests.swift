@@ -123,9 +123,10 @@ import Testing
             let page = String(buffer: try await get("/dashboard?country=us").body)
             // The country kept, upper case, in the drill-down links, the form and the CSV link.
             #expect(
-                page.contains(#"href="/dashboard?app_id=1234567890&amp;network=Apple%20Search%20Ads&amp;country=US""#),
+                page.contains(
+                    #"href="/dashboard?app_id=1234567890&amp;network=Apple%20Search%20Ads&amp;country=US&amp;as_of="#),
                 "\(page)")
-            #expect(page.contains(#"href="/dashboard?country=US&amp;format=csv""#))
+            #expect(page.contains(/href="\/dashboard\?country=US&amp;as_of=[0-9a-f]{32}&amp;format=csv"/))
             #expect(page.contains(#"name="country" value="US""#))
             #expect(!page.contains(">organic<"))
 

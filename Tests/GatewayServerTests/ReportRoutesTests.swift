@@ -204,7 +204,7 @@ import Testing
         ("/dashboard?network=x&campaign_id=abc", "campaign_id"), ("/dashboard?campaign=x", "campaign"),
         ("/dashboard?keyword=x", "keyword"), ("/v1/reports/keywords?country=USA", "country"),
         ("/dashboard?country=1", "country"), ("/v1/reports/keywords?network=a%0Ab", "network"),
-        ("/dashboard?network=a%01b", "network"),
+        ("/dashboard?network=a%01b", "network"), ("/dashboard?as_of=latest", "as_of"),
     ])
     func aBadParameterIsA400NamingIt(_ uri: String, _ field: String) async throws {
         let env = try TestEnvironment()
@@ -230,7 +230,9 @@ import Testing
             #expect(top.headers[.contentSecurityPolicy]?.contains("default-src 'none'") == true)
             let page = String(buffer: top.body)
             #expect(page.contains("<table>") && page.contains("App 1234567890"))
-            #expect(page.contains(#"href="/dashboard?app_id=1234567890&amp;network=Apple%20Search%20Ads""#), "\(page)")
+            #expect(
+                page.contains(#"href="/dashboard?app_id=1234567890&amp;network=Apple%20Search%20Ads&amp;as_of="#),
+                "\(page)")
 
             // Down to the keywords of the ad group, each a stable URL.
             let keywords = try await client.execute(
@@ -244,6 +246,61 @@ import Testing
             #expect(html.contains("US Search - Meditation") && html.contains("Exact - Core"))
             // Both keyword installs, one paying with two purchases: 14.98 USD.
             #expect(html.contains(#"<td class="num">14.98</td>"#), "\(html)")
+        }
+    }
+
+    /// The `as_of` of an Apple Search Ads page's links, and its link one level down, into the campaign.
+    static func asOf(_ page: String) throws -> (id: String, link: String) {
+        let id = try #require(page.firstMatch(of: /as_of=([0-9a-f]{32})/)?.1)
+        let link = try #require(
+            page.firstMatch(of: /href="(\/dashboard\?[^"]*campaign_id=542370539[^"]*)"/)?.1)
+        return (String(id), String(link).replacingOccurrences(of: "&amp;", with: "&"))
+    }
+
+    @Test func aPagesLinksShowItsNumbersAndALoadWithoutThemCountsAgain() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try Self.configuration(env, auth: Self.operatorOnly))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            try await Self.ingest(client)
+            func load(_ uri: String) async throws -> String {
+                let answer = try await client.execute(uri: uri, method: .get, headers: Self.bearer)
+                #expect(answer.status == .ok, "\(uri)")
+                return String(buffer: answer.body)
+            }
+            let page = try await load("/dashboard?app_id=1234567890&network=Apple%20Search%20Ads")
+            #expect(page.contains("Numbers as of "), "\(page)")
+            // The buyer's two purchases: 14.98 USD in the campaign.
+            #expect(page.contains(#"<td class="num">14.98</td>"#), "\(page)")
+            let (id, link) = try Self.asOf(page)
+            #expect(link.hasSuffix("&as_of=\(id)"))
+
+            // A third purchase of the buyer's after the page was shown.
+            #expect(try await Self.post(client, "/v1/events", Self.purchase("buyer", "t4", "5")).status.code < 300)
+
+            // The page's links show the page's numbers: the line opened, and its CSV.
+            let opened = try await load(link)
+            #expect(opened.contains(#"<td class="num">14.98</td>"#), "\(opened)")
+            #expect(opened.contains("as_of=\(id)"))
+            // Back up to the network's campaigns, by the breadcrumb.
+            let nav = try #require(opened.firstMatch(of: /<nav aria-label="Drill-down">(.*?)<\/nav>/)?.1)
+            let crumb = try #require(nav.firstMatch(of: /href="([^"]*network=Apple%20Search%20Ads[^"]*)"/)?.1)
+            #expect(!crumb.contains("campaign") && crumb.contains("as_of=\(id)"), "\(crumb)")
+            let back = try await load(String(crumb).replacingOccurrences(of: "&amp;", with: "&"))
+            #expect(back.contains(#"<td class="num">14.98</td>"#), "\(back)")
+            let csv = try await load(link + "&format=csv")
+            #expect(csv.contains(",14.98"), "\(csv)")
+            #expect(!csv.contains(",19.98"), "\(csv)")
+
+            // The same view loaded without it, or with another query, is counted again.
+            let fresh = try await load(link.replacingOccurrences(of: "&as_of=\(id)", with: ""))
+            #expect(fresh.contains(#"<td class="num">19.98</td>"#), "\(fresh)")
+            #expect(try Self.asOf(fresh).id != id)
+            let otherPeriod = try await load(link + "&since=2020-01-01")
+            #expect(otherPeriod.contains(#"<td class="num">19.98</td>"#), "\(otherPeriod)")
+            // An id no page gave (or one no longer kept) is counted afresh too.
+            let unknown = try await load(link.replacingOccurrences(of: id, with: String(repeating: "0", count: 32)))
+            #expect(unknown.contains(#"<td class="num">19.98</td>"#), "\(unknown)")
         }
     }
 

@@ -73,9 +73,10 @@ enum DashboardPage {
     /// `daily`: the installs and revenue of the view's app, network, country and period,
     /// day by day, charted above the table.
     /// `postbacks`: the view's app's SKAdNetwork postbacks in the period, shown apart.
+    /// `takenAt`: when the computation shown began; its links show the same numbers.
     static func page(
         _ view: DashboardView, groups: [DashboardView.Group], shown: KeywordReport.Row?, daily: DailySeries? = nil,
-        postbacks: SKANReport? = nil
+        postbacks: SKANReport? = nil, takenAt: Date? = nil
     ) -> String {
         let currencies = DashboardView.currencies(groups)
         let spendCurrencies = DashboardView.spendCurrencies(groups)
@@ -85,6 +86,14 @@ enum DashboardPage {
             \(breadcrumbs(view, shown: shown))\(periodForm(view))
             <p><a href="\(escape(view.url([("format", "csv")])))">Download this view as CSV</a></p>
             """
+        if let takenAt {
+            var fresh = view
+            fresh.asOf = nil
+            body += """
+                <p class="muted">Numbers as of \(escape(ISO8601.format(takenAt))), kept for this page's links.
+                <a href="\(escape(fresh.url()))">Count again</a></p>
+                """
+        }
         if let daily {
             body +=
                 #"<section class="charts" aria-label="Daily charts">"# + DashboardCharts.installs(daily)
@@ -157,6 +166,8 @@ enum DashboardPage {
     static func breadcrumbs(_ view: DashboardView, shown: KeywordReport.Row?) -> String {
         var steps = [(label: "All apps", url: view.filters.url())]
         var path = view.filters
+        // Back up within the page's network, the page's numbers; above it, another query.
+        path.asOf = view.asOf
         if let app = view.appID {
             path.appID = app
             steps.append(("App \(app)", path.url()))
@@ -188,7 +199,8 @@ enum DashboardPage {
     /// Purchases' period and the country: a plain GET form, keeping the view's place.
     static func periodForm(_ view: DashboardView) -> String {
         var hidden = ""
-        for (name, value) in view.queryItems where !["since", "until", "country"].contains(name) {
+        // Without `as_of`: applying the form computes the report again.
+        for (name, value) in view.queryItems where !["since", "until", "country", "as_of"].contains(name) {
             hidden += #"<input type="hidden" name="\#(escape(name))" value="\#(escape(value))">"#
         }
         return """

@@ -68,10 +68,13 @@ struct DashboardView {
     var until: String?
     /// Installs in this country or region only, upper case, as the report filters them.
     var country: String?
+    /// The computation whose numbers the view shows (``ReportSnapshots``), carried by the
+    /// page's links; nil computes the report afresh.
+    var asOf: String?
 
     /// The parameters the dashboard takes beyond the report's.
     static let parameters =
-        ReportParameters.report + ["campaign_id", "campaign", "ad_group_id", "ad_group", "format"]
+        ReportParameters.report + ["campaign_id", "campaign", "ad_group_id", "ad_group", "format", "as_of"]
 
     init(since: String? = nil, until: String? = nil, country: String? = nil) {
         self.since = since
@@ -90,6 +93,10 @@ struct DashboardView {
         since = parameters["since"]
         until = parameters["until"]
         country = parameters["country"].flatMap(KeywordReportQuery.country)
+        asOf = parameters["as_of"]
+        if let asOf, !ReportSnapshots.isID(asOf) {
+            throw GatewayError(.invalidParameter, "expected the as_of of a dashboard page's link", field: "as_of")
+        }
         if network == nil,
             let name = ["campaign_id", "campaign", "ad_group_id", "ad_group"].first(where: {
                 parameters[$0] != nil
@@ -177,7 +184,7 @@ struct DashboardView {
         let items: [(String, String?)] = [("app_id", appID), ("network", network)]
         return items.compactMap { name, value in value.map { (name, $0) } } + ref(campaign, "campaign")
             + ref(adGroup, "ad_group")
-            + [("since", since), ("until", until), ("country", country)].compactMap { name, value in
+            + [("since", since), ("until", until), ("country", country), ("as_of", asOf)].compactMap { name, value in
                 value.map { (name, $0) }
             }
     }

@@ -15,6 +15,7 @@ extension GatewayHTTP {
         // Said at most once a minute, with how many it stands for: someone guessing keys shows
         // in the log without flooding it. Never the key tried, nor the address.
         let refusedLogins = gateway.routeState.refusedLogins
+        let snapshots = gateway.routeState.snapshots
 
         router.getAndHead("/dashboard") { request, context -> Response in
             guard operators.isConfigured else { throw OperatorKeys.notConfigured }
@@ -31,16 +32,27 @@ extension GatewayHTTP {
                 }
             }
             let parameters = try ReportParameters(request, allowed: DashboardView.parameters)
-            let view = try DashboardView(parameters)
+            var view = try DashboardView(parameters)
             let format = parameters["format"] ?? "html"
             guard ["html", "csv"].contains(format) else {
                 throw GatewayError(.invalidParameter, "expected html or csv", field: "format")
             }
             let query = try parameters.query()
-            // The CSV is the table alone: no days to count.
-            let days = format == "csv" ? nil : DailySeries(since: query.purchasesSince, until: query.purchasesUntil)
-            let postbacks = format == "csv" ? nil : SKANReport(since: query.purchasesSince, until: query.purchasesUntil)
-            let (rows, daily, summed) = try await reports.report(query, days: days, postbacks: postbacks)
+            // A page's link shows the page's numbers while they are kept; anything else is
+            // computed, charts and postbacks too, so that the page and its CSV share one
+            // computation whichever is asked first.
+            let snapshot: ReportSnapshots.Snapshot
+            if let id = view.asOf, let kept = snapshots.find(id, query: query) {
+                snapshot = kept
+            } else {
+                let takenAt = Date()
+                let (rows, daily, summed) = try await reports.report(
+                    query, days: DailySeries(since: query.purchasesSince, until: query.purchasesUntil),
+                    postbacks: SKANReport(since: query.purchasesSince, until: query.purchasesUntil))
+                snapshot = .init(query: query, takenAt: takenAt, rows: rows, daily: daily, postbacks: summed)
+                view.asOf = snapshots.keep(snapshot)
+            }
+            let rows = snapshot.rows
             let groups = view.groups(rows)
             if format == "csv" {
                 let file = "keywords-\(view.level.rawValue.replacingOccurrences(of: " ", with: "-")).csv"
@@ -55,7 +67,8 @@ extension GatewayHTTP {
             return Dashboard.html(
                 .ok,
                 DashboardPage.page(
-                    view, groups: groups, shown: rows.first(where: view.includes), daily: daily, postbacks: summed))
+                    view, groups: groups, shown: rows.first(where: view.includes), daily: snapshot.daily,
+                    postbacks: snapshot.postbacks, takenAt: snapshot.takenAt))
         }
 
         router.get("/dashboard/login") { request, _ -> Response in

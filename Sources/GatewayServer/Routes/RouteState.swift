@@ -11,6 +11,8 @@ struct RouteState: Sendable {
     let outbox: OutboxStatsCache
     /// The report's one computation, behind its gate.
     let reports: Reports
+    /// The dashboard's computations, for its pages' links.
+    let snapshots = ReportSnapshots()
     let guesses: OperatorKeyGuesses
     /// Refused dashboard logins, said at most once a minute.
     let refusedLogins = OncePerInterval(.seconds(60))
