@@ -18,6 +18,10 @@ final class ReportSnapshots: Sendable {
 
     /// How many are kept, the latest first: a few tabs' explorations.
     static let capacity = 8
+    /// How many report lines they may hold together, a few hundred bytes each: an account
+    /// with tens of thousands of keywords keeps fewer pages rather than more memory. The
+    /// latest is kept whatever its size, for its own links.
+    static let lineBudget = 100_000
     /// How long a page's links show its numbers; later they are computed again.
     static let maxAge: TimeInterval = 3600
 
@@ -28,7 +32,14 @@ final class ReportSnapshots: Sendable {
         let id = (0..<2).map { _ in String(format: "%016llx", UInt64.random(in: .min ... .max)) }.joined()
         held.withLock { held in
             held.insert((id, snapshot), at: 0)
-            if held.count > Self.capacity { held.removeLast(held.count - Self.capacity) }
+            var lines = 0
+            var kept = 0
+            for entry in held {
+                lines += entry.snapshot.rows.count
+                if kept > 0 && (kept == Self.capacity || lines > Self.lineBudget) { break }
+                kept += 1
+            }
+            held.removeLast(held.count - kept)
         }
         return id
     }
