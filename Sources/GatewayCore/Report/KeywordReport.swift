@@ -279,15 +279,15 @@ public struct KeywordReport: Sendable {
     /// install up to this long after a purchase still counts as before it.
     static let signalDelay: TimeInterval = 3600
 
-    private var users: [PersonKey: User] = [:]
+    private(set) var users: [PersonKey: User] = [:]
     /// Every distinct attribution of an install, each once; `Install.attribution` indexes it.
-    private var attributions: [Attribution] = []
+    private(set) var attributions: [Attribution] = []
     private var attributionIndex: [Attribution: Int32] = [:]
-    private var purchases: [PersonKey: Purchase] = [:]
+    private(set) var purchases: [PersonKey: Purchase] = [:]
     /// The transactions (app and `transaction_ref`) given back.
-    private var refunded: Set<PersonKey> = []
+    private(set) var refunded: Set<PersonKey> = []
     /// The apps of the records, each once; users and purchases name theirs by index.
-    private var apps: [String] = []
+    private(set) var apps: [String] = []
     private var appIndex: [String: Int32] = [:]
     /// Users and devices that are one person, joined as records are added: a device (app
     /// and IDFV) and the user ids records gave with it, the users who claimed one purchase.
@@ -476,6 +476,7 @@ public struct KeywordReport: Sendable {
         return true
     }
 
+    /// The sums of the facts (``forEachFact(person:purchase:)``) that the report's filters admit.
     func build(days: DailySeries?) -> (rows: [Row], daily: DailySeries?) {
         var daily = days
         var lines: [Attribution: Row] = [:]
@@ -483,65 +484,47 @@ public struct KeywordReport: Sendable {
         // one (an install routed before its names came keeps the older names), by (time,
         // record id), so the same store gives the same report whatever order it is read in.
         var names: [Attribution: LineNames] = [:]
-        let people = people()
-        people.forEach { _, user in
-            guard let install = user.credited() else { return }
-            let attribution = attributions[Int(install.attribution)]
-            let line = attribution.line(app: apps[Int(user.app)])
-            names[line, default: LineNames(attribution)].take(attribution, at: (install.time, install.recordID))
-        }
-        func row(_ line: Attribution) -> Row {
-            if let row = lines[line] { return row }
-            let attribution = names[line]?.attribution ?? line
-            return Row(
-                appID: line.appID ?? "", network: attribution.network, campaignID: attribution.campaignID,
-                campaign: attribution.campaign,
-                adGroupID: attribution.adGroupID, adGroup: attribution.adGroup, keywordID: attribution.keywordID,
-                keyword: attribution.keyword, matchType: attribution.matchType, installs: 0, payingUsers: 0,
-                purchases: 0, revenue: [:])
-        }
-        people.forEach { _, user in
-            guard !user.isTest, let install = user.credited() else { return }
-            let line = attributions[Int(install.attribution)].line(app: apps[Int(user.app)])
-            guard admits(install, line: line) else { return }
-            var row = row(line)
-            row.installs += 1
-            lines[line] = row
-            daily?.addInstall(at: install.time, attributed: install.rank == .attributed)
-        }
         var paying: [Attribution: Set<PersonKey>] = [:]
-        for (transaction, purchase) in purchases {
-            if let purchasesSince, purchase.time < purchasesSince { continue }
-            if let purchasesUntil, purchase.time >= purchasesUntil { continue }
-            guard !purchase.isTest, let claimant = purchase.claim else { continue }
-            let owner = people.person(claimant)
-            guard people[person: owner]?.isTest != true else { continue }
-            let install = people[person: owner]?.credited(at: purchase.time)
-            let attribution = install.map { attributions[Int($0.attribution)] }
-            let line = (attribution ?? .unattributed).line(app: apps[Int(purchase.app)])
-            if let network, line.network != network { continue }
-            if country != nil, !(install.map { admits($0, line: line) } ?? false) { continue }
-            var row = row(line)
-            if refunded.contains(transaction) {
-                row.refunds += 1
-                lines[line] = row
-                continue
-            }
-            row.purchases += 1
-            if let amount = purchase.revenue, let currency = purchase.currency {
-                row.revenue[currency, default: 0] += amount
-                daily?.addRevenue(amount, currency, at: purchase.time)
-            }
-            lines[line] = row
-            paying[line, default: []].insert(owner)
-        }
-        for (line, owners) in paying {
-            lines[line]?.payingUsers = owners.count
-            lines[line]?.convertedInstalls =
-                owners.filter { owner in
-                    guard let user = people[person: owner], let attribution = user.attribution else { return false }
-                    return attributions[Int(attribution)].line(app: apps[Int(user.app)]) == line
-                }.count
+        forEachFact(
+            person: { person in
+                let attribution = attributions[Int(person.install.attribution)]
+                let line = attribution.line(app: apps[Int(person.app)])
+                names[line, default: LineNames(attribution)].take(
+                    attribution, at: (person.install.time, person.install.recordID))
+                guard !person.isTest, admits(person.install, line: line) else { return }
+                lines[line, default: Self.emptyRow].installs += 1
+                daily?.addInstall(at: person.install.time, attributed: person.install.rank == .attributed)
+            },
+            purchase: { purchase in
+                if let purchasesSince, purchase.time < purchasesSince { return }
+                if let purchasesUntil, purchase.time >= purchasesUntil { return }
+                let attribution = purchase.install.map { attributions[Int($0.attribution)] }
+                let line = (attribution ?? .unattributed).line(app: apps[Int(purchase.app)])
+                if let network, line.network != network { return }
+                if country != nil, !(purchase.install.map { admits($0, line: line) } ?? false) { return }
+                if purchase.refunded {
+                    lines[line, default: Self.emptyRow].refunds += 1
+                    return
+                }
+                lines[line, default: Self.emptyRow].purchases += 1
+                if let amount = purchase.revenue, let currency = purchase.currency {
+                    lines[line]?.revenue[currency, default: 0] += amount
+                    daily?.addRevenue(amount, currency, at: purchase.time)
+                }
+                if paying[line, default: []].insert(purchase.owner).inserted {
+                    lines[line]?.payingUsers += 1
+                    if purchase.ownerLine == line { lines[line]?.convertedInstalls += 1 }
+                }
+            })
+        for (line, row) in lines {
+            let attribution = names[line]?.attribution ?? line
+            var named = row
+            (named.appID, named.network) = (line.appID ?? "", attribution.network)
+            (named.campaignID, named.campaign) = (attribution.campaignID, attribution.campaign)
+            (named.adGroupID, named.adGroup) = (attribution.adGroupID, attribution.adGroup)
+            (named.keywordID, named.keyword) = (attribution.keywordID, attribution.keyword)
+            named.matchType = attribution.matchType
+            lines[line] = named
         }
         let sorted = lines.values.sorted { a, b in
             if (a.payingUsers, a.installs) != (b.payingUsers, b.installs) {
