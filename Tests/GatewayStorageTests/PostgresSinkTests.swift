@@ -53,6 +53,37 @@ import Testing
         await sink.shutdown()
     }
 
+    /// Only `received_at` by default; the sink's own indexes on columns no longer listed are
+    /// dropped at the next start, and an operator's under another name stays.
+    @Test(arguments: StoreBackend.shared)
+    func theSinksIndexesAreThoseListed(backend: StoreBackend) async throws {
+        let url = try await TestPostgres.newDatabase()
+        func indexes() async throws -> Set<String> {
+            try await TestPostgres.withClient(url) { client in
+                var names: Set<String> = []
+                for try await name in try await client.query(
+                    "SELECT indexname::text FROM pg_indexes WHERE tablename = 'attribution_records'"
+                ).decode(String.self) {
+                    names.insert(name)
+                }
+                return names
+            }
+        }
+        let first = try await PostgresSink(url: url, indexes: ["app_id", "app_user_id"], logger: Logger(label: "test"))
+        await first.shutdown()
+        try await TestPostgres.withClient(url) { client in
+            try await client.query("CREATE INDEX by_country ON attribution_records (country_or_region)")
+        }
+        let defaults = try await PostgresSink(
+            url: url, indexes: SQLiteSink.defaultIndexes, logger: Logger(label: "test"))
+        await defaults.shutdown()
+        #expect(try await indexes() == ["attribution_records_pkey", "attribution_records_received_at", "by_country"])
+        let listed = try await PostgresSink(url: url, indexes: ["keyword_id"], logger: Logger(label: "test"))
+        #expect(try await listed.deliver([Self.purchase(user: "u1")]) == [.delivered])
+        await listed.shutdown()
+        #expect(try await indexes() == ["attribution_records_pkey", "attribution_records_keyword_id", "by_country"])
+    }
+
     /// A row the database refuses for what it holds cannot succeed later: it is rejected
     /// alone, and the rest of the batch is written.
     @Test(arguments: StoreBackend.shared)

@@ -33,8 +33,9 @@ enum PostgresSinkTable {
     }
 
     /// Creates the table, adds the columns it lacks (a newer gateway's fields) and the
-    /// indexes on `indexed`, under an advisory lock so that replicas starting together
-    /// do not race on the catalogue.
+    /// indexes on `indexed`, and drops the sink's own indexes on columns no longer listed
+    /// (each is written with every row), under an advisory lock so that replicas starting
+    /// together do not race on the catalogue. Indexes an operator made under other names stay.
     static func prepare(_ client: PostgresClient, indexed: [String], logger: Logger) async throws {
         try await client.withConnection { connection in
             try await withAdvisoryLock(0x4154_5452_4757_0002, on: connection, logger: logger) {
@@ -61,6 +62,11 @@ enum PostgresSinkTable {
             _ = try await connection.query(
                 PostgresQuery(unsafeSQL: "ALTER TABLE \(name) ADD COLUMN \(column.name) \(column.type)"),
                 logger: logger)
+        }
+        let wanted = Set(indexed)
+        for column in columns.map(\.name) where !wanted.contains(column) {
+            _ = try await connection.query(
+                PostgresQuery(unsafeSQL: "DROP INDEX IF EXISTS \(SQLiteSinkTable.indexName(column))"), logger: logger)
         }
         for column in indexed {
             _ = try await connection.query(
