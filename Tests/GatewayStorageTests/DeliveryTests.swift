@@ -1008,6 +1008,41 @@ import Testing
         #expect(written == ["1", "2"])
     }
 
+    /// A forget deletes the rows of the records the store found, and the app's rows naming
+    /// one of the user's ids whose record is gone (retention), and no one else's.
+    @Test func theSQLiteSinkForgetsTheUsersRowsByRecordAndById() async throws {
+        let f = try Fixture()
+        let sink = try SQLiteSink(path: f.path)
+        func install(_ user: String?, app: String = "1", idfv: String? = nil) -> AttributionRecord {
+            var record = AttributionRecord(
+                provider: "iad", kind: .install, dedupeKey: "iad:\(app):\(user ?? idfv ?? "")", receivedAt: Date())
+            record.appID = app
+            record.appUserID = user
+            record.idfv = idfv
+            return record
+        }
+        let found = install("forget-me")
+        let rows = [
+            found, install("forget-me", app: "1"), install(nil, idfv: "DEVICE-1"), install("forget-me", app: "2"),
+            install("keep-me"),
+        ]
+        #expect(try await sink.deliver(rows) == Array(repeating: .delivered, count: rows.count))
+        var ids = ForgottenIdentifiers()
+        ids.recordIDs = [found.recordID]
+        ids.appUserIDs = ["forget-me"]
+        ids.idfvs = ["DEVICE-1"]
+        let request = ForgetRequest(requestID: "r1", appID: "1", requestedAt: Date(), identifiers: ids)
+        #expect(try await sink.forget(request) == .done)
+        let left = try await f.store.pool.read { db in
+            let sql = "SELECT app_id, app_user_id FROM attribution_records ORDER BY app_id, app_user_id"
+            return try Row.fetchAll(db, sql: sql).map { row in
+                "\(row["app_id"] as String? ?? "")/\(row["app_user_id"] as String? ?? "")"
+            }
+        }
+        // The other app's user of the same id is another person.
+        #expect(left == ["1/keep-me", "2/forget-me"])
+    }
+
     @Test func theSQLiteSinkKeepsIndexesOnTheConfiguredColumnsOnly() async throws {
         let f = try Fixture()
         defer { f.remove() }

@@ -48,20 +48,27 @@ public final class SQLiteSink: AttributionSink {
     /// Freed space is zeroed, so that the ids do not stay readable in the file.
     public func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
         let ids = request.identifiers
+        // The rows naming the ids are looked for in a read: unless the operator indexed
+        // those columns it reads the whole table, and a write would hold ingest that long.
+        let named = try await pool.read { db in
+            try String.fetchAll(
+                db,
+                sql: """
+                    SELECT record_id FROM \(SQLiteSinkTable.name) WHERE app_id = ?1 AND (
+                        app_user_id IN (SELECT value FROM json_each(?2)) OR idfv IN (SELECT value FROM json_each(?3))
+                        OR idfa IN (SELECT value FROM json_each(?4)))
+                    """,
+                arguments: [
+                    request.appID, SQLiteStore.jsonArray(ids.appUserIDs), SQLiteStore.jsonArray(ids.idfvs),
+                    SQLiteStore.jsonArray(ids.idfas),
+                ])
+        }
         try await pool.write { db in
             try db.execute(sql: "PRAGMA secure_delete = ON")
             defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
             try db.execute(
-                sql: """
-                    DELETE FROM \(SQLiteSinkTable.name)
-                    WHERE record_id IN (SELECT value FROM json_each(?1)) OR (app_id = ?2 AND (
-                        app_user_id IN (SELECT value FROM json_each(?3)) OR idfv IN (SELECT value FROM json_each(?4))
-                        OR idfa IN (SELECT value FROM json_each(?5))))
-                    """,
-                arguments: [
-                    SQLiteStore.jsonArray(ids.recordIDs), request.appID, SQLiteStore.jsonArray(ids.appUserIDs),
-                    SQLiteStore.jsonArray(ids.idfvs), SQLiteStore.jsonArray(ids.idfas),
-                ])
+                sql: "DELETE FROM \(SQLiteSinkTable.name) WHERE record_id IN (SELECT value FROM json_each(?1))",
+                arguments: [SQLiteStore.jsonArray(ids.recordIDs + named)])
         }
         return .done
     }

@@ -32,8 +32,8 @@ enum SQLiteSinkTable {
     /// Each column's position in ``columns``, by name.
     static let columnIndex = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1.name, $0) })
 
-    /// The columns indexed unless the sink's `indexes` says otherwise. No query of the
-    /// gateway reads this table; `received_at` serves the docs' queries of recent records and
+    /// The columns indexed unless the sink's `indexes` says otherwise. Only a forget request
+    /// reads this table; `received_at` serves the docs' queries of recent records and
     /// costs a page per commit, since its keys arrive in order. An index on a column whose
     /// values arrive in random order (a user id, a keyword id) costs a page per row once it
     /// outgrows the cache, so those are the operator's to ask for.
