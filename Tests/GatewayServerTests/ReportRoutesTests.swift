@@ -286,6 +286,9 @@ import Testing
             let nav = try #require(opened.firstMatch(of: /<nav aria-label="Drill-down">(.*?)<\/nav>/)?.1)
             let crumb = try #require(nav.firstMatch(of: /href="([^"]*network=Apple%20Search%20Ads[^"]*)"/)?.1)
             #expect(!crumb.contains("campaign") && crumb.contains("as_of=\(id)"), "\(crumb)")
+            // Above the network, another query: counted again, so no as_of.
+            let app = try #require(nav.firstMatch(of: /href="(\/dashboard\?app_id=1234567890)"/))
+            #expect(!app.0.contains("as_of"))
             let back = try await load(String(crumb).replacingOccurrences(of: "&amp;", with: "&"))
             #expect(back.contains(#"<td class="num">14.98</td>"#), "\(back)")
             let csv = try await load(link + "&format=csv")
@@ -301,6 +304,28 @@ import Testing
             // An id no page gave (or one no longer kept) is counted afresh too.
             let unknown = try await load(link.replacingOccurrences(of: id, with: String(repeating: "0", count: 32)))
             #expect(unknown.contains(#"<td class="num">19.98</td>"#), "\(unknown)")
+        }
+    }
+
+    @Test func onlyAPageShownIsKeptNotAHEADOrACSVOfAScript() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try Self.configuration(env, auth: Self.operatorOnly))
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            try await Self.ingest(client)
+            let view = "/dashboard?app_id=1234567890&network=Apple%20Search%20Ads"
+            let page = String(buffer: try await client.execute(uri: view, method: .get, headers: Self.bearer).body)
+            let (id, link) = try Self.asOf(page)
+            #expect(try await Self.post(client, "/v1/events", Self.purchase("buyer", "t4", "5")).status.code < 300)
+            // More than the kept pages' worth of other views, fetched by a script.
+            for day in 1...9 {
+                let other = view + "&since=2020-01-0\(day)"
+                #expect(try await client.execute(uri: other, method: .head, headers: Self.bearer).status == .ok)
+                let csv = try await client.execute(uri: other + "&format=csv", method: .get, headers: Self.bearer)
+                #expect(csv.status == .ok)
+            }
+            let opened = String(buffer: try await client.execute(uri: link, method: .get, headers: Self.bearer).body)
+            #expect(opened.contains("as_of=\(id)") && opened.contains(#"<td class="num">14.98</td>"#), "\(opened)")
         }
     }
 

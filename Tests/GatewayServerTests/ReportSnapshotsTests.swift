@@ -28,6 +28,13 @@ import Testing
         #expect(!ReportSnapshots.isID("latest") && !ReportSnapshots.isID(id.uppercased()))
     }
 
+    @Test func aSnapshotPastTheHourIsDroppedWhenAnotherIsKept() {
+        let snapshots = ReportSnapshots()
+        let old = snapshots.keep(Self.snapshot("1"))
+        _ = snapshots.keep(Self.snapshot("2", at: Self.start + 3601))
+        #expect(snapshots.find(old, query: KeywordReportQuery(appID: "1"), now: Self.start) == nil)
+    }
+
     @Test func theOldestGoPastEightPagesOrTheLineBudget() {
         let snapshots = ReportSnapshots()
         let ids = (0..<10).map { snapshots.keep(Self.snapshot("\($0)")) }

@@ -166,13 +166,14 @@ enum DashboardPage {
     static func breadcrumbs(_ view: DashboardView, shown: KeywordReport.Row?) -> String {
         var steps = [(label: "All apps", url: view.filters.url())]
         var path = view.filters
-        // Back up within the page's network, the page's numbers; above it, another query.
-        path.asOf = view.asOf
         if let app = view.appID {
             path.appID = app
             steps.append(("App \(app)", path.url()))
         }
         if let network = view.network {
+            // Back up within the page's network, the page's numbers; above it, another
+            // query, counted again.
+            path.asOf = view.asOf
             path.network = network
             steps.append((network, path.url()))
         }

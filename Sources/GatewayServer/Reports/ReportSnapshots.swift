@@ -31,6 +31,7 @@ final class ReportSnapshots: Sendable {
     func keep(_ snapshot: Snapshot) -> String {
         let id = (0..<2).map { _ in String(format: "%016llx", UInt64.random(in: .min ... .max)) }.joined()
         held.withLock { held in
+            held.removeAll { snapshot.takenAt.timeIntervalSince($0.snapshot.takenAt) > Self.maxAge }
             held.insert((id, snapshot), at: 0)
             var lines = 0
             var kept = 0
@@ -48,7 +49,8 @@ final class ReportSnapshots: Sendable {
     /// same query: a link whose filters were edited by hand is computed for what it asks.
     func find(_ id: String, query: KeywordReportQuery, now: Date = Date()) -> Snapshot? {
         held.withLock { held in
-            held.first { $0.id == id }.map(\.snapshot)
+            held.removeAll { now.timeIntervalSince($0.snapshot.takenAt) > Self.maxAge }
+            return held.first { $0.id == id }.map(\.snapshot)
         }
         .flatMap { snapshot in
             snapshot.query == query && now.timeIntervalSince(snapshot.takenAt) <= Self.maxAge ? snapshot : nil

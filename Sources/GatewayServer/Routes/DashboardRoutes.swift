@@ -39,18 +39,20 @@ extension GatewayHTTP {
             }
             let query = try parameters.query()
             // A page's link shows the page's numbers while they are kept; anything else is
-            // computed, charts and postbacks too, so that the page and its CSV share one
-            // computation whichever is asked first.
+            // counted. Only a page shown is kept, for its links: a HEAD or a CSV fetched
+            // by a script would push operators' pages out.
             let snapshot: ReportSnapshots.Snapshot
             if let id = view.asOf, let kept = snapshots.find(id, query: query) {
                 snapshot = kept
             } else {
+                let page = format == "html"
                 let takenAt = Date()
+                // The CSV is the table alone: no days to count.
                 let (rows, daily, summed) = try await reports.report(
-                    query, days: DailySeries(since: query.purchasesSince, until: query.purchasesUntil),
-                    postbacks: SKANReport(since: query.purchasesSince, until: query.purchasesUntil))
+                    query, days: page ? DailySeries(since: query.purchasesSince, until: query.purchasesUntil) : nil,
+                    postbacks: page ? SKANReport(since: query.purchasesSince, until: query.purchasesUntil) : nil)
                 snapshot = .init(query: query, takenAt: takenAt, rows: rows, daily: daily, postbacks: summed)
-                view.asOf = snapshots.keep(snapshot)
+                view.asOf = page && request.method == .get ? snapshots.keep(snapshot) : nil
             }
             let rows = snapshot.rows
             let groups = view.groups(rows)
