@@ -50,10 +50,7 @@ final class ReportSnapshots: Sendable {
     func find(_ id: String, query: KeywordReportQuery, now: Date = Date()) -> Snapshot? {
         held.withLock { held in
             held.removeAll { now.timeIntervalSince($0.snapshot.takenAt) > Self.maxAge }
-            return held.first { $0.id == id }.map(\.snapshot)
-        }
-        .flatMap { snapshot in
-            snapshot.query == query && now.timeIntervalSince(snapshot.takenAt) <= Self.maxAge ? snapshot : nil
+            return held.first { $0.id == id && $0.snapshot.query == query }?.snapshot
         }
     }
 
