@@ -168,6 +168,67 @@ enum PostgresSchema {
                 "ALTER TABLE records ADD COLUMN raw bytea"
             ]
         ),
+        (
+            "store-v6-report-index",
+            [
+                // The keyword report's facts, kept by the report indexer (PostgresStore+ReportIndex)
+                // from the records the triggers queue: every record written, changed or deleted
+                // is queued in the same transaction, so none is missed whoever wrote it. A record
+                // changed while a batch reads it is queued again under a new id.
+                "CREATE TABLE report_queue (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, seq bigint NOT NULL)",
+                """
+                CREATE FUNCTION report_queue_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    INSERT INTO report_queue (seq) SELECT seq FROM changed ORDER BY seq;
+                    RETURN NULL;
+                END $$
+                """,
+                """
+                CREATE TRIGGER report_queue_insert AFTER INSERT ON records REFERENCING NEW TABLE AS changed
+                    FOR EACH STATEMENT EXECUTE FUNCTION report_queue_changed()
+                """,
+                """
+                CREATE TRIGGER report_queue_update AFTER UPDATE ON records REFERENCING NEW TABLE AS changed
+                    FOR EACH STATEMENT EXECUTE FUNCTION report_queue_changed()
+                """,
+                """
+                CREATE TRIGGER report_queue_delete AFTER DELETE ON records REFERENCING OLD TABLE AS changed
+                    FOR EACH STATEMENT EXECUTE FUNCTION report_queue_changed()
+                """,
+                "INSERT INTO report_queue (seq) SELECT seq FROM records ORDER BY seq",
+                "CREATE SEQUENCE report_groups",
+                "CREATE TABLE report_nodes (node bigint PRIMARY KEY, group_id bigint NOT NULL)",
+                "CREATE INDEX report_nodes_group ON report_nodes (group_id)",
+                "CREATE TABLE report_members (seq bigint PRIMARY KEY, group_id bigint NOT NULL)",
+                "CREATE INDEX report_members_group ON report_members (group_id)",
+                """
+                CREATE TABLE report_attributions (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, key text NOT NULL UNIQUE, app_id text,
+                    network text, campaign_id bigint, campaign text, ad_group_id bigint, ad_group text,
+                    keyword_id bigint, keyword text, match_type text
+                )
+                """,
+                // `stamp` orders byte by byte, as the report's (time, record id) do, whatever
+                // the database's collation.
+                """
+                CREATE TABLE report_people (
+                    group_id bigint NOT NULL, app_id text NOT NULL, line_id bigint NOT NULL,
+                    attribution_id bigint NOT NULL, installed_at double precision NOT NULL,
+                    stamp text COLLATE "C" NOT NULL, attributed boolean NOT NULL, country integer NOT NULL,
+                    is_test boolean NOT NULL
+                )
+                """,
+                "CREATE INDEX report_people_group ON report_people (group_id)",
+                """
+                CREATE TABLE report_purchases (
+                    group_id bigint NOT NULL, app_id text NOT NULL, buyer bigint NOT NULL,
+                    purchased_at double precision NOT NULL, line_id bigint NOT NULL, country integer NOT NULL,
+                    converts boolean NOT NULL, refunded boolean NOT NULL, revenue text, currency text
+                )
+                """,
+                "CREATE INDEX report_purchases_group ON report_purchases (group_id)",
+            ]
+        ),
     ]
 
     /// Applies the migrations the database lacks. Replicas starting at once queue on the

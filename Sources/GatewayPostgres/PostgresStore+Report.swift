@@ -42,17 +42,19 @@ extension PostgresStore {
         var records: [AttributionRecord] = []
         for try await row in rows {
             var columns = row.makeIterator()
-            guard let id = try columns.next()?.decode(String.self),
-                let provider = try columns.next()?.decode(String.self)
-            else { continue }
-            let app = try columns.next()?.decode(String?.self) ?? nil
-            var values: [String?] = []
-            while let cell = columns.next() { values.append(try cell.decode(String?.self)) }
-            if let record = ReportFields.record(recordID: id, provider: provider, appID: app, values) {
-                records.append(record)
-            }
+            if let record = try Self.reportRecord(&columns) { records.append(record) }
         }
         return records
+    }
+
+    /// The record of a row's next columns: its id, provider, app and ``reportMembers``.
+    static func reportRecord(_ columns: inout PostgresRow.Iterator) throws -> AttributionRecord? {
+        guard let id = try columns.next()?.decode(String.self), let provider = try columns.next()?.decode(String.self)
+        else { return nil }
+        let app = try columns.next()?.decode(String?.self) ?? nil
+        var values: [String?] = []
+        while let cell = columns.next() { values.append(try cell.decode(String?.self)) }
+        return ReportFields.record(recordID: id, provider: provider, appID: app, values)
     }
 
     private func decoded(appID: String?, kinds: Set<RecordKind>, after cursor: Int64, through last: Int64)

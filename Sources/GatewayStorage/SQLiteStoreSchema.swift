@@ -183,6 +183,43 @@ enum SQLiteStoreSchema {
             // stays the record's fields as JSON text.
             try db.execute(sql: "ALTER TABLE records ADD COLUMN raw BLOB")
         }
+        migrator.registerMigration("store-v13-report-index") { db in
+            // The keyword report's facts, kept by the report indexer (SQLiteStore+ReportIndex)
+            // from the records the triggers queue: every record written, changed or deleted
+            // is queued in the same transaction, so none is missed whoever wrote it.
+            try db.execute(
+                sql: """
+                    CREATE TABLE report_queue (seq INTEGER PRIMARY KEY);
+                    CREATE TRIGGER report_queue_insert AFTER INSERT ON records
+                        BEGIN INSERT OR IGNORE INTO report_queue (seq) VALUES (NEW.seq); END;
+                    CREATE TRIGGER report_queue_update AFTER UPDATE OF body ON records
+                        BEGIN INSERT OR IGNORE INTO report_queue (seq) VALUES (NEW.seq); END;
+                    CREATE TRIGGER report_queue_delete AFTER DELETE ON records
+                        BEGIN INSERT OR IGNORE INTO report_queue (seq) VALUES (OLD.seq); END;
+                    INSERT INTO report_queue (seq) SELECT seq FROM records;
+                    CREATE TABLE report_nodes (node INTEGER PRIMARY KEY, group_id INTEGER NOT NULL);
+                    CREATE INDEX report_nodes_group ON report_nodes (group_id);
+                    CREATE TABLE report_members (seq INTEGER PRIMARY KEY, group_id INTEGER NOT NULL);
+                    CREATE INDEX report_members_group ON report_members (group_id);
+                    CREATE TABLE report_attributions (
+                        id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, app_id TEXT, network TEXT,
+                        campaign_id INTEGER, campaign TEXT, ad_group_id INTEGER, ad_group TEXT,
+                        keyword_id INTEGER, keyword TEXT, match_type TEXT
+                    );
+                    CREATE TABLE report_people (
+                        group_id INTEGER NOT NULL, app_id TEXT NOT NULL, line_id INTEGER NOT NULL,
+                        attribution_id INTEGER NOT NULL, installed_at REAL NOT NULL, stamp TEXT NOT NULL,
+                        attributed INTEGER NOT NULL, country INTEGER NOT NULL, is_test INTEGER NOT NULL
+                    );
+                    CREATE INDEX report_people_group ON report_people (group_id);
+                    CREATE TABLE report_purchases (
+                        group_id INTEGER NOT NULL, app_id TEXT NOT NULL, buyer INTEGER NOT NULL,
+                        purchased_at REAL NOT NULL, line_id INTEGER NOT NULL, country INTEGER NOT NULL,
+                        converts INTEGER NOT NULL, refunded INTEGER NOT NULL, revenue TEXT, currency TEXT
+                    );
+                    CREATE INDEX report_purchases_group ON report_purchases (group_id);
+                    """)
+        }
         return migrator
     }
 

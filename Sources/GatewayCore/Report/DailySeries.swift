@@ -54,6 +54,26 @@ public struct DailySeries: Sendable, Equatable, Codable {
         revenue[currency]![day] += amount
     }
 
+    /// The series' days as days since 1970-01-01 (UTC): where a database's daily counts land.
+    public var epochDays: Range<Int> {
+        let first = Int((start.timeIntervalSince1970 / 86400).rounded(.down))
+        return first..<(first + days.count)
+    }
+
+    /// Adds `count` installs on a day given as days since 1970-01-01; one outside the series is left out.
+    public mutating func addInstalls(_ count: Int, onEpochDay day: Int, attributed isAttributed: Bool) {
+        guard epochDays.contains(day) else { return }
+        let index = day - epochDays.lowerBound
+        if isAttributed { attributed[index] += count } else { organic[index] += count }
+    }
+
+    /// Adds revenue on a day given as days since 1970-01-01; one outside the series is left out.
+    public mutating func addRevenue(_ amount: Decimal, _ currency: String, onEpochDay day: Int) {
+        guard epochDays.contains(day) else { return }
+        if revenue[currency] == nil { revenue[currency] = Array(repeating: 0, count: days.count) }
+        revenue[currency]![day - epochDays.lowerBound] += amount
+    }
+
     /// The currency with the most revenue (then the first by code): the one charted when
     /// there are several, since amounts in two currencies do not add up.
     public var mainCurrency: String? {

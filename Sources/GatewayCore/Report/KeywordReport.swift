@@ -123,17 +123,34 @@ public struct KeywordReport: Sendable {
         }
     }
 
-    struct Attribution: Hashable {
-        var network: String?
-        var campaignID: Int64?
-        var campaign: String?
-        var adGroupID: Int64?
-        var adGroup: String?
-        var keywordID: Int64?
-        var keyword: String?
-        var matchType: String?
+    /// What an install's source says brought it: the line it counts on, with the names it gave.
+    public struct Attribution: Hashable, Sendable {
+        public var network: String?
+        public var campaignID: Int64?
+        public var campaign: String?
+        public var adGroupID: Int64?
+        public var adGroup: String?
+        public var keywordID: Int64?
+        public var keyword: String?
+        public var matchType: String?
         /// Set on lines only: the app whose users they count.
-        var appID: String?
+        public var appID: String?
+
+        public init(
+            network: String? = nil, campaignID: Int64? = nil, campaign: String? = nil, adGroupID: Int64? = nil,
+            adGroup: String? = nil, keywordID: Int64? = nil, keyword: String? = nil, matchType: String? = nil,
+            appID: String? = nil
+        ) {
+            self.network = network
+            self.campaignID = campaignID
+            self.campaign = campaign
+            self.adGroupID = adGroupID
+            self.adGroup = adGroup
+            self.keywordID = keywordID
+            self.keyword = keyword
+            self.matchType = matchType
+            self.appID = appID
+        }
 
         static let organic = Attribution(network: "organic")
         static let unknown = Attribution(network: "unknown")
@@ -141,7 +158,7 @@ public struct KeywordReport: Sendable {
 
         /// What makes two installs one line: ids where there are ids (a keyword renamed,
         /// or named late, stays one line), names where there are none (vendors).
-        func line(app: String) -> Attribution {
+        public func line(app: String) -> Attribution {
             Attribution(
                 network: network, campaignID: campaignID, campaign: campaignID == nil ? campaign : nil,
                 adGroupID: adGroupID, adGroup: adGroupID == nil ? adGroup : nil, keywordID: keywordID,
@@ -478,22 +495,23 @@ public struct KeywordReport: Sendable {
 
     /// The sums of the facts (``forEachFact(person:purchase:)``) that the report's filters admit.
     func build(days: DailySeries?) -> (rows: [Row], daily: DailySeries?) {
-        var daily = days
-        var lines: [Attribution: Row] = [:]
-        // The names of each line: field by field, the newest credited install's that has
-        // one (an install routed before its names came keeps the older names), by (time,
-        // record id), so the same store gives the same report whatever order it is read in.
-        var names: [Attribution: LineNames] = [:]
+        var sums = Sums(days: days)
+        add(to: &sums)
+        return (sums.rows, sums.daily)
+    }
+
+    /// Adds the facts of these records that the report's filters admit to `sums`: the
+    /// records of people apart from those `sums` holds, so that each person counts once.
+    public func add(to sums: inout Sums) {
         var paying: [Attribution: Set<PersonKey>] = [:]
         forEachFact(
             person: { person in
                 let attribution = attributions[Int(person.install.attribution)]
                 let line = attribution.line(app: apps[Int(person.app)])
-                names[line, default: LineNames(attribution)].take(
-                    attribution, at: (person.install.time, person.install.recordID))
+                sums.name(line, from: attribution, at: (person.install.time, person.install.recordID))
                 guard !person.isTest, admits(person.install, line: line) else { return }
-                lines[line, default: Self.emptyRow].installs += 1
-                daily?.addInstall(at: person.install.time, attributed: person.install.rank == .attributed)
+                sums.add(line, installs: 1)
+                sums.daily?.addInstall(at: person.install.time, attributed: person.install.rank == .attributed)
             },
             purchase: { purchase in
                 if let purchasesSince, purchase.time < purchasesSince { return }
@@ -503,72 +521,18 @@ public struct KeywordReport: Sendable {
                 if let network, line.network != network { return }
                 if country != nil, !(purchase.install.map { admits($0, line: line) } ?? false) { return }
                 if purchase.refunded {
-                    lines[line, default: Self.emptyRow].refunds += 1
+                    sums.add(line, refunds: 1)
                     return
                 }
-                lines[line, default: Self.emptyRow].purchases += 1
+                sums.add(line, purchases: 1)
                 if let amount = purchase.revenue, let currency = purchase.currency {
-                    lines[line]?.revenue[currency, default: 0] += amount
-                    daily?.addRevenue(amount, currency, at: purchase.time)
+                    sums.add(line, revenue: amount, currency: currency)
+                    sums.daily?.addRevenue(amount, currency, at: purchase.time)
                 }
                 if paying[line, default: []].insert(purchase.owner).inserted {
-                    lines[line]?.payingUsers += 1
-                    if purchase.ownerLine == line { lines[line]?.convertedInstalls += 1 }
+                    sums.add(line, payingUsers: 1, convertedInstalls: purchase.ownerLine == line ? 1 : 0)
                 }
             })
-        for (line, row) in lines {
-            let attribution = names[line]?.attribution ?? line
-            var named = row
-            (named.appID, named.network) = (line.appID ?? "", attribution.network)
-            (named.campaignID, named.campaign) = (attribution.campaignID, attribution.campaign)
-            (named.adGroupID, named.adGroup) = (attribution.adGroupID, attribution.adGroup)
-            (named.keywordID, named.keyword) = (attribution.keywordID, attribution.keyword)
-            named.matchType = attribution.matchType
-            lines[line] = named
-        }
-        let sorted = lines.values.sorted { a, b in
-            if (a.payingUsers, a.installs) != (b.payingUsers, b.installs) {
-                return (a.payingUsers, a.installs) > (b.payingUsers, b.installs)
-            }
-            // Ties in a fixed order, so that two runs print the same lines: by every field
-            // of the line, the ad group's name and the match type included (two lines of a
-            // vendor's campaign may differ in those alone).
-            if a.appID != b.appID { return a.appID < b.appID }
-            let first = (a.network ?? "", a.campaignID ?? -1, a.campaign ?? "", a.adGroupID ?? -1, a.adGroup ?? "")
-            let second = (b.network ?? "", b.campaignID ?? -1, b.campaign ?? "", b.adGroupID ?? -1, b.adGroup ?? "")
-            if first != second { return first < second }
-            return (a.keywordID ?? -1, a.keyword ?? "", a.matchType ?? "") < (
-                b.keywordID ?? -1, b.keyword ?? "", b.matchType ?? ""
-            )
-        }
-        return (sorted, daily)
-    }
-
-    /// The names a line shows: each the newest that any of its installs gave.
-    struct LineNames {
-        private(set) var attribution: Attribution
-        /// When the campaign, ad group, keyword and match type shown were given.
-        private var stamps: [(Date, RecordOrder)?] = [nil, nil, nil, nil]
-
-        init(_ attribution: Attribution) {
-            self.attribution = attribution
-            (self.attribution.campaign, self.attribution.adGroup) = (nil, nil)
-            (self.attribution.keyword, self.attribution.matchType) = (nil, nil)
-        }
-
-        mutating func take(_ other: Attribution, at stamp: (Date, RecordOrder)) {
-            let values = [other.campaign, other.adGroup, other.keyword, other.matchType]
-            for (index, value) in values.enumerated() {
-                guard let value, stamps[index].map({ $0 < stamp }) ?? true else { continue }
-                stamps[index] = stamp
-                switch index {
-                case 0: attribution.campaign = value
-                case 1: attribution.adGroup = value
-                case 2: attribution.keyword = value
-                default: attribution.matchType = value
-                }
-            }
-        }
     }
 
     /// A line with nothing counted yet and no names: where ``Row/add(_:)`` sums lines.

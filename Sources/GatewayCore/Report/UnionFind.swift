@@ -1,11 +1,13 @@
 /// Keys joined into groups, each group named by its least key, so that any order of
 /// joins names the same groups. Only keys joined to a lesser one are held.
-struct UnionFind<Key: Hashable & Comparable & Sendable>: Sendable {
+public struct UnionFind<Key: Hashable & Comparable & Sendable>: Sendable {
+    public init() {}
+
     /// Each key's step toward its group's name; a name has none.
     private var parent: [Key: Key] = [:]
 
     /// The name of `key`'s group, shortening the way there for the next call.
-    mutating func find(_ key: Key) -> Key {
+    public mutating func find(_ key: Key) -> Key {
         let root = root(of: key)
         var node = key
         while let next = parent[node], next != root {
@@ -16,14 +18,14 @@ struct UnionFind<Key: Hashable & Comparable & Sendable>: Sendable {
     }
 
     /// The name of `key`'s group, changing nothing.
-    func root(of key: Key) -> Key {
+    public func root(of key: Key) -> Key {
         var root = key
         while let next = parent[root] { root = next }
         return root
     }
 
     /// Makes `a`'s and `b`'s groups one.
-    mutating func union(_ a: Key, _ b: Key) {
+    public mutating func union(_ a: Key, _ b: Key) {
         let (rootA, rootB) = (find(a), find(b))
         guard rootA != rootB else { return }
         if rootA < rootB { parent[rootB] = rootA } else { parent[rootA] = rootB }

@@ -27,3 +27,25 @@ public struct ReportPage: Sendable {
         self.cursor = cursor
     }
 }
+
+/// A store that keeps the keyword report's facts as records are written, changed and
+/// deleted (``KeywordReport/indexedFacts()``), so that a report sums them in the database
+/// instead of reading every record: its memory then grows with its lines, not its users.
+///
+/// Records linked by a user id, a device or a transaction (``KeywordReport/indexNodes(of:)``)
+/// form a group, and a group's facts are made again from its records whenever one of them
+/// changes; groups apart add up to the whole report.
+public protocol ReportIndexStore: ReportStore {
+    /// Brings up to `limit` of the records written, changed or deleted since into the
+    /// index; returns how many it took, 0 when none was waiting.
+    func indexReport(limit: Int) async throws -> Int
+
+    /// How many records wait for ``indexReport(limit:)``.
+    func reportIndexBacklog() async throws -> Int
+
+    /// The lines of the indexed facts that `report`'s filters admit (of `appID`'s records
+    /// only, when given), with those of `live` added: records not stored (tokens Apple
+    /// has not answered), counted with the records they link to.
+    func indexedReport(_ report: KeywordReport, appID: String?, live: [AttributionRecord], days: DailySeries?)
+        async throws -> KeywordReport.Sums
+}

@@ -57,6 +57,8 @@ public final class Gateway: Sendable {
     public let checkpointer: WALCheckpointer?
     /// Applies `storage.retention`, when it sets a limit.
     public let retention: RetentionJob?
+    /// Keeps the report index up with the records, for a store that keeps one.
+    public let reportIndexer: ReportIndexer?
     public let metricsRegistry: PrometheusCollectorRegistry
     public let metrics: GatewayMetrics
     public let logger: Logger
@@ -96,6 +98,9 @@ public final class Gateway: Sendable {
                 metrics: metrics,
                 logger: logger.with(metadataKey: "job", value: "retention"))
             : nil
+        reportIndexer = (store as? any ReportIndexStore).map {
+            ReportIndexer(store: $0, logger: logger.with(metadataKey: "job", value: "report_index"))
+        }
         self.metricsRegistry = metricsRegistry
         self.metrics = metrics
         self.logger = logger

@@ -128,7 +128,7 @@ public enum GatewayHTTP {
             // the resolvers' and late writers'.
             services: [gateway.checkpointer].compactMap { $0 as (any Service)? }
                 + [gateway.sinkWorkers as any Service, gateway.companions as any Service]
-                + [gateway.retention].compactMap { $0 as (any Service)? },
+                + [gateway.retention as (any Service)?, gateway.reportIndexer as (any Service)?].compactMap { $0 },
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? settings.port
                 gateway.logger.info("gateway listening", metadata: ["address": "\(settings.host):\(port)"])

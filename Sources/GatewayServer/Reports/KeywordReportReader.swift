@@ -68,25 +68,19 @@ public enum KeywordReportReader {
     /// postbacks summed into `postbacks` in the same reading of the store (nil without it).
     public static func report(
         from store: any AttributionStore, _ query: KeywordReportQuery, days: DailySeries?,
-        postbacks: SKANReport? = nil,
+        postbacks skanPostbacks: SKANReport? = nil,
         names: ([String]) async throws -> Names,
         spend: (_ from: String?, _ until: String?) async throws -> Spend = { _, _ in [:] },
         progress: (_ read: Int, _ total: Int) -> Void = { _, _ in }
     ) async throws -> (rows: [KeywordReport.Row], daily: DailySeries?, postbacks: SKANReport?) {
-        var postbacks = postbacks
-        var report = KeywordReport(
+        let filters = KeywordReport(
             purchasesSince: query.purchasesSince, purchasesUntil: query.purchasesUntil, network: query.network,
             country: query.country)
-        func add(_ record: AttributionRecord) {
-            if query.appID == nil || record.appID == query.appID {
-                report.add(record)
-                postbacks?.add(record)
-            }
-        }
         // Tokens Apple has not answered yet are installs too, of users it may never
         // name: `unknown`, not `unattributed` as users with no install are. Read before
         // the records: a token answered in between is then in both, and its user's
         // answered install outranks the unknown one; read after, it was in neither.
+        var waiting: [AttributionRecord] = []
         var providers: [String: any DeferredAttributionProvider] = [:]
         for name in try await store.pendingCounts().keys {
             providers[name] = waitingProvider(named: name)
@@ -96,23 +90,27 @@ public enum KeywordReportReader {
             let page = try await store.waitingWork(after: after, limit: 2000)
             guard let last = page.last else { break }
             for work in page {
-                if let record = providers[work.provider]?.waitingRecord(work) { add(record) }
+                if let record = providers[work.provider]?.waitingRecord(work),
+                    query.appID == nil || record.appID == query.appID
+                {
+                    waiting.append(record)
+                }
             }
             after = last.recordID
         }
-        // Installs from any time: a buyer of this month may have come through a keyword earlier.
-        var kinds: Set<RecordKind> = [.install, .reinstall, .purchase, .refund]
-        if postbacks != nil { kinds.insert(.postback) }
-        let total = try await store.countRecords(matching: ReplayFilter())
-        var read = 0
-        try await forEachReportPage(store, appID: query.appID, kinds: kinds) { page in
-            for record in page.records { add(record) }
-            read += page.scanned
-            progress(min(read, total), total)
+        var (rows, daily, postbacks): ([KeywordReport.Row], DailySeries?, SKANReport?)
+        if let indexed = store as? any ReportIndexStore {
+            try await catchUp(indexed, progress: progress)
+            let sums = try await indexed.indexedReport(filters, appID: query.appID, live: waiting, days: days)
+            (rows, daily) = (sums.rows, sums.daily)
+            postbacks = nil
+            if let skanPostbacks {
+                postbacks = try await Self.postbacks(from: store, appID: query.appID, into: skanPostbacks)
+            }
+        } else {
+            (rows, daily, postbacks) = try await readAll(
+                from: store, query, filters, waiting: waiting, days: days, postbacks: skanPostbacks, progress: progress)
         }
-        let built = days.map { report.rowsAndDaily($0) }
-        var rows = built?.rows ?? report.rows
-        let daily = built?.daily
         // Spend is Apple's per keyword, not per country: a country's lines show none
         // rather than the whole world's.
         if query.country == nil, query.network.map({ $0 == KeywordReport.appleSearchAdsNetwork }) ?? true {
@@ -121,6 +119,49 @@ public enum KeywordReportReader {
         }
         let keys = KeywordReport.nameKeys(rows)
         return (keys.isEmpty ? rows : KeywordReport.naming(rows, from: try await names(keys)), daily, postbacks)
+    }
+
+    /// Brings `store`'s report index up to the records written before the call, telling
+    /// `progress` the records indexed and how many were waiting.
+    static func catchUp(_ store: any ReportIndexStore, progress: (_ read: Int, _ total: Int) -> Void) async throws {
+        let backlog = try await store.reportIndexBacklog()
+        var indexed = 0
+        while indexed < backlog {
+            let taken = try await store.indexReport(limit: indexBatch)
+            if taken == 0 { break }
+            indexed += taken
+            progress(min(indexed, backlog), backlog)
+        }
+    }
+
+    /// How many records a batch of the report index takes: a batch is one write transaction.
+    public static let indexBatch = 2000
+
+    /// The report read from every record, for a store that keeps no report index.
+    static func readAll(
+        from store: any AttributionStore, _ query: KeywordReportQuery, _ filters: KeywordReport,
+        waiting: [AttributionRecord], days: DailySeries?, postbacks: SKANReport?,
+        progress: (_ read: Int, _ total: Int) -> Void
+    ) async throws -> (rows: [KeywordReport.Row], daily: DailySeries?, postbacks: SKANReport?) {
+        var report = filters
+        var postbacks = postbacks
+        for record in waiting { report.add(record) }
+        // Installs from any time: a buyer of this month may have come through a keyword earlier.
+        var kinds: Set<RecordKind> = [.install, .reinstall, .purchase, .refund]
+        if postbacks != nil { kinds.insert(.postback) }
+        let total = try await store.countRecords(matching: ReplayFilter())
+        var read = 0
+        try await forEachReportPage(store, appID: query.appID, kinds: kinds) { page in
+            for record in page.records {
+                report.add(record)
+                postbacks?.add(record)
+            }
+            read += page.scanned
+            progress(min(read, total), total)
+        }
+        guard let days else { return (report.rows, nil, postbacks) }
+        let built = report.rowsAndDaily(days)
+        return (built.rows, built.daily, postbacks)
     }
 
     /// `report` with the postbacks of `appID` (every app's without one) added: only

@@ -1,0 +1,43 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Keeps the store's report index up with its records while the server runs, so that a
+/// report or a dashboard sums facts already kept instead of indexing first. A batch is a
+/// write transaction of its own; between batches ingest has its turn.
+public final class ReportIndexer: Service, Sendable {
+    let store: any ReportIndexStore
+    let batchSize: Int
+    let idle: Duration
+    let pause: Duration
+    let logger: Logger
+
+    public init(
+        store: any ReportIndexStore, batchSize: Int = 2000, idle: Duration = .seconds(1),
+        pause: Duration = .milliseconds(5), logger: Logger
+    ) {
+        self.store = store
+        self.batchSize = batchSize
+        self.idle = idle
+        self.pause = pause
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        var failing = false
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            var wait = idle
+            do {
+                if try await store.indexReport(limit: batchSize) > 0 { wait = pause }
+                if failing { logger.info("report index updated again") }
+                failing = false
+            } catch {
+                // Once per outage: the records wait in the queue and are indexed later.
+                if !failing { logger.warning("report index not updated", metadata: ["error": "\(error)"]) }
+                failing = true
+            }
+            let sleep = wait
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: sleep) }
+        }
+    }
+}

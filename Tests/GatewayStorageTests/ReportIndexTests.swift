@@ -1,0 +1,211 @@
+import Foundation
+import GatewayCore
+import GatewayTestSupport
+import Testing
+
+@testable import GatewayStorage
+
+/// The report index against the report counted from every record: the same lines, names,
+/// counts and days, whatever the filters, after records arrive in several batches, are
+/// changed by a forget request, or deleted by retention, and with waiting tokens beside.
+@Suite struct ReportIndexTests {
+    /// The backends that keep a report index.
+    static let backends: [StoreBackend] = StoreBackend.available.filter { $0 != .memory }
+
+    static let start = Date(timeIntervalSince1970: 1_780_000_000)
+
+    /// What the report reads of every stored record, counted in memory: the reference.
+    static func counted(
+        _ store: any AttributionStore, _ filters: KeywordReport, appID: String?, live: [AttributionRecord],
+        days: DailySeries
+    ) async throws -> (rows: [KeywordReport.Row], daily: DailySeries) {
+        var report = filters
+        for record in live where appID == nil || record.appID == appID { report.add(record) }
+        var cursor: Int64 = 0
+        while true {
+            let page = try await store.reportRecords(
+                appID: appID, kinds: [.install, .reinstall, .purchase, .refund], after: cursor, limit: 500)
+            if page.scanned == 0 { break }
+            for record in page.records { report.add(record) }
+            cursor = page.cursor
+        }
+        return report.rowsAndDaily(days)
+    }
+
+    static let filters: [(KeywordReport, String?)] = [
+        (KeywordReport(), nil),
+        (KeywordReport(), "1"),
+        (
+            KeywordReport(
+                purchasesSince: start.addingTimeInterval(5 * 86400),
+                purchasesUntil: start.addingTimeInterval(20 * 86400)), nil
+        ),
+        (KeywordReport(network: "Apple Search Ads"), "1"),
+        (KeywordReport(network: "unattributed"), nil),
+        (KeywordReport(country: "US"), nil),
+        (KeywordReport(purchasesSince: start.addingTimeInterval(3 * 86400), network: "organic", country: "DE"), "1"),
+    ]
+
+    static func expectSameReports(_ store: any AttributionStore, live: [AttributionRecord] = []) async throws {
+        let indexed = try #require(store as? any ReportIndexStore)
+        while try await indexed.indexReport(limit: 97) > 0 {}
+        #expect(try await indexed.reportIndexBacklog() == 0)
+        let days = DailySeries(since: start.addingTimeInterval(-2 * 86400), until: start.addingTimeInterval(40 * 86400))
+        for (filters, appID) in filters {
+            let expected = try await counted(store, filters, appID: appID, live: live, days: days)
+            let sums = try await indexed.indexedReport(filters, appID: appID, live: live, days: days)
+            if filters.network == nil, filters.country == nil { #expect(expected.rows.count > 5) }
+            #expect(sums.rows == expected.rows, "filters \(filters), app \(appID ?? "any")")
+            #expect(sums.daily == expected.daily, "filters \(filters), app \(appID ?? "any")")
+        }
+    }
+
+    @Test(arguments: backends)
+    func theIndexedReportIsTheReportOfEveryRecord(backend: StoreBackend) async throws {
+        let store = try await backend.make(clock: TestClock()).store
+        var generator = RecordGenerator(seed: 7, start: Self.start)
+        let records = (0..<900).map { _ in generator.next() }
+        // Batches indexed between others: groups made apart are joined by later records.
+        for (index, batch) in records.chunked(into: 150).enumerated() {
+            _ = try await store.ingest(batch.map { RoutedRecord(record: $0, sinks: []) })
+            if index % 2 == 0, let indexed = store as? any ReportIndexStore {
+                _ = try await indexed.indexReport(limit: 60)
+            }
+        }
+        try await Self.expectSameReports(store)
+
+        // Tokens Apple has not answered, of a user with records and of new ones.
+        var live: [AttributionRecord] = []
+        for user in ["u3", "u17", "waiting-1"] {
+            var token = AttributionRecord(
+                provider: "adservices", kind: .install, dedupeKey: "", receivedAt: Self.start.addingTimeInterval(86400),
+                attributed: false, resolution: .pending)
+            token.appID = "1"
+            token.appUserID = user
+            live.append(token)
+        }
+        try await Self.expectSameReports(store, live: live)
+    }
+
+    @Test(arguments: backends)
+    func forgottenAndExpiredRecordsLeaveTheIndex(backend: StoreBackend) async throws {
+        let store = try await backend.make(clock: TestClock()).store
+        var generator = RecordGenerator(seed: 11, start: Self.start)
+        let records = (0..<600).map { _ in generator.next() }
+        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
+        try await Self.expectSameReports(store)
+
+        for user in ["u1", "u2", "u5"] {
+            _ = try await store.forget(
+                ForgetSubject(appID: "1", appUserID: user), requestID: UUID().uuidString.lowercased(),
+                userDigest: user, sinks: [], now: Self.start.addingTimeInterval(50 * 86400))
+        }
+        try await Self.expectSameReports(store)
+        let removed = try await store.deleteRecords(
+            receivedBefore: Self.start.addingTimeInterval(10 * 86400), limit: 10_000)
+        #expect(removed > 0)
+        try await Self.expectSameReports(store)
+    }
+
+    @Test func aNodeNumberIsTheSameInEveryProcess() {
+        // Kept in the store: a number that changed between runs would split a user's records.
+        #expect(SQLiteStore.nodeNumber("1\u{0}u\u{0}user-7") == SQLiteStore.nodeNumber("1\u{0}u\u{0}user-7"))
+        #expect(SQLiteStore.nodeNumber("") == Int64(bitPattern: 0xe3b0_c442_98fc_1c14))
+    }
+
+    @Test func aStampOrdersAsTimeThenRecordID() throws {
+        let times = [-1e9, -1.5, -0.0, 0, 1e-9, 1, 1.5, 86400, 1e12].map { Date(timeIntervalSinceReferenceDate: $0) }
+        let stamps = times.flatMap { time in ["a", "b"].map { ReportStamp.text(time, $0) } }
+        #expect(stamps == stamps.sorted())
+        for time in times {
+            let parsed = try #require(ReportStamp.parse(ReportStamp.text(time, "id-1")))
+            #expect(parsed.time == time && parsed.recordID == "id-1")
+        }
+    }
+}
+
+/// Installs, purchases and refunds of few users, devices and transactions, so that records
+/// link in every way the report joins them: users sharing devices, two users claiming one
+/// transaction, testers, refunds, renamed keywords, late and missing answers.
+struct RecordGenerator {
+    private var state: UInt64
+    private var index = 0
+    let start: Date
+
+    init(seed: UInt64, start: Date) {
+        state = seed
+        self.start = start
+    }
+
+    private mutating func random(_ bound: Int) -> Int {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Int((z ^ (z >> 31)) % UInt64(bound))
+    }
+
+    private mutating func chance(_ percent: Int) -> Bool { random(100) < percent }
+
+    mutating func next() -> AttributionRecord {
+        index += 1
+        let roll = random(100)
+        let kind: RecordKind =
+            roll < 45 ? .install : roll < 50 ? .reinstall : roll < 85 ? .purchase : roll < 93 ? .refund : .session
+        let receivedAt = start.addingTimeInterval(Double(index) * 2400 + Double(random(600)))
+        var record = AttributionRecord(
+            provider: chance(50) ? "iad" : "s2s", kind: kind, dedupeKey: "generated:\(index)", receivedAt: receivedAt,
+            attributed: false, resolution: .resolved)
+        record.appID = chance(85) ? "1" : "2"
+        let user = random(120)
+        if chance(85) { record.appUserID = "u\(user)" }
+        // Mostly the user's own device; now and then one shared, or the unset one.
+        if chance(35) {
+            record.idfv =
+                chance(8) ? "dev-shared-\(random(3))" : chance(8) ? AttributionRecord.unsetDeviceID : "dev-\(user)"
+            if chance(30) { record.idfv = record.idfv?.uppercased() }
+        }
+        record.isTest = chance(4)
+        switch kind {
+        case .install, .reinstall:
+            switch random(6) {
+            case 0, 1, 2:
+                record.attributed = true
+                record.network = chance(80) ? nil : "Apple Search Ads"
+                record.provider = "iad"
+                record.campaignID = Int64(1 + random(2))
+                record.campaignName = chance(70) ? "Campaign \(record.campaignID!)" : "Renamed \(random(3))"
+                record.adGroupID = Int64(10 + random(2))
+                record.adGroupName = chance(50) ? "Group" : nil
+                record.keywordID = Int64(100 + random(3))
+                record.keyword = chance(60) ? "keyword \(record.keywordID!)" : chance(50) ? nil : "other \(random(2))"
+                record.keywordMatchType = ["Exact", "EXACT", "BROAD", nil][random(4)]
+            case 3:
+                record.attributed = true
+                record.provider = "s2s"
+                record.network = ["Singular Partner", "Meta"][random(2)]
+                record.campaignName = "vendor \(random(2))"
+            case 4:
+                record.resolution = .resolved
+            default:
+                record.resolution = [.notFound, .pending, .invalid][random(3)]
+            }
+            record.countryOrRegion = ["US", "DE", "us", nil, "ZZZ"][random(5)]
+            if chance(40) { record.conversionDate = receivedAt.addingTimeInterval(-Double(random(5 * 86400))) }
+        case .purchase:
+            // Mostly the buyer's own transaction; now and then one another user claims too.
+            if chance(85) { record.transactionRef = chance(6) ? "T-shared-\(random(6))" : "T\(user)-\(random(3))" }
+            if chance(85) {
+                record.revenue =
+                    [Decimal(string: "0.99"), Decimal(string: "4.99"), Decimal(string: "19.90")][random(3)]
+                record.currency = ["USD", "EUR"][random(2)]
+            }
+            if chance(50) { record.purchaseDate = receivedAt.addingTimeInterval(-Double(random(3 * 86400))) }
+        case .refund:
+            record.transactionRef = chance(10) ? "T-shared-\(random(6))" : "T\(user)-\(random(3))"
+        default:
+            break
+        }
+        return record
+    }
+}
