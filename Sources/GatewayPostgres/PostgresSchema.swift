@@ -227,6 +227,13 @@ enum PostgresSchema {
                 )
                 """,
                 "CREATE INDEX report_purchases_group ON report_purchases (group_id)",
+                """
+                CREATE TABLE report_postbacks (
+                    seq bigint PRIMARY KEY, app_id text NOT NULL, received_at double precision NOT NULL,
+                    source text NOT NULL, won boolean NOT NULL, has_value boolean NOT NULL, fine integer, coarse text,
+                    events text NOT NULL
+                )
+                """,
             ]
         ),
     ]

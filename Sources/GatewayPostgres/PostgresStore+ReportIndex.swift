@@ -47,6 +47,7 @@ extension PostgresStore: ReportIndexStore {
                     "DELETE FROM \(unescaped: table) WHERE group_id = ANY(\(Array(groups))::int8[])", logger: logger)
             }
             try await Self.write(IndexedGroup.groups(records, node: KeywordReport.indexNodeNumber), connection, logger)
+            try await Self.writePostbacks(of: fresh, queued: Array(queued), connection, logger)
             _ = try await connection.query(
                 "DELETE FROM report_queue WHERE id = ANY(\(entries)::int8[])", logger: logger)
             return entries.count
@@ -112,6 +113,29 @@ extension PostgresStore: ReportIndexStore {
             """, logger: logger)
     }
 
+    /// Replaces the postbacks rows of the `queued` records with those `records` make.
+    static func writePostbacks(
+        of records: [(seq: Int64, record: AttributionRecord)], queued: [Int64], _ connection: PostgresConnection,
+        _ logger: Logger
+    ) async throws {
+        _ = try await connection.query(
+            "DELETE FROM report_postbacks WHERE seq = ANY(\(queued)::int8[])", logger: logger)
+        var rows = PostbackColumns()
+        for (seq, record) in records {
+            if let postback = SKANReport.indexedPostback(record) { rows.append(postback, seq: seq) }
+        }
+        guard !rows.seqs.isEmpty else { return }
+        _ = try await connection.query(
+            """
+            INSERT INTO report_postbacks (seq, app_id, received_at, source, won, has_value, fine, coarse, events)
+            SELECT s, a, t, so, w, v, CASE WHEN hf THEN f END, CASE WHEN hc THEN c END, e
+            FROM unnest(\(rows.seqs)::int8[], \(rows.apps)::text[], \(rows.times)::float8[], \(rows.sources)::text[],
+                \(rows.won)::bool[], \(rows.hasValue)::bool[], \(rows.fine)::int4[], \(rows.hasFine)::bool[],
+                \(rows.coarse)::text[], \(rows.hasCoarse)::bool[], \(rows.events)::text[])
+                AS p(s, a, t, so, w, v, f, hf, c, hc, e)
+            """, logger: logger)
+    }
+
     /// The ids of `attributions` in `report_attributions`, those new added: lines and the
     /// names installs gave are few, and a fact names them by number.
     static func attributionIDs(
@@ -147,7 +171,7 @@ extension PostgresStore: ReportIndexStore {
             """
             SELECT r.seq, r.record_id, r.provider, r.app_id, \(unescaped: reportMembers)
             FROM records r CROSS JOIN LATERAL jsonb_to_record(gateway_json(r.body)) AS f(\(unescaped: reportColumns))
-            WHERE r.seq = ANY(\(seqs)::int8[]) AND f.kind IN ('install', 'reinstall', 'purchase', 'refund')
+            WHERE r.seq = ANY(\(seqs)::int8[]) AND f.kind IN ('install', 'reinstall', 'purchase', 'refund', 'postback')
             """, logger: logger)
         var records: [(seq: Int64, record: AttributionRecord)] = []
         for try await row in rows {
@@ -207,5 +231,27 @@ private struct PurchaseColumns {
         hasRevenue.append(purchase.revenue != nil)
         currencies.append(purchase.currency ?? "")
         hasCurrency.append(purchase.currency != nil)
+    }
+}
+
+/// `report_postbacks` rows as column arrays, with masks where a column may be NULL.
+private struct PostbackColumns {
+    var seqs: [Int64] = [], apps: [String] = [], times: [Double] = [], sources: [String] = [], won: [Bool] = []
+    var hasValue: [Bool] = [], fine: [Int32] = [], hasFine: [Bool] = [], coarse: [String] = [], hasCoarse: [Bool] = []
+    var events: [String] = []
+
+    mutating func append(_ postback: SKANReport.IndexedPostback, seq: Int64) {
+        seqs.append(seq)
+        apps.append(postback.appID)
+        times.append(postback.receivedAt.timeIntervalSinceReferenceDate)
+        sources.append(postback.source)
+        won.append(postback.won)
+        hasValue.append(postback.hasValue)
+        fine.append(Int32(postback.fineValue ?? 0))
+        hasFine.append(postback.fineValue != nil)
+        coarse.append(postback.coarseValue ?? "")
+        hasCoarse.append(postback.coarseValue != nil)
+        let json = (try? JSONEncoder().encode(postback.events)) ?? Data("[]".utf8)
+        events.append(String(decoding: json, as: UTF8.self))
     }
 }

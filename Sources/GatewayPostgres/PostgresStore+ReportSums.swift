@@ -37,6 +37,53 @@ extension PostgresStore {
         }
     }
 
+    public func indexedPostbacks(_ report: SKANReport, appID: String?) async throws -> SKANReport {
+        try await transaction { [logger] connection in
+            _ = try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+            var report = report
+            var binds = PostgresBindings()
+            binds.append(appID)
+            binds.append(report.since?.timeIntervalSinceReferenceDate)
+            binds.append(report.until?.timeIntervalSinceReferenceDate)
+            func rows(_ sql: String) async throws -> PostgresRowSequence {
+                let counted = """
+                    WITH p AS (SELECT $1::text AS of_app, $2::float8 AS since, $3::float8 AS until),
+                    counted AS (
+                        SELECT b.* FROM report_postbacks b, p WHERE (p.of_app IS NULL OR b.app_id = p.of_app)
+                            AND (p.since IS NULL OR b.received_at >= p.since)
+                            AND (p.until IS NULL OR b.received_at < p.until))
+                    """
+                return try await connection.query(
+                    PostgresQuery(unsafeSQL: counted + " " + sql, binds: binds), logger: logger)
+            }
+            let campaigns = try await rows(
+                """
+                SELECT source, COUNT(*), COUNT(*) FILTER (WHERE won), COUNT(*) FILTER (WHERE has_value)
+                FROM counted GROUP BY source
+                """)
+            for try await (source, postbacks, winning, withValue) in campaigns.decode(
+                (String, Int64, Int64, Int64).self)
+            {
+                report.add(source: source, postbacks: Int(postbacks), winning: Int(winning), withValue: Int(withValue))
+            }
+            let fine = try await rows("SELECT fine, COUNT(*) FROM counted WHERE fine IS NOT NULL GROUP BY fine")
+            for try await (value, count) in fine.decode((Int32, Int64).self) {
+                report.add(fineValue: Int(value), count: Int(count))
+            }
+            let coarse = try await rows(
+                "SELECT coarse, COUNT(*) FROM counted WHERE coarse IS NOT NULL GROUP BY coarse")
+            for try await (value, count) in coarse.decode((String, Int64).self) {
+                report.add(coarseValue: value, count: Int(count))
+            }
+            let events = try await rows(
+                "SELECT e, COUNT(*) FROM counted, jsonb_array_elements_text(counted.events::jsonb) AS e GROUP BY e")
+            for try await (event, count) in events.decode((String, Int64).self) {
+                report.add(event: event, count: Int(count))
+            }
+            return report
+        }
+    }
+
     static func addIndexedSums(
         _ report: KeywordReport, appID: String?, leavingOut live: [Int64], to sums: inout KeywordReport.Sums,
         _ connection: PostgresConnection, _ logger: Logger

@@ -37,6 +37,22 @@ extension SQLiteStore: ReportIndexStore {
             }
             try Self.write(IndexedGroup.groups(records.map { (seq: $0.0, record: $0.1) }, node: Self.nodeNumber), db)
             try db.execute(
+                sql: "DELETE FROM report_postbacks WHERE seq IN (SELECT value FROM json_each(?))",
+                arguments: [queuedList])
+            for (seq, record) in fresh {
+                guard let postback = SKANReport.indexedPostback(record) else { continue }
+                try db.executeCached(
+                    """
+                    INSERT INTO report_postbacks (seq, app_id, received_at, source, won, has_value, fine, coarse, events)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                    [
+                        seq, postback.appID, postback.receivedAt.timeIntervalSinceReferenceDate, postback.source,
+                        postback.won, postback.hasValue, postback.fineValue, postback.coarseValue,
+                        Self.jsonArray(postback.events),
+                    ])
+            }
+            try db.execute(
                 sql: "DELETE FROM report_queue WHERE seq IN (SELECT value FROM json_each(?))", arguments: [queuedList])
             return queued.count
         }
@@ -152,7 +168,7 @@ extension SQLiteStore: ReportIndexStore {
         return """
             SELECT seq, record_id, provider, app_id, \(members.joined(separator: ", ")) FROM records
             WHERE seq IN (SELECT value FROM json_each(?1))
-                AND (CASE WHEN json_valid(body) THEN body ->> '$.kind' END) IN ('install', 'reinstall', 'purchase', 'refund')
+                AND (CASE WHEN json_valid(body) THEN body ->> '$.kind' END) IN ('install', 'reinstall', 'purchase', 'refund', 'postback')
             """
     }()
 

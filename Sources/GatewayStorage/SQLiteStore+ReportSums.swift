@@ -36,32 +36,44 @@ extension SQLiteStore {
         _ db: Database
     ) throws {
         let attributions = try Self.reportAttributions(db)
-        func line(_ id: Int64) -> KeywordReport.Attribution { attributions[id] ?? KeywordReport.Attribution() }
-        let arguments: StatementArguments = [
-            "app": appID, "live": Self.jsonArray(liveGroups), "network": report.network,
-            "country": report.country.map { KeywordReport.countryNumber($0) },
-            "since": report.purchasesSince?.timeIntervalSinceReferenceDate,
-            "until": report.purchasesUntil?.timeIntervalSinceReferenceDate,
-        ]
-        let ofApp = "(:app IS NULL OR app_id = :app) AND group_id NOT IN (SELECT value FROM json_each(:live))"
-        let admitted = """
-            \(ofApp) AND (:country IS NULL OR country = :country)
-                AND (:network IS NULL OR line_id IN (SELECT id FROM report_attributions WHERE network = :network))
-            """
-        let people = "is_test = 0 AND \(admitted)"
-        let purchases = """
-            \(admitted) AND (:since IS NULL OR purchased_at >= :since) AND (:until IS NULL OR purchased_at < :until)
-            """
-        // Every install names its line, a tester's too, whatever the filters.
-        let named = try Row.fetchCursor(
-            db,
-            sql: """
-                SELECT line_id, attribution_id, MAX(stamp) FROM report_people WHERE \(ofApp)
-                GROUP BY line_id, attribution_id
-                """, arguments: arguments)
-        while let row = try named.next() {
-            sums.name(line(row[0]), from: line(row[1]), stamp: row[2])
+        guard let appID else {
+            // App by app: the indexes lead with the app, and no line, person or buyer is two apps'.
+            for app in Set(attributions.values.compactMap(\.appID)).sorted() {
+                try addIndexedSums(report, appID: app, leavingOut: liveGroups, to: &sums, db)
+            }
+            return
         }
+        func line(_ id: Int64) -> KeywordReport.Attribution { attributions[id] ?? KeywordReport.Attribution() }
+        // Only the filters set are in the statements, so that the indexes serve them.
+        var values: [String: (any DatabaseValueConvertible)?] = [:]
+        var ofApp = ["app_id = :app"]
+        values["app"] = appID
+        if !liveGroups.isEmpty {
+            ofApp.append("group_id NOT IN (SELECT value FROM json_each(:live))")
+            values["live"] = Self.jsonArray(liveGroups)
+        }
+        var admitted = ofApp
+        if let country = report.country {
+            admitted.append("country = :country")
+            values["country"] = KeywordReport.countryNumber(country)
+        }
+        if let network = report.network {
+            admitted.append("line_id IN (SELECT id FROM report_attributions WHERE network = :network)")
+            values["network"] = network
+        }
+        let people = (admitted + ["is_test = 0"]).joined(separator: " AND ")
+        var inPeriod = admitted
+        if let since = report.purchasesSince {
+            inPeriod.append("purchased_at >= :since")
+            values["since"] = since.timeIntervalSinceReferenceDate
+        }
+        if let until = report.purchasesUntil {
+            inPeriod.append("purchased_at < :until")
+            values["until"] = until.timeIntervalSinceReferenceDate
+        }
+        let purchases = inPeriod.joined(separator: " AND ")
+        try addNames(appID: appID, of: attributions, leavingOut: liveGroups, to: &sums, db)
+        let arguments = StatementArguments(values)
         let installs = try Row.fetchCursor(
             db, sql: "SELECT line_id, COUNT(*) FROM report_people WHERE \(people) GROUP BY line_id",
             arguments: arguments)
@@ -82,7 +94,12 @@ extension SQLiteStore {
                 FROM report_purchases WHERE \(purchases) AND refunded = 0 GROUP BY line_id
                 """, arguments: arguments)
         while let row = try paying.next() { sums.add(line(row[0]), payingUsers: row[1], convertedInstalls: row[2]) }
-        guard sums.daily != nil else { return }
+        guard let days = sums.daily?.epochDays else { return }
+        // The series' days only, as times: what an index on them can find.
+        let epoch = Date.timeIntervalBetween1970AndReferenceDate
+        values["from"] = Double(days.lowerBound) * 86400 - epoch
+        values["to"] = Double(days.upperBound) * 86400 - epoch
+        let inDays = StatementArguments(values)
         func day(_ column: String) -> String {
             let days = "((\(column) + \(Date.timeIntervalBetween1970AndReferenceDate)) / 86400.0)"
             return "(CAST(\(days) AS INTEGER) - (\(days) < CAST(\(days) AS INTEGER)))"
@@ -90,18 +107,85 @@ extension SQLiteStore {
         let daily = try Row.fetchCursor(
             db,
             sql: """
-                SELECT \(day("installed_at")), attributed, COUNT(*) FROM report_people WHERE \(people)
-                GROUP BY 1, 2
-                """, arguments: arguments)
+                SELECT \(day("installed_at")), attributed, COUNT(*) FROM report_people
+                WHERE \(people) AND installed_at >= :from AND installed_at < :to GROUP BY 1, 2
+                """, arguments: inDays)
         while let row = try daily.next() { sums.daily?.addInstalls(row[2], onEpochDay: row[0], attributed: row[1]) }
         let earned = try Row.fetchCursor(
             db,
             sql: """
                 SELECT \(day("purchased_at")), currency, revenue, COUNT(*) FROM report_purchases
                 WHERE \(purchases) AND refunded = 0 AND revenue IS NOT NULL AND currency IS NOT NULL
+                    AND purchased_at >= :from AND purchased_at < :to
                 GROUP BY 1, 2, 3
-                """, arguments: arguments)
+                """, arguments: inDays)
         while let row = try earned.next() { sums.addDailyRevenue(row[3], of: row[2], row[1], onEpochDay: row[0]) }
+    }
+
+    public func indexedPostbacks(_ report: SKANReport, appID: String?) async throws -> SKANReport {
+        try await pool.read { db in
+            var report = report
+            let arguments: StatementArguments = [
+                "app": appID, "since": report.since?.timeIntervalSinceReferenceDate,
+                "until": report.until?.timeIntervalSinceReferenceDate,
+            ]
+            let counted = """
+                (:app IS NULL OR app_id = :app) AND (:since IS NULL OR received_at >= :since)
+                    AND (:until IS NULL OR received_at < :until)
+                """
+            let campaigns = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT source, COUNT(*), SUM(won), SUM(has_value) FROM report_postbacks WHERE \(counted)
+                    GROUP BY source
+                    """, arguments: arguments)
+            while let row = try campaigns.next() {
+                report.add(source: row[0], postbacks: row[1], winning: row[2], withValue: row[3])
+            }
+            let fine = try Row.fetchCursor(
+                db,
+                sql: "SELECT fine, COUNT(*) FROM report_postbacks WHERE \(counted) AND fine IS NOT NULL GROUP BY fine",
+                arguments: arguments)
+            while let row = try fine.next() { report.add(fineValue: row[0], count: row[1]) }
+            let coarse = try Row.fetchCursor(
+                db,
+                sql:
+                    "SELECT coarse, COUNT(*) FROM report_postbacks WHERE \(counted) AND coarse IS NOT NULL GROUP BY coarse",
+                arguments: arguments)
+            while let row = try coarse.next() { report.add(coarseValue: row[0], count: row[1]) }
+            let events = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT e.value, COUNT(*) FROM report_postbacks, json_each(report_postbacks.events) e
+                    WHERE \(counted) GROUP BY e.value
+                    """, arguments: arguments)
+            while let row = try events.next() { report.add(event: row[0], count: row[1]) }
+            return report
+        }
+    }
+
+    /// Names each line from the newest install of each attribution that gave it: one
+    /// look into the index per line and attribution, the live groups' installs passed over.
+    static func addNames(
+        appID: String?, of attributions: [Int64: KeywordReport.Attribution], leavingOut liveGroups: Set<Int64>,
+        to sums: inout KeywordReport.Sums, _ db: Database
+    ) throws {
+        let lines = attributions.filter { $0.value.appID != nil && (appID == nil || $0.value.appID == appID) }
+        let lineIDs = Dictionary(lines.map { ($0.value, $0.key) }) { first, _ in first }
+        let live = liveGroups.isEmpty ? "" : "AND group_id NOT IN (SELECT value FROM json_each(?))"
+        let newest = try db.cachedStatement(
+            sql: """
+                SELECT stamp FROM report_people WHERE line_id = ? AND attribution_id = ? \(live)
+                ORDER BY stamp DESC LIMIT 1
+                """)
+        for (id, attribution) in attributions where attribution.appID == nil {
+            for (line, lineID) in lineIDs where attribution.line(app: line.appID ?? "") == line {
+                var arguments: StatementArguments = [lineID, id]
+                if !liveGroups.isEmpty { arguments += [Self.jsonArray(liveGroups)] }
+                guard let stamp = try String.fetchOne(newest, arguments: arguments) else { continue }
+                sums.name(line, from: attribution, stamp: stamp)
+            }
+        }
     }
 
     /// Every line and attribution the index names, by id.

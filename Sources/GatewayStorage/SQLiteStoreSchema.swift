@@ -212,12 +212,25 @@ enum SQLiteStoreSchema {
                         attributed INTEGER NOT NULL, country INTEGER NOT NULL, is_test INTEGER NOT NULL
                     );
                     CREATE INDEX report_people_group ON report_people (group_id);
+                    CREATE INDEX report_people_names ON report_people (line_id, attribution_id, stamp);
+                    CREATE INDEX report_people_sums
+                        ON report_people (app_id, is_test, line_id, country, attributed, installed_at);
+                    CREATE INDEX report_people_days ON report_people (app_id, is_test, installed_at, attributed);
                     CREATE TABLE report_purchases (
                         group_id INTEGER NOT NULL, app_id TEXT NOT NULL, buyer INTEGER NOT NULL,
                         purchased_at REAL NOT NULL, line_id INTEGER NOT NULL, country INTEGER NOT NULL,
                         converts INTEGER NOT NULL, refunded INTEGER NOT NULL, revenue TEXT, currency TEXT
                     );
                     CREATE INDEX report_purchases_group ON report_purchases (group_id);
+                    CREATE INDEX report_purchases_sums ON report_purchases (
+                        app_id, refunded, line_id, country, purchased_at, buyer, converts, currency, revenue);
+                    CREATE INDEX report_purchases_days
+                        ON report_purchases (app_id, refunded, purchased_at, currency, revenue);
+                    CREATE TABLE report_postbacks (
+                        seq INTEGER PRIMARY KEY, app_id TEXT NOT NULL, received_at REAL NOT NULL, source TEXT NOT NULL,
+                        won INTEGER NOT NULL, has_value INTEGER NOT NULL, fine INTEGER, coarse TEXT,
+                        events TEXT NOT NULL
+                    );
                     """)
         }
         return migrator

@@ -107,6 +107,40 @@ import Testing
         try await Self.expectSameReports(store)
     }
 
+    @Test(arguments: backends)
+    func theIndexedPostbacksAreThoseOfEveryRecord(backend: StoreBackend) async throws {
+        let store = try await backend.make(clock: TestClock()).store
+        var generator = RecordGenerator(seed: 5, start: Self.start)
+        let records = (0..<1500).map { _ in generator.next() }
+        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
+        _ = try await store.deleteRecords(receivedBefore: Self.start.addingTimeInterval(3 * 86400), limit: 10_000)
+        let indexed = try #require(store as? any ReportIndexStore)
+        while try await indexed.indexReport(limit: 500) > 0 {}
+        let periods = [
+            SKANReport(),
+            SKANReport(
+                since: Self.start.addingTimeInterval(10 * 86400), until: Self.start.addingTimeInterval(20 * 86400)),
+        ]
+        for period in periods {
+            for appID in [nil, "2"] {
+                var expected = period
+                var cursor: Int64 = 0
+                while true {
+                    let page = try await store.reportRecords(
+                        appID: appID, kinds: [.postback], after: cursor, limit: 500)
+                    if page.scanned == 0 { break }
+                    for record in page.records { expected.add(record) }
+                    cursor = page.cursor
+                }
+                if appID == nil, period.since == nil {
+                    #expect(expected.total > 50 && expected.events.count == 3 && expected.fineValues.count > 10)
+                }
+                #expect(expected.total > 0)
+                #expect(try await indexed.indexedPostbacks(period, appID: appID) == expected)
+            }
+        }
+    }
+
     @Test func aNodeNumberIsTheSameInEveryProcess() {
         // Kept in the store: a number that changed between runs would split a user's records.
         #expect(SQLiteStore.nodeNumber("1\u{0}u\u{0}user-7") == SQLiteStore.nodeNumber("1\u{0}u\u{0}user-7"))
@@ -151,7 +185,15 @@ struct RecordGenerator {
         index += 1
         let roll = random(100)
         let kind: RecordKind =
-            roll < 45 ? .install : roll < 50 ? .reinstall : roll < 85 ? .purchase : roll < 93 ? .refund : .session
+            roll < 42
+            ? .install
+            : roll < 47
+                ? .reinstall
+                : roll < 80
+                    ? .purchase
+                    : roll < 88
+                        ? .refund
+                        : roll < 97 ? .postback : .session
         let receivedAt = start.addingTimeInterval(Double(index) * 2400 + Double(random(600)))
         var record = AttributionRecord(
             provider: chance(50) ? "iad" : "s2s", kind: kind, dedupeKey: "generated:\(index)", receivedAt: receivedAt,
@@ -201,6 +243,19 @@ struct RecordGenerator {
                 record.currency = ["USD", "EUR"][random(2)]
             }
             if chance(50) { record.purchaseDate = receivedAt.addingTimeInterval(-Double(random(3 * 86400))) }
+        case .postback:
+            record.provider = "skadnetwork"
+            if chance(70) {
+                record.sourceIdentifier = "\(1000 + random(4))"
+            } else if chance(70) {
+                record.campaignID = Int64(random(3))
+            }
+            if chance(60) { record.fineValue = random(64) }
+            if chance(50) { record.coarseValue = ["low", "medium", "high"][random(3)] }
+            if chance(50) { record.didWin = chance(70) }
+            if chance(10) { record.signature = chance(50) ? "invalid" : "verified" }
+            if chance(5) { record.duplicateOf = "earlier" }
+            if chance(40) { record.events = Array(["purchase", "trial", "purchase", "subscribe"].prefix(random(5))) }
         case .refund:
             record.transactionRef = chance(10) ? "T-shared-\(random(6))" : "T\(user)-\(random(3))"
         default:

@@ -35,24 +35,59 @@ public struct SKANReport: Sendable, Equatable {
         self.until = until
     }
 
-    /// Takes one stored record: a postback in the period, neither a test's, a duplicate nor
-    /// one whose signature is known to be forged. Others are ignored.
-    public mutating func add(_ record: AttributionRecord) {
-        guard record.kind == .postback, !record.isTest, record.duplicateOf == nil, record.signature != "invalid"
-        else { return }
-        if let since, record.receivedAt < since { return }
-        if let until, record.receivedAt >= until { return }
-        let source = record.sourceIdentifier ?? record.campaignID.map(String.init) ?? ""
-        var campaign = campaigns[source] ?? Campaign(source: source)
-        campaign.postbacks += 1
-        if record.didWin ?? true { campaign.winning += 1 }
-        if record.fineValue != nil || record.coarseValue != nil { campaign.withValue += 1 }
-        campaigns[source] = campaign
-        if let fine = record.fineValue { fineValues[fine, default: 0] += 1 }
-        if let coarse = record.coarseValue { coarseValues[coarse, default: 0] += 1 }
-        for event in Set(record.events ?? []) { events[event, default: 0] += 1 }
-        total += 1
+    /// What one postback adds, as a report index keeps it.
+    public struct IndexedPostback: Sendable, Equatable {
+        public let appID: String
+        public let receivedAt: Date
+        /// ``Campaign/source``.
+        public let source: String
+        public let won: Bool
+        public let hasValue: Bool
+        public let fineValue: Int?
+        public let coarseValue: String?
+        /// Each event once.
+        public let events: [String]
     }
+
+    /// What `record` adds whatever the period: nil unless it is a postback, neither a
+    /// test's, a duplicate nor one whose signature is known to be forged.
+    public static func indexedPostback(_ record: AttributionRecord) -> IndexedPostback? {
+        guard record.kind == .postback, !record.isTest, record.duplicateOf == nil, record.signature != "invalid"
+        else { return nil }
+        return IndexedPostback(
+            appID: record.appID ?? "", receivedAt: record.receivedAt,
+            source: record.sourceIdentifier ?? record.campaignID.map(String.init) ?? "", won: record.didWin ?? true,
+            hasValue: record.fineValue != nil || record.coarseValue != nil, fineValue: record.fineValue,
+            coarseValue: record.coarseValue, events: Set(record.events ?? []).sorted())
+    }
+
+    /// Takes one stored record: a postback in the period that ``indexedPostback(_:)`` counts.
+    /// Others are ignored.
+    public mutating func add(_ record: AttributionRecord) {
+        guard let postback = Self.indexedPostback(record) else { return }
+        if let since, postback.receivedAt < since { return }
+        if let until, postback.receivedAt >= until { return }
+        add(
+            source: postback.source, postbacks: 1, winning: postback.won ? 1 : 0,
+            withValue: postback.hasValue ? 1 : 0)
+        if let fine = postback.fineValue { add(fineValue: fine, count: 1) }
+        if let coarse = postback.coarseValue { add(coarseValue: coarse, count: 1) }
+        for event in postback.events { add(event: event, count: 1) }
+    }
+
+    /// Adds `postbacks` of a campaign, as a database counted them.
+    public mutating func add(source: String, postbacks: Int, winning: Int, withValue: Int) {
+        var campaign = campaigns[source] ?? Campaign(source: source)
+        campaign.postbacks += postbacks
+        campaign.winning += winning
+        campaign.withValue += withValue
+        campaigns[source] = campaign
+        total += postbacks
+    }
+
+    public mutating func add(fineValue: Int, count: Int) { fineValues[fineValue, default: 0] += count }
+    public mutating func add(coarseValue: String, count: Int) { coarseValues[coarseValue, default: 0] += count }
+    public mutating func add(event: String, count: Int) { events[event, default: 0] += count }
 
     /// The campaigns, most postbacks first, then by source.
     public var byCampaign: [Campaign] {

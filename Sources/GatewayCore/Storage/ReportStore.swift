@@ -48,4 +48,8 @@ public protocol ReportIndexStore: ReportStore {
     /// has not answered), counted with the records they link to.
     func indexedReport(_ report: KeywordReport, appID: String?, live: [AttributionRecord], days: DailySeries?)
         async throws -> KeywordReport.Sums
+
+    /// `report` with the indexed postbacks of its period added (of `appID`, when given):
+    /// postbacks join no group, one row each (``SKANReport/indexedPostback(_:)``).
+    func indexedPostbacks(_ report: SKANReport, appID: String?) async throws -> SKANReport
 }

@@ -104,9 +104,7 @@ public enum KeywordReportReader {
             let sums = try await indexed.indexedReport(filters, appID: query.appID, live: waiting, days: days)
             (rows, daily) = (sums.rows, sums.daily)
             postbacks = nil
-            if let skanPostbacks {
-                postbacks = try await Self.postbacks(from: store, appID: query.appID, into: skanPostbacks)
-            }
+            if let skanPostbacks { postbacks = try await indexed.indexedPostbacks(skanPostbacks, appID: query.appID) }
         } else {
             (rows, daily, postbacks) = try await readAll(
                 from: store, query, filters, waiting: waiting, days: days, postbacks: skanPostbacks, progress: progress)
@@ -169,6 +167,10 @@ public enum KeywordReportReader {
     public static func postbacks(from store: any AttributionStore, appID: String?, into report: SKANReport)
         async throws -> SKANReport
     {
+        if let indexed = store as? any ReportIndexStore {
+            try await catchUp(indexed, progress: { _, _ in })
+            return try await indexed.indexedPostbacks(report, appID: appID)
+        }
         var report = report
         try await forEachReportPage(store, appID: appID, kinds: [.postback]) { page in
             for record in page.records { report.add(record) }
