@@ -219,6 +219,12 @@ enum PostgresSchema {
                 )
                 """,
                 "CREATE INDEX report_people_group ON report_people (group_id)",
+                "CREATE INDEX report_people_names ON report_people (line_id, attribution_id, stamp)",
+                """
+                CREATE INDEX report_people_sums
+                    ON report_people (app_id, is_test, line_id, country, attributed, installed_at)
+                """,
+                "CREATE INDEX report_people_days ON report_people (app_id, is_test, installed_at, attributed)",
                 """
                 CREATE TABLE report_purchases (
                     group_id bigint NOT NULL, app_id text NOT NULL, buyer bigint NOT NULL,
@@ -227,6 +233,11 @@ enum PostgresSchema {
                 )
                 """,
                 "CREATE INDEX report_purchases_group ON report_purchases (group_id)",
+                """
+                CREATE INDEX report_purchases_sums ON report_purchases (
+                    app_id, refunded, line_id, country, purchased_at, buyer, converts, currency, revenue)
+                """,
+                "CREATE INDEX report_purchases_days ON report_purchases (app_id, refunded, purchased_at, currency, revenue)",
                 """
                 CREATE TABLE report_postbacks (
                     seq bigint PRIMARY KEY, app_id text NOT NULL, received_at double precision NOT NULL,

@@ -41,42 +41,38 @@ extension PostgresStore {
         try await transaction { [logger] connection in
             _ = try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
             var report = report
-            var binds = PostgresBindings()
-            binds.append(appID)
-            binds.append(report.since?.timeIntervalSinceReferenceDate)
-            binds.append(report.until?.timeIntervalSinceReferenceDate)
-            func rows(_ sql: String) async throws -> PostgresRowSequence {
-                let counted = """
-                    WITH p AS (SELECT $1::text AS of_app, $2::float8 AS since, $3::float8 AS until),
-                    counted AS (
-                        SELECT b.* FROM report_postbacks b, p WHERE (p.of_app IS NULL OR b.app_id = p.of_app)
-                            AND (p.since IS NULL OR b.received_at >= p.since)
-                            AND (p.until IS NULL OR b.received_at < p.until))
-                    """
-                return try await connection.query(
-                    PostgresQuery(unsafeSQL: counted + " " + sql, binds: binds), logger: logger)
+            var counted = SQLConditions()
+            if let appID { counted.add("app_id = ?::text", appID) }
+            if let since = report.since {
+                counted.add("received_at >= ?::float8", since.timeIntervalSinceReferenceDate)
+            }
+            if let until = report.until { counted.add("received_at < ?::float8", until.timeIntervalSinceReferenceDate) }
+            func rows(_ head: String, _ tail: String) async throws -> PostgresRowSequence {
+                try await connection.query(counted.query(head, tail), logger: logger)
             }
             let campaigns = try await rows(
                 """
                 SELECT source, COUNT(*), COUNT(*) FILTER (WHERE won), COUNT(*) FILTER (WHERE has_value)
-                FROM counted GROUP BY source
-                """)
+                FROM report_postbacks WHERE
+                """, "GROUP BY source")
             for try await (source, postbacks, winning, withValue) in campaigns.decode(
                 (String, Int64, Int64, Int64).self)
             {
                 report.add(source: source, postbacks: Int(postbacks), winning: Int(winning), withValue: Int(withValue))
             }
-            let fine = try await rows("SELECT fine, COUNT(*) FROM counted WHERE fine IS NOT NULL GROUP BY fine")
+            let fine = try await rows(
+                "SELECT fine, COUNT(*) FROM report_postbacks WHERE fine IS NOT NULL AND", "GROUP BY fine")
             for try await (value, count) in fine.decode((Int32, Int64).self) {
                 report.add(fineValue: Int(value), count: Int(count))
             }
             let coarse = try await rows(
-                "SELECT coarse, COUNT(*) FROM counted WHERE coarse IS NOT NULL GROUP BY coarse")
+                "SELECT coarse, COUNT(*) FROM report_postbacks WHERE coarse IS NOT NULL AND", "GROUP BY coarse")
             for try await (value, count) in coarse.decode((String, Int64).self) {
                 report.add(coarseValue: value, count: Int(count))
             }
             let events = try await rows(
-                "SELECT e, COUNT(*) FROM counted, jsonb_array_elements_text(counted.events::jsonb) AS e GROUP BY e")
+                "SELECT e, COUNT(*) FROM report_postbacks, jsonb_array_elements_text(events::jsonb) AS e WHERE",
+                "GROUP BY e")
             for try await (event, count) in events.decode((String, Int64).self) {
                 report.add(event: event, count: Int(count))
             }
@@ -101,80 +97,136 @@ extension PostgresStore {
                 network: row.2, campaignID: row.3, campaign: row.4, adGroupID: row.5, adGroup: row.6, keywordID: row.7,
                 keyword: row.8, matchType: row.9, appID: row.1)
         }
+        // App by app: the indexes lead with the app, and no line, person or buyer is two apps'.
+        for app in appID.map({ [$0] }) ?? Set(attributions.values.compactMap(\.appID)).sorted() {
+            try await addNames(appID: app, of: attributions, leavingOut: live, to: &sums, connection, logger)
+            try await addSums(report, appID: app, of: attributions, leavingOut: live, to: &sums, connection, logger)
+        }
+    }
+
+    /// Names each line from the newest install of each attribution that gave it: one look
+    /// into the index per line and attribution, the live groups' installs passed over.
+    static func addNames(
+        appID: String, of attributions: [Int64: KeywordReport.Attribution], leavingOut live: [Int64],
+        to sums: inout KeywordReport.Sums, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws {
+        var pairs: (lines: [Int64], attributions: [Int64]) = ([], [])
+        for (lineID, line) in attributions where line.appID == appID {
+            for (id, attribution) in attributions where attribution.appID == nil && attribution.line(app: appID) == line
+            {
+                pairs.lines.append(lineID)
+                pairs.attributions.append(id)
+            }
+        }
+        guard !pairs.lines.isEmpty else { return }
+        let newest = try await connection.query(
+            """
+            SELECT pair.l, pair.a, (
+                SELECT stamp FROM report_people WHERE line_id = pair.l AND attribution_id = pair.a
+                    AND NOT (group_id = ANY(\(live)::int8[]))
+                ORDER BY stamp DESC LIMIT 1)
+            FROM unnest(\(pairs.lines)::int8[], \(pairs.attributions)::int8[]) AS pair(l, a)
+            """, logger: logger)
+        for try await (lineID, id, stamp) in newest.decode((Int64, Int64, String?).self) {
+            guard let stamp, let line = attributions[lineID], let attribution = attributions[id] else { continue }
+            sums.name(line, from: attribution, stamp: stamp)
+        }
+    }
+
+    /// Adds the counts of `appID`'s lines that the report's filters admit.
+    static func addSums(
+        _ report: KeywordReport, appID: String, of attributions: [Int64: KeywordReport.Attribution],
+        leavingOut live: [Int64], to sums: inout KeywordReport.Sums, _ connection: PostgresConnection,
+        _ logger: Logger
+    ) async throws {
         func line(_ id: Int64) -> KeywordReport.Attribution { attributions[id] ?? KeywordReport.Attribution() }
-        // Every statement gets the same parameters: $1 app, $2 the live groups, $3 country,
-        // $4 network, $5 and $6 the purchases' period.
-        var binds = PostgresBindings()
-        binds.append(appID)
-        binds.append(live)
-        binds.append(report.country.map { Int32(KeywordReport.countryNumber($0)) })
-        binds.append(report.network)
-        binds.append(report.purchasesSince?.timeIntervalSinceReferenceDate)
-        binds.append(report.purchasesUntil?.timeIntervalSinceReferenceDate)
-        // A statement that left a parameter unused could not tell its type: each names them
-        // all once, as the columns of `p`.
-        func rows(_ sql: String) async throws -> PostgresRowSequence {
-            let parameters = """
-                WITH p AS (SELECT $1::text AS of_app, $2::int8[] AS live, $3::int4 AS of_country,
-                    $4::text AS of_network, $5::float8 AS since, $6::float8 AS until)
-                """
-            return try await connection.query(
-                PostgresQuery(unsafeSQL: parameters + " " + sql, binds: binds), logger: logger)
+        // Only the filters set are in the statements, so that the indexes serve them.
+        var admitted = SQLConditions()
+        admitted.add("app_id = ?::text", appID)
+        if !live.isEmpty { admitted.add("NOT (group_id = ANY(?::int8[]))", live) }
+        if let country = report.country {
+            admitted.add("country = ?::int4", Int32(KeywordReport.countryNumber(country)))
         }
-        let ofApp = "(p.of_app IS NULL OR app_id = p.of_app) AND NOT (group_id = ANY(p.live))"
-        let admitted = """
-            \(ofApp) AND (p.of_country IS NULL OR country = p.of_country)
-                AND (p.of_network IS NULL OR line_id IN (SELECT id FROM report_attributions WHERE network = p.of_network))
-            """
-        let people = "\(admitted) AND NOT is_test"
-        let purchases = """
-            \(admitted) AND (p.since IS NULL OR purchased_at >= p.since) AND (p.until IS NULL OR purchased_at < p.until)
-            """
-        func day(_ column: String) -> String {
-            "floor((\(column) + \(Date.timeIntervalBetween1970AndReferenceDate)) / 86400)::int8"
+        if let network = report.network {
+            admitted.add("line_id IN (SELECT id FROM report_attributions WHERE network = ?::text)", network)
         }
-        // Every install names its line, a tester's too, whatever the filters.
-        let named = try await rows(
-            "SELECT line_id, attribution_id, MAX(stamp) FROM report_people, p WHERE \(ofApp) GROUP BY line_id, attribution_id"
-        )
-        for try await (lineID, attribution, stamp) in named.decode((Int64, Int64, String).self) {
-            sums.name(line(lineID), from: line(attribution), stamp: stamp)
+        var people = admitted
+        people.add("NOT is_test")
+        var purchases = admitted
+        if let since = report.purchasesSince {
+            purchases.add("purchased_at >= ?::float8", since.timeIntervalSinceReferenceDate)
         }
-        let installs = try await rows("SELECT line_id, COUNT(*) FROM report_people, p WHERE \(people) GROUP BY line_id")
+        if let until = report.purchasesUntil {
+            purchases.add("purchased_at < ?::float8", until.timeIntervalSinceReferenceDate)
+        }
+        var paid = purchases
+        paid.add("NOT refunded")
+        let installs = try await connection.query(
+            people.query("SELECT line_id, COUNT(*) FROM report_people WHERE", "GROUP BY line_id"), logger: logger)
         for try await (lineID, count) in installs.decode((Int64, Int64).self) {
             sums.add(line(lineID), installs: Int(count))
         }
-        let bought = try await rows(
-            """
-            SELECT line_id, refunded, currency, revenue, COUNT(*) FROM report_purchases, p WHERE \(purchases)
-            GROUP BY line_id, refunded, currency, revenue
-            """)
+        let bought = try await connection.query(
+            purchases.query(
+                "SELECT line_id, refunded, currency, revenue, COUNT(*) FROM report_purchases WHERE",
+                "GROUP BY line_id, refunded, currency, revenue"), logger: logger)
         for try await (lineID, refunded, currency, amount, count) in bought.decode(
             (Int64, Bool, String?, String?, Int64).self)
         {
             sums.add(line(lineID), purchases: Int(count), refunded: refunded, amount: amount, currency: currency)
         }
-        let paying = try await rows(
-            """
-            SELECT line_id, COUNT(DISTINCT buyer), COUNT(DISTINCT CASE WHEN converts THEN buyer END)
-            FROM report_purchases, p WHERE \(purchases) AND NOT refunded GROUP BY line_id
-            """)
+        let paying = try await connection.query(
+            paid.query(
+                """
+                SELECT line_id, COUNT(DISTINCT buyer), COUNT(DISTINCT CASE WHEN converts THEN buyer END)
+                FROM report_purchases WHERE
+                """, "GROUP BY line_id"), logger: logger)
         for try await (lineID, buyers, converted) in paying.decode((Int64, Int64, Int64).self) {
             sums.add(line(lineID), payingUsers: Int(buyers), convertedInstalls: Int(converted))
         }
-        guard sums.daily != nil else { return }
-        let daily = try await rows(
-            "SELECT \(day("installed_at")), attributed, COUNT(*) FROM report_people, p WHERE \(people) GROUP BY 1, 2")
+        guard let days = sums.daily?.epochDays else { return }
+        // The series' days only, as times: what an index on them can find.
+        let epoch = Date.timeIntervalBetween1970AndReferenceDate
+        let (from, to) = (Double(days.lowerBound) * 86400 - epoch, Double(days.upperBound) * 86400 - epoch)
+        people.add("installed_at >= ?::float8", from)
+        people.add("installed_at < ?::float8", to)
+        paid.add("purchased_at >= ?::float8", from)
+        paid.add("purchased_at < ?::float8", to)
+        paid.add("revenue IS NOT NULL AND currency IS NOT NULL")
+        func day(_ column: String) -> String { "floor((\(column) + \(epoch)) / 86400)::int8" }
+        let daily = try await connection.query(
+            people.query(
+                "SELECT \(day("installed_at")), attributed, COUNT(*) FROM report_people WHERE", "GROUP BY 1, 2"),
+            logger: logger)
         for try await (day, attributed, count) in daily.decode((Int64, Bool, Int64).self) {
             sums.daily?.addInstalls(Int(count), onEpochDay: Int(day), attributed: attributed)
         }
-        let earned = try await rows(
-            """
-            SELECT \(day("purchased_at")), currency, revenue, COUNT(*) FROM report_purchases, p
-            WHERE \(purchases) AND NOT refunded AND revenue IS NOT NULL AND currency IS NOT NULL GROUP BY 1, 2, 3
-            """)
+        let earned = try await connection.query(
+            paid.query(
+                "SELECT \(day("purchased_at")), currency, revenue, COUNT(*) FROM report_purchases WHERE",
+                "GROUP BY 1, 2, 3"), logger: logger)
         for try await (day, currency, amount, count) in earned.decode((Int64, String, String, Int64).self) {
             sums.addDailyRevenue(Int(count), of: amount, currency, onEpochDay: Int(day))
         }
+    }
+}
+
+/// The conditions of a statement's `WHERE`, each with the value its `?` stands for: a
+/// statement names only the filters that are set, and binds only their values.
+struct SQLConditions {
+    private var conditions: [String] = []
+    private var binds = PostgresBindings()
+
+    mutating func add(_ condition: String, _ value: some PostgresDynamicTypeEncodable) {
+        binds.append(value)
+        conditions.append(condition.replacingOccurrences(of: "?", with: "$\(binds.count)"))
+    }
+
+    mutating func add(_ condition: String) { conditions.append(condition) }
+
+    /// `head`, the conditions, then `tail`.
+    func query(_ head: String, _ tail: String) -> PostgresQuery {
+        let conditions = conditions.isEmpty ? "TRUE" : conditions.joined(separator: " AND ")
+        return PostgresQuery(unsafeSQL: "\(head) \(conditions) \(tail)", binds: binds)
     }
 }
