@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayTestSupport
+import Logging
 import Testing
 
 @testable import GatewayStorage
@@ -139,6 +140,34 @@ import Testing
                 #expect(try await indexed.indexedPostbacks(period, appID: appID) == expected)
             }
         }
+    }
+
+    @Test(arguments: backends)
+    func theIndexerKeepsUpWithRecordsWithoutAReportAsked(backend: StoreBackend) async throws {
+        let store = try await backend.make(clock: TestClock()).store
+        let indexed = try #require(store as? any ReportIndexStore)
+        var generator = RecordGenerator(seed: 3, start: Self.start)
+        let indexer = ReportIndexer(
+            store: indexed, batchSize: 40, idle: .milliseconds(10), pause: .zero, logger: Logger(label: "test"))
+        let running = Task { try await indexer.run() }
+        defer { running.cancel() }
+        func waitForIndexer() async throws {
+            for _ in 0..<3000 where try await indexed.reportIndexBacklog() > 0 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        for _ in 0..<3 {
+            let records = (0..<150).map { _ in generator.next() }
+            _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
+            try await waitForIndexer()
+            #expect(try await indexed.reportIndexBacklog() == 0)
+        }
+        // What it kept, read without indexing first, is the report of every record.
+        let days = DailySeries(since: Self.start, until: Self.start.addingTimeInterval(30 * 86400))
+        let expected = try await Self.counted(store, KeywordReport(), appID: nil, live: [], days: days)
+        let sums = try await indexed.indexedReport(KeywordReport(), appID: nil, live: [], days: days)
+        #expect(expected.rows.count > 5)
+        #expect(sums.rows == expected.rows && sums.daily == expected.daily)
     }
 
     @Test func aNodeNumberIsTheSameInEveryProcess() {

@@ -25,10 +25,22 @@ public final class ReportIndexer: Service, Sendable {
 
     public func run() async throws {
         var failing = false
+        // A store just upgraded, or filled by `import`, has much to index: said at the start
+        // and at the end, so that an operator knows why the first reports wait.
+        var catchingUp = false
+        if let backlog = try? await store.reportIndexBacklog(), backlog > batchSize {
+            logger.info("indexing stored records for the reports", metadata: ["records": "\(backlog)"])
+            catchingUp = true
+        }
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             var wait = idle
             do {
-                if try await store.indexReport(limit: batchSize) > 0 { wait = pause }
+                if try await store.indexReport(limit: batchSize) > 0 {
+                    wait = pause
+                } else if catchingUp {
+                    logger.info("report index up to date")
+                    catchingUp = false
+                }
                 if failing { logger.info("report index updated again") }
                 failing = false
             } catch {
