@@ -70,11 +70,12 @@ extension KeywordReport {
         return (people, purchases)
     }
 
-    /// A node's name (``indexNodes(of:)``) as the number an index keys it by: 64 bits of its
-    /// SHA-256, so that ids an app sends cannot be made to put many people into one group.
+    /// A node's name (``indexNodes(of:)``) as the number an index keys it by: 64 bits of the
+    /// SHA-256 of its canonical form (``ReportText``), so that ids an app sends cannot be
+    /// made to put many people into one group.
     /// Two names of one number only put two groups into one, which changes no sum.
     public static func indexNodeNumber(_ name: String) -> Int64 {
-        SHA256.hash(data: Data(name.utf8)).withUnsafeBytes { bytes in
+        SHA256.hash(data: Data(ReportText.canonical(name).utf8)).withUnsafeBytes { bytes in
             Int64(bitPattern: bytes.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
         }
     }
