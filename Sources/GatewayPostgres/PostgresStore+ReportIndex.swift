@@ -11,7 +11,7 @@ extension PostgresStore: ReportIndexStore {
     /// Any 64-bit number no other application of the database uses for its own lock.
     static let reportIndexLock: Int64 = 0x4154_5452_4757_0002
 
-    public func indexReport(limit: Int) async throws -> Int {
+    public func indexReport(limit: Int) async throws -> ReportIndexBatch? {
         try await transaction { [logger] connection in
             _ = try await connection.query("SELECT pg_advisory_xact_lock(\(Self.reportIndexLock))", logger: logger)
             var entries: [Int64] = []
@@ -22,7 +22,7 @@ extension PostgresStore: ReportIndexStore {
                 entries.append(id)
                 queued.insert(seq)
             }
-            guard !entries.isEmpty else { return 0 }
+            guard let last = entries.last else { return nil }
             var groups = Set(
                 try await Self.int64s(
                     connection.query(
@@ -50,12 +50,14 @@ extension PostgresStore: ReportIndexStore {
             try await Self.writePostbacks(of: fresh, queued: Array(queued), connection, logger)
             _ = try await connection.query(
                 "DELETE FROM report_queue WHERE id = ANY(\(entries)::int8[])", logger: logger)
-            return entries.count
+            return ReportIndexBatch(taken: entries.count, last: last)
         }
     }
 
-    public func reportIndexBacklog() async throws -> Int {
-        Int(try await Self.firstInt(query("SELECT COUNT(DISTINCT seq) FROM report_queue", logger: logger)) ?? 0)
+    public func reportIndexQueue() async throws -> (waiting: Int, newest: Int64?) {
+        let rows = try await query("SELECT COUNT(*), MAX(id) FROM report_queue", logger: logger)
+        for try await (waiting, newest) in rows.decode((Int64, Int64?).self) { return (Int(waiting), newest) }
+        return (0, nil)
     }
 
     /// Writes each group's nodes, members and facts under a new group id, a table at a

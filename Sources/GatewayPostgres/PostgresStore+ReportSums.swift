@@ -110,13 +110,13 @@ extension PostgresStore {
         appID: String, of attributions: [Int64: KeywordReport.Attribution], leavingOut live: [Int64],
         to sums: inout KeywordReport.Sums, _ connection: PostgresConnection, _ logger: Logger
     ) async throws {
+        var lineIDs: [KeywordReport.Attribution: Int64] = [:]
+        for (id, line) in attributions where line.appID == appID { lineIDs[line] = id }
         var pairs: (lines: [Int64], attributions: [Int64]) = ([], [])
-        for (lineID, line) in attributions where line.appID == appID {
-            for (id, attribution) in attributions where attribution.appID == nil && attribution.line(app: appID) == line
-            {
-                pairs.lines.append(lineID)
-                pairs.attributions.append(id)
-            }
+        for (id, attribution) in attributions where attribution.appID == nil {
+            guard let lineID = lineIDs[attribution.line(app: appID)] else { continue }
+            pairs.lines.append(lineID)
+            pairs.attributions.append(id)
         }
         guard !pairs.lines.isEmpty else { return }
         let newest = try await connection.query(

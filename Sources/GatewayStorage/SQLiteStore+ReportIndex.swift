@@ -7,11 +7,12 @@ import GatewayCore
 /// deleted, and a batch makes the facts of the groups those records touch again from the
 /// groups' records, in one transaction with the queue's entries it took.
 extension SQLiteStore: ReportIndexStore {
-    public func indexReport(limit: Int) async throws -> Int {
+    public func indexReport(limit: Int) async throws -> ReportIndexBatch? {
         try await pool.write { db in
-            let queued = try Int64.fetchAll(
-                db, sql: "SELECT seq FROM report_queue ORDER BY seq LIMIT ?", arguments: [limit])
-            guard !queued.isEmpty else { return 0 }
+            let entries = try Row.fetchAll(
+                db, sql: "SELECT id, seq FROM report_queue ORDER BY id LIMIT ?", arguments: [limit])
+            guard let last: Int64 = entries.last?["id"] else { return nil }
+            let queued = Array(Set(entries.map { $0["seq"] as Int64 }))
             let queuedList = Self.jsonArray(queued)
             var groups = Set(
                 try Int64.fetchAll(
@@ -52,9 +53,8 @@ extension SQLiteStore: ReportIndexStore {
                         Self.jsonArray(postback.events),
                     ])
             }
-            try db.execute(
-                sql: "DELETE FROM report_queue WHERE seq IN (SELECT value FROM json_each(?))", arguments: [queuedList])
-            return queued.count
+            try db.execute(sql: "DELETE FROM report_queue WHERE id <= ?", arguments: [last])
+            return ReportIndexBatch(taken: entries.count, last: last)
         }
     }
 
@@ -72,8 +72,11 @@ extension SQLiteStore: ReportIndexStore {
         return groups
     }
 
-    public func reportIndexBacklog() async throws -> Int {
-        try await pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM report_queue") ?? 0 }
+    public func reportIndexQueue() async throws -> (waiting: Int, newest: Int64?) {
+        try await pool.read { db in
+            let row = try Row.fetchOne(db, sql: "SELECT COUNT(*), MAX(id) FROM report_queue")
+            return (row?[0] ?? 0, row?[1])
+        }
     }
 
     /// Writes each group's nodes, members and facts under a new group id.

@@ -178,8 +178,11 @@ extension SQLiteStore {
                 SELECT stamp FROM report_people WHERE line_id = ? AND attribution_id = ? \(live)
                 ORDER BY stamp DESC LIMIT 1
                 """)
+        let apps = Set(lineIDs.keys.compactMap(\.appID))
         for (id, attribution) in attributions where attribution.appID == nil {
-            for (line, lineID) in lineIDs where attribution.line(app: line.appID ?? "") == line {
+            for app in apps {
+                let line = attribution.line(app: app)
+                guard let lineID = lineIDs[line] else { continue }
                 var arguments: StatementArguments = [lineID, id]
                 if !liveGroups.isEmpty { arguments += [Self.jsonArray(liveGroups)] }
                 guard let stamp = try String.fetchOne(newest, arguments: arguments) else { continue }

@@ -186,17 +186,18 @@ enum SQLiteStoreSchema {
         migrator.registerMigration("store-v13-report-index") { db in
             // The keyword report's facts, kept by the report indexer (SQLiteStore+ReportIndex)
             // from the records the triggers queue: every record written, changed or deleted
-            // is queued in the same transaction, so none is missed whoever wrote it.
+            // is queued in the same transaction, so none is missed whoever wrote it. The
+            // queue's ids say which entries a report waits for.
             try db.execute(
                 sql: """
-                    CREATE TABLE report_queue (seq INTEGER PRIMARY KEY);
+                    CREATE TABLE report_queue (id INTEGER PRIMARY KEY AUTOINCREMENT, seq INTEGER NOT NULL);
                     CREATE TRIGGER report_queue_insert AFTER INSERT ON records
-                        BEGIN INSERT OR IGNORE INTO report_queue (seq) VALUES (NEW.seq); END;
+                        BEGIN INSERT INTO report_queue (seq) VALUES (NEW.seq); END;
                     CREATE TRIGGER report_queue_update AFTER UPDATE OF body ON records
-                        BEGIN INSERT OR IGNORE INTO report_queue (seq) VALUES (NEW.seq); END;
+                        BEGIN INSERT INTO report_queue (seq) VALUES (NEW.seq); END;
                     CREATE TRIGGER report_queue_delete AFTER DELETE ON records
-                        BEGIN INSERT OR IGNORE INTO report_queue (seq) VALUES (OLD.seq); END;
-                    INSERT INTO report_queue (seq) SELECT seq FROM records;
+                        BEGIN INSERT INTO report_queue (seq) VALUES (OLD.seq); END;
+                    INSERT INTO report_queue (seq) SELECT seq FROM records ORDER BY seq;
                     CREATE TABLE report_nodes (node INTEGER PRIMARY KEY, group_id INTEGER NOT NULL);
                     CREATE INDEX report_nodes_group ON report_nodes (group_id);
                     CREATE TABLE report_members (seq INTEGER PRIMARY KEY, group_id INTEGER NOT NULL);

@@ -28,15 +28,19 @@ public final class ReportIndexer: Service, Sendable {
         // A store just upgraded, or filled by `import`, has much to index: said at the start
         // and at the end, so that an operator knows why the first reports wait.
         var catchingUp = false
-        if let backlog = try? await store.reportIndexBacklog(), backlog > batchSize {
-            logger.info("indexing stored records for the reports", metadata: ["records": "\(backlog)"])
+        if let queue = try? await store.reportIndexQueue(), queue.waiting > batchSize {
+            logger.info("indexing stored records for the reports", metadata: ["records": "\(queue.waiting)"])
             catchingUp = true
         }
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             var wait = idle
             do {
-                if try await store.indexReport(limit: batchSize) > 0 {
-                    wait = pause
+                let started = ContinuousClock.now
+                if try await store.indexReport(limit: batchSize) != nil {
+                    // At least as long as the batch took: a batch holds the store's writer
+                    // (SQLite) and a large group makes it long, so ingest gets at least
+                    // half the writer's time.
+                    wait = max(pause, min(ContinuousClock.now - started, .seconds(1)))
                 } else if catchingUp {
                     logger.info("report index up to date")
                     catchingUp = false

@@ -36,12 +36,13 @@ public struct ReportPage: Sendable {
 /// form a group, and a group's facts are made again from its records whenever one of them
 /// changes; groups apart add up to the whole report.
 public protocol ReportIndexStore: ReportStore {
-    /// Brings up to `limit` of the records written, changed or deleted since into the
-    /// index; returns how many it took, 0 when none was waiting.
-    func indexReport(limit: Int) async throws -> Int
+    /// Brings into the index the oldest `limit` entries of its queue (records written,
+    /// changed or deleted since); returns how many it took and the id of the last, nil when
+    /// none was waiting.
+    func indexReport(limit: Int) async throws -> ReportIndexBatch?
 
-    /// How many records wait for ``indexReport(limit:)``.
-    func reportIndexBacklog() async throws -> Int
+    /// How many entries wait for ``indexReport(limit:)``, and the id of the newest.
+    func reportIndexQueue() async throws -> (waiting: Int, newest: Int64?)
 
     /// The lines of the indexed facts that `report`'s filters admit (of `appID`'s records
     /// only, when given), with those of `live` added: records not stored (tokens Apple
@@ -52,4 +53,35 @@ public protocol ReportIndexStore: ReportStore {
     /// `report` with the indexed postbacks of its period added (of `appID`, when given):
     /// postbacks join no group, one row each (``SKANReport/indexedPostback(_:)``).
     func indexedPostbacks(_ report: SKANReport, appID: String?) async throws -> SKANReport
+}
+
+/// What one ``ReportIndexStore/indexReport(limit:)`` took from the queue.
+public struct ReportIndexBatch: Sendable, Equatable {
+    /// Entries taken.
+    public let taken: Int
+    /// The id of the last: entries are taken in the order they were queued.
+    public let last: Int64
+
+    public init(taken: Int, last: Int64) {
+        self.taken = taken
+        self.last = last
+    }
+}
+
+extension ReportIndexStore {
+    /// Indexes every entry queued before the call, in batches of `batch`, telling `progress`
+    /// the entries taken and how many were waiting: a record acknowledged before a report
+    /// is in it. Entries queued meanwhile may wait for the next.
+    public func catchUpReportIndex(batch: Int = 2000, progress: (_ taken: Int, _ waiting: Int) -> Void = { _, _ in })
+        async throws
+    {
+        let queue = try await reportIndexQueue()
+        guard let newest = queue.newest else { return }
+        var taken = 0
+        while let done = try await indexReport(limit: batch) {
+            taken += done.taken
+            progress(min(taken, queue.waiting), queue.waiting)
+            if done.last >= newest { return }
+        }
+    }
 }

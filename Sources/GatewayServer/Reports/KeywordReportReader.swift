@@ -120,16 +120,9 @@ public enum KeywordReportReader {
     }
 
     /// Brings `store`'s report index up to the records written before the call, telling
-    /// `progress` the records indexed and how many were waiting.
+    /// `progress` the entries indexed and how many were waiting.
     static func catchUp(_ store: any ReportIndexStore, progress: (_ read: Int, _ total: Int) -> Void) async throws {
-        let backlog = try await store.reportIndexBacklog()
-        var indexed = 0
-        while indexed < backlog {
-            let taken = try await store.indexReport(limit: indexBatch)
-            if taken == 0 { break }
-            indexed += taken
-            progress(min(indexed, backlog), backlog)
-        }
+        try await store.catchUpReportIndex(batch: indexBatch, progress: progress)
     }
 
     /// How many records a batch of the report index takes: a batch is one write transaction.
