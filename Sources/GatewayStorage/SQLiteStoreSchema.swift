@@ -187,10 +187,11 @@ enum SQLiteStoreSchema {
             // The keyword report's facts, kept by the report indexer (SQLiteStore+ReportIndex)
             // from the records the triggers queue: every record written, changed or deleted
             // is queued in the same transaction, so none is missed whoever wrote it. The
-            // queue's ids say which entries a report waits for.
+            // queue's ids say which entries a report waits for: they grow while entries wait
+            // (an id is reused only once the queue has emptied, all earlier entries indexed).
             try db.execute(
                 sql: """
-                    CREATE TABLE report_queue (id INTEGER PRIMARY KEY AUTOINCREMENT, seq INTEGER NOT NULL);
+                    CREATE TABLE report_queue (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
                     CREATE TRIGGER report_queue_insert AFTER INSERT ON records
                         BEGIN INSERT INTO report_queue (seq) VALUES (NEW.seq); END;
                     CREATE TRIGGER report_queue_update AFTER UPDATE OF body ON records
