@@ -208,18 +208,18 @@ enum PostgresSchema {
                     keyword_id bigint, keyword text, match_type text
                 )
                 """,
-                // `stamp` orders byte by byte, as the report's (time, record id) do, whatever
+                // `record_id` orders byte by byte, as the report's ties between installs do,
                 // the database's collation.
                 """
                 CREATE TABLE report_people (
                     group_id bigint NOT NULL, app_id text NOT NULL, line_id bigint NOT NULL,
                     attribution_id bigint NOT NULL, installed_at double precision NOT NULL,
-                    stamp text COLLATE "C" NOT NULL, attributed boolean NOT NULL, country integer NOT NULL,
+                    record_id text COLLATE "C" NOT NULL, attributed boolean NOT NULL, country integer NOT NULL,
                     is_test boolean NOT NULL
                 )
                 """,
                 "CREATE INDEX report_people_group ON report_people (group_id)",
-                "CREATE INDEX report_people_names ON report_people (line_id, attribution_id, stamp)",
+                "CREATE INDEX report_people_names ON report_people (line_id, attribution_id, installed_at, record_id)",
                 """
                 CREATE INDEX report_people_sums
                     ON report_people (app_id, is_test, line_id, country, attributed, installed_at)

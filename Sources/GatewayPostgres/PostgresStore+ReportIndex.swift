@@ -94,10 +94,10 @@ extension PostgresStore: ReportIndexStore {
             logger: logger)
         _ = try await connection.query(
             """
-            INSERT INTO report_people (group_id, app_id, line_id, attribution_id, installed_at, stamp, attributed,
+            INSERT INTO report_people (group_id, app_id, line_id, attribution_id, installed_at, record_id, attributed,
                 country, is_test)
             SELECT * FROM unnest(\(people.groups)::int8[], \(people.apps)::text[], \(people.lines)::int8[],
-                \(people.attributions)::int8[], \(people.installedAt)::float8[], \(people.stamps)::text[],
+                \(people.attributions)::int8[], \(people.installedAt)::float8[], \(people.recordIDs)::text[],
                 \(people.attributed)::bool[], \(people.countries)::int4[], \(people.tests)::bool[])
             """, logger: logger)
         // PostgresNIO binds no array with NULL elements: an absent amount or currency goes
@@ -194,7 +194,7 @@ extension PostgresStore: ReportIndexStore {
 /// `report_people` rows as column arrays.
 private struct PeopleColumns {
     var groups: [Int64] = [], apps: [String] = [], lines: [Int64] = [], attributions: [Int64] = []
-    var installedAt: [Double] = [], stamps: [String] = [], attributed: [Bool] = [], countries: [Int32] = []
+    var installedAt: [Double] = [], recordIDs: [String] = [], attributed: [Bool] = [], countries: [Int32] = []
     var tests: [Bool] = []
 
     mutating func append(
@@ -205,7 +205,7 @@ private struct PeopleColumns {
         lines.append(ids[person.line] ?? 0)
         attributions.append(ids[person.attribution] ?? 0)
         installedAt.append(person.installedAt.timeIntervalSinceReferenceDate)
-        stamps.append(ReportStamp.text(person.installedAt, person.recordID))
+        recordIDs.append(person.recordID)
         attributed.append(person.attributed)
         countries.append(Int32(person.country))
         tests.append(person.isTest)

@@ -121,15 +121,17 @@ extension PostgresStore {
         guard !pairs.lines.isEmpty else { return }
         let newest = try await connection.query(
             """
-            SELECT pair.l, pair.a, (
-                SELECT stamp FROM report_people WHERE line_id = pair.l AND attribution_id = pair.a
-                    AND NOT (group_id = ANY(\(live)::int8[]))
-                ORDER BY stamp DESC LIMIT 1)
+            SELECT pair.l, pair.a, newest.installed_at, newest.record_id
             FROM unnest(\(pairs.lines)::int8[], \(pairs.attributions)::int8[]) AS pair(l, a)
+            CROSS JOIN LATERAL (
+                SELECT installed_at, record_id FROM report_people WHERE line_id = pair.l AND attribution_id = pair.a
+                    AND NOT (group_id = ANY(\(live)::int8[]))
+                ORDER BY installed_at DESC, record_id DESC LIMIT 1) AS newest
             """, logger: logger)
-        for try await (lineID, id, stamp) in newest.decode((Int64, Int64, String?).self) {
-            guard let stamp, let line = attributions[lineID], let attribution = attributions[id] else { continue }
-            sums.name(line, from: attribution, stamp: stamp)
+        for try await (lineID, id, installedAt, recordID) in newest.decode((Int64, Int64, Double, String).self) {
+            guard let line = attributions[lineID], let attribution = attributions[id] else { continue }
+            sums.name(
+                line, from: attribution, at: Date(timeIntervalSinceReferenceDate: installedAt), recordID: recordID)
         }
     }
 

@@ -102,13 +102,13 @@ extension SQLiteStore: ReportIndexStore {
             for person in facts.people {
                 try db.executeCached(
                     """
-                    INSERT INTO report_people (group_id, app_id, line_id, attribution_id, installed_at, stamp,
+                    INSERT INTO report_people (group_id, app_id, line_id, attribution_id, installed_at, record_id,
                         attributed, country, is_test) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     [
                         group, person.appID, try attributionID(person.line), try attributionID(person.attribution),
                         person.installedAt.timeIntervalSinceReferenceDate,
-                        ReportStamp.text(person.installedAt, person.recordID), person.attributed, person.country,
+                        person.recordID, person.attributed, person.country,
                         person.isTest,
                     ])
             }

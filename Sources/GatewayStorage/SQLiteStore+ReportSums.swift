@@ -175,8 +175,8 @@ extension SQLiteStore {
         let live = liveGroups.isEmpty ? "" : "AND group_id NOT IN (SELECT value FROM json_each(?))"
         let newest = try db.cachedStatement(
             sql: """
-                SELECT stamp FROM report_people WHERE line_id = ? AND attribution_id = ? \(live)
-                ORDER BY stamp DESC LIMIT 1
+                SELECT installed_at, record_id FROM report_people WHERE line_id = ? AND attribution_id = ? \(live)
+                ORDER BY installed_at DESC, record_id DESC LIMIT 1
                 """)
         let apps = Set(lineIDs.keys.compactMap(\.appID))
         for (id, attribution) in attributions where attribution.appID == nil {
@@ -185,8 +185,9 @@ extension SQLiteStore {
                 guard let lineID = lineIDs[line] else { continue }
                 var arguments: StatementArguments = [lineID, id]
                 if !liveGroups.isEmpty { arguments += [Self.jsonArray(liveGroups)] }
-                guard let stamp = try String.fetchOne(newest, arguments: arguments) else { continue }
-                sums.name(line, from: attribution, stamp: stamp)
+                guard let install = try Row.fetchOne(newest, arguments: arguments) else { continue }
+                sums.name(
+                    line, from: attribution, at: Date(timeIntervalSinceReferenceDate: install[0]), recordID: install[1])
             }
         }
     }

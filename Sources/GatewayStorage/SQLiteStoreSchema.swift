@@ -210,11 +210,11 @@ enum SQLiteStoreSchema {
                     );
                     CREATE TABLE report_people (
                         group_id INTEGER NOT NULL, app_id TEXT NOT NULL, line_id INTEGER NOT NULL,
-                        attribution_id INTEGER NOT NULL, installed_at REAL NOT NULL, stamp TEXT NOT NULL,
+                        attribution_id INTEGER NOT NULL, installed_at REAL NOT NULL, record_id TEXT NOT NULL,
                         attributed INTEGER NOT NULL, country INTEGER NOT NULL, is_test INTEGER NOT NULL
                     );
                     CREATE INDEX report_people_group ON report_people (group_id);
-                    CREATE INDEX report_people_names ON report_people (line_id, attribution_id, stamp);
+                    CREATE INDEX report_people_names ON report_people (line_id, attribution_id, installed_at, record_id);
                     CREATE INDEX report_people_sums
                         ON report_people (app_id, is_test, line_id, country, attributed, installed_at);
                     CREATE INDEX report_people_days ON report_people (app_id, is_test, installed_at, attributed);

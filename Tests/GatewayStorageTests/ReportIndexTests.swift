@@ -232,20 +232,31 @@ import Testing
         #expect(rows.first { $0.network == "Vendor" }.map { ($0.installs, $0.payingUsers) } ?? (0, 0) == (1, 1))
     }
 
+    @Test(arguments: backends)
+    func installsOfOneTimeNameTheirLineByRecordID(backend: StoreBackend) async throws {
+        let store = try await backend.make(clock: TestClock()).store
+        // Three users' installs of one keyword at one time, two naming it `x` (records a and
+        // c) and one `y` (record b): the report takes the names of the greatest record id.
+        let records = [("b", "y"), ("c", "x"), ("a", "x")].enumerated().map { index, install in
+            var record = StoreConformanceTests.install(
+                "user-\(index)", at: Self.start.addingTimeInterval(Double(index)))
+            record.recordID = "00000000-0000-7000-8000-00000000000\(install.0)"
+            record.conversionDate = Self.start
+            (record.campaignID, record.adGroupID, record.keywordID) = (1, 2, 3)
+            record.keyword = "keyword \(install.1)"
+            return record
+        }
+        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
+        try await Self.expectSameReports(store, leastLines: 1)
+        let indexed = try #require(store as? any ReportIndexStore)
+        let rows = try await indexed.indexedReport(KeywordReport(), appID: "1", live: [], days: nil).rows
+        #expect(rows.map(\.keyword) == ["keyword x"])
+    }
+
     @Test func aNodeNumberIsTheSameInEveryProcess() {
         // Kept in the store: a number that changed between runs would split a user's records.
         #expect(SQLiteStore.nodeNumber("1\u{0}u\u{0}user-7") == SQLiteStore.nodeNumber("1\u{0}u\u{0}user-7"))
         #expect(SQLiteStore.nodeNumber("") == Int64(bitPattern: 0xe3b0_c442_98fc_1c14))
-    }
-
-    @Test func aStampOrdersAsTimeThenRecordID() throws {
-        let times = [-1e9, -1.5, -0.0, 0, 1e-9, 1, 1.5, 86400, 1e12].map { Date(timeIntervalSinceReferenceDate: $0) }
-        let stamps = times.flatMap { time in ["a", "b"].map { ReportStamp.text(time, $0) } }
-        #expect(stamps == stamps.sorted())
-        for time in times {
-            let parsed = try #require(ReportStamp.parse(ReportStamp.text(time, "id-1")))
-            #expect(parsed.time == time && parsed.recordID == "id-1")
-        }
     }
 }
 

@@ -46,12 +46,6 @@ extension KeywordReport {
             lines[line, default: KeywordReport.emptyRow].revenue[currency, default: 0] += amount
         }
 
-        /// Names `line` from a database's newest ``ReportStamp`` of `attribution`.
-        public mutating func name(_ line: Attribution, from attribution: Attribution, stamp: String) {
-            guard let (time, recordID) = ReportStamp.parse(stamp) else { return }
-            name(line, from: attribution, at: (time, RecordOrder(recordID)))
-        }
-
         /// Adds `count` purchases of `line` that a database counted alike: refunded or not,
         /// each of `amount` (decimal text) in `currency` where both are known.
         public mutating func add(
