@@ -37,26 +37,20 @@ public struct DailySeries: Sendable, Equatable, Codable {
         organic = Array(repeating: 0, count: count)
     }
 
-    /// The index of `time`'s day, nil outside the series.
-    func day(_ time: Date) -> Int? {
-        let offset = Int((time.timeIntervalSince(start) / 86400).rounded(.down))
-        return days.indices.contains(offset) ? offset : nil
-    }
+    /// `time`'s day as days since 1970-01-01 (UTC), as a database's daily counts name it.
+    static func epochDay(_ time: Date) -> Int { Int((time.timeIntervalSince1970 / 86400).rounded(.down)) }
 
     mutating func addInstall(at time: Date, attributed isAttributed: Bool) {
-        guard let day = day(time) else { return }
-        if isAttributed { attributed[day] += 1 } else { organic[day] += 1 }
+        addInstalls(1, onEpochDay: Self.epochDay(time), attributed: isAttributed)
     }
 
     mutating func addRevenue(_ amount: Decimal, _ currency: String, at time: Date) {
-        guard let day = day(time) else { return }
-        if revenue[currency] == nil { revenue[currency] = Array(repeating: 0, count: days.count) }
-        revenue[currency]![day] += amount
+        addRevenue(amount, currency, onEpochDay: Self.epochDay(time))
     }
 
     /// The series' days as days since 1970-01-01 (UTC): where a database's daily counts land.
     public var epochDays: Range<Int> {
-        let first = Int((start.timeIntervalSince1970 / 86400).rounded(.down))
+        let first = Self.epochDay(start)
         return first..<(first + days.count)
     }
 
