@@ -29,13 +29,7 @@ extension PostgresStore: ReportIndexStore {
                         "SELECT DISTINCT group_id FROM report_members WHERE seq = ANY(\(Array(queued))::int8[])",
                         logger: logger)))
             let fresh = try await Self.reportRecords(connection, seqs: Array(queued), logger: logger)
-            let nodes = Set(
-                fresh.flatMap { KeywordReport.indexNodes(of: $0.record) ?? [] }.map(KeywordReport.indexNodeNumber))
-            groups.formUnion(
-                try await Self.int64s(
-                    connection.query(
-                        "SELECT DISTINCT group_id FROM report_nodes WHERE node = ANY(\(Array(nodes))::int8[])",
-                        logger: logger)))
+            groups.formUnion(try await Self.groups(linkedTo: fresh.map(\.record), connection, logger))
             let freshSeqs = Set(fresh.map(\.seq))
             let members = try await Self.int64s(
                 connection.query(
@@ -52,6 +46,18 @@ extension PostgresStore: ReportIndexStore {
                 "DELETE FROM report_queue WHERE id = ANY(\(entries)::int8[])", logger: logger)
             return ReportIndexBatch(taken: entries.count, last: last)
         }
+    }
+
+    /// The groups that records link to, by their nodes.
+    static func groups(linkedTo records: [AttributionRecord], _ connection: PostgresConnection, _ logger: Logger)
+        async throws -> [Int64]
+    {
+        try await int64s(
+            connection.query(
+                """
+                SELECT DISTINCT group_id FROM report_nodes
+                WHERE node = ANY(\(KeywordReport.indexNodeNumbers(of: records))::int8[])
+                """, logger: logger))
     }
 
     public func reportIndexQueue() async throws -> (waiting: Int, newest: Int64?) {

@@ -14,24 +14,15 @@ extension PostgresStore {
             var sums = KeywordReport.Sums(days: days)
             // The groups a live record links to are counted here from their records, and
             // left out of the sums below: the live record may change whose install counts.
-            let liveNodes = Set(
-                live.flatMap { KeywordReport.indexNodes(of: $0) ?? [] }.map(KeywordReport.indexNodeNumber))
-            let liveGroups = try await Self.int64s(
-                connection.query(
-                    "SELECT DISTINCT group_id FROM report_nodes WHERE node = ANY(\(Array(liveNodes))::int8[])",
-                    logger: logger))
+            let liveGroups = try await Self.groups(linkedTo: live, connection, logger)
+            var linked: [AttributionRecord] = []
             if !live.isEmpty {
-                var counted = report
                 let seqs = try await Self.int64s(
                     connection.query(
                         "SELECT seq FROM report_members WHERE group_id = ANY(\(liveGroups)::int8[])", logger: logger))
-                for (_, record) in try await Self.reportRecords(connection, seqs: seqs, logger: logger)
-                where appID == nil || record.appID == appID {
-                    counted.add(record)
-                }
-                for record in live { counted.add(record) }
-                counted.add(to: &sums)
+                linked = try await Self.reportRecords(connection, seqs: seqs, logger: logger).map(\.record)
             }
+            report.add(live: live, linked: linked, appID: appID, to: &sums)
             try await Self.addIndexedSums(report, appID: appID, leavingOut: liveGroups, to: &sums, connection, logger)
             return sums
         }

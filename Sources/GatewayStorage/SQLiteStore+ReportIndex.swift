@@ -60,9 +60,8 @@ extension SQLiteStore: ReportIndexStore {
 
     /// The groups that records link to, by their nodes.
     static func groups(linkedTo records: [AttributionRecord], _ db: Database) throws -> Set<Int64> {
-        let nodes = Set(records.flatMap { KeywordReport.indexNodes(of: $0) ?? [] }.map(Self.nodeNumber))
         var groups: Set<Int64> = []
-        for chunk in Array(nodes).chunked(into: 5000) {
+        for chunk in KeywordReport.indexNodeNumbers(of: records).chunked(into: 5000) {
             groups.formUnion(
                 try Int64.fetchAll(
                     db,

@@ -12,20 +12,16 @@ extension SQLiteStore {
             // The groups a live record links to are counted here from their records, and
             // left out of the sums below: the live record may change whose install counts.
             let liveGroups = try Self.groups(linkedTo: live, db)
+            var linked: [AttributionRecord] = []
             if !live.isEmpty {
-                var counted = report
                 let seqs = try Int64.fetchAll(
                     db, sql: "SELECT seq FROM report_members WHERE group_id IN (SELECT value FROM json_each(?))",
                     arguments: [Self.jsonArray(liveGroups)])
                 for chunk in seqs.chunked(into: 5000) {
-                    for (_, record) in try Self.reportRecords(db, seqs: Self.jsonArray(chunk))
-                    where appID == nil || record.appID == appID {
-                        counted.add(record)
-                    }
+                    linked += try Self.reportRecords(db, seqs: Self.jsonArray(chunk)).map(\.1)
                 }
-                for record in live { counted.add(record) }
-                counted.add(to: &sums)
             }
+            report.add(live: live, linked: linked, appID: appID, to: &sums)
             try Self.addIndexedSums(report, appID: appID, leavingOut: liveGroups, to: &sums, db)
             return sums
         }

@@ -70,6 +70,23 @@ extension KeywordReport {
         return (people, purchases)
     }
 
+    /// Adds to `sums` what records not stored (`live`: tokens Apple has not answered) make
+    /// with the stored records of the groups they link to (`linked`), counted here since
+    /// a live record may change whose install counts; only `appID`'s, when given. The
+    /// filters are this report's.
+    public func add(live: [AttributionRecord], linked: [AttributionRecord], appID: String?, to sums: inout Sums) {
+        guard !live.isEmpty else { return }
+        var counted = self
+        for record in linked where appID == nil || record.appID == appID { counted.add(record) }
+        for record in live { counted.add(record) }
+        counted.add(to: &sums)
+    }
+
+    /// The node numbers (``indexNodeNumber(_:)``) of `records`, each once.
+    public static func indexNodeNumbers(of records: [AttributionRecord]) -> [Int64] {
+        Array(Set(records.flatMap { indexNodes(of: $0) ?? [] }.map(indexNodeNumber)))
+    }
+
     /// A node's name (``indexNodes(of:)``) as the number an index keys it by: 64 bits of the
     /// SHA-256 of its canonical form (``ReportText``), so that ids an app sends cannot be
     /// made to put many people into one group.
