@@ -13,7 +13,7 @@ public final class ReportIndexer: Service, Sendable {
     let logger: Logger
 
     public init(
-        store: any ReportIndexStore, batchSize: Int = 2000, idle: Duration = .seconds(1),
+        store: any ReportIndexStore, batchSize: Int = ReportIndexBatch.standardSize, idle: Duration = .seconds(1),
         pause: Duration = .milliseconds(5), logger: Logger
     ) {
         self.store = store

@@ -62,6 +62,10 @@ public struct ReportIndexBatch: Sendable, Equatable {
     /// The id of the last: entries are taken in the order they were queued.
     public let last: Int64
 
+    /// How many entries a batch takes unless told otherwise: a batch is one write
+    /// transaction, which ingest waits for on SQLite.
+    public static let standardSize = 2000
+
     public init(taken: Int, last: Int64) {
         self.taken = taken
         self.last = last
@@ -72,7 +76,9 @@ extension ReportIndexStore {
     /// Indexes every entry queued before the call, in batches of `batch`, telling `progress`
     /// the entries taken and how many were waiting: a record acknowledged before a report
     /// is in it. Entries queued meanwhile may wait for the next.
-    public func catchUpReportIndex(batch: Int = 2000, progress: (_ taken: Int, _ waiting: Int) -> Void = { _, _ in })
+    public func catchUpReportIndex(
+        batch: Int = ReportIndexBatch.standardSize, progress: (_ taken: Int, _ waiting: Int) -> Void = { _, _ in }
+    )
         async throws
     {
         let queue = try await reportIndexQueue()

@@ -100,7 +100,7 @@ public enum KeywordReportReader {
         }
         var (rows, daily, postbacks): ([KeywordReport.Row], DailySeries?, SKANReport?)
         if let indexed = store as? any ReportIndexStore {
-            try await catchUp(indexed, progress: progress)
+            try await indexed.catchUpReportIndex(progress: progress)
             let sums = try await indexed.indexedReport(filters, appID: query.appID, live: waiting, days: days)
             (rows, daily) = (sums.rows, sums.daily)
             postbacks = nil
@@ -118,15 +118,6 @@ public enum KeywordReportReader {
         let keys = KeywordReport.nameKeys(rows)
         return (keys.isEmpty ? rows : KeywordReport.naming(rows, from: try await names(keys)), daily, postbacks)
     }
-
-    /// Brings `store`'s report index up to the records written before the call, telling
-    /// `progress` the entries indexed and how many were waiting.
-    static func catchUp(_ store: any ReportIndexStore, progress: (_ read: Int, _ total: Int) -> Void) async throws {
-        try await store.catchUpReportIndex(batch: indexBatch, progress: progress)
-    }
-
-    /// How many records a batch of the report index takes: a batch is one write transaction.
-    public static let indexBatch = 2000
 
     /// The report read from every record, for a store that keeps no report index.
     static func readAll(
@@ -161,7 +152,7 @@ public enum KeywordReportReader {
         async throws -> SKANReport
     {
         if let indexed = store as? any ReportIndexStore {
-            try await catchUp(indexed, progress: { _, _ in })
+            try await indexed.catchUpReportIndex()
             return try await indexed.indexedPostbacks(report, appID: appID)
         }
         var report = report
