@@ -754,6 +754,25 @@ import Testing
         #expect(issue.message == "'campaing_id' is not one of the allowed names, did you mean 'campaign_id'?")
     }
 
+    @Test func aSQLiteSinkMayLeaveTheRawPayloadToTheStore() throws {
+        let config = try parse(
+            """
+            storage:
+              sqlite: { path: /srv/gw.sqlite }
+            sinks:
+              compact: { type: sqlite, raw: false }
+              full: { type: sqlite, path: /srv/full.sqlite, raw: true, indexes: [] }
+            """)
+        #expect(
+            config.sinks.map(\.prepared.summary) == [
+                "table attribution_records in /srv/gw.sqlite, without raw payloads",
+                "table attribution_records in /srv/full.sqlite, no indexes",
+            ])
+        let issue = try problem(
+            at: "sinks.local.raw", in: problems("sinks:\n  local: { type: sqlite, raw: sometimes }"))
+        #expect(issue.message.contains("expected true or false"))
+    }
+
     // MARK: ${VAR} interpolation
 
     @Test func environmentVariablesAreInterpolated() throws {

@@ -82,6 +82,30 @@ import GatewayStorage
         }
     }
 
+    /// With `raw: false` the row has every field but the payload, which the store keeps
+    /// compressed; written with the record or through the outbox alike.
+    @Test func aSQLiteSinkWithoutRawLeavesThePayloadToTheStore() async throws {
+        try await withStore { path, store, _ in
+            let sink = try SQLiteSink(path: path, raw: false)
+            store.deliverInline(try #require(sink.inlineDelivery(sinkName: "local", into: store)))
+            var inline = record("u1")
+            inline.raw = .object(["Version3.1": .object(["iad-keyword": .string("om")])])
+            var late = record("u2", campaign: 2)
+            late.raw = inline.raw
+            _ = try await store.ingest([RoutedRecord(record: inline, sinks: ["local"])])
+            #expect(try await sink.deliver([late]) == [.delivered])
+            let rows = try store.pool.read { db in
+                try Row.fetchAll(
+                    db, sql: "SELECT app_user_id, campaign_id, raw FROM attribution_records ORDER BY app_user_id")
+            }
+            #expect(rows.map { $0["app_user_id"] as String } == ["u1", "u2"])
+            #expect(rows.map { $0["campaign_id"] as Int64 } == [1, 2])
+            #expect(rows.map { $0["raw"] as String? } == [nil, nil])
+            let stored = try #require(try await store.record(id: inline.recordID))
+            #expect(stored.raw == inline.raw)
+        }
+    }
+
     @Test func aSQLiteSinkRowRefusedByATriggerDoesNotFailTheRowsAfterIt() async throws {
         try await withStore { path, store, reported in
             let sink = try SQLiteSink(path: path)

@@ -53,6 +53,28 @@ import Testing
         await sink.shutdown()
     }
 
+    /// With `raw: false` the row has every field but the payload, which the store keeps.
+    @Test(arguments: StoreBackend.shared)
+    func withoutRawTheRowLeavesThePayloadOut(backend: StoreBackend) async throws {
+        let url = try await TestPostgres.newDatabase()
+        let sink = try await PostgresSink(url: url, indexes: [], raw: false, logger: Logger(label: "test"))
+        #expect(
+            try await sink.deliver([Self.purchase(user: "u1"), Self.purchase(user: "u2")]) == [.delivered, .delivered])
+        let rows = try await TestPostgres.withClient(url) { client in
+            var rows: [(String, String?, String?)] = []
+            for try await row in try await client.query(
+                "SELECT app_user_id, keyword, raw::text FROM attribution_records ORDER BY app_user_id"
+            ).decode((String, String?, String?).self) {
+                rows.append(row)
+            }
+            return rows
+        }
+        #expect(rows.map(\.0) == ["u1", "u2"])
+        #expect(rows.map(\.1) == ["meditation app", "meditation app"])
+        #expect(rows.map(\.2) == [nil, nil])
+        await sink.shutdown()
+    }
+
     /// Only `received_at` by default; the sink's own indexes on columns no longer listed are
     /// dropped at the next start, and an operator's under another name stays.
     @Test(arguments: StoreBackend.shared)

@@ -11,13 +11,18 @@ public final class PostgresSink: AttributionSink {
     public let maxBatchSize = 500
     let client: PostgresClient
     let logger: Logger
+    /// Whether rows hold the payload as it arrived; the store keeps it compressed anyway,
+    /// and it is the largest part of a row.
+    let keepsRaw: Bool
     private let runner: Task<Void, Never>
 
-    /// Connects and creates or extends the table, with an index on each of `indexes`.
-    public init(url: PostgresURL, indexes: [String], logger: Logger) async throws {
+    /// Connects and creates or extends the table, with an index on each of `indexes`; with
+    /// `raw` false, rows leave the `raw` column empty.
+    public init(url: PostgresURL, indexes: [String], raw: Bool = true, logger: Logger) async throws {
         let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2), backgroundLogger: logger)
         self.client = client
         self.logger = logger
+        keepsRaw = raw
         runner = client.runInBackground()
         do {
             try await PostgresSinkTable.prepare(client, indexed: indexes, logger: logger)
@@ -42,7 +47,8 @@ public final class PostgresSink: AttributionSink {
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         guard !records.isEmpty else { return [] }
         let batch = PostgresQuery(
-            unsafeSQL: PostgresSinkTable.upsertSQL(rows: records.count), binds: try PostgresSinkTable.bindings(records))
+            unsafeSQL: PostgresSinkTable.upsertSQL(rows: records.count),
+            binds: try PostgresSinkTable.bindings(records, raw: keepsRaw))
         let single = PostgresSinkTable.upsertSQL(rows: 1)
         return try await client.withConnection { connection in
             do {
@@ -54,7 +60,8 @@ public final class PostgresSink: AttributionSink {
             var outcomes: [DeliveryOutcome] = []
             for record in records {
                 do {
-                    let row = PostgresQuery(unsafeSQL: single, binds: try PostgresSinkTable.bindings([record]))
+                    let row = PostgresQuery(
+                        unsafeSQL: single, binds: try PostgresSinkTable.bindings([record], raw: keepsRaw))
                     _ = try await connection.query(row, logger: logger)
                     outcomes.append(.delivered)
                 } catch let error as PSQLError where error.code == .server {
@@ -107,6 +114,8 @@ public enum PostgresSinkPlugin: SinkPlugin {
     public struct Options: Sendable {
         public var url: PostgresURL
         public var indexes: [String]
+        /// `raw`: whether rows hold the payload as it arrived.
+        public var raw: Bool
     }
 
     public static let typeName = "postgres"
@@ -127,14 +136,15 @@ public enum PostgresSinkPlugin: SinkPlugin {
             return nil
         }
         return Options(
-            url: url, indexes: indexes.map { $0.filter { $0 != "record_id" } } ?? SQLiteSink.defaultIndexes)
+            url: url, indexes: indexes.map { $0.filter { $0 != "record_id" } } ?? SQLiteSink.defaultIndexes,
+            raw: reader.bool("raw") ?? true)
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
-        try await PostgresSink(url: options.url, indexes: options.indexes, logger: context.logger)
+        try await PostgresSink(url: options.url, indexes: options.indexes, raw: options.raw, logger: context.logger)
     }
 
     public static func summary(_ options: Options) -> String {
-        "table attribution_records in \(options.url)"
+        "table attribution_records in \(options.url)" + (options.raw ? "" : ", without raw payloads")
     }
 }

@@ -98,16 +98,17 @@ enum PostgresSinkTable {
 
     static let columnIndex = Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1.name, $0) })
 
-    /// The record's fields as the statement's parameters, in column order; absent fields NULL.
-    static func bindings(_ records: [AttributionRecord]) throws -> PostgresBindings {
+    /// The record's fields as the statement's parameters, in column order; absent fields
+    /// NULL, and `raw` too unless `raw`.
+    static func bindings(_ records: [AttributionRecord], raw: Bool) throws -> PostgresBindings {
         var bindings = PostgresBindings(capacity: columns.count * records.count)
-        for record in records { try append(record, to: &bindings) }
+        for record in records { try append(record, raw: raw, to: &bindings) }
         return bindings
     }
 
-    private static func append(_ record: AttributionRecord, to bindings: inout PostgresBindings) throws {
+    private static func append(_ record: AttributionRecord, raw: Bool, to bindings: inout PostgresBindings) throws {
         var values = [AttributionRecord.FieldValue?](repeating: nil, count: columns.count)
-        for (name, value) in record.fields {
+        for (name, value) in record.fields where raw || name != "raw" {
             if let index = columnIndex[name] { values[index] = value }
         }
         for value in values {

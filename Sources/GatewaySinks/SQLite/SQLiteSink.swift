@@ -8,13 +8,18 @@ import GRDB
 public final class SQLiteSink: AttributionSink {
     public let maxBatchSize = 500
     let pool: DatabasePool
+    /// Whether rows hold the payload as it arrived; the store keeps it compressed anyway,
+    /// and it is the largest part of a row.
+    let keepsRaw: Bool
 
     /// The columns indexed unless the config's `indexes` says otherwise.
     public static let defaultIndexes = SQLiteSinkTable.defaultIndexed
 
-    /// Opens (or creates) the table in `path`, with an index on each of `indexes`.
-    public init(path: String, indexes: [String] = SQLiteSink.defaultIndexes) throws {
+    /// Opens (or creates) the table in `path`, with an index on each of `indexes`; with
+    /// `raw` false, rows leave the `raw` column empty.
+    public init(path: String, indexes: [String] = SQLiteSink.defaultIndexes, raw: Bool = true) throws {
         pool = try SQLiteDatabase.pool(path: path)
+        keepsRaw = raw
         try pool.write { db in try SQLiteSinkTable.prepare(db, indexed: indexes) }
     }
 
@@ -23,7 +28,7 @@ public final class SQLiteSink: AttributionSink {
     /// as retrying the same row cannot help; another error retries that row alone. A
     /// failure that undoes the whole transaction (a full disk) retries them all.
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
-        let rows = try records.map { StatementArguments(try Self.row($0)) }
+        let rows = try records.map { StatementArguments(try Self.row($0, raw: keepsRaw)) }
         return try await pool.write { db in
             try rows.map { row -> DeliveryOutcome in
                 do {
@@ -77,12 +82,13 @@ public final class SQLiteSink: AttributionSink {
     /// ISO-8601 text, amounts as REAL, `raw` and `events` as JSON text. Existentials
     /// rather than `[DatabaseValue]`: GRDB reads those through a key path, and converting
     /// one array to the other casts every element; either was a third of the upsert.
-    /// `encoded`, when given, supplies the text of `raw` and `events`.
-    static func row(_ record: AttributionRecord, encoded: EncodedRecord? = nil) throws
+    /// `encoded`, when given, supplies the text of `raw` and `events`; with `raw` false,
+    /// `raw` stays NULL.
+    static func row(_ record: AttributionRecord, encoded: EncodedRecord? = nil, raw: Bool) throws
         -> [(any DatabaseValueConvertible)?]
     {
         var values = [(any DatabaseValueConvertible)?](repeating: nil, count: SQLiteSinkTable.columns.count)
-        for (name, value) in record.fields {
+        for (name, value) in record.fields where raw || name != "raw" {
             guard let column = SQLiteSinkTable.columnIndex[name] else { continue }
             values[column] =
                 switch value {
@@ -102,8 +108,9 @@ extension SQLiteSink: InlineDeliverable {
     /// On the store's own file (the default), rows are written with their records.
     public func inlineDelivery(sinkName: String, into store: SQLiteStore) -> InlineDelivery? {
         guard pool === store.pool else { return nil }
+        let raw = keepsRaw
         return InlineDelivery(sink: sinkName, sql: SQLiteSinkTable.upsertSQL) { record, encoded in
-            StatementArguments(try Self.row(record, encoded: encoded))
+            StatementArguments(try Self.row(record, encoded: encoded, raw: raw))
         }
     }
 }
@@ -114,6 +121,8 @@ public enum SQLiteSinkPlugin: SinkPlugin {
         public var path: String
         /// The columns that get an index (JSON field names); `record_id`, the key, always has one.
         public var indexes: [String]
+        /// `raw`: whether rows hold the payload as it arrived.
+        public var raw: Bool
     }
 
     public static let typeName = "sqlite"
@@ -123,17 +132,20 @@ public enum SQLiteSinkPlugin: SinkPlugin {
         // The key's own unique index serves `record_id` already.
         return Options(
             path: reader.filePath("path") ?? context.storagePath,
-            indexes: indexes.map { $0.filter { $0 != "record_id" } } ?? SQLiteSink.defaultIndexes)
+            indexes: indexes.map { $0.filter { $0 != "record_id" } } ?? SQLiteSink.defaultIndexes,
+            raw: reader.bool("raw") ?? true)
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
-        try SQLiteSink(path: options.path, indexes: options.indexes)
+        try SQLiteSink(path: options.path, indexes: options.indexes, raw: options.raw)
     }
 
     public static func summary(_ options: Options) -> String {
-        let table = "table attribution_records in \(options.path)"
-        if options.indexes == SQLiteSink.defaultIndexes { return table }
-        return table
-            + (options.indexes.isEmpty ? ", no indexes" : ", indexes on \(options.indexes.joined(separator: ", "))")
+        var table = "table attribution_records in \(options.path)"
+        if options.indexes != SQLiteSink.defaultIndexes {
+            table +=
+                options.indexes.isEmpty ? ", no indexes" : ", indexes on \(options.indexes.joined(separator: ", "))"
+        }
+        return options.raw ? table : table + ", without raw payloads"
     }
 }
