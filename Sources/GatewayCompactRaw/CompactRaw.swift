@@ -128,13 +128,14 @@ public enum CompactRaw {
 }
 
 extension AttributionRecord {
-    /// A record read back from its stored body and, when its payload was kept apart, the
+    /// A record read back from its stored body, the columns holding the fields the body
+    /// leaves out (``EncodedRecord/keptApart``) and, when its payload was kept apart, the
     /// stored ``CompactRaw`` value.
-    public init(body: Data, compactRaw: [UInt8]?) throws {
+    public init(body: Data, keptApart: (recordID: String, dedupeKey: String), compactRaw: [UInt8]?) throws {
         // The payload goes back into the body's text, read once as a whole record: the
         // record's reader, not a second one, decides what a stored record may hold.
         guard let compactRaw, let close = body.lastIndex(of: UInt8(ascii: "}")) else {
-            try self.init(jsonData: body)
+            try self.init(jsonData: body, keptApart: keptApart)
             return
         }
         var joined = Data(body[..<close])
@@ -142,23 +143,18 @@ extension AttributionRecord {
         joined.append(contentsOf: (empty ? "\"raw\":" : ",\"raw\":").utf8)
         joined.append(contentsOf: try CompactRaw.unpackText(compactRaw))
         joined.append(UInt8(ascii: "}"))
-        try self.init(jsonData: joined)
-    }
-}
-
-extension CompactRaw {
-    /// What a record stored as `body` and `raw` takes in the store: a quarantined one's is
-    /// counted against its provider's cap, the same on every backend.
-    public static func storedSize(body: String, raw: [UInt8]?) -> Int {
-        body.utf8.count + (raw?.count ?? 0)
+        try self.init(jsonData: joined, keptApart: keptApart)
     }
 }
 
 extension EncodedRecord {
-    /// The body to store (the record's JSON without `raw`) and its payload as a
-    /// ``CompactRaw`` value, nil for a record without one.
-    public var stored: (body: String, raw: [UInt8]?) {
-        let (body, raw) = splitting("raw")
-        return (String(decoding: body, as: UTF8.self), raw.map(CompactRaw.pack))
+    /// The body to store (the record's JSON without `raw` and the fields kept in columns,
+    /// ``EncodedRecord/keptApart``), its payload as a ``CompactRaw`` value (nil for a record
+    /// without one), and its size: the record's JSON with the payload compressed, which a
+    /// quarantined record counts against its provider's cap the same on every backend.
+    public var stored: (body: String, raw: [UInt8]?, size: Int) {
+        let (body, raw) = storedBody(apartFrom: "raw")
+        let packed = raw.map(CompactRaw.pack)
+        return (String(decoding: body, as: UTF8.self), packed, json.count - (raw?.count ?? 0) + (packed?.count ?? 0))
     }
 }

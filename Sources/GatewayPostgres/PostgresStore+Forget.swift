@@ -18,22 +18,22 @@ extension PostgresStore {
                 // Locked, so that a late version written meanwhile waits for the reduction.
                 let rows = try await connection.query(
                     """
-                    SELECT body, raw FROM records WHERE app_id = \(subject.appID) AND provider <> 'forget' AND (
+                    SELECT record_id, dedupe_key, body, raw FROM records WHERE app_id = \(subject.appID) AND provider <> 'forget' AND (
                         gateway_json(body) ->> 'app_user_id' = ANY(\(ids.appUserIDs)::text[])
                         OR gateway_json(body) ->> 'idfv' = ANY(\(ids.idfvs)::text[])
                         OR gateway_json(body) ->> 'idfa' = ANY(\(ids.idfas)::text[]))
                     FOR UPDATE
                     """, logger: logger)
                 var found = false
-                for try await (body, raw) in rows.decode((String, Data?).self) {
-                    guard let record = try? Self.record(body: body, raw: raw) else { continue }
+                for try await (id, key, body, raw) in rows.decode((String, String, String, Data?).self) {
+                    guard let record = try? Self.record(id: id, dedupeKey: key, body: body, raw: raw) else { continue }
                     found = sweep.add(record) || found
                 }
                 if !found { break }
             }
             let matchedIDs = sweep.matched.map(\.recordID)
             for record in sweep.reduced() {
-                let (body, raw) = record.encoded().stored
+                let (body, raw, _) = record.encoded().stored
                 _ = try await connection.query(
                     """
                     UPDATE records SET body = \(body), raw = \(raw.map { Data($0) }), dedupe_key = \(record.dedupeKey)

@@ -25,17 +25,18 @@ extension PostgresStore {
             UPDATE outbox o SET next_attempt_at = \(leaseEnd)
             FROM due JOIN outbox q ON q.id = due.id JOIN records r ON r.record_id = q.record_id
             WHERE o.id = due.id
-            RETURNING o.id, o.attempts, o.created_at, o.sending_since, r.body, r.raw, due.due_at
+            RETURNING o.id, o.attempts, o.created_at, o.sending_since, r.record_id, r.dedupe_key, r.body, r.raw, due.due_at
             """
         let rows = try await query(claim, logger: logger)
         var claimed: [(entry: OutboxEntry, dueAt: Double)] = []
-        for try await (id, attempts, createdAt, sendingSince, body, raw, dueAt) in rows.decode(
-            (Int64, Int64, Double, Double?, String, Data?, Double).self)
+        for try await (id, attempts, createdAt, sendingSince, recordID, key, body, raw, dueAt) in rows.decode(
+            (Int64, Int64, Double, Double?, String, String, String, Data?, Double).self)
         {
             var entry: OutboxEntry
             do {
                 entry = OutboxEntry(
-                    id: id, record: try Self.record(body: body, raw: raw), attempts: Int(attempts),
+                    id: id, record: try Self.record(id: recordID, dedupeKey: key, body: body, raw: raw),
+                    attempts: Int(attempts),
                     queuedAt: Self.date(createdAt))
                 entry.wasBeingSent = sendingSince != nil
             } catch {

@@ -33,8 +33,8 @@ extension PostgresStore {
         var results: [IngestResult] = []
         for item in batch {
             let record = item.record
-            let (body, raw) = record.encoded().stored
-            let quarantinedBytes = record.isQuarantined ? CompactRaw.storedSize(body: body, raw: raw) : nil
+            let (body, raw, size) = record.encoded().stored
+            let quarantinedBytes = record.isQuarantined ? size : nil
             // Waits for a concurrent insert of the same key to end; if it committed, this one
             // is the duplicate and the next statement sees the original.
             let rows = try await connection.query(
@@ -91,8 +91,8 @@ extension PostgresStore {
         var sinkOrdinals: [Int64] = [], sinks: [String] = []
         for (index, item) in batch.enumerated() {
             let record = item.record
-            let (body, raw) = record.encoded().stored
-            let quarantinedBytes = record.isQuarantined ? CompactRaw.storedSize(body: body, raw: raw) : nil
+            let (body, raw, size) = record.encoded().stored
+            let quarantinedBytes = record.isQuarantined ? size : nil
             recordIDs.append(record.recordID)
             dedupeKeys.append(record.dedupeKey)
             providers.append(record.provider)
@@ -178,9 +178,10 @@ extension PostgresStore {
     }
 
     public func record(id: String) async throws -> AttributionRecord? {
-        let rows = try await query("SELECT body, raw FROM records WHERE record_id = \(id)", logger: logger)
-        for try await (body, raw) in rows.decode((String, Data?).self) {
-            return try Self.record(body: body, raw: raw)
+        let rows = try await query(
+            "SELECT record_id, dedupe_key, body, raw FROM records WHERE record_id = \(id)", logger: logger)
+        for try await (id, key, body, raw) in rows.decode((String, String, String, Data?).self) {
+            return try Self.record(id: id, dedupeKey: key, body: body, raw: raw)
         }
         return nil
     }
@@ -190,15 +191,15 @@ extension PostgresStore {
     {
         let rows = try await query(
             """
-            SELECT seq, record_id, body, raw FROM records
+            SELECT seq, record_id, dedupe_key, body, raw FROM records
             WHERE (\(filter.since.map(Self.seconds))::float8 IS NULL OR received_at >= \(filter.since.map(Self.seconds)))
                 AND (\(filter.provider)::text IS NULL OR provider = \(filter.provider)) AND seq > \(cursor)
             ORDER BY seq LIMIT \(Int64(limit))
             """, logger: logger)
         var records: [(recordID: String, record: AttributionRecord?)] = []
         var last = cursor
-        for try await (seq, id, body, raw) in rows.decode((Int64, String, String, Data?).self) {
-            records.append((id, try? Self.record(body: body, raw: raw)))
+        for try await (seq, id, key, body, raw) in rows.decode((Int64, String, String, String, Data?).self) {
+            records.append((id, try? Self.record(id: id, dedupeKey: key, body: body, raw: raw)))
             last = seq
         }
         return (records, last)
@@ -225,8 +226,8 @@ extension PostgresStore {
             var replaced = 0
             for item in records {
                 let record = item.record
-                let (body, raw) = record.encoded().stored
-                let quarantinedBytes = record.isQuarantined ? CompactRaw.storedSize(body: body, raw: raw) : nil
+                let (body, raw, size) = record.encoded().stored
+                let quarantinedBytes = record.isQuarantined ? size : nil
                 let updated = try await Self.firstInt(
                     connection.query(
                         """
@@ -304,9 +305,9 @@ extension PostgresStore {
     /// Any 64-bit number no other application of the database uses for its own lock.
     static let quarantineLock: Int64 = 0x4154_5452_4757_0002
 
-    /// The record a row's `body` and `raw` hold.
-    static func record(body: String, raw: Data?) throws -> AttributionRecord {
-        try AttributionRecord(body: Data(body.utf8), compactRaw: raw.map { [UInt8]($0) })
+    /// The record a row's `record_id`, `dedupe_key`, `body` and `raw` hold.
+    static func record(id: String, dedupeKey: String, body: String, raw: Data?) throws -> AttributionRecord {
+        try AttributionRecord(body: Data(body.utf8), keptApart: (id, dedupeKey), compactRaw: raw.map { [UInt8]($0) })
     }
 
     static func firstString(_ rows: PostgresRowSequence) async throws -> String? {

@@ -62,12 +62,14 @@ extension PostgresStore {
     {
         let rows = try await query(
             """
-            SELECT body FROM records
+            SELECT record_id, dedupe_key, body FROM records
             WHERE seq > \(cursor) AND seq <= \(last) AND (\(appID)::text IS NULL OR app_id = \(appID)) ORDER BY seq
             """, logger: logger)
         var records: [AttributionRecord] = []
-        for try await body in rows.decode(String.self) {
-            guard let record = try? AttributionRecord(jsonData: Data(body.utf8)), kinds.contains(record.kind) else {
+        for try await (id, key, body) in rows.decode((String, String, String).self) {
+            guard let record = try? AttributionRecord(jsonData: Data(body.utf8), keptApart: (id, key)),
+                kinds.contains(record.kind)
+            else {
                 continue
             }
             records.append(record.reportView)

@@ -53,11 +53,13 @@ struct InlineWrites: Sendable {
     }
 }
 
-/// A record ready to be written: its stored body and raw payload and, per inline sink it
-/// is routed to, that sink's statement arguments.
+/// A record ready to be written: its stored body, raw payload and size
+/// (``EncodedRecord/stored``) and, per inline sink it is routed to, that sink's statement
+/// arguments.
 struct PreparedRecord: Sendable {
     let body: String
     let raw: [UInt8]?
+    let size: Int
     let inline: [String: StatementArguments]
 }
 
@@ -147,7 +149,7 @@ extension SQLiteStore {
                 }
             }
             let stored = encoded.stored
-            return PreparedRecord(body: stored.body, raw: stored.raw, inline: arguments)
+            return PreparedRecord(body: stored.body, raw: stored.raw, size: stored.size, inline: arguments)
         }
     }
 }

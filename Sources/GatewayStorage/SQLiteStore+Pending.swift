@@ -180,7 +180,7 @@ extension SQLiteStore {
                     "UPDATE records SET body = ?, raw = ?, quarantined_bytes = ? WHERE record_id = ? AND dedupe_key = ?",
                     [
                         stored.body, stored.raw.map { Data($0) },
-                        item.record.isQuarantined ? CompactRaw.storedSize(body: stored.body, raw: stored.raw) : nil,
+                        item.record.isQuarantined ? stored.size : nil,
                         item.record.recordID, item.record.dedupeKey,
                     ])
                 guard db.changesCount > 0 else { continue }

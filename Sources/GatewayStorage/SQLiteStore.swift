@@ -161,7 +161,7 @@ public final class SQLiteStore: AttributionStore {
                 [
                     record.recordID, record.dedupeKey, record.provider, record.appID,
                     record.receivedAt.timeIntervalSince1970, body, prepared.raw.map { Data($0) },
-                    record.isQuarantined ? CompactRaw.storedSize(body: body, raw: prepared.raw) : nil,
+                    record.isQuarantined ? prepared.size : nil,
                 ])
             if db.changesCount == 0 {
                 let original = try String.fetchOne(
@@ -245,7 +245,7 @@ public final class SQLiteStore: AttributionStore {
             for row in try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT o.id, o.attempts, o.created_at, o.sending_since, r.body, r.raw
+                        SELECT o.id, o.attempts, o.created_at, o.sending_since, r.record_id, r.dedupe_key, r.body, r.raw
                         FROM outbox o JOIN records r ON r.record_id = o.record_id
                         WHERE o.sink = ? AND o.next_attempt_at <= ? \(laneOrdered ? "AND NOT \(Self.behindItsLane)" : "")
                         ORDER BY o.next_attempt_at, o.id LIMIT ?
@@ -425,7 +425,7 @@ public final class SQLiteStore: AttributionStore {
     public func readableRecords(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
         -> (records: [(recordID: String, record: AttributionRecord?)], cursor: Int64)
     {
-        try await page(of: "record_id, body, raw", matching: filter, after: cursor, limit: limit) { row in
+        try await page(of: "record_id, dedupe_key, body, raw", matching: filter, after: cursor, limit: limit) { row in
             (recordID: row["record_id"], record: try? Self.record(of: row))
         }
     }
@@ -447,10 +447,12 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
-    /// The record a row's `body` and `raw` hold.
+    /// The record a row's `record_id`, `dedupe_key`, `body` and `raw` hold.
     static func record(of row: Row) throws -> AttributionRecord {
         let raw: Data? = row["raw"]
-        return try AttributionRecord(body: try body(of: row), compactRaw: raw.map { [UInt8]($0) })
+        return try AttributionRecord(
+            body: try body(of: row), keptApart: (row["record_id"], row["dedupe_key"]),
+            compactRaw: raw.map { [UInt8]($0) })
     }
 
     /// One page of `column` from the records matching `filter`, in storage order after
@@ -546,7 +548,8 @@ public final class SQLiteStore: AttributionStore {
     public func record(id: String) async throws -> AttributionRecord? {
         try await pool.read { db in
             try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT body, raw FROM records WHERE record_id = ?"), arguments: [id]
+                db.cachedStatement(sql: "SELECT record_id, dedupe_key, body, raw FROM records WHERE record_id = ?"),
+                arguments: [id]
             ).map(Self.record(of:))
         }
     }

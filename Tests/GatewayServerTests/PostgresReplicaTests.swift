@@ -115,8 +115,10 @@ import Testing
         #expect(try await replica.post("/v1/iad", body: Self.install("after")).0 == 202)
         let users = try await TestPostgres.withClient(database) { client in
             var users: [String] = []
-            for try await body in try await client.query("SELECT body FROM records").decode(String.self) {
-                users.append(try AttributionRecord(jsonData: Data(body.utf8)).appUserID ?? "")
+            for try await user in try await client.query("SELECT gateway_json(body) ->> 'app_user_id' FROM records")
+                .decode(String.self)
+            {
+                users.append(user)
             }
             return users.sorted()
         }

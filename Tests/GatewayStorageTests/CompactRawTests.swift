@@ -38,6 +38,24 @@ import Testing
         FileManager.default.temporaryDirectory.appendingPathComponent("compact-\(UUID()).sqlite").path
     }
 
+    /// The body leaves out the fields kept in columns, whatever they hold, and the reader
+    /// puts them back from those columns.
+    @Test func theBodyLeavesOutWhatTheColumnsHold() throws {
+        var record = try install(at: 1_800_000_000)
+        record.dedupeKey = #"iad:1:a "quoted", é\ and \#u{1}"#
+        let stored = record.encoded().stored
+        #expect(!stored.body.contains("dedupe_key") && !stored.body.contains(record.recordID))
+        #expect(stored.body.hasPrefix(#"{"app_id":"1","app_user_id":"u1","attributed":true,"#))
+        let read = try AttributionRecord(
+            body: Data(stored.body.utf8), keptApart: (record.recordID, record.dedupeKey), compactRaw: stored.raw)
+        #expect(read == record)
+        // What a quarantined record counts against its cap: its JSON, the payload compressed.
+        let json = record.encoded()
+        #expect(
+            stored.size
+                == json.json.count - (json.jsonText(of: "raw")?.utf8.count ?? 0) + (stored.raw?.count ?? 0))
+    }
+
     func remove(_ path: String) {
         for suffix in ["", "-wal", "-shm", "-serve.lock"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
@@ -61,11 +79,15 @@ import Testing
                 try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT json_extract(body, '$.raw') AS inside, json_extract(body, '$.keyword') AS keyword, raw
+                        SELECT json_extract(body, '$.raw') AS inside, json_extract(body, '$.keyword') AS keyword, raw,
+                            json_type(body, '$.record_id') AS id, json_type(body, '$.dedupe_key') AS key
                         FROM records
                         """)
             })
         #expect(row["inside"] as String? == nil)
+        // The id and the dedupe key have columns of their own, and are not in the body twice.
+        #expect(row["id"] as String? == nil)
+        #expect(row["key"] as String? == nil)
         #expect(row["keyword"] as String? == "meditation")
         #expect((row["raw"] as Data?).map { $0.count < Self.iadPayload.utf8.count / 3 } == true)
         #expect(try await store.record(id: record.recordID) == record)

@@ -79,14 +79,16 @@ extension AttributionRecord {
     }
 
     /// The record's JSON (as ``jsonData()``), remembering where each JSON-valued field's
-    /// text lies in it.
+    /// text lies in it, and where the fields of ``EncodedRecord/keptApart`` lie.
     public func encoded() -> EncodedRecord {
         var out = JSONWriter()
         var embedded: [(name: String, range: Range<Int>)] = []
+        var apart: [Range<Int>] = []
         out.byte(UInt8(ascii: "{"))
         var first = true
         for reader in Self.fieldReaders {
             guard let value = reader.read(self) else { continue }
+            let field = out.bytes.count
             if !first { out.byte(UInt8(ascii: ",")) }
             first = false
             out.string(reader.name)
@@ -97,9 +99,12 @@ extension AttributionRecord {
             case .json, .strings: embedded.append((reader.name, start..<out.bytes.count))
             default: break
             }
+            // The first field has no comma before it and stays; none of these sorts first, as
+            // `attributed` is always there.
+            if EncodedRecord.keptApart.contains(reader.name) && field > 1 { apart.append(field..<out.bytes.count) }
         }
         out.byte(UInt8(ascii: "}"))
-        return EncodedRecord(json: out.bytes, embedded: embedded)
+        return EncodedRecord(json: out.bytes, embedded: embedded, apart: apart)
     }
 }
 
@@ -110,6 +115,13 @@ public struct EncodedRecord: Sendable {
     /// The record's JSON, as ``AttributionRecord/jsonData()`` writes it.
     public let json: [UInt8]
     let embedded: [(name: String, range: Range<Int>)]
+    /// Where each field of ``keptApart`` lies, its comma and name included.
+    let apart: [Range<Int>]
+
+    /// The fields every store keeps in columns of their own, left out of the stored body
+    /// so that a record holds them once; the reader puts them back
+    /// (``AttributionRecord/init(jsonData:keptApart:)``).
+    public static let keptApart: Set<String> = ["dedupe_key", "record_id"]
 
     /// The JSON as text.
     public var text: String { String(decoding: json, as: UTF8.self) }
@@ -120,19 +132,31 @@ public struct EncodedRecord: Sendable {
         embedded.first { $0.name == name }.map { String(decoding: json[$0.range], as: UTF8.self) }
     }
 
-    /// The record's JSON without the JSON-valued field `name`, and that field's JSON text
-    /// (nil when the record has no value for it), cut from the text already written rather
-    /// than encoded again. A field first in the record, which no JSON-valued field is, is
-    /// left in place.
-    public func splitting(_ name: String) -> (json: [UInt8], field: ArraySlice<UInt8>?) {
+    /// The stored body: the JSON without the fields of ``keptApart`` and without the
+    /// JSON-valued field `name`, with that field's JSON text (nil when the record has no
+    /// value for it), cut from the text already written rather than encoded again. A field
+    /// first in the record, which no JSON-valued field is, is left in place.
+    public func storedBody(apartFrom name: String) -> (json: [UInt8], field: ArraySlice<UInt8>?) {
         let prefix = Array(",\"\(name)\":".utf8)
-        guard let range = embedded.first(where: { $0.name == name })?.range,
+        var cuts = apart
+        var field: ArraySlice<UInt8>?
+        if let range = embedded.first(where: { $0.name == name })?.range,
             range.lowerBound >= prefix.count,
             json[(range.lowerBound - prefix.count)..<range.lowerBound].elementsEqual(prefix)
-        else { return (json, nil) }
-        var rest = Array(json[..<(range.lowerBound - prefix.count)])
-        rest.append(contentsOf: json[range.upperBound...])
-        return (rest, json[range])
+        {
+            cuts.append((range.lowerBound - prefix.count)..<range.upperBound)
+            field = json[range]
+        }
+        guard !cuts.isEmpty else { return (json, nil) }
+        var rest: [UInt8] = []
+        rest.reserveCapacity(json.count)
+        var from = 0
+        for cut in cuts.sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            rest.append(contentsOf: json[from..<cut.lowerBound])
+            from = cut.upperBound
+        }
+        rest.append(contentsOf: json[from...])
+        return (rest, field)
     }
 }
 
@@ -242,6 +266,12 @@ extension AttributionRecord {
     /// Reads JSON written by ``jsonData()`` (or ``makeEncoder()``) without Codable: the
     /// store reads every record it hands to a sink this way.
     public init(jsonData data: Data) throws {
+        try self.init(jsonData: data, keptApart: nil)
+    }
+
+    /// Reads a stored body, whose fields of ``EncodedRecord/keptApart`` come from the
+    /// store's columns (`keptApart`) unless the body has them.
+    public init(jsonData data: Data, keptApart: (recordID: String, dedupeKey: String)?) throws {
         // A stored record nests its payload inside `raw`, deeper than the body's limit
         // allowed: its own limit is Foundation's.
         guard case .object(let o) = try JSONParser.parse(data, maxDepth: 512) else {
@@ -293,9 +323,10 @@ extension AttributionRecord {
             let receivedAt = try date("received_at")
         else { throw NotARecord(description: "kind, resolution or received_at is missing or unknown") }
         self.init(
-            provider: try required("provider"), kind: kind, dedupeKey: try required("dedupe_key"),
-            receivedAt: receivedAt,
-            attributed: try bool("attributed") ?? false, resolution: resolution, recordID: try required("record_id"))
+            provider: try required("provider"), kind: kind,
+            dedupeKey: try string("dedupe_key") ?? keptApart?.dedupeKey ?? required("dedupe_key"),
+            receivedAt: receivedAt, attributed: try bool("attributed") ?? false, resolution: resolution,
+            recordID: try string("record_id") ?? keptApart?.recordID ?? required("record_id"))
         isTest = try bool("is_test") ?? false
         appID = try string("app_id")
         appUserID = try string("app_user_id")
