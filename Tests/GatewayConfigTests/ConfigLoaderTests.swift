@@ -773,6 +773,29 @@ import Testing
         #expect(issue.message.contains("expected true or false"))
     }
 
+    @Test func aSQLiteSinkMayBeAViewOverTheStoresOwnRecords() throws {
+        let config = try parse(
+            """
+            storage:
+              sqlite: { path: /srv/gw.sqlite }
+            sinks:
+              local: { type: sqlite, view: true, indexes: [app_user_id] }
+            """)
+        #expect(
+            config.sinks.map(\.prepared.summary) == [
+                "view attribution_records in /srv/gw.sqlite, indexes on app_user_id"
+            ])
+        let elsewhere = problems(
+            "storage:\n  sqlite: { path: /srv/gw.sqlite }\nsinks:\n  local: { type: sqlite, view: true, path: /srv/other.sqlite }"
+        )
+        #expect(try problem(at: "sinks.local.view", in: elsewhere).message.contains("store's own file"))
+        let raw = problems("sinks:\n  local: { type: sqlite, view: true, raw: true }")
+        #expect(try problem(at: "sinks.local.raw", in: raw).message.contains("no raw payloads"))
+        let postgres = problems(
+            "storage:\n  postgres: { url: \"postgres://gw@db/gw\" }\nsinks:\n  local: { type: sqlite, view: true }")
+        #expect(try problem(at: "sinks.local.view", in: postgres).message.contains("store to be SQLite"))
+    }
+
     // MARK: ${VAR} interpolation
 
     @Test func environmentVariablesAreInterpolated() throws {

@@ -19,17 +19,29 @@ public final class PostgresSink: AttributionSink {
     /// Connects and creates or extends the table, with an index on each of `indexes`; with
     /// `raw` false, rows leave the `raw` column empty.
     public init(url: PostgresURL, indexes: [String], raw: Bool = true, logger: Logger) async throws {
-        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2), backgroundLogger: logger)
-        self.client = client
+        (client, runner) = try await Self.connect(url, logger: logger) { client in
+            try await PostgresSinkTable.prepare(client, indexed: indexes, logger: logger)
+        }
         self.logger = logger
         keepsRaw = raw
-        runner = client.runInBackground()
+    }
+
+    /// A client of its own, running, once `prepare` has made what the sink writes into.
+    static func connect(
+        _ url: PostgresURL, logger: Logger, prepare: (PostgresClient) async throws -> Void
+    ) async throws -> (PostgresClient, Task<Void, Never>) {
+        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2), backgroundLogger: logger)
+        let runner = client.runInBackground()
         do {
-            try await PostgresSinkTable.prepare(client, indexed: indexes, logger: logger)
+            try await prepare(client)
+        } catch let error as SinkSetupError {
+            runner.cancel()
+            throw error
         } catch {
             runner.cancel()
             throw SinkSetupError(reason: "PostgreSQL at \(url): \(PostgresStore.describe(error))")
         }
+        return (client, runner)
     }
 
     deinit {
@@ -116,14 +128,23 @@ public enum PostgresSinkPlugin: SinkPlugin {
         public var indexes: [String]
         /// `raw`: whether rows hold the payload as it arrived.
         public var raw: Bool
+        /// `view`: whether the table is a view over the store's records (``PostgresViewSink``).
+        public var view: Bool
     }
 
     public static let typeName = "postgres"
 
     public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
         let indexes = reader.choices("indexes", SQLiteSinkTable.columns.map(\.name))
+        let raw = reader.bool("raw")
+        let view = reader.bool("view") ?? false
         var url = context.storageURL
         if let text = reader.string("url") {
+            // A view reads the store's records, which only the store's database holds.
+            if view {
+                reader.report("needs the store's own database, so leave out url", key: "view")
+                return nil
+            }
             do {
                 url = try PostgresURL(text)
             } catch {
@@ -132,19 +153,32 @@ public enum PostgresSinkPlugin: SinkPlugin {
             }
         }
         guard let url else {
-            reader.report("needs a url, as the store is not PostgreSQL (storage.postgres)", key: "url")
+            if view {
+                reader.report("needs the store to be PostgreSQL: the view reads its records", key: "view")
+            } else {
+                reader.report("needs a url, as the store is not PostgreSQL (storage.postgres)", key: "url")
+            }
+            return nil
+        }
+        if view && raw == true {
+            reader.report("a view has no raw payloads: the store keeps them compressed", key: "raw")
             return nil
         }
         return Options(
             url: url, indexes: indexes.map { $0.filter { $0 != "record_id" } } ?? SQLiteSink.defaultIndexes,
-            raw: reader.bool("raw") ?? true)
+            raw: raw ?? !view, view: view)
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
-        try await PostgresSink(url: options.url, indexes: options.indexes, raw: options.raw, logger: context.logger)
+        if options.view {
+            return try await PostgresViewSink(url: options.url, indexes: options.indexes, logger: context.logger)
+        }
+        return try await PostgresSink(
+            url: options.url, indexes: options.indexes, raw: options.raw, logger: context.logger)
     }
 
     public static func summary(_ options: Options) -> String {
-        "table attribution_records in \(options.url)" + (options.raw ? "" : ", without raw payloads")
+        if options.view { return "view attribution_records in \(options.url)" }
+        return "table attribution_records in \(options.url)" + (options.raw ? "" : ", without raw payloads")
     }
 }

@@ -44,7 +44,24 @@ enum PostgresSinkTable {
         }
     }
 
+    /// What `attribution_records` is in the current schema (`r` a table, `v` a view), nil
+    /// when there is none.
+    static func kind(on connection: PostgresConnection, logger: Logger) async throws -> String? {
+        let rows = try await connection.query(
+            """
+            SELECT relkind::text FROM pg_class
+            WHERE relname = \(name) AND relnamespace = current_schema()::regnamespace
+            """, logger: logger)
+        for try await kind in rows.decode(String.self) { return kind }
+        return nil
+    }
+
     private static func create(on connection: PostgresConnection, indexed: [String], logger: Logger) async throws {
+        if try await kind(on: connection, logger: logger) == "v" {
+            throw SinkSetupError(
+                reason: "\(name) is a view here (a postgres sink with view: true made it); "
+                    + "give every sink on this database the same view setting, or drop the view, which holds no rows")
+        }
         let definitions = columns.map { column in
             column.name == "record_id" ? "record_id text PRIMARY KEY" : "\(column.name) \(column.type)"
         }

@@ -123,29 +123,50 @@ public enum SQLiteSinkPlugin: SinkPlugin {
         public var indexes: [String]
         /// `raw`: whether rows hold the payload as it arrived.
         public var raw: Bool
+        /// `view`: whether the table is a view over the store's records (``SQLiteViewSink``).
+        public var view: Bool
     }
 
     public static let typeName = "sqlite"
 
     public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
         let indexes = reader.choices("indexes", SQLiteSinkTable.columns.map(\.name))
+        let path = reader.filePath("path")
+        let raw = reader.bool("raw")
+        let view = reader.bool("view") ?? false
+        if view {
+            // A view can read only the tables of its own file, and no compressed payload.
+            if context.storageURL != nil {
+                reader.report("needs the store to be SQLite: the view reads its records", key: "view")
+                return nil
+            }
+            if let path, path != context.storagePath {
+                reader.report("needs the store's own file, so leave out path (\(path))", key: "view")
+                return nil
+            }
+            if raw == true {
+                reader.report("a view has no raw payloads: the store keeps them compressed", key: "raw")
+                return nil
+            }
+        }
         // The key's own unique index serves `record_id` already.
         return Options(
-            path: reader.filePath("path") ?? context.storagePath,
+            path: path ?? context.storagePath,
             indexes: indexes.map { $0.filter { $0 != "record_id" } } ?? SQLiteSink.defaultIndexes,
-            raw: reader.bool("raw") ?? true)
+            raw: raw ?? !view, view: view)
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
-        try SQLiteSink(path: options.path, indexes: options.indexes, raw: options.raw)
+        if options.view { return try SQLiteViewSink(path: options.path, indexes: options.indexes) }
+        return try SQLiteSink(path: options.path, indexes: options.indexes, raw: options.raw)
     }
 
     public static func summary(_ options: Options) -> String {
-        var table = "table attribution_records in \(options.path)"
+        var table = "\(options.view ? "view" : "table") attribution_records in \(options.path)"
         if options.indexes != SQLiteSink.defaultIndexes {
             table +=
                 options.indexes.isEmpty ? ", no indexes" : ", indexes on \(options.indexes.joined(separator: ", "))"
         }
-        return options.raw ? table : table + ", without raw payloads"
+        return options.raw || options.view ? table : table + ", without raw payloads"
     }
 }

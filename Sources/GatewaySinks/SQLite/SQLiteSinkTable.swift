@@ -46,6 +46,11 @@ enum SQLiteSinkTable {
     /// the sink's own indexes (by ``indexName(_:)``) on columns no longer listed, since each
     /// index is written with every row. Indexes an operator created under other names stay.
     static func prepare(_ db: Database, indexed: [String] = defaultIndexed) throws {
+        if try String.fetchOne(db, sql: "SELECT type FROM sqlite_master WHERE name = ?", arguments: [name]) == "view" {
+            throw SQLiteSinkView.Conflict(
+                description: "\(name) is a view here (a sqlite sink with view: true made it); "
+                    + "give every sink on this file the same view setting, or drop the view, which holds no rows")
+        }
         let definitions = columns.map { column in
             column.name == "record_id" ? "record_id TEXT PRIMARY KEY" : "\(column.name) \(column.type)"
         }

@@ -1,0 +1,110 @@
+import Foundation
+import GatewayCore
+import GatewayPostgres
+import GatewaySinks
+import GatewayTestSupport
+import Logging
+import PostgresNIO
+import Testing
+
+/// `type: postgres` with `view: true` against a real server: the view over the store's
+/// records holds what the table of the same records would, with the same types.
+@Suite struct PostgresViewSinkTests {
+    /// Each column's type, then each row as JSON without `raw`, in `url`'s `attribution_records`.
+    func contents(_ url: PostgresURL) async throws -> (types: [String], rows: [String]) {
+        try await TestPostgres.withClient(url) { client in
+            var types: [String] = []
+            for try await type in try await client.query(
+                """
+                SELECT column_name::text || ' ' || data_type::text FROM information_schema.columns
+                WHERE table_name = 'attribution_records' ORDER BY ordinal_position
+                """
+            ).decode(String.self) {
+                types.append(type)
+            }
+            var rows: [String] = []
+            for try await row in try await client.query(
+                "SELECT (to_jsonb(t) - 'raw')::text FROM attribution_records t ORDER BY received_at"
+            ).decode(String.self) {
+                rows.append(row)
+            }
+            return (types, rows)
+        }
+    }
+
+    @Test(.enabled(if: TestPostgres.expected)) func theViewHoldsWhatTheTableWouldHold() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let store = try await PostgresStore(url: url, poolSize: 2, outboxLease: .seconds(60))
+        let records = SQLiteViewSinkTests.records()
+        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: ["local"]) })
+        var stored: [AttributionRecord] = []
+        for record in records { stored.append(try #require(try await store.record(id: record.recordID))) }
+
+        let view = try await PostgresViewSink(
+            url: url, indexes: ["app_user_id", "received_at", "revenue"], logger: Logger(label: "test"))
+        #expect(try await view.deliver(stored) == [.delivered, .delivered, .delivered])
+        let tableURL = try await TestPostgres.newDatabase()
+        let table = try await PostgresSink(url: tableURL, indexes: [], logger: Logger(label: "test"))
+        #expect(try await table.deliver(stored) == [.delivered, .delivered, .delivered])
+
+        let fromView = try await contents(url)
+        let fromTable = try await contents(tableURL)
+        #expect(fromView.rows.count == 3)
+        #expect(fromView.types == fromTable.types)
+        #expect(fromView.rows == fromTable.rows)
+
+        // A forget request takes the user's records out; the postback names no user.
+        _ = try await store.forget(
+            ForgetSubject(appID: "1", appUserID: "u1"), requestID: "r1", userDigest: "d", sinks: ["local"], now: Date())
+        let request = try #require(try await store.forgetRequest(id: "r1", sink: "local"))
+        #expect(try await view.forget(request) == .done)
+        let left = try await TestPostgres.withClient(url) { client in
+            var keys: [String] = []
+            for try await key in try await client.query("SELECT dedupe_key FROM attribution_records").decode(
+                String.self)
+            {
+                keys.append(key)
+            }
+            return keys
+        }
+        #expect(left == ["skan:tx-1:0"])
+
+        // A listed field is an index on the records, which a query of the view uses.
+        func plan(_ condition: String) async throws -> String {
+            try await TestPostgres.withClient(url) { client in
+                try await client.query("SET enable_seqscan = off")
+                var lines: [String] = []
+                for try await line in try await client.query(
+                    PostgresQuery(unsafeSQL: "EXPLAIN SELECT keyword FROM attribution_records WHERE \(condition)")
+                ).decode(String.self) {
+                    lines.append(line)
+                }
+                return lines.joined(separator: "\n")
+            }
+        }
+        #expect(try await plan("app_user_id = 'u1'").contains("attribution_records_app_user_id"))
+        #expect(
+            try await plan("received_at > '2027-01-15T08:00:01Z'").contains("attribution_records_received_at"))
+        await view.shutdown()
+        await table.shutdown()
+    }
+
+    /// A table and a view cannot share the name: the sink that would lose rows, or find a
+    /// view where it writes, refuses to start and says why.
+    @Test(.enabled(if: TestPostgres.expected)) func aViewAndATableInOneDatabaseRefuseToStart() async throws {
+        let url = try await TestPostgres.newDatabase()
+        _ = try await PostgresStore(url: url, poolSize: 2, outboxLease: .seconds(60))
+        let table = try await PostgresSink(url: url, indexes: [], logger: Logger(label: "test"))
+        await table.shutdown()
+        await SQLiteViewSinkTests.expectRefusal("attribution_records is a table here") {
+            _ = try await PostgresViewSink(url: url, indexes: [], logger: Logger(label: "test"))
+        }
+        let other = try await TestPostgres.newDatabase()
+        _ = try await PostgresStore(url: other, poolSize: 2, outboxLease: .seconds(60))
+        let view = try await PostgresViewSink(url: other, indexes: [], logger: Logger(label: "test"))
+        await view.shutdown()
+        await SQLiteViewSinkTests.expectRefusal("attribution_records is a view here") {
+            _ = try await PostgresSink(url: other, indexes: [], logger: Logger(label: "test"))
+        }
+    }
+}
