@@ -131,7 +131,7 @@ extension AttributionRecord {
     /// A record read back from its stored body, the columns holding the fields the body
     /// leaves out (``EncodedRecord/keptApart``) and, when its payload was kept apart, the
     /// stored ``CompactRaw`` value.
-    public init(body: Data, keptApart: (recordID: String, dedupeKey: String), compactRaw: [UInt8]?) throws {
+    public init(body: Data, keptApart: StoredColumns, compactRaw: [UInt8]?) throws {
         // The payload goes back into the body's text, read once as a whole record: the
         // record's reader, not a second one, decides what a stored record may hold.
         guard let compactRaw, let close = body.lastIndex(of: UInt8(ascii: "}")) else {

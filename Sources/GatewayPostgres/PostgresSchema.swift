@@ -247,6 +247,18 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        (
+            "store-v7-lane-from-column",
+            [
+                // A stored body leaves out the fields records keeps in columns, app_id among them.
+                """
+                CREATE FUNCTION gateway_lane(app_id text, body text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+                    SELECT app_id || '|' || COALESCE(j ->> 'idfv', 'user:' || (j ->> 'app_user_id'), j ->> 'idfa')
+                    FROM (SELECT gateway_json(body) AS j) b
+                $$
+                """
+            ]
+        ),
     ]
 
     /// Applies the migrations the database lacks. Replicas starting at once queue on the

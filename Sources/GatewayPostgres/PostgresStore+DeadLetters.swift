@@ -46,7 +46,7 @@ extension PostgresStore {
                     RETURNING d.sink, d.record_id),
                 queued AS (
                     INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-                    SELECT m.sink, m.record_id, 0, \(at), \(at), gateway_lane(r.body)
+                    SELECT m.sink, m.record_id, 0, \(at), \(at), gateway_lane(r.app_id, r.body)
                     FROM moved m JOIN records r ON r.record_id = m.record_id
                     ON CONFLICT (sink, record_id) DO NOTHING)
                 SELECT count(*) FROM moved

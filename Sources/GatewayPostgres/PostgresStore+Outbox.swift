@@ -25,17 +25,19 @@ extension PostgresStore {
             UPDATE outbox o SET next_attempt_at = \(leaseEnd)
             FROM due JOIN outbox q ON q.id = due.id JOIN records r ON r.record_id = q.record_id
             WHERE o.id = due.id
-            RETURNING o.id, o.attempts, o.created_at, o.sending_since, r.record_id, r.dedupe_key, r.body, r.raw, due.due_at
+            RETURNING o.id, o.attempts, o.created_at, o.sending_since, r.record_id, r.dedupe_key, r.provider, r.app_id,
+                r.body, r.raw, due.due_at
             """
         let rows = try await query(claim, logger: logger)
         var claimed: [(entry: OutboxEntry, dueAt: Double)] = []
-        for try await (id, attempts, createdAt, sendingSince, recordID, key, body, raw, dueAt) in rows.decode(
-            (Int64, Int64, Double, Double?, String, String, String, Data?, Double).self)
+        for try await (id, attempts, createdAt, sendingSince, recordID, key, provider, app, body, raw, dueAt)
+            in rows.decode((Int64, Int64, Double, Double?, String, String, String, String?, String, Data?, Double).self)
         {
             var entry: OutboxEntry
             do {
+                let columns = StoredColumns(recordID: recordID, dedupeKey: key, provider: provider, appID: app)
                 entry = OutboxEntry(
-                    id: id, record: try Self.record(id: recordID, dedupeKey: key, body: body, raw: raw),
+                    id: id, record: try Self.record(columns, body: body, raw: raw),
                     attempts: Int(attempts),
                     queuedAt: Self.date(createdAt))
                 entry.wasBeingSent = sendingSince != nil
@@ -131,7 +133,7 @@ extension PostgresStore {
                     """
                     WITH queued AS (
                         INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-                        SELECT \(sink), r.record_id, 0, \(at), \(at), gateway_lane(r.body)
+                        SELECT \(sink), r.record_id, 0, \(at), \(at), gateway_lane(r.app_id, r.body)
                         FROM records r WHERE r.record_id = ANY(\(recordIDs)::text[])
                         ON CONFLICT (sink, record_id) DO NOTHING RETURNING 1)
                     SELECT count(*) FROM queued

@@ -179,9 +179,13 @@ extension PostgresStore {
 
     public func record(id: String) async throws -> AttributionRecord? {
         let rows = try await query(
-            "SELECT record_id, dedupe_key, body, raw FROM records WHERE record_id = \(id)", logger: logger)
-        for try await (id, key, body, raw) in rows.decode((String, String, String, Data?).self) {
-            return try Self.record(id: id, dedupeKey: key, body: body, raw: raw)
+            "SELECT record_id, dedupe_key, provider, app_id, body, raw FROM records WHERE record_id = \(id)",
+            logger: logger)
+        for try await (id, key, provider, app, body, raw) in rows.decode(
+            (String, String, String, String?, String, Data?).self)
+        {
+            let columns = StoredColumns(recordID: id, dedupeKey: key, provider: provider, appID: app)
+            return try Self.record(columns, body: body, raw: raw)
         }
         return nil
     }
@@ -191,15 +195,18 @@ extension PostgresStore {
     {
         let rows = try await query(
             """
-            SELECT seq, record_id, dedupe_key, body, raw FROM records
+            SELECT seq, record_id, dedupe_key, provider, app_id, body, raw FROM records
             WHERE (\(filter.since.map(Self.seconds))::float8 IS NULL OR received_at >= \(filter.since.map(Self.seconds)))
                 AND (\(filter.provider)::text IS NULL OR provider = \(filter.provider)) AND seq > \(cursor)
             ORDER BY seq LIMIT \(Int64(limit))
             """, logger: logger)
         var records: [(recordID: String, record: AttributionRecord?)] = []
         var last = cursor
-        for try await (seq, id, key, body, raw) in rows.decode((Int64, String, String, String, Data?).self) {
-            records.append((id, try? Self.record(id: id, dedupeKey: key, body: body, raw: raw)))
+        for try await (seq, id, key, provider, app, body, raw) in rows.decode(
+            (Int64, String, String, String, String?, String, Data?).self)
+        {
+            let columns = StoredColumns(recordID: id, dedupeKey: key, provider: provider, appID: app)
+            records.append((id, try? Self.record(columns, body: body, raw: raw)))
             last = seq
         }
         return (records, last)
@@ -305,9 +312,9 @@ extension PostgresStore {
     /// Any 64-bit number no other application of the database uses for its own lock.
     static let quarantineLock: Int64 = 0x4154_5452_4757_0002
 
-    /// The record a row's `record_id`, `dedupe_key`, `body` and `raw` hold.
-    static func record(id: String, dedupeKey: String, body: String, raw: Data?) throws -> AttributionRecord {
-        try AttributionRecord(body: Data(body.utf8), keptApart: (id, dedupeKey), compactRaw: raw.map { [UInt8]($0) })
+    /// The record a row's columns, `body` and `raw` hold.
+    static func record(_ columns: StoredColumns, body: String, raw: Data?) throws -> AttributionRecord {
+        try AttributionRecord(body: Data(body.utf8), keptApart: columns, compactRaw: raw.map { [UInt8]($0) })
     }
 
     static func firstString(_ rows: PostgresRowSequence) async throws -> String? {

@@ -62,12 +62,13 @@ extension PostgresStore {
     {
         let rows = try await query(
             """
-            SELECT record_id, dedupe_key, body FROM records
+            SELECT record_id, dedupe_key, provider, app_id, body FROM records
             WHERE seq > \(cursor) AND seq <= \(last) AND (\(appID)::text IS NULL OR app_id = \(appID)) ORDER BY seq
             """, logger: logger)
         var records: [AttributionRecord] = []
-        for try await (id, key, body) in rows.decode((String, String, String).self) {
-            guard let record = try? AttributionRecord(jsonData: Data(body.utf8), keptApart: (id, key)),
+        for try await (id, key, provider, app, body) in rows.decode((String, String, String, String?, String).self) {
+            let columns = StoredColumns(recordID: id, dedupeKey: key, provider: provider, appID: app)
+            guard let record = try? AttributionRecord(jsonData: Data(body.utf8), keptApart: columns),
                 kinds.contains(record.kind)
             else {
                 continue

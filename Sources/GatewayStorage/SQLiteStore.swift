@@ -233,7 +233,7 @@ public final class SQLiteStore: AttributionStore {
     /// body that is not JSON, which is then dead-lettered when due rather than failing
     /// the whole statement).
     static let laneOfBody = """
-        CASE WHEN json_valid(r.body) THEN json_extract(r.body, '$.app_id') || '|' || COALESCE(json_extract(r.body, '$.idfv'), 'user:' || json_extract(r.body, '$.app_user_id'), json_extract(r.body, '$.idfa')) END
+        CASE WHEN json_valid(r.body) THEN r.app_id || '|' || COALESCE(json_extract(r.body, '$.idfv'), 'user:' || json_extract(r.body, '$.app_user_id'), json_extract(r.body, '$.idfa')) END
         """
 
     /// A stored body that cannot be read (written by a version that no longer reads it)
@@ -245,7 +245,8 @@ public final class SQLiteStore: AttributionStore {
             for row in try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT o.id, o.attempts, o.created_at, o.sending_since, r.record_id, r.dedupe_key, r.body, r.raw
+                        SELECT o.id, o.attempts, o.created_at, o.sending_since, r.record_id, r.dedupe_key, r.provider, r.app_id,
+                            r.body, r.raw
                         FROM outbox o JOIN records r ON r.record_id = o.record_id
                         WHERE o.sink = ? AND o.next_attempt_at <= ? \(laneOrdered ? "AND NOT \(Self.behindItsLane)" : "")
                         ORDER BY o.next_attempt_at, o.id LIMIT ?
@@ -425,7 +426,9 @@ public final class SQLiteStore: AttributionStore {
     public func readableRecords(matching filter: ReplayFilter, after cursor: Int64, limit: Int) async throws
         -> (records: [(recordID: String, record: AttributionRecord?)], cursor: Int64)
     {
-        try await page(of: "record_id, dedupe_key, body, raw", matching: filter, after: cursor, limit: limit) { row in
+        try await page(
+            of: "record_id, dedupe_key, provider, app_id, body, raw", matching: filter, after: cursor, limit: limit
+        ) { row in
             (recordID: row["record_id"], record: try? Self.record(of: row))
         }
     }
@@ -447,12 +450,12 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
-    /// The record a row's `record_id`, `dedupe_key`, `body` and `raw` hold.
+    /// The record a row's `record_id`, `dedupe_key`, `provider`, `app_id`, `body` and `raw` hold.
     static func record(of row: Row) throws -> AttributionRecord {
         let raw: Data? = row["raw"]
-        return try AttributionRecord(
-            body: try body(of: row), keptApart: (row["record_id"], row["dedupe_key"]),
-            compactRaw: raw.map { [UInt8]($0) })
+        let columns = StoredColumns(
+            recordID: row["record_id"], dedupeKey: row["dedupe_key"], provider: row["provider"], appID: row["app_id"])
+        return try AttributionRecord(body: try body(of: row), keptApart: columns, compactRaw: raw.map { [UInt8]($0) })
     }
 
     /// One page of `column` from the records matching `filter`, in storage order after
@@ -548,7 +551,8 @@ public final class SQLiteStore: AttributionStore {
     public func record(id: String) async throws -> AttributionRecord? {
         try await pool.read { db in
             try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT record_id, dedupe_key, body, raw FROM records WHERE record_id = ?"),
+                db.cachedStatement(
+                    sql: "SELECT record_id, dedupe_key, provider, app_id, body, raw FROM records WHERE record_id = ?"),
                 arguments: [id]
             ).map(Self.record(of:))
         }

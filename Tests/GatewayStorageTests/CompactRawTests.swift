@@ -44,10 +44,16 @@ import Testing
         var record = try install(at: 1_800_000_000)
         record.dedupeKey = #"iad:1:a "quoted", é\ and \#u{1}"#
         let stored = record.encoded().stored
-        #expect(!stored.body.contains("dedupe_key") && !stored.body.contains(record.recordID))
-        #expect(stored.body.hasPrefix(#"{"app_id":"1","app_user_id":"u1","attributed":true,"#))
+        // `app_id`, first, takes the comma after it; the others the comma before them.
+        #expect(
+            stored.body
+                == #"{"app_user_id":"u1","attributed":true,"is_test":false,"keyword":"meditation","kind":"install","#
+                + #""received_at":"2027-01-15T08:00:00Z","resolution":"resolved"}"#)
         let read = try AttributionRecord(
-            body: Data(stored.body.utf8), keptApart: (record.recordID, record.dedupeKey), compactRaw: stored.raw)
+            body: Data(stored.body.utf8),
+            keptApart: StoredColumns(
+                recordID: record.recordID, dedupeKey: record.dedupeKey, provider: record.provider, appID: record.appID),
+            compactRaw: stored.raw)
         #expect(read == record)
         // What a quarantined record counts against its cap: its JSON, the payload compressed.
         let json = record.encoded()

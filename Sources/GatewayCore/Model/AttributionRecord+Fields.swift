@@ -99,9 +99,7 @@ extension AttributionRecord {
             case .json, .strings: embedded.append((reader.name, start..<out.bytes.count))
             default: break
             }
-            // The first field has no comma before it and stays; none of these sorts first, as
-            // `attributed` is always there.
-            if EncodedRecord.keptApart.contains(reader.name) && field > 1 { apart.append(field..<out.bytes.count) }
+            if EncodedRecord.keptApart.contains(reader.name) { apart.append(field..<out.bytes.count) }
         }
         out.byte(UInt8(ascii: "}"))
         return EncodedRecord(json: out.bytes, embedded: embedded, apart: apart)
@@ -115,13 +113,13 @@ public struct EncodedRecord: Sendable {
     /// The record's JSON, as ``AttributionRecord/jsonData()`` writes it.
     public let json: [UInt8]
     let embedded: [(name: String, range: Range<Int>)]
-    /// Where each field of ``keptApart`` lies, its comma and name included.
+    /// Where each field of ``keptApart`` lies, its name and the comma before it included.
     let apart: [Range<Int>]
 
-    /// The fields every store keeps in columns of their own, left out of the stored body
-    /// so that a record holds them once; the reader puts them back
+    /// The fields every store keeps in columns of their own (``StoredColumns``), left out
+    /// of the stored body so that a record holds them once; the reader puts them back
     /// (``AttributionRecord/init(jsonData:keptApart:)``).
-    public static let keptApart: Set<String> = ["dedupe_key", "record_id"]
+    public static let keptApart: Set<String> = ["app_id", "dedupe_key", "provider", "record_id"]
 
     /// The JSON as text.
     public var text: String { String(decoding: json, as: UTF8.self) }
@@ -138,7 +136,12 @@ public struct EncodedRecord: Sendable {
     /// first in the record, which no JSON-valued field is, is left in place.
     public func storedBody(apartFrom name: String) -> (json: [UInt8], field: ArraySlice<UInt8>?) {
         let prefix = Array(",\"\(name)\":".utf8)
-        var cuts = apart
+        // A field first in the body has no comma before it: it takes the one after it, which
+        // is there, as `attributed` always follows these.
+        var cuts = apart.map { cut in
+            cut.lowerBound == 1 && cut.upperBound < json.count && json[cut.upperBound] == UInt8(ascii: ",")
+                ? cut.lowerBound..<(cut.upperBound + 1) : cut
+        }
         var field: ArraySlice<UInt8>?
         if let range = embedded.first(where: { $0.name == name })?.range,
             range.lowerBound >= prefix.count,
@@ -271,7 +274,7 @@ extension AttributionRecord {
 
     /// Reads a stored body, whose fields of ``EncodedRecord/keptApart`` come from the
     /// store's columns (`keptApart`) unless the body has them.
-    public init(jsonData data: Data, keptApart: (recordID: String, dedupeKey: String)?) throws {
+    public init(jsonData data: Data, keptApart: StoredColumns?) throws {
         // A stored record nests its payload inside `raw`, deeper than the body's limit
         // allowed: its own limit is Foundation's.
         guard case .object(let o) = try JSONParser.parse(data, maxDepth: 512) else {
@@ -323,12 +326,12 @@ extension AttributionRecord {
             let receivedAt = try date("received_at")
         else { throw NotARecord(description: "kind, resolution or received_at is missing or unknown") }
         self.init(
-            provider: try required("provider"), kind: kind,
+            provider: try string("provider") ?? keptApart?.provider ?? required("provider"), kind: kind,
             dedupeKey: try string("dedupe_key") ?? keptApart?.dedupeKey ?? required("dedupe_key"),
             receivedAt: receivedAt, attributed: try bool("attributed") ?? false, resolution: resolution,
             recordID: try string("record_id") ?? keptApart?.recordID ?? required("record_id"))
         isTest = try bool("is_test") ?? false
-        appID = try string("app_id")
+        appID = try string("app_id") ?? keptApart?.appID
         appUserID = try string("app_user_id")
         idfv = try string("idfv")
         idfa = try string("idfa")
@@ -385,5 +388,21 @@ extension AttributionRecord {
         transactionRef = try string("transaction_ref")
         raw = o["raw"].flatMap { $0 == .null ? nil : $0 }
         enrichedAt = try date("enriched_at")
+    }
+}
+
+/// The fields of a record a store keeps in columns of their own and leaves out of its
+/// stored body (``EncodedRecord/keptApart``), as read back from those columns.
+public struct StoredColumns: Sendable {
+    public var recordID: String
+    public var dedupeKey: String
+    public var provider: String
+    public var appID: String?
+
+    public init(recordID: String, dedupeKey: String, provider: String, appID: String?) {
+        self.recordID = recordID
+        self.dedupeKey = dedupeKey
+        self.provider = provider
+        self.appID = appID
     }
 }
