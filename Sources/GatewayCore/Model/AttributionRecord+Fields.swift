@@ -17,8 +17,10 @@ extension AttributionRecord {
 
     typealias FieldReader = @Sendable (AttributionRecord) -> FieldValue?
 
-    /// Every field by its JSON name, sorted as `JSONEncoder`'s `.sortedKeys` sorts them.
-    static let fieldReaders: [(name: String, read: FieldReader)] = {
+    /// Every field by its JSON name, sorted as `JSONEncoder`'s `.sortedKeys` sorts them, and
+    /// whether stores keep it apart from the body (``EncodedRecord/keptApart``), decided
+    /// once here rather than for every field of every record encoded.
+    static let fieldReaders: [(name: String, read: FieldReader, apart: Bool)] = {
         @Sendable func s(_ v: String?) -> FieldValue? { v.map(FieldValue.string) }
         @Sendable func i(_ v: Int64?) -> FieldValue? { v.map(FieldValue.integer) }
         @Sendable func n(_ v: Int?) -> FieldValue? { v.map { .integer(Int64($0)) } }
@@ -54,7 +56,9 @@ extension AttributionRecord {
             ("transaction_ref", { s($0.transactionRef) }), ("raw", { $0.raw.map(FieldValue.json) }),
             ("dedupe_key", { .string($0.dedupeKey) }), ("enriched_at", { d($0.enrichedAt) }),
         ]
-        return readers.sorted { $0.0 < $1.0 }.map { (name: $0.0, read: $0.1) }
+        return readers.sorted { $0.0 < $1.0 }.map {
+            (name: $0.0, read: $0.1, apart: EncodedRecord.keptApart.contains($0.0))
+        }
     }()
 
     /// The JSON names of every field, sorted.
@@ -99,7 +103,7 @@ extension AttributionRecord {
             case .json, .strings: embedded.append((reader.name, start..<out.bytes.count))
             default: break
             }
-            if EncodedRecord.keptApart.contains(reader.name) { apart.append(field..<out.bytes.count) }
+            if reader.apart { apart.append(field..<out.bytes.count) }
         }
         out.byte(UInt8(ascii: "}"))
         return EncodedRecord(json: out.bytes, embedded: embedded, apart: apart)
