@@ -18,18 +18,15 @@ extension PostgresStore {
                 // Locked, so that a late version written meanwhile waits for the reduction.
                 let rows = try await connection.query(
                     """
-                    SELECT record_id, dedupe_key, provider, app_id, body, raw FROM records WHERE app_id = \(subject.appID) AND provider <> 'forget' AND (
+                    SELECT \(unescaped: StoredColumns.selectList()) FROM records WHERE app_id = \(subject.appID) AND provider <> 'forget' AND (
                         gateway_json(body) ->> 'app_user_id' = ANY(\(ids.appUserIDs)::text[])
                         OR gateway_json(body) ->> 'idfv' = ANY(\(ids.idfvs)::text[])
                         OR gateway_json(body) ->> 'idfa' = ANY(\(ids.idfas)::text[]))
                     FOR UPDATE
                     """, logger: logger)
                 var found = false
-                for try await (id, key, provider, app, body, raw) in rows.decode(
-                    (String, String, String, String?, String, Data?).self)
-                {
-                    let columns = StoredColumns(recordID: id, dedupeKey: key, provider: provider, appID: app)
-                    guard let record = try? Self.record(columns, body: body, raw: raw) else { continue }
+                for try await row in rows {
+                    guard let record = try? Self.record(of: row.makeRandomAccess()) else { continue }
                     found = sweep.add(record) || found
                 }
                 if !found { break }

@@ -25,21 +25,19 @@ extension PostgresStore {
             UPDATE outbox o SET next_attempt_at = \(leaseEnd)
             FROM due JOIN outbox q ON q.id = due.id JOIN records r ON r.record_id = q.record_id
             WHERE o.id = due.id
-            RETURNING o.id, o.attempts, o.created_at, o.sending_since, r.record_id, r.dedupe_key, r.provider, r.app_id,
-                r.body, r.raw, due.due_at
+            RETURNING o.id, o.attempts, o.created_at, o.sending_since, due.due_at,
+                \(unescaped: StoredColumns.selectList(of: "r"))
             """
         let rows = try await query(claim, logger: logger)
         var claimed: [(entry: OutboxEntry, dueAt: Double)] = []
-        for try await (id, attempts, createdAt, sendingSince, recordID, key, provider, app, body, raw, dueAt)
-            in rows.decode((Int64, Int64, Double, Double?, String, String, String, String?, String, Data?, Double).self)
-        {
+        for try await row in rows {
+            let cells = row.makeRandomAccess()
+            let (id, attempts, createdAt, sendingSince, dueAt) = try row.decode(
+                (Int64, Int64, Double, Double?, Double).self)
             var entry: OutboxEntry
             do {
-                let columns = StoredColumns(recordID: recordID, dedupeKey: key, provider: provider, appID: app)
                 entry = OutboxEntry(
-                    id: id, record: try Self.record(columns, body: body, raw: raw),
-                    attempts: Int(attempts),
-                    queuedAt: Self.date(createdAt))
+                    id: id, record: try Self.record(of: cells), attempts: Int(attempts), queuedAt: Self.date(createdAt))
                 entry.wasBeingSent = sendingSince != nil
             } catch {
                 entry = .unreadable(

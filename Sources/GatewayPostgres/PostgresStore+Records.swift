@@ -179,14 +179,8 @@ extension PostgresStore {
 
     public func record(id: String) async throws -> AttributionRecord? {
         let rows = try await query(
-            "SELECT record_id, dedupe_key, provider, app_id, body, raw FROM records WHERE record_id = \(id)",
-            logger: logger)
-        for try await (id, key, provider, app, body, raw) in rows.decode(
-            (String, String, String, String?, String, Data?).self)
-        {
-            let columns = StoredColumns(recordID: id, dedupeKey: key, provider: provider, appID: app)
-            return try Self.record(columns, body: body, raw: raw)
-        }
+            "SELECT \(unescaped: StoredColumns.selectList()) FROM records WHERE record_id = \(id)", logger: logger)
+        for try await row in rows { return try Self.record(of: row.makeRandomAccess()) }
         return nil
     }
 
@@ -195,19 +189,17 @@ extension PostgresStore {
     {
         let rows = try await query(
             """
-            SELECT seq, record_id, dedupe_key, provider, app_id, body, raw FROM records
+            SELECT seq, \(unescaped: StoredColumns.selectList()) FROM records
             WHERE (\(filter.since.map(Self.seconds))::float8 IS NULL OR received_at >= \(filter.since.map(Self.seconds)))
                 AND (\(filter.provider)::text IS NULL OR provider = \(filter.provider)) AND seq > \(cursor)
             ORDER BY seq LIMIT \(Int64(limit))
             """, logger: logger)
         var records: [(recordID: String, record: AttributionRecord?)] = []
         var last = cursor
-        for try await (seq, id, key, provider, app, body, raw) in rows.decode(
-            (Int64, String, String, String, String?, String, Data?).self)
-        {
-            let columns = StoredColumns(recordID: id, dedupeKey: key, provider: provider, appID: app)
-            records.append((id, try? Self.record(columns, body: body, raw: raw)))
-            last = seq
+        for try await row in rows {
+            let cells = row.makeRandomAccess()
+            records.append((try cells["record_id"].decode(String.self), try? Self.record(of: cells)))
+            last = try cells["seq"].decode(Int64.self)
         }
         return (records, last)
     }
@@ -313,8 +305,15 @@ extension PostgresStore {
     static let quarantineLock: Int64 = 0x4154_5452_4757_0002
 
     /// The record a row's columns, `body` and `raw` hold.
-    static func record(_ columns: StoredColumns, body: String, raw: Data?) throws -> AttributionRecord {
-        try AttributionRecord(body: Data(body.utf8), keptApart: columns, compactRaw: raw.map { [UInt8]($0) })
+    /// The record a row's columns of ``StoredColumns/selectList(of:)`` hold.
+    static func record(of row: PostgresRandomAccessRow) throws -> AttributionRecord {
+        let columns = StoredColumns(
+            recordID: try row["record_id"].decode(String.self), dedupeKey: try row["dedupe_key"].decode(String.self),
+            provider: try row["provider"].decode(String.self), appID: try row["app_id"].decode(String?.self))
+        let raw = try row["raw"].decode(Data?.self)
+        return try AttributionRecord(
+            body: Data(try row["body"].decode(String.self).utf8), keptApart: columns,
+            compactRaw: raw.map { [UInt8]($0) })
     }
 
     static func firstString(_ rows: PostgresRowSequence) async throws -> String? {

@@ -20,7 +20,7 @@ extension SQLiteStore {
                 let rows = try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT record_id, dedupe_key, provider, app_id, body, raw FROM records WHERE app_id = ? AND provider <> 'forget' AND json_valid(body) AND (
+                        SELECT \(StoredColumns.selectList()) FROM records WHERE app_id = ? AND provider <> 'forget' AND json_valid(body) AND (
                             json_extract(body, '$.app_user_id') IN (SELECT value FROM json_each(?))
                             OR json_extract(body, '$.idfv') IN (SELECT value FROM json_each(?))
                             OR json_extract(body, '$.idfa') IN (SELECT value FROM json_each(?)))

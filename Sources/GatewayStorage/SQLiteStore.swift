@@ -245,8 +245,7 @@ public final class SQLiteStore: AttributionStore {
             for row in try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT o.id, o.attempts, o.created_at, o.sending_since, r.record_id, r.dedupe_key, r.provider, r.app_id,
-                            r.body, r.raw
+                        SELECT o.id, o.attempts, o.created_at, o.sending_since, \(StoredColumns.selectList(of: "r"))
                         FROM outbox o JOIN records r ON r.record_id = o.record_id
                         WHERE o.sink = ? AND o.next_attempt_at <= ? \(laneOrdered ? "AND NOT \(Self.behindItsLane)" : "")
                         ORDER BY o.next_attempt_at, o.id LIMIT ?
@@ -427,7 +426,7 @@ public final class SQLiteStore: AttributionStore {
         -> (records: [(recordID: String, record: AttributionRecord?)], cursor: Int64)
     {
         try await page(
-            of: "record_id, dedupe_key, provider, app_id, body, raw", matching: filter, after: cursor, limit: limit
+            of: StoredColumns.selectList(), matching: filter, after: cursor, limit: limit
         ) { row in
             (recordID: row["record_id"], record: try? Self.record(of: row))
         }
@@ -450,7 +449,7 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
-    /// The record a row's `record_id`, `dedupe_key`, `provider`, `app_id`, `body` and `raw` hold.
+    /// The record a row's columns of ``StoredColumns/selectList(of:)`` hold.
     static func record(of row: Row) throws -> AttributionRecord {
         let raw: Data? = row["raw"]
         let columns = StoredColumns(
@@ -552,7 +551,7 @@ public final class SQLiteStore: AttributionStore {
         try await pool.read { db in
             try Row.fetchOne(
                 db.cachedStatement(
-                    sql: "SELECT record_id, dedupe_key, provider, app_id, body, raw FROM records WHERE record_id = ?"),
+                    sql: "SELECT \(StoredColumns.selectList()) FROM records WHERE record_id = ?"),
                 arguments: [id]
             ).map(Self.record(of:))
         }

@@ -409,4 +409,13 @@ public struct StoredColumns: Sendable {
         self.provider = provider
         self.appID = appID
     }
+
+    /// The `records` columns a store reads a record from, for a statement's select list:
+    /// these fields, then the stored body and its compressed payload. `table` qualifies
+    /// each where a statement joins other tables.
+    public static func selectList(of table: String? = nil) -> String {
+        ["record_id", "dedupe_key", "provider", "app_id", "body", "raw"].map { column in
+            table.map { "\($0).\(column)" } ?? column
+        }.joined(separator: ", ")
+    }
 }
