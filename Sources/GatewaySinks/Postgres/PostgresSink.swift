@@ -9,47 +9,25 @@ import PostgresNIO
 /// query with any SQL tool.
 public final class PostgresSink: AttributionSink {
     public let maxBatchSize = 500
-    let client: PostgresClient
+    let connection: PostgresSinkClient
     let logger: Logger
     /// Whether rows hold the payload as it arrived; the store keeps it compressed anyway,
     /// and it is the largest part of a row.
     let keepsRaw: Bool
-    private let runner: Task<Void, Never>
+    var client: PostgresClient { connection.client }
 
     /// Connects and creates or extends the table, with an index on each of `indexes`; with
     /// `raw` false, rows leave the `raw` column empty.
     public init(url: PostgresURL, indexes: [String], raw: Bool = true, logger: Logger) async throws {
-        (client, runner) = try await Self.connect(url, logger: logger) { client in
+        connection = try await PostgresSinkClient(url, logger: logger) { client in
             try await PostgresSinkTable.prepare(client, indexed: indexes, logger: logger)
         }
         self.logger = logger
         keepsRaw = raw
     }
 
-    /// A client of its own, running, once `prepare` has made what the sink writes into.
-    static func connect(
-        _ url: PostgresURL, logger: Logger, prepare: (PostgresClient) async throws -> Void
-    ) async throws -> (PostgresClient, Task<Void, Never>) {
-        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2), backgroundLogger: logger)
-        let runner = client.runInBackground()
-        do {
-            try await prepare(client)
-        } catch let error as SinkSetupError {
-            runner.cancel()
-            throw error
-        } catch {
-            runner.cancel()
-            throw SinkSetupError(reason: "PostgreSQL at \(url): \(PostgresStore.describe(error))")
-        }
-        return (client, runner)
-    }
-
-    deinit {
-        runner.cancel()
-    }
-
     public func shutdown() async {
-        runner.cancel()
+        connection.shutdown()
     }
 
     /// The batch in one statement; when PostgreSQL refuses it, each row on its own, so that
@@ -135,13 +113,12 @@ public enum PostgresSinkPlugin: SinkPlugin {
     public static let typeName = "postgres"
 
     public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
-        let indexes = reader.choices("indexes", SQLiteSinkTable.columns.map(\.name))
-        let raw = reader.bool("raw")
-        let view = reader.bool("view") ?? false
+        let urlText = reader.string("url")
+        guard let keys = DatabaseSinkKeys(reader) else { return nil }
         var url = context.storageURL
-        if let text = reader.string("url") {
+        if let text = urlText {
             // A view reads the store's records, which only the store's database holds.
-            if view {
+            if keys.view {
                 reader.report("needs the store's own database, so leave out url", key: "view")
                 return nil
             }
@@ -153,20 +130,14 @@ public enum PostgresSinkPlugin: SinkPlugin {
             }
         }
         guard let url else {
-            if view {
+            if keys.view {
                 reader.report("needs the store to be PostgreSQL: the view reads its records", key: "view")
             } else {
                 reader.report("needs a url, as the store is not PostgreSQL (storage.postgres)", key: "url")
             }
             return nil
         }
-        if view && raw == true {
-            reader.report("a view has no raw payloads: the store keeps them compressed", key: "raw")
-            return nil
-        }
-        return Options(
-            url: url, indexes: indexes.map { $0.filter { $0 != "record_id" } } ?? SQLiteSink.defaultIndexes,
-            raw: raw ?? !view, view: view)
+        return Options(url: url, indexes: keys.indexes, raw: keys.raw, view: keys.view)
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {

@@ -78,24 +78,20 @@ enum PostgresSinkView {
 /// own records, so a record is written once; delivering one lists its place.
 public final class PostgresViewSink: AttributionSink {
     public let maxBatchSize = 500
-    let client: PostgresClient
+    let connection: PostgresSinkClient
     let logger: Logger
-    private let runner: Task<Void, Never>
+    var client: PostgresClient { connection.client }
 
     /// Connects to the store's database and makes the view, with an index on each of `indexes`.
     public init(url: PostgresURL, indexes: [String], logger: Logger) async throws {
-        (client, runner) = try await PostgresSink.connect(url, logger: logger) { client in
+        connection = try await PostgresSinkClient(url, logger: logger) { client in
             try await PostgresSinkView.prepare(client, indexed: indexes, logger: logger)
         }
         self.logger = logger
     }
 
-    deinit {
-        runner.cancel()
-    }
-
     public func shutdown() async {
-        runner.cancel()
+        connection.shutdown()
     }
 
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {

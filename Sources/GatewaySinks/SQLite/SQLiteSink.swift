@@ -130,11 +130,9 @@ public enum SQLiteSinkPlugin: SinkPlugin {
     public static let typeName = "sqlite"
 
     public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
-        let indexes = reader.choices("indexes", SQLiteSinkTable.columns.map(\.name))
         let path = reader.filePath("path")
-        let raw = reader.bool("raw")
-        let view = reader.bool("view") ?? false
-        if view {
+        guard let keys = DatabaseSinkKeys(reader) else { return nil }
+        if keys.view {
             // A view can read only the tables of its own file, and no compressed payload.
             if context.storageURL != nil {
                 reader.report("needs the store to be SQLite: the view reads its records", key: "view")
@@ -144,16 +142,8 @@ public enum SQLiteSinkPlugin: SinkPlugin {
                 reader.report("needs the store's own file, so leave out path (\(path))", key: "view")
                 return nil
             }
-            if raw == true {
-                reader.report("a view has no raw payloads: the store keeps them compressed", key: "raw")
-                return nil
-            }
         }
-        // The key's own unique index serves `record_id` already.
-        return Options(
-            path: path ?? context.storagePath,
-            indexes: indexes.map { $0.filter { $0 != "record_id" } } ?? SQLiteSink.defaultIndexes,
-            raw: raw ?? !view, view: view)
+        return Options(path: path ?? context.storagePath, indexes: keys.indexes, raw: keys.raw, view: keys.view)
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
