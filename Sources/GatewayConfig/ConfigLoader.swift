@@ -351,6 +351,20 @@ public enum ConfigLoader {
             options.finish()
             if let prepared = result { sinks.append(ConfiguredSink(prepared: prepared, delivery: delivery)) }
         }
+        // Each sink checks its own file or database when it starts; two of one config that
+        // would make one name a table and a view are told apart here, before either starts.
+        var made: [String: (sink: String, kind: String)] = [:]
+        for sink in sinks {
+            guard let target = sink.prepared.target else { continue }
+            if let first = made[target.place], first.kind != target.kind {
+                reader.report(
+                    "makes \(target.place) a \(target.kind), where sink '\(first.sink)' makes it a \(first.kind); "
+                        + "a file or database holds one or the other, so give both the same view setting",
+                    key: sink.prepared.name)
+            } else if made[target.place] == nil {
+                made[target.place] = (sink.prepared.name, target.kind)
+            }
+        }
         return sinks
     }
 

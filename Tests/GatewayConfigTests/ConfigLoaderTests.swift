@@ -794,6 +794,48 @@ import Testing
         let postgres = problems(
             "storage:\n  postgres: { url: \"postgres://gw@db/gw\" }\nsinks:\n  local: { type: sqlite, view: true }")
         #expect(try problem(at: "sinks.local.view", in: postgres).message.contains("store to be SQLite"))
+        // The store's file named another way is still its own.
+        let same = try parse(
+            "storage:\n  sqlite: { path: /srv/gw.sqlite }\nsinks:\n  local: { type: sqlite, view: true, path: /srv/./gw.sqlite }"
+        )
+        #expect(same.sinks.count == 1)
+    }
+
+    /// A table and a view of one name cannot share a file or a database, so a config asking
+    /// for both is refused before either sink starts, on either backend.
+    @Test func twoSinksCannotMakeOneNameATableAndAView() throws {
+        let sqlite = problems(
+            """
+            storage:
+              sqlite: { path: /srv/gw.sqlite }
+            sinks:
+              listed: { type: sqlite, view: true }
+              copied: { type: sqlite, path: /srv/../srv/gw.sqlite }
+            """)
+        let issue = try problem(at: "sinks.copied", in: sqlite)
+        #expect(
+            issue.message.contains("attribution_records in /srv/gw.sqlite a table, where sink 'listed' makes it a view")
+        )
+        let postgres = problems(
+            """
+            storage:
+              postgres: { url: "postgres://gw@db/gw" }
+            sinks:
+              listed: { type: postgres, view: true }
+              copied: { type: postgres, url: "postgres://analyst@db:5432/gw" }
+            """)
+        #expect(try problem(at: "sinks.copied", in: postgres).message.contains("where sink 'listed' makes it a view"))
+        // Two tables, or a table in another file, are fine.
+        let apart = try parse(
+            """
+            storage:
+              sqlite: { path: /srv/gw.sqlite }
+            sinks:
+              listed: { type: sqlite, view: true }
+              copied: { type: sqlite, path: /srv/copy.sqlite }
+              again: { type: sqlite, path: /srv/copy.sqlite, raw: false }
+            """)
+        #expect(apart.sinks.count == 3)
     }
 
     // MARK: ${VAR} interpolation

@@ -36,10 +36,28 @@ public protocol SinkPlugin: SendableMetatype {
     /// The delivery settings this destination asks for, before a config's own keys
     /// (Mixpanel wants retries from 2 s to 60 s, for instance).
     static var deliveryDefaults: DeliverySettings { get }
+    /// What the sink writes into, where another sink of the config could write too; nil
+    /// (the default) for a sink that shares nothing.
+    static func target(_ options: Options) -> SinkTarget?
 }
 
 extension SinkPlugin {
     public static var deliveryDefaults: DeliverySettings { DeliverySettings() }
+    public static func target(_ options: Options) -> SinkTarget? { nil }
+}
+
+/// A table or a view a sink writes, and where: two sinks of a config may share one only
+/// when both make it the same kind, since a file or database holds one or the other.
+public struct SinkTarget: Sendable, Hashable {
+    /// The object and its file or database, as `check-config` names it.
+    public var place: String
+    /// What the sink makes there: `table` or `view`.
+    public var kind: String
+
+    public init(place: String, kind: String) {
+        self.place = place
+        self.kind = kind
+    }
 }
 
 /// A provider that config.yaml can enable under `providers:`.
@@ -119,15 +137,18 @@ public struct PreparedSink: Sendable {
     public let name: String
     public let typeName: String
     public let summary: String
+    /// What it writes that another sink could write too (``SinkPlugin/target(_:)``).
+    public let target: SinkTarget?
     public let build: @Sendable (SinkContext) async throws -> any AttributionSink
 
     public init(
-        name: String, typeName: String, summary: String,
+        name: String, typeName: String, summary: String, target: SinkTarget? = nil,
         build: @escaping @Sendable (SinkContext) async throws -> any AttributionSink
     ) {
         self.name = name
         self.typeName = typeName
         self.summary = summary
+        self.target = target
         self.build = build
     }
 }
@@ -188,7 +209,7 @@ public struct PluginRegistry: Sendable {
             prepare: { reader, context in
                 guard let options = P.readOptions(reader, context: context) else { return nil }
                 return PreparedSink(
-                    name: context.name, typeName: P.typeName, summary: P.summary(options),
+                    name: context.name, typeName: P.typeName, summary: P.summary(options), target: P.target(options),
                     build: { context in try await P.makeSink(options: options, context: context) })
             },
             deliveryDefaults: P.deliveryDefaults)

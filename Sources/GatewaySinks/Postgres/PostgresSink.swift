@@ -140,6 +140,13 @@ public enum PostgresSinkPlugin: SinkPlugin {
         return Options(url: url, indexes: keys.indexes, raw: keys.raw, view: keys.view)
     }
 
+    public static func target(_ options: Options) -> SinkTarget? {
+        let url = options.url
+        return SinkTarget(
+            place: "attribution_records in postgres://\(url.host):\(url.port)/\(url.database ?? "")",
+            kind: options.view ? "view" : "table")
+    }
+
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
         if options.view {
             return try await PostgresViewSink(url: options.url, indexes: options.indexes, logger: context.logger)

@@ -138,12 +138,19 @@ public enum SQLiteSinkPlugin: SinkPlugin {
                 reader.report("needs the store to be SQLite: the view reads its records", key: "view")
                 return nil
             }
-            if let path, path != context.storagePath {
+            if let path, Self.samePlace(path) != Self.samePlace(context.storagePath) {
                 reader.report("needs the store's own file, so leave out path (\(path))", key: "view")
                 return nil
             }
         }
         return Options(path: path ?? context.storagePath, indexes: keys.indexes, raw: keys.raw, view: keys.view)
+    }
+
+    /// A path as the file it names, so that `./store.sqlite` and its absolute path are one.
+    static func samePlace(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path }
+
+    public static func target(_ options: Options) -> SinkTarget? {
+        SinkTarget(place: "attribution_records in \(samePlace(options.path))", kind: options.view ? "view" : "table")
     }
 
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
