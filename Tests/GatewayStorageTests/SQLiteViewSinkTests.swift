@@ -28,7 +28,9 @@ import Testing
         install.appUserID = "u1"
         install.keyword = #"say "om", é"#
         install.keywordID = 87_000_001
-        install.clickDate = at.addingTimeInterval(-60)
+        // Milliseconds that binary fractions hold a little under: a date must not lose one.
+        install.clickDate = at.addingTimeInterval(-59.877)
+        install.conversionDate = at.addingTimeInterval(0.123)
         install.isTest = true
         install.raw = .object(["Version3.1": .object(["iad-keyword": .string("om")])])
         var purchase = AttributionRecord(
@@ -38,6 +40,7 @@ import Testing
         purchase.revenue = Decimal(string: "9.99")
         purchase.currency = "USD"
         purchase.transactionRef = "7"
+        purchase.purchaseDate = at.addingTimeInterval(4.001)
         var postback = AttributionRecord(
             provider: "skadnetwork", kind: .postback, dedupeKey: "skan:tx-1:0", receivedAt: at.addingTimeInterval(9),
             attributed: true)

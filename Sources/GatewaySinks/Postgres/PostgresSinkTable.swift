@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayPostgres
+import NIOCore
 import PostgresNIO
 
 /// The `attribution_records` table in PostgreSQL: the SQLite sink's columns, same names,
@@ -135,10 +136,28 @@ enum PostgresSinkTable {
             case .integer(let number)?: bindings.append(number)
             case .bool(let flag)?: bindings.append(flag)
             case .decimal(let amount)?: try bindings.append(amount)
-            case .date(let date)?: bindings.append(date)
+            case .date(let date)?: bindings.append(Timestamp(date: date))
             case .json(let document)?: bindings.append(AttributionRecord.jsonText(.json(document)))
             case .strings(let list)?: bindings.append(AttributionRecord.jsonText(.strings(list)))
             }
         }
+    }
+}
+
+/// A date as PostgreSQL's `timestamptz` to the nearest microsecond. PostgresNIO's own
+/// encoding truncates, and a time such as 07.123 is a fraction under its microseconds in
+/// binary, so it landed on 07.122999.
+struct Timestamp: PostgresNonThrowingEncodable {
+    static var psqlType: PostgresDataType { .timestamptz }
+    static var psqlFormat: PostgresFormat { .binary }
+    /// PostgreSQL counts from 2000-01-01, a leap year before the reference date.
+    static let referenceDateInPostgres: Double = 366 * 86_400
+
+    let date: Date
+
+    func encode<Encoder: PostgresJSONEncoder>(into buffer: inout ByteBuffer, context: PostgresEncodingContext<Encoder>)
+    {
+        let seconds = date.timeIntervalSinceReferenceDate + Self.referenceDateInPostgres
+        buffer.writeInteger(Int64((seconds * 1_000_000).rounded()))
     }
 }
