@@ -89,6 +89,84 @@ import Testing
         await table.shutdown()
     }
 
+    /// A start keeps the view an operator has given grants on and made views of, and takes
+    /// no lock that would wait for a transaction reading it; a newer definition replaces it
+    /// in place, keeping both.
+    @Test(.enabled(if: TestPostgres.expected)) func aStartKeepsTheViewItsReadersUse() async throws {
+        let url = try await TestPostgres.newDatabase()
+        _ = try await PostgresStore(url: url, poolSize: 2, outboxLease: .seconds(60))
+        let first = try await PostgresViewSink(url: url, indexes: ["app_user_id"], logger: Logger(label: "test"))
+        await first.shutdown()
+        let role = "analyst_" + UUID().uuidString.prefix(8).lowercased()
+        func check(_ sql: String) async throws -> Bool {
+            try await TestPostgres.withClient(url) { client in
+                for try await value in try await client.query(PostgresQuery(unsafeSQL: sql)).decode(Bool.self) {
+                    return value
+                }
+                return false
+            }
+        }
+        try await TestPostgres.withClient(url) { client in
+            for statement in [
+                "CREATE ROLE \(role)", "GRANT SELECT ON attribution_records TO \(role)",
+                "CREATE VIEW installs_by_keyword AS SELECT keyword, count(*) FROM attribution_records GROUP BY keyword",
+                // As an older version would have left it.
+                "COMMENT ON VIEW attribution_records IS 'older'",
+                // A start that would wait for a lock fails instead of hanging the test.
+                "ALTER DATABASE \(url.database ?? "") SET lock_timeout = '2s'",
+            ] {
+                try await client.query(PostgresQuery(unsafeSQL: statement))
+            }
+        }
+        let replaced = try await PostgresViewSink(url: url, indexes: ["app_user_id"], logger: Logger(label: "test"))
+        await replaced.shutdown()
+        #expect(try await check("SELECT has_table_privilege('\(role)', 'attribution_records', 'SELECT')"))
+        #expect(try await check("SELECT obj_description('attribution_records'::regclass, 'pg_class') <> 'older'"))
+
+        // A reader's open transaction holds the view; the next start goes on beside it.
+        let logger = Logger(label: "test")
+        try await TestPostgres.withClient(url) { client in
+            try await client.withConnection { reader in
+                try await reader.query("BEGIN", logger: logger)
+                try await reader.query("SELECT count(*) FROM installs_by_keyword", logger: logger)
+                let again = try await PostgresViewSink(url: url, indexes: ["app_user_id"], logger: logger)
+                await again.shutdown()
+                try await reader.query("COMMIT", logger: logger)
+            }
+        }
+        #expect(try await check("SELECT has_table_privilege('\(role)', 'attribution_records', 'SELECT')"))
+        try await TestPostgres.withClient(url) { client in
+            try await client.query(PostgresQuery(unsafeSQL: "DROP OWNED BY \(role)"))
+            try await client.query(PostgresQuery(unsafeSQL: "DROP ROLE \(role)"))
+        }
+    }
+
+    /// Turned back into a table, the sink's indexes are the table's, not the view's on
+    /// `records` under the same names.
+    @Test(.enabled(if: TestPostgres.expected)) func aViewTurnedBackIntoATableHasTheTablesIndexes() async throws {
+        let url = try await TestPostgres.newDatabase()
+        _ = try await PostgresStore(url: url, poolSize: 2, outboxLease: .seconds(60))
+        let view = try await PostgresViewSink(
+            url: url, indexes: ["app_user_id", "received_at"], logger: Logger(label: "test"))
+        await view.shutdown()
+        try await TestPostgres.withClient(url) { client in try await client.query("DROP VIEW attribution_records") }
+        let table = try await PostgresSink(url: url, indexes: ["app_user_id"], logger: Logger(label: "test"))
+        await table.shutdown()
+        let indexes = try await TestPostgres.withClient(url) { client in
+            var found: [String] = []
+            for try await line in try await client.query(
+                """
+                SELECT indexname || ' on ' || tablename FROM pg_indexes
+                WHERE indexname LIKE 'attribution\\_records\\_%' AND indexname NOT LIKE '%pkey' ORDER BY 1
+                """
+            ).decode(String.self) {
+                found.append(line)
+            }
+            return found
+        }
+        #expect(indexes == ["attribution_records_app_user_id on attribution_records"])
+    }
+
     /// A table and a view cannot share the name: the sink that would lose rows, or find a
     /// view where it writes, refuses to start and says why.
     @Test(.enabled(if: TestPostgres.expected)) func aViewAndATableInOneDatabaseRefuseToStart() async throws {

@@ -183,6 +183,24 @@ import Testing
         }
     }
 
+    /// Turned back into a table, the sink's indexes are the table's: the view's, on
+    /// `records` under the same names, would keep the table's from being made.
+    @Test func aViewTurnedBackIntoATableHasTheTablesIndexes() async throws {
+        try await withStore { path, store in
+            _ = try SQLiteViewSink(path: path, indexes: ["app_user_id", "received_at"])
+            try await store.pool.write { db in try db.execute(sql: "DROP VIEW attribution_records") }
+            _ = try SQLiteSink(path: path, indexes: ["app_user_id"])
+            let indexes = try await store.pool.read { db in
+                try Row.fetchAll(
+                    db,
+                    sql:
+                        "SELECT name, tbl_name FROM sqlite_master WHERE name LIKE 'attribution_records_%' AND type = 'index'"
+                ).map { "\($0["name"] as String) on \($0["tbl_name"] as String)" }
+            }
+            #expect(indexes == ["attribution_records_app_user_id on attribution_records"])
+        }
+    }
+
     /// Expects `start` to fail with an error saying `reason`.
     static func expectRefusal(_ reason: String, _ start: () async throws -> Void) async {
         do {

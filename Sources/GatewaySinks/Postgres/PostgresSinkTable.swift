@@ -81,6 +81,11 @@ enum PostgresSinkTable {
                 PostgresQuery(unsafeSQL: "ALTER TABLE \(name) ADD COLUMN \(column.name) \(column.type)"),
                 logger: logger)
         }
+        // A sink that was a view left its indexes on `records` under these names, where the
+        // table's would not be made and the store would keep writing them.
+        for index in try await PostgresSinkView.indexesOnRecords(on: connection, logger: logger).keys {
+            _ = try await connection.query(PostgresQuery(unsafeSQL: "DROP INDEX IF EXISTS \(index)"), logger: logger)
+        }
         let wanted = Set(indexed)
         for column in columns.map(\.name) where !wanted.contains(column) {
             _ = try await connection.query(

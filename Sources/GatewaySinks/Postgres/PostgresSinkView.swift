@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GatewayCore
 import GatewayPostgres
@@ -31,18 +32,38 @@ enum PostgresSinkView {
     static func prepare(_ client: PostgresClient, indexed: [String], logger: Logger) async throws {
         try await client.withConnection { connection in
             try await withAdvisoryLock(0x4154_5452_4757_0002, on: connection, logger: logger) {
-                try await create(on: connection, indexed: indexed, logger: logger)
+                let kind = try await PostgresSinkTable.kind(on: connection, logger: logger)
+                if kind == "r" {
+                    throw SinkSetupError(
+                        reason: "\(name) is a table here (a postgres sink without view: true wrote it); "
+                            + "copy what you need and drop it, or keep the sink a table")
+                }
+                try await makeView(on: connection, replacing: kind == "v", logger: logger)
+                try await makeIndexes(on: connection, indexed: indexed, logger: logger)
             }
         }
     }
 
-    private static func create(on connection: PostgresConnection, indexed: [String], logger: Logger) async throws {
-        if try await PostgresSinkTable.kind(on: connection, logger: logger) == "r" {
-            throw SinkSetupError(
-                reason: "\(name) is a table here (a postgres sink without view: true wrote it); "
-                    + "copy what you need and drop it, or keep the sink a table")
+    static let definition = """
+        SELECT \(PostgresSinkTable.columns.map { "\(expression($0, table: "r.")) AS \($0.name)" }.joined(separator: ", "))
+        FROM \(rows) d JOIN records r ON r.seq = d.seq
+        """
+
+    /// Says which definition made the view, so that a start finding it as this version
+    /// makes it leaves it alone: replacing a view waits for every transaction reading it.
+    static let mark =
+        "made by the postgres sink of the attribution gateway, "
+        + SHA256.hash(data: Data(definition.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+
+    /// Makes the view as this version defines it, unless it is already. `CREATE OR REPLACE`
+    /// keeps the grants an operator gave on it and the views made on it, as fields are
+    /// only ever added at its end.
+    private static func makeView(on connection: PostgresConnection, replacing: Bool, logger: Logger) async throws {
+        if replacing {
+            let rows = try await connection.query(
+                "SELECT obj_description(\(name)::regclass, 'pg_class')", logger: logger)
+            for try await comment in rows.decode(String?.self) where comment == mark { return }
         }
-        let columns = PostgresSinkTable.columns.map { "\(expression($0, table: "r.")) AS \($0.name)" }
         // In one transaction, so that a query of the view meanwhile waits rather than fails.
         for statement in [
             "BEGIN",
@@ -53,24 +74,53 @@ enum PostgresSinkView {
                 AS $$ SELECT $1::timestamptz $$
             """,
             "CREATE TABLE IF NOT EXISTS \(rows) (seq bigint PRIMARY KEY)",
-            "DROP VIEW IF EXISTS \(name)",
-            """
-            CREATE VIEW \(name) AS SELECT \(columns.joined(separator: ", "))
-            FROM \(rows) d JOIN records r ON r.seq = d.seq
-            """,
+            "CREATE OR REPLACE VIEW \(name) AS \(definition)",
+            "COMMENT ON VIEW \(name) IS '\(mark)'",
             "COMMIT",
         ] {
             _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
         }
+    }
+
+    /// The listed fields' indexes on `records`, made or dropped only where they differ from
+    /// the list. `CONCURRENTLY`, so that ingest goes on while an index of a large store is
+    /// built; one a failed build left invalid is built again.
+    private static func makeIndexes(on connection: PostgresConnection, indexed: [String], logger: Logger)
+        async throws
+    {
+        let existing = try await indexesOnRecords(on: connection, logger: logger)
         let wanted = Set(indexed)
         for column in PostgresSinkTable.columns {
             let index = SQLiteSinkTable.indexName(column.name)
-            let sql =
-                wanted.contains(column.name) && column.name != "raw"
-                ? "CREATE INDEX IF NOT EXISTS \(index) ON records ((\(expression(column))))"
-                : "DROP INDEX IF EXISTS \(index)"
-            _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+            let valid = existing[index]
+            var statements: [String] = []
+            if valid != nil && (valid == false || !wanted.contains(column.name)) {
+                statements.append("DROP INDEX CONCURRENTLY IF EXISTS \(index)")
+            }
+            if wanted.contains(column.name) && column.name != "raw" && valid != true {
+                statements.append(
+                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS \(index) ON records ((\(expression(column))))")
+            }
+            for statement in statements {
+                _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
         }
+    }
+
+    /// The sink's indexes on `records` by name (``SQLiteSinkTable/indexName(_:)``), each
+    /// with whether it is valid: a view made them, and a table sink drops them.
+    static func indexesOnRecords(on connection: PostgresConnection, logger: Logger) async throws -> [String: Bool] {
+        let names = PostgresSinkTable.columns.map { SQLiteSinkTable.indexName($0.name) }
+        let rows = try await connection.query(
+            """
+            SELECT c.relname::text, i.indisvalid FROM pg_index i
+            JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid
+            WHERE t.relname = 'records' AND t.relnamespace = current_schema()::regnamespace
+                AND c.relname = ANY(\(names)::text[])
+            """, logger: logger)
+        var indexes: [String: Bool] = [:]
+        for try await (index, valid) in rows.decode((String, Bool).self) { indexes[index] = valid }
+        return indexes
     }
 }
 

@@ -59,6 +59,14 @@ enum SQLiteSinkTable {
         for column in columns where !existing.contains(column.name) {
             try db.execute(sql: "ALTER TABLE \(name) ADD COLUMN \(column.name) \(column.type)")
         }
+        // A sink that was a view left its indexes on `records` under these names, where the
+        // table's would not be made and the store would keep writing them.
+        let names = Set(columns.map { indexName($0.name) })
+        for index in try String.fetchAll(
+            db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records'")
+        where names.contains(index) {
+            try db.execute(sql: "DROP INDEX \(index)")
+        }
         let wanted = Set(indexed)
         for column in columns.map(\.name) where !wanted.contains(column) {
             try db.execute(sql: "DROP INDEX IF EXISTS \(indexName(column))")
