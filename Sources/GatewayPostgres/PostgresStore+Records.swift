@@ -304,7 +304,6 @@ extension PostgresStore {
     /// Any 64-bit number no other application of the database uses for its own lock.
     static let quarantineLock: Int64 = 0x4154_5452_4757_0002
 
-    /// The record a row's columns, `body` and `raw` hold.
     /// The record a row's columns of ``StoredColumns/selectList(of:)`` hold.
     static func record(of row: PostgresRandomAccessRow) throws -> AttributionRecord {
         let columns = StoredColumns(
