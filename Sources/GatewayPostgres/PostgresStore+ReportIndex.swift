@@ -31,16 +31,13 @@ extension PostgresStore: ReportIndexStore {
             let fresh = try await Self.reportRecords(connection, seqs: Array(queued), logger: logger)
             groups.formUnion(try await Self.groups(linkedTo: fresh.map(\.record), connection, logger))
             let freshSeqs = Set(fresh.map(\.seq))
-            let members = try await Self.int64s(
-                connection.query(
-                    "SELECT seq FROM report_members WHERE group_id = ANY(\(Array(groups))::int8[])", logger: logger)
-            ).filter { !freshSeqs.contains($0) }
+            let former = try await Self.pairs(
+                "SELECT seq, group_id", "report_members", Array(groups), connection, logger)
+            let members = former.map(\.key).filter { !freshSeqs.contains($0) }
             let records = try await fresh + Self.reportRecords(connection, seqs: members, logger: logger)
-            for table in ["report_nodes", "report_members", "report_people", "report_purchases"] {
-                _ = try await connection.query(
-                    "DELETE FROM \(unescaped: table) WHERE group_id = ANY(\(Array(groups))::int8[])", logger: logger)
-            }
-            try await Self.write(IndexedGroup.groups(records, node: KeywordReport.indexNodeNumber), connection, logger)
+            try await Self.write(
+                IndexedGroup.groups(records, node: KeywordReport.indexNodeNumber), replacing: Array(groups),
+                members: former, connection, logger)
             try await Self.writePostbacks(of: fresh, queued: Array(queued), connection, logger)
             _ = try await connection.query(
                 "DELETE FROM report_queue WHERE id = ANY(\(entries)::int8[])", logger: logger)
@@ -66,57 +63,183 @@ extension PostgresStore: ReportIndexStore {
         return (0, nil)
     }
 
-    /// Writes each group's nodes, members and facts under a new group id, a table at a
-    /// time: one statement each, the rows as column arrays.
-    static func write(_ groups: [IndexedGroup<Int64>], _ connection: PostgresConnection, _ logger: Logger) async throws
-    {
-        guard !groups.isEmpty else { return }
-        let ids = try await int64s(
-            connection.query("SELECT nextval('report_groups') FROM generate_series(1, \(groups.count))", logger: logger)
-        )
+    /// Writes each group's nodes, members and facts in place of those of the `former`
+    /// groups (with their `members`): a group keeps a former id where it can
+    /// (``ReportIndexChanges``), and only the rows that differ are deleted and inserted, a
+    /// table at a time, the rows as column arrays.
+    static func write(
+        _ groups: [IndexedGroup<Int64>], replacing former: [Int64], members: [Pair],
+        _ connection: PostgresConnection, _ logger: Logger
+    ) async throws {
+        var ids = ReportIndexChanges.keptIDs(
+            of: groups, formerGroups: Dictionary(members.map { ($0.key, $0.group) }) { first, _ in first })
+        let unnumbered = ids.filter { $0 == nil }.count
+        if unnumbered > 0 {
+            var fresh = try await int64s(
+                connection.query(
+                    "SELECT nextval('report_groups') FROM generate_series(1, \(unnumbered))", logger: logger)
+            ).makeIterator()
+            ids = ids.map { $0 ?? fresh.next() }
+        }
         var attributions: Set<KeywordReport.Attribution> = []
         for group in groups {
             for person in group.people { attributions.formUnion([person.line, person.attribution]) }
             for purchase in group.purchases { attributions.insert(purchase.line) }
         }
         let attributionIDs = try await self.attributionIDs(attributions, connection, logger)
-        var members: (seqs: [Int64], groups: [Int64]) = ([], [])
-        var nodes: (nodes: [Int64], groups: [Int64]) = ([], [])
-        var people = PeopleColumns()
-        var purchases = PurchaseColumns()
-        for (group, id) in zip(groups, ids) {
-            members.seqs += group.seqs
-            members.groups += Array(repeating: id, count: group.seqs.count)
-            nodes.nodes += group.nodes
-            nodes.groups += Array(repeating: id, count: group.nodes.count)
-            for person in group.people { people.append(person, group: id, attributionIDs) }
-            for purchase in group.purchases { purchases.append(purchase, group: id, attributionIDs) }
+        let id = { (attribution: KeywordReport.Attribution) in attributionIDs[attribution] ?? 0 }
+        var pairs: (members: [Pair], nodes: [Pair]) = ([], [])
+        var people: [ReportIndexRow.Person] = []
+        var purchases: [ReportIndexRow.Purchase] = []
+        for (group, groupID) in zip(groups, ids.map { $0! }) {
+            pairs.members += group.seqs.map { Pair(key: $0, group: groupID) }
+            pairs.nodes += group.nodes.map { Pair(key: $0, group: groupID) }
+            people += group.people.map { ReportIndexRow.Person($0, group: groupID, id: id) }
+            purchases += group.purchases.map { ReportIndexRow.Purchase($0, group: groupID, id: id) }
         }
+        let formerNodes = try await self.pairs("SELECT node, group_id", "report_nodes", former, connection, logger)
+        let formerPeople = try await self.people(of: former, connection, logger)
+        let formerPurchases = try await self.purchases(of: former, connection, logger)
+        let changes = (
+            members: ReportIndexChanges.difference(old: members.map { ($0.key, $0) }, new: pairs.members),
+            nodes: ReportIndexChanges.difference(old: formerNodes.map { ($0.key, $0) }, new: pairs.nodes),
+            people: ReportIndexChanges.difference(old: formerPeople, new: people),
+            purchases: ReportIndexChanges.difference(old: formerPurchases, new: purchases)
+        )
+        if !changes.members.deleted.isEmpty {
+            _ = try await connection.query(
+                "DELETE FROM report_members WHERE seq = ANY(\(changes.members.deleted)::int8[])", logger: logger)
+        }
+        if !changes.nodes.deleted.isEmpty {
+            _ = try await connection.query(
+                "DELETE FROM report_nodes WHERE node = ANY(\(changes.nodes.deleted)::int8[])", logger: logger)
+        }
+        for (table, places) in [
+            ("report_people", changes.people.deleted), ("report_purchases", changes.purchases.deleted),
+        ]
+        where !places.isEmpty {
+            _ = try await connection.query(
+                "DELETE FROM \(unescaped: table) WHERE ctid = ANY(\(places)::text[]::tid[])", logger: logger)
+        }
+        try await insert(changes.members.added, into: "report_members (seq, group_id)", connection, logger)
+        try await insert(changes.nodes.added, into: "report_nodes (node, group_id)", connection, logger)
+        try await insert(changes.people.added, connection, logger)
+        try await insert(changes.purchases.added, connection, logger)
+    }
+
+    /// A row of `report_members` or `report_nodes`: a seq or node and its group.
+    struct Pair: Hashable {
+        var key: Int64, group: Int64
+    }
+
+    static func pairs(
+        _ select: String, _ table: String, _ groups: [Int64], _ connection: PostgresConnection, _ logger: Logger
+    ) async throws -> [Pair] {
+        guard !groups.isEmpty else { return [] }
+        let rows = try await connection.query(
+            "\(unescaped: select) FROM \(unescaped: table) WHERE group_id = ANY(\(groups)::int8[])", logger: logger)
+        var pairs: [Pair] = []
+        for try await (key, group) in rows.decode((Int64, Int64).self) { pairs.append(Pair(key: key, group: group)) }
+        return pairs
+    }
+
+    static func insert(_ pairs: [Pair], into table: String, _ connection: PostgresConnection, _ logger: Logger)
+        async throws
+    {
+        guard !pairs.isEmpty else { return }
         _ = try await connection.query(
-            "INSERT INTO report_members (seq, group_id) SELECT * FROM unnest(\(members.seqs)::int8[], \(members.groups)::int8[])",
-            logger: logger)
-        _ = try await connection.query(
-            "INSERT INTO report_nodes (node, group_id) SELECT * FROM unnest(\(nodes.nodes)::int8[], \(nodes.groups)::int8[])",
-            logger: logger)
+            """
+            INSERT INTO \(unescaped: table)
+            SELECT * FROM unnest(\(pairs.map(\.key))::int8[], \(pairs.map(\.group))::int8[])
+            """, logger: logger)
+    }
+
+    /// The `report_people` rows of `groups`, each with its place (`ctid`) to delete it by.
+    static func people(of groups: [Int64], _ connection: PostgresConnection, _ logger: Logger) async throws
+        -> [(key: String, row: ReportIndexRow.Person)]
+    {
+        guard !groups.isEmpty else { return [] }
+        let rows = try await connection.query(
+            """
+            SELECT ctid::text AS place, group_id, app_id, line_id, attribution_id, installed_at, record_id, attributed,
+                country, is_test
+            FROM report_people WHERE group_id = ANY(\(groups)::int8[])
+            """, logger: logger)
+        var people: [(key: String, row: ReportIndexRow.Person)] = []
+        for try await row in rows {
+            let cells = row.makeRandomAccess()
+            let person = ReportIndexRow.Person(
+                group: try cells["group_id"].decode(Int64.self), appID: try cells["app_id"].decode(String.self),
+                line: try cells["line_id"].decode(Int64.self),
+                attribution: try cells["attribution_id"].decode(Int64.self),
+                installedAt: try cells["installed_at"].decode(Double.self),
+                recordID: try cells["record_id"].decode(String.self),
+                attributed: try cells["attributed"].decode(Bool.self),
+                country: Int(try cells["country"].decode(Int32.self)), isTest: try cells["is_test"].decode(Bool.self))
+            people.append((try cells["place"].decode(String.self), person))
+        }
+        return people
+    }
+
+    /// The `report_purchases` rows of `groups`, each with its place (`ctid`) to delete it by.
+    static func purchases(of groups: [Int64], _ connection: PostgresConnection, _ logger: Logger) async throws
+        -> [(key: String, row: ReportIndexRow.Purchase)]
+    {
+        guard !groups.isEmpty else { return [] }
+        let rows = try await connection.query(
+            """
+            SELECT ctid::text AS place, group_id, app_id, buyer, purchased_at, line_id, country, converts, refunded,
+                revenue, currency
+            FROM report_purchases WHERE group_id = ANY(\(groups)::int8[])
+            """, logger: logger)
+        var purchases: [(key: String, row: ReportIndexRow.Purchase)] = []
+        for try await row in rows {
+            let cells = row.makeRandomAccess()
+            let purchase = ReportIndexRow.Purchase(
+                group: try cells["group_id"].decode(Int64.self), appID: try cells["app_id"].decode(String.self),
+                buyer: try cells["buyer"].decode(Int64.self), time: try cells["purchased_at"].decode(Double.self),
+                line: try cells["line_id"].decode(Int64.self), country: Int(try cells["country"].decode(Int32.self)),
+                converts: try cells["converts"].decode(Bool.self), refunded: try cells["refunded"].decode(Bool.self),
+                revenue: try cells["revenue"].decode(String?.self), currency: try cells["currency"].decode(String?.self)
+            )
+            purchases.append((try cells["place"].decode(String.self), purchase))
+        }
+        return purchases
+    }
+
+    static func insert(_ people: [ReportIndexRow.Person], _ connection: PostgresConnection, _ logger: Logger)
+        async throws
+    {
+        guard !people.isEmpty else { return }
         _ = try await connection.query(
             """
             INSERT INTO report_people (group_id, app_id, line_id, attribution_id, installed_at, record_id, attributed,
                 country, is_test)
-            SELECT * FROM unnest(\(people.groups)::int8[], \(people.apps)::text[], \(people.lines)::int8[],
-                \(people.attributions)::int8[], \(people.installedAt)::float8[], \(people.recordIDs)::text[],
-                \(people.attributed)::bool[], \(people.countries)::int4[], \(people.tests)::bool[])
+            SELECT * FROM unnest(\(people.map(\.group))::int8[], \(people.map(\.appID))::text[],
+                \(people.map(\.line))::int8[], \(people.map(\.attribution))::int8[],
+                \(people.map(\.installedAt))::float8[], \(people.map(\.recordID))::text[],
+                \(people.map(\.attributed))::bool[], \(people.map { Int32($0.country) })::int4[],
+                \(people.map(\.isTest))::bool[])
             """, logger: logger)
-        // PostgresNIO binds no array with NULL elements: an absent amount or currency goes
-        // as empty text, with a mask beside it.
+    }
+
+    /// PostgresNIO binds no array with NULL elements: an absent amount or currency goes as
+    /// empty text, with a mask beside it.
+    static func insert(_ purchases: [ReportIndexRow.Purchase], _ connection: PostgresConnection, _ logger: Logger)
+        async throws
+    {
+        guard !purchases.isEmpty else { return }
         _ = try await connection.query(
             """
             INSERT INTO report_purchases (group_id, app_id, buyer, purchased_at, line_id, country, converts,
                 refunded, revenue, currency)
             SELECT g, a, b, t, l, c, cv, r, CASE WHEN hr THEN rv END, CASE WHEN hc THEN cu END
-            FROM unnest(\(purchases.groups)::int8[], \(purchases.apps)::text[], \(purchases.buyers)::int8[],
-                \(purchases.times)::float8[], \(purchases.lines)::int8[], \(purchases.countries)::int4[],
-                \(purchases.converts)::bool[], \(purchases.refunded)::bool[], \(purchases.revenues)::text[],
-                \(purchases.hasRevenue)::bool[], \(purchases.currencies)::text[], \(purchases.hasCurrency)::bool[])
+            FROM unnest(\(purchases.map(\.group))::int8[], \(purchases.map(\.appID))::text[],
+                \(purchases.map(\.buyer))::int8[], \(purchases.map(\.time))::float8[],
+                \(purchases.map(\.line))::int8[], \(purchases.map { Int32($0.country) })::int4[],
+                \(purchases.map(\.converts))::bool[], \(purchases.map(\.refunded))::bool[],
+                \(purchases.map { $0.revenue ?? "" })::text[], \(purchases.map { $0.revenue != nil })::bool[],
+                \(purchases.map { $0.currency ?? "" })::text[], \(purchases.map { $0.currency != nil })::bool[])
                 AS p(g, a, b, t, l, c, cv, r, rv, hr, cu, hc)
             """, logger: logger)
     }
@@ -194,51 +317,6 @@ extension PostgresStore: ReportIndexStore {
         var values: [Int64] = []
         for try await value in rows.decode(Int64.self) { values.append(value) }
         return values
-    }
-}
-
-/// `report_people` rows as column arrays.
-private struct PeopleColumns {
-    var groups: [Int64] = [], apps: [String] = [], lines: [Int64] = [], attributions: [Int64] = []
-    var installedAt: [Double] = [], recordIDs: [String] = [], attributed: [Bool] = [], countries: [Int32] = []
-    var tests: [Bool] = []
-
-    mutating func append(
-        _ person: KeywordReport.IndexedPerson, group: Int64, _ ids: [KeywordReport.Attribution: Int64]
-    ) {
-        groups.append(group)
-        apps.append(person.appID)
-        lines.append(ids[person.line] ?? 0)
-        attributions.append(ids[person.attribution] ?? 0)
-        installedAt.append(person.installedAt.timeIntervalSinceReferenceDate)
-        recordIDs.append(person.recordID)
-        attributed.append(person.attributed)
-        countries.append(Int32(person.country))
-        tests.append(person.isTest)
-    }
-}
-
-/// `report_purchases` rows as column arrays, with masks where a column may be NULL.
-private struct PurchaseColumns {
-    var groups: [Int64] = [], apps: [String] = [], buyers: [Int64] = [], times: [Double] = [], lines: [Int64] = []
-    var countries: [Int32] = [], converts: [Bool] = [], refunded: [Bool] = []
-    var revenues: [String] = [], hasRevenue: [Bool] = [], currencies: [String] = [], hasCurrency: [Bool] = []
-
-    mutating func append(
-        _ purchase: KeywordReport.IndexedPurchase, group: Int64, _ ids: [KeywordReport.Attribution: Int64]
-    ) {
-        groups.append(group)
-        apps.append(purchase.appID)
-        buyers.append(group << 32 | Int64(purchase.buyer))
-        times.append(purchase.time.timeIntervalSinceReferenceDate)
-        lines.append(ids[purchase.line] ?? 0)
-        countries.append(Int32(purchase.country))
-        converts.append(purchase.converts)
-        refunded.append(purchase.refunded)
-        revenues.append(purchase.revenue.map { "\($0)" } ?? "")
-        hasRevenue.append(purchase.revenue != nil)
-        currencies.append(purchase.currency ?? "")
-        hasCurrency.append(purchase.currency != nil)
     }
 }
 

@@ -23,20 +23,15 @@ extension SQLiteStore: ReportIndexStore {
             groups.formUnion(try Self.groups(linkedTo: fresh.map(\.1), db))
             let groupList = Self.jsonArray(Array(groups))
             let freshSeqs = Set(fresh.map(\.0))
-            let members = try Int64.fetchAll(
-                db, sql: "SELECT seq FROM report_members WHERE group_id IN (SELECT value FROM json_each(?))",
-                arguments: [groupList]
-            ).filter { !freshSeqs.contains($0) }
+            let former = try Self.pairs("SELECT seq, group_id FROM report_members", groupList, db)
+            let members = former.map(\.key).filter { !freshSeqs.contains($0) }
             var records = fresh
             for chunk in members.chunked(into: 5000) {
                 records += try Self.reportRecords(db, seqs: Self.jsonArray(chunk))
             }
-            for table in ["report_nodes", "report_members", "report_people", "report_purchases"] {
-                try db.execute(
-                    sql: "DELETE FROM \(table) WHERE group_id IN (SELECT value FROM json_each(?))",
-                    arguments: [groupList])
-            }
-            try Self.write(IndexedGroup.groups(records.map { (seq: $0.0, record: $0.1) }, node: Self.nodeNumber), db)
+            try Self.write(
+                IndexedGroup.groups(records.map { (seq: $0.0, record: $0.1) }, node: Self.nodeNumber),
+                replacing: groupList, members: former, db)
             try db.execute(
                 sql: "DELETE FROM report_postbacks WHERE seq IN (SELECT value FROM json_each(?))",
                 arguments: [queuedList])
@@ -78,52 +73,131 @@ extension SQLiteStore: ReportIndexStore {
         }
     }
 
-    /// Writes each group's nodes, members and facts under a new group id.
-    static func write(_ groups: [IndexedGroup<Int64>], _ db: Database) throws {
-        guard !groups.isEmpty else { return }
+    /// Writes each group's nodes, members and facts in place of those of the `former`
+    /// groups (a JSON array, with their `members`): a group keeps a former id where it can
+    /// (``ReportIndexChanges``), and only the rows that differ are deleted and inserted.
+    static func write(_ groups: [IndexedGroup<Int64>], replacing former: String, members: [Pair], _ db: Database)
+        throws
+    {
+        guard !groups.isEmpty || !members.isEmpty else { return }
         var nextGroup = (try Int64.fetchOne(db, sql: "SELECT MAX(group_id) FROM report_members") ?? 0) + 1
-        var attributionIDs: [KeywordReport.Attribution: Int64] = [:]
-        func attributionID(_ attribution: KeywordReport.Attribution) throws -> Int64 {
-            if let id = attributionIDs[attribution] { return id }
-            let id = try Self.attributionID(attribution, db)
-            attributionIDs[attribution] = id
-            return id
+        let ids = ReportIndexChanges.keptIDs(
+            of: groups, formerGroups: Dictionary(members.map { ($0.key, $0.group) }) { first, _ in first }
+        ).map { kept in
+            kept
+                ?? {
+                    defer { nextGroup += 1 }
+                    return nextGroup
+                }()
         }
-        for facts in groups {
-            let group = nextGroup
-            nextGroup += 1
-            for seq in facts.seqs {
-                try db.executeCached("INSERT INTO report_members (seq, group_id) VALUES (?, ?)", [seq, group])
+        var attributionIDs: [KeywordReport.Attribution: Int64] = [:]
+        for group in groups {
+            let named = group.people.flatMap { [$0.line, $0.attribution] } + group.purchases.map(\.line)
+            for attribution in named where attributionIDs[attribution] == nil {
+                attributionIDs[attribution] = try Self.attributionID(attribution, db)
             }
-            for node in facts.nodes {
-                try db.executeCached("INSERT INTO report_nodes (node, group_id) VALUES (?, ?)", [node, group])
-            }
-            for person in facts.people {
-                try db.executeCached(
-                    """
-                    INSERT INTO report_people (group_id, app_id, line_id, attribution_id, installed_at, record_id,
-                        attributed, country, is_test) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                    [
-                        group, person.appID, try attributionID(person.line), try attributionID(person.attribution),
-                        person.installedAt.timeIntervalSinceReferenceDate,
-                        person.recordID, person.attributed, person.country,
-                        person.isTest,
-                    ])
-            }
-            for purchase in facts.purchases {
-                try db.executeCached(
-                    """
-                    INSERT INTO report_purchases (group_id, app_id, buyer, purchased_at, line_id, country, converts,
-                        refunded, revenue, currency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                    [
-                        group, purchase.appID, group << 32 | Int64(purchase.buyer),
-                        purchase.time.timeIntervalSinceReferenceDate, try attributionID(purchase.line),
-                        purchase.country, purchase.converts, purchase.refunded, purchase.revenue.map { "\($0)" },
-                        purchase.currency,
-                    ])
-            }
+        }
+        let id = { (attribution: KeywordReport.Attribution) in attributionIDs[attribution] ?? 0 }
+        var pairs: (members: [Pair], nodes: [Pair]) = ([], [])
+        var people: [ReportIndexRow.Person] = []
+        var purchases: [ReportIndexRow.Purchase] = []
+        for (group, groupID) in zip(groups, ids) {
+            pairs.members += group.seqs.map { Pair(key: $0, group: groupID) }
+            pairs.nodes += group.nodes.map { Pair(key: $0, group: groupID) }
+            people += group.people.map { ReportIndexRow.Person($0, group: groupID, id: id) }
+            purchases += group.purchases.map { ReportIndexRow.Purchase($0, group: groupID, id: id) }
+        }
+        let formerNodes = try Self.pairs("SELECT node, group_id FROM report_nodes", former, db)
+        let changes = (
+            members: ReportIndexChanges.difference(old: members.map { ($0.key, $0) }, new: pairs.members),
+            nodes: ReportIndexChanges.difference(old: formerNodes.map { ($0.key, $0) }, new: pairs.nodes),
+            people: ReportIndexChanges.difference(old: try Self.people(of: former, db), new: people),
+            purchases: ReportIndexChanges.difference(old: try Self.purchases(of: former, db), new: purchases)
+        )
+        for (table, column, keys) in [
+            ("report_members", "seq", changes.members.deleted), ("report_nodes", "node", changes.nodes.deleted),
+            ("report_people", "rowid", changes.people.deleted),
+            ("report_purchases", "rowid", changes.purchases.deleted),
+        ] where !keys.isEmpty {
+            try db.execute(
+                sql: "DELETE FROM \(table) WHERE \(column) IN (SELECT value FROM json_each(?))",
+                arguments: [Self.jsonArray(keys)])
+        }
+        for pair in changes.members.added {
+            try db.executeCached("INSERT INTO report_members (seq, group_id) VALUES (?, ?)", [pair.key, pair.group])
+        }
+        for pair in changes.nodes.added {
+            try db.executeCached("INSERT INTO report_nodes (node, group_id) VALUES (?, ?)", [pair.key, pair.group])
+        }
+        for person in changes.people.added {
+            try db.executeCached(
+                """
+                INSERT INTO report_people (group_id, app_id, line_id, attribution_id, installed_at, record_id,
+                    attributed, country, is_test) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    person.group, person.appID, person.line, person.attribution, person.installedAt, person.recordID,
+                    person.attributed, person.country, person.isTest,
+                ])
+        }
+        for purchase in changes.purchases.added {
+            try db.executeCached(
+                """
+                INSERT INTO report_purchases (group_id, app_id, buyer, purchased_at, line_id, country, converts,
+                    refunded, revenue, currency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    purchase.group, purchase.appID, purchase.buyer, purchase.time, purchase.line, purchase.country,
+                    purchase.converts, purchase.refunded, purchase.revenue, purchase.currency,
+                ])
+        }
+    }
+
+    /// A row of `report_members` or `report_nodes`: a seq or node and its group.
+    struct Pair: Hashable {
+        var key: Int64, group: Int64
+    }
+
+    /// The rows `select` (a key and a group id) reads of the groups of `groups`, a JSON array.
+    static func pairs(_ select: String, _ groups: String, _ db: Database) throws -> [Pair] {
+        try Row.fetchAll(
+            db, sql: "\(select) WHERE group_id IN (SELECT value FROM json_each(?))", arguments: [groups]
+        ).map { Pair(key: $0[0], group: $0[1]) }
+    }
+
+    static func people(of groups: String, _ db: Database) throws -> [(key: Int64, row: ReportIndexRow.Person)] {
+        try Row.fetchAll(
+            db,
+            sql: """
+                SELECT rowid, group_id, app_id, line_id, attribution_id, installed_at, record_id, attributed, country,
+                    is_test
+                FROM report_people WHERE group_id IN (SELECT value FROM json_each(?))
+                """, arguments: [groups]
+        ).map { row in
+            (
+                row[0],
+                ReportIndexRow.Person(
+                    group: row[1], appID: row[2], line: row[3], attribution: row[4], installedAt: row[5],
+                    recordID: row[6], attributed: row[7], country: row[8], isTest: row[9])
+            )
+        }
+    }
+
+    static func purchases(of groups: String, _ db: Database) throws -> [(key: Int64, row: ReportIndexRow.Purchase)] {
+        try Row.fetchAll(
+            db,
+            sql: """
+                SELECT rowid, group_id, app_id, buyer, purchased_at, line_id, country, converts, refunded, revenue,
+                    currency
+                FROM report_purchases WHERE group_id IN (SELECT value FROM json_each(?))
+                """, arguments: [groups]
+        ).map { row in
+            (
+                row[0],
+                ReportIndexRow.Purchase(
+                    group: row[1], appID: row[2], buyer: row[3], time: row[4], line: row[5], country: row[6],
+                    converts: row[7], refunded: row[8], revenue: row[9], currency: row[10])
+            )
         }
     }
 
