@@ -96,7 +96,9 @@ extension PostgresStore {
     }
 
     /// Names each line from the newest install of each attribution that gave it: one look
-    /// into the index per line and attribution, the live groups' installs passed over.
+    /// into the index per line and attribution for the newest time, one for the installs
+    /// of that time, the live groups' installs passed over. (Asked in one `ORDER BY`, the
+    /// planner sorts every install of the line.)
     static func addNames(
         appID: String, of attributions: [Int64: KeywordReport.Attribution], leavingOut live: [Int64],
         to sums: inout KeywordReport.Sums, _ connection: PostgresConnection, _ logger: Logger
@@ -115,9 +117,14 @@ extension PostgresStore {
             SELECT pair.l, pair.a, newest.installed_at, newest.record_id
             FROM unnest(\(pairs.lines)::int8[], \(pairs.attributions)::int8[]) AS pair(l, a)
             CROSS JOIN LATERAL (
-                SELECT installed_at, record_id FROM report_people WHERE line_id = pair.l AND attribution_id = pair.a
-                    AND NOT (group_id = ANY(\(live)::int8[]))
-                ORDER BY installed_at DESC, record_id DESC LIMIT 1) AS newest
+                SELECT p.installed_at, p.record_id FROM report_people p
+                WHERE p.line_id = pair.l AND p.attribution_id = pair.a AND NOT (p.group_id = ANY(\(live)::int8[]))
+                    AND p.installed_at = (
+                        SELECT q.installed_at FROM report_people q
+                        WHERE q.line_id = pair.l AND q.attribution_id = pair.a
+                            AND NOT (q.group_id = ANY(\(live)::int8[]))
+                        ORDER BY q.installed_at DESC LIMIT 1)
+                ORDER BY p.record_id DESC LIMIT 1) AS newest
             """, logger: logger)
         for try await (lineID, id, installedAt, recordID) in newest.decode((Int64, Int64, Double, String).self) {
             guard let line = attributions[lineID], let attribution = attributions[id] else { continue }

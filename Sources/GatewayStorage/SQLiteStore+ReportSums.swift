@@ -161,18 +161,22 @@ extension SQLiteStore {
     }
 
     /// Names each line from the newest install of each attribution that gave it: one
-    /// look into the index per line and attribution, the live groups' installs passed over.
+    /// look into the index per line and attribution for the newest time, one for the
+    /// installs of that time, the live groups' installs passed over.
     static func addNames(
         appID: String?, of attributions: [Int64: KeywordReport.Attribution], leavingOut liveGroups: Set<Int64>,
         to sums: inout KeywordReport.Sums, _ db: Database
     ) throws {
         let lines = attributions.filter { $0.value.appID != nil && (appID == nil || $0.value.appID == appID) }
         let lineIDs = Dictionary(lines.map { ($0.value, $0.key) }) { first, _ in first }
-        let live = liveGroups.isEmpty ? "" : "AND group_id NOT IN (SELECT value FROM json_each(?))"
+        let live = liveGroups.isEmpty ? "" : "AND group_id NOT IN (SELECT value FROM json_each(?3))"
         let newest = try db.cachedStatement(
             sql: """
-                SELECT installed_at, record_id FROM report_people WHERE line_id = ? AND attribution_id = ? \(live)
-                ORDER BY installed_at DESC, record_id DESC LIMIT 1
+                SELECT installed_at, record_id FROM report_people WHERE line_id = ?1 AND attribution_id = ?2 \(live)
+                    AND installed_at = (
+                        SELECT installed_at FROM report_people WHERE line_id = ?1 AND attribution_id = ?2 \(live)
+                        ORDER BY installed_at DESC LIMIT 1)
+                ORDER BY record_id DESC LIMIT 1
                 """)
         let apps = Set(lineIDs.keys.compactMap(\.appID))
         for (id, attribution) in attributions where attribution.appID == nil {

@@ -214,7 +214,9 @@ enum SQLiteStoreSchema {
                         attributed INTEGER NOT NULL, country INTEGER NOT NULL, is_test INTEGER NOT NULL
                     );
                     CREATE INDEX report_people_group ON report_people (group_id);
-                    CREATE INDEX report_people_names ON report_people (line_id, attribution_id, installed_at, record_id);
+                    -- A line's names come from its newest install: the rare installs of one
+                    -- time are sorted by record_id as they are read.
+                    CREATE INDEX report_people_names ON report_people (line_id, attribution_id, installed_at);
                     CREATE INDEX report_people_sums
                         ON report_people (app_id, is_test, line_id, country, attributed, installed_at);
                     CREATE INDEX report_people_days ON report_people (app_id, is_test, installed_at, attributed);
