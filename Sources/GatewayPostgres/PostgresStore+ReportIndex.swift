@@ -81,56 +81,35 @@ extension PostgresStore: ReportIndexStore {
             ).makeIterator()
             ids = ids.map { $0 ?? fresh.next() }
         }
-        var attributions: Set<KeywordReport.Attribution> = []
-        for group in groups {
-            for person in group.people { attributions.formUnion([person.line, person.attribution]) }
-            for purchase in group.purchases { attributions.insert(purchase.line) }
-        }
-        let attributionIDs = try await self.attributionIDs(attributions, connection, logger)
-        let id = { (attribution: KeywordReport.Attribution) in attributionIDs[attribution] ?? 0 }
-        var pairs: (members: [Pair], nodes: [Pair]) = ([], [])
-        var people: [ReportIndexRow.Person] = []
-        var purchases: [ReportIndexRow.Purchase] = []
-        for (group, groupID) in zip(groups, ids.map { $0! }) {
-            pairs.members += group.seqs.map { Pair(key: $0, group: groupID) }
-            pairs.nodes += group.nodes.map { Pair(key: $0, group: groupID) }
-            people += group.people.map { ReportIndexRow.Person($0, group: groupID, id: id) }
-            purchases += group.purchases.map { ReportIndexRow.Purchase($0, group: groupID, id: id) }
-        }
-        let formerNodes = try await self.pairs("SELECT node, group_id", "report_nodes", former, connection, logger)
-        let formerPeople = try await self.people(of: former, connection, logger)
-        let formerPurchases = try await self.purchases(of: former, connection, logger)
-        let changes = (
-            members: ReportIndexChanges.difference(old: members.map { ($0.key, $0) }, new: pairs.members),
-            nodes: ReportIndexChanges.difference(old: formerNodes.map { ($0.key, $0) }, new: pairs.nodes),
-            people: ReportIndexChanges.difference(old: formerPeople, new: people),
-            purchases: ReportIndexChanges.difference(old: formerPurchases, new: purchases)
-        )
-        if !changes.members.deleted.isEmpty {
+        let attributionIDs = try await self.attributionIDs(
+            ReportIndexRows.attributions(of: groups), connection, logger)
+        let rows = ReportIndexRows(groups, ids: ids.map { $0! }) { attributionIDs[$0] ?? 0 }
+        let changes = rows.changes(
+            members: members,
+            nodes: try await pairs("SELECT node, group_id", "report_nodes", former, connection, logger),
+            people: try await people(of: former, connection, logger),
+            purchases: try await purchases(of: former, connection, logger))
+        for (table, column, keys) in [
+            ("report_members", "seq", changes.deleted.members), ("report_nodes", "node", changes.deleted.nodes),
+        ]
+        where !keys.isEmpty {
             _ = try await connection.query(
-                "DELETE FROM report_members WHERE seq = ANY(\(changes.members.deleted)::int8[])", logger: logger)
-        }
-        if !changes.nodes.deleted.isEmpty {
-            _ = try await connection.query(
-                "DELETE FROM report_nodes WHERE node = ANY(\(changes.nodes.deleted)::int8[])", logger: logger)
+                "DELETE FROM \(unescaped: table) WHERE \(unescaped: column) = ANY(\(keys)::int8[])", logger: logger)
         }
         for (table, places) in [
-            ("report_people", changes.people.deleted), ("report_purchases", changes.purchases.deleted),
+            ("report_people", changes.deleted.people), ("report_purchases", changes.deleted.purchases),
         ]
         where !places.isEmpty {
             _ = try await connection.query(
                 "DELETE FROM \(unescaped: table) WHERE ctid = ANY(\(places)::text[]::tid[])", logger: logger)
         }
-        try await insert(changes.members.added, into: "report_members (seq, group_id)", connection, logger)
-        try await insert(changes.nodes.added, into: "report_nodes (node, group_id)", connection, logger)
-        try await insert(changes.people.added, connection, logger)
-        try await insert(changes.purchases.added, connection, logger)
+        try await insert(changes.added.members, into: "report_members (seq, group_id)", connection, logger)
+        try await insert(changes.added.nodes, into: "report_nodes (node, group_id)", connection, logger)
+        try await insert(changes.added.people, connection, logger)
+        try await insert(changes.added.purchases, connection, logger)
     }
 
-    /// A row of `report_members` or `report_nodes`: a seq or node and its group.
-    struct Pair: Hashable {
-        var key: Int64, group: Int64
-    }
+    typealias Pair = ReportIndexRows.Pair
 
     static func pairs(
         _ select: String, _ table: String, _ groups: [Int64], _ connection: PostgresConnection, _ logger: Logger

@@ -21,9 +21,8 @@ extension SQLiteStore: ReportIndexStore {
                     arguments: [queuedList]))
             let fresh = try Self.reportRecords(db, seqs: queuedList)
             groups.formUnion(try Self.groups(linkedTo: fresh.map(\.1), db))
-            let groupList = Self.jsonArray(Array(groups))
             let freshSeqs = Set(fresh.map(\.0))
-            let former = try Self.pairs("SELECT seq, group_id FROM report_members", groupList, db)
+            let former = try Self.pairs("SELECT seq, group_id FROM report_members", Array(groups), db)
             let members = former.map(\.key).filter { !freshSeqs.contains($0) }
             var records = fresh
             for chunk in members.chunked(into: 5000) {
@@ -31,7 +30,7 @@ extension SQLiteStore: ReportIndexStore {
             }
             try Self.write(
                 IndexedGroup.groups(records.map { (seq: $0.0, record: $0.1) }, node: Self.nodeNumber),
-                replacing: groupList, members: former, db)
+                replacing: Array(groups), members: former, db)
             try db.execute(
                 sql: "DELETE FROM report_postbacks WHERE seq IN (SELECT value FROM json_each(?))",
                 arguments: [queuedList])
@@ -74,9 +73,9 @@ extension SQLiteStore: ReportIndexStore {
     }
 
     /// Writes each group's nodes, members and facts in place of those of the `former`
-    /// groups (a JSON array, with their `members`): a group keeps a former id where it can
+    /// groups (with their `members`): a group keeps a former id where it can
     /// (``ReportIndexChanges``), and only the rows that differ are deleted and inserted.
-    static func write(_ groups: [IndexedGroup<Int64>], replacing former: String, members: [Pair], _ db: Database)
+    static func write(_ groups: [IndexedGroup<Int64>], replacing former: [Int64], members: [Pair], _ db: Database)
         throws
     {
         guard !groups.isEmpty || !members.isEmpty else { return }
@@ -91,45 +90,29 @@ extension SQLiteStore: ReportIndexStore {
                 }()
         }
         var attributionIDs: [KeywordReport.Attribution: Int64] = [:]
-        for group in groups {
-            let named = group.people.flatMap { [$0.line, $0.attribution] } + group.purchases.map(\.line)
-            for attribution in named where attributionIDs[attribution] == nil {
-                attributionIDs[attribution] = try Self.attributionID(attribution, db)
-            }
+        for attribution in ReportIndexRows.attributions(of: groups) {
+            attributionIDs[attribution] = try Self.attributionID(attribution, db)
         }
-        let id = { (attribution: KeywordReport.Attribution) in attributionIDs[attribution] ?? 0 }
-        var pairs: (members: [Pair], nodes: [Pair]) = ([], [])
-        var people: [ReportIndexRow.Person] = []
-        var purchases: [ReportIndexRow.Purchase] = []
-        for (group, groupID) in zip(groups, ids) {
-            pairs.members += group.seqs.map { Pair(key: $0, group: groupID) }
-            pairs.nodes += group.nodes.map { Pair(key: $0, group: groupID) }
-            people += group.people.map { ReportIndexRow.Person($0, group: groupID, id: id) }
-            purchases += group.purchases.map { ReportIndexRow.Purchase($0, group: groupID, id: id) }
-        }
-        let formerNodes = try Self.pairs("SELECT node, group_id FROM report_nodes", former, db)
-        let changes = (
-            members: ReportIndexChanges.difference(old: members.map { ($0.key, $0) }, new: pairs.members),
-            nodes: ReportIndexChanges.difference(old: formerNodes.map { ($0.key, $0) }, new: pairs.nodes),
-            people: ReportIndexChanges.difference(old: try Self.people(of: former, db), new: people),
-            purchases: ReportIndexChanges.difference(old: try Self.purchases(of: former, db), new: purchases)
-        )
+        let rows = ReportIndexRows(groups, ids: ids) { attributionIDs[$0] ?? 0 }
+        let changes = rows.changes(
+            members: members, nodes: try Self.pairs("SELECT node, group_id FROM report_nodes", former, db),
+            people: try Self.people(of: former, db), purchases: try Self.purchases(of: former, db))
         for (table, column, keys) in [
-            ("report_members", "seq", changes.members.deleted), ("report_nodes", "node", changes.nodes.deleted),
-            ("report_people", "rowid", changes.people.deleted),
-            ("report_purchases", "rowid", changes.purchases.deleted),
+            ("report_members", "seq", changes.deleted.members), ("report_nodes", "node", changes.deleted.nodes),
+            ("report_people", "rowid", changes.deleted.people),
+            ("report_purchases", "rowid", changes.deleted.purchases),
         ] where !keys.isEmpty {
             try db.execute(
                 sql: "DELETE FROM \(table) WHERE \(column) IN (SELECT value FROM json_each(?))",
                 arguments: [Self.jsonArray(keys)])
         }
-        for pair in changes.members.added {
+        for pair in changes.added.members {
             try db.executeCached("INSERT INTO report_members (seq, group_id) VALUES (?, ?)", [pair.key, pair.group])
         }
-        for pair in changes.nodes.added {
+        for pair in changes.added.nodes {
             try db.executeCached("INSERT INTO report_nodes (node, group_id) VALUES (?, ?)", [pair.key, pair.group])
         }
-        for person in changes.people.added {
+        for person in changes.added.people {
             try db.executeCached(
                 """
                 INSERT INTO report_people (group_id, app_id, line_id, attribution_id, installed_at, record_id,
@@ -140,7 +123,7 @@ extension SQLiteStore: ReportIndexStore {
                     person.attributed, person.country, person.isTest,
                 ])
         }
-        for purchase in changes.purchases.added {
+        for purchase in changes.added.purchases {
             try db.executeCached(
                 """
                 INSERT INTO report_purchases (group_id, app_id, buyer, purchased_at, line_id, country, converts,
@@ -153,26 +136,25 @@ extension SQLiteStore: ReportIndexStore {
         }
     }
 
-    /// A row of `report_members` or `report_nodes`: a seq or node and its group.
-    struct Pair: Hashable {
-        var key: Int64, group: Int64
-    }
+    typealias Pair = ReportIndexRows.Pair
 
-    /// The rows `select` (a key and a group id) reads of the groups of `groups`, a JSON array.
-    static func pairs(_ select: String, _ groups: String, _ db: Database) throws -> [Pair] {
-        try Row.fetchAll(
-            db, sql: "\(select) WHERE group_id IN (SELECT value FROM json_each(?))", arguments: [groups]
+    /// The rows `select` (a key and a group id) reads of `groups`.
+    static func pairs(_ select: String, _ groups: [Int64], _ db: Database) throws -> [Pair] {
+        guard !groups.isEmpty else { return [] }
+        return try Row.fetchAll(
+            db, sql: "\(select) WHERE group_id IN (SELECT value FROM json_each(?))", arguments: [jsonArray(groups)]
         ).map { Pair(key: $0[0], group: $0[1]) }
     }
 
-    static func people(of groups: String, _ db: Database) throws -> [(key: Int64, row: ReportIndexRow.Person)] {
-        try Row.fetchAll(
+    static func people(of groups: [Int64], _ db: Database) throws -> [(key: Int64, row: ReportIndexRow.Person)] {
+        guard !groups.isEmpty else { return [] }
+        return try Row.fetchAll(
             db,
             sql: """
                 SELECT rowid, group_id, app_id, line_id, attribution_id, installed_at, record_id, attributed, country,
                     is_test
                 FROM report_people WHERE group_id IN (SELECT value FROM json_each(?))
-                """, arguments: [groups]
+                """, arguments: [jsonArray(groups)]
         ).map { row in
             (
                 row[0],
@@ -183,14 +165,15 @@ extension SQLiteStore: ReportIndexStore {
         }
     }
 
-    static func purchases(of groups: String, _ db: Database) throws -> [(key: Int64, row: ReportIndexRow.Purchase)] {
-        try Row.fetchAll(
+    static func purchases(of groups: [Int64], _ db: Database) throws -> [(key: Int64, row: ReportIndexRow.Purchase)] {
+        guard !groups.isEmpty else { return [] }
+        return try Row.fetchAll(
             db,
             sql: """
                 SELECT rowid, group_id, app_id, buyer, purchased_at, line_id, country, converts, refunded, revenue,
                     currency
                 FROM report_purchases WHERE group_id IN (SELECT value FROM json_each(?))
-                """, arguments: [groups]
+                """, arguments: [jsonArray(groups)]
         ).map { row in
             (
                 row[0],

@@ -92,3 +92,68 @@ public enum ReportIndexRow {
         }
     }
 }
+
+/// The rows of a batch's groups, once each has its id: what both stores write, and what
+/// they compare with the rows the former groups left (``changes(members:nodes:people:purchases:)``).
+public struct ReportIndexRows: Sendable {
+    /// A row of `report_members` or `report_nodes`: a seq or node and its group.
+    public struct Pair: Hashable, Sendable {
+        public var key: Int64, group: Int64
+
+        public init(key: Int64, group: Int64) {
+            (self.key, self.group) = (key, group)
+        }
+    }
+
+    public var members: [Pair] = [], nodes: [Pair] = []
+    public var people: [ReportIndexRow.Person] = [], purchases: [ReportIndexRow.Purchase] = []
+
+    /// The rows of `groups` under `ids` (in order), naming attributions by `attributionID`.
+    public init(
+        _ groups: [IndexedGroup<Int64>], ids: [Int64], attributionID: (KeywordReport.Attribution) -> Int64
+    ) {
+        for (group, groupID) in zip(groups, ids) {
+            members += group.seqs.map { Pair(key: $0, group: groupID) }
+            nodes += group.nodes.map { Pair(key: $0, group: groupID) }
+            people += group.people.map { ReportIndexRow.Person($0, group: groupID, id: attributionID) }
+            purchases += group.purchases.map { ReportIndexRow.Purchase($0, group: groupID, id: attributionID) }
+        }
+    }
+
+    /// The attributions the facts of `groups` name, which need ids before the rows are made.
+    public static func attributions(of groups: [IndexedGroup<Int64>]) -> Set<KeywordReport.Attribution> {
+        var attributions: Set<KeywordReport.Attribution> = []
+        for group in groups {
+            for person in group.people { attributions.formUnion([person.line, person.attribution]) }
+            for purchase in group.purchases { attributions.insert(purchase.line) }
+        }
+        return attributions
+    }
+
+    /// What the store deletes (by member seq, node, and the place of a person or purchase
+    /// row) and inserts so that the former groups' rows become these.
+    public func changes<Place>(
+        members formerMembers: [Pair], nodes formerNodes: [Pair],
+        people formerPeople: [(key: Place, row: ReportIndexRow.Person)],
+        purchases formerPurchases: [(key: Place, row: ReportIndexRow.Purchase)]
+    ) -> Changes<Place> {
+        let members = ReportIndexChanges.difference(old: formerMembers.map { ($0.key, $0) }, new: self.members)
+        let nodes = ReportIndexChanges.difference(old: formerNodes.map { ($0.key, $0) }, new: self.nodes)
+        let people = ReportIndexChanges.difference(old: formerPeople, new: self.people)
+        let purchases = ReportIndexChanges.difference(old: formerPurchases, new: self.purchases)
+        return Changes(
+            deleted: (members.deleted, nodes.deleted, people.deleted, purchases.deleted),
+            added: ReportIndexRows(
+                members: members.added, nodes: nodes.added, people: people.added, purchases: purchases.added))
+    }
+
+    /// The rows to delete, by key, and those to insert.
+    public struct Changes<Place>: Sendable where Place: Sendable {
+        public var deleted: (members: [Int64], nodes: [Int64], people: [Place], purchases: [Place])
+        public var added: ReportIndexRows
+    }
+
+    init(members: [Pair], nodes: [Pair], people: [ReportIndexRow.Person], purchases: [ReportIndexRow.Purchase]) {
+        (self.members, self.nodes, self.people, self.purchases) = (members, nodes, people, purchases)
+    }
+}
