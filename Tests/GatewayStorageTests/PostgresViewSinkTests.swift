@@ -89,6 +89,30 @@ import Testing
         await table.shutdown()
     }
 
+    /// A record retention deletes leaves the sink's list too.
+    @Test(.enabled(if: TestPostgres.expected)) func aRecordRetentionDeletesLeavesTheList() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let store = try await PostgresStore(url: url, poolSize: 2, outboxLease: .seconds(60))
+        let records = SQLiteViewSinkTests.records()
+        // Delivered here rather than through the outbox, whose rows retention waits for.
+        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
+        let view = try await PostgresViewSink(url: url, indexes: [], logger: Logger(label: "test"))
+        #expect(try await view.deliver(records) == [.delivered, .delivered, .delivered])
+        let cut = records[1].receivedAt.addingTimeInterval(1)
+        #expect(try await store.deleteRecords(receivedBefore: cut, limit: 100) == 2)
+        let listed = try await TestPostgres.withClient(url) { client in
+            var keys: [String?] = []
+            for try await key in try await client.query(
+                "SELECT r.dedupe_key FROM attribution_records_rows d LEFT JOIN records r ON r.seq = d.seq"
+            ).decode(String?.self) {
+                keys.append(key)
+            }
+            return keys
+        }
+        #expect(listed == ["skan:tx-1:0"])
+        await view.shutdown()
+    }
+
     /// A start keeps the view an operator has given grants on and made views of, and takes
     /// no lock that would wait for a transaction reading it; a newer definition replaces it
     /// in place, keeping both.

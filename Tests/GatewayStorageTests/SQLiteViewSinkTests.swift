@@ -150,6 +150,26 @@ import Testing
         }
     }
 
+    /// A record retention deletes leaves the sink's list too: the list does not outgrow
+    /// the records a year of retention keeps.
+    @Test func aRecordRetentionDeletesLeavesTheList() async throws {
+        try await withStore { path, store in
+            let view = try SQLiteViewSink(path: path)
+            store.deliverInline(try #require(view.inlineDelivery(sinkName: "local", into: store)))
+            let records = Self.records()
+            _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: ["local"]) })
+            // The install and the purchase are older than the cut; the postback is not.
+            let cut = records[1].receivedAt.addingTimeInterval(1)
+            #expect(try await store.deleteRecords(receivedBefore: cut, limit: 100) == 2)
+            let listed = try await store.pool.read { db in
+                try String?.fetchAll(
+                    db,
+                    sql: "SELECT r.dedupe_key FROM attribution_records_rows d LEFT JOIN records r ON r.seq = d.seq")
+            }
+            #expect(listed == ["skan:tx-1:0"])
+        }
+    }
+
     /// `indexes` index the same expressions on `records`, and a query of the view uses them.
     @Test func aListedFieldIsIndexedForQueriesOfTheView() async throws {
         try await withStore { path, store in

@@ -73,7 +73,8 @@ enum PostgresSinkView {
             CREATE OR REPLACE FUNCTION gateway_time(text) RETURNS timestamptz LANGUAGE sql IMMUTABLE
                 AS $$ SELECT $1::timestamptz $$
             """,
-            "CREATE TABLE IF NOT EXISTS \(rows) (seq bigint PRIMARY KEY)",
+            // A record retention or a quarantine cap deletes leaves the list with it.
+            "CREATE TABLE IF NOT EXISTS \(rows) (seq bigint PRIMARY KEY REFERENCES records (seq) ON DELETE CASCADE)",
             "CREATE OR REPLACE VIEW \(name) AS \(definition)",
             "COMMENT ON VIEW \(name) IS '\(mark)'",
             "COMMIT",

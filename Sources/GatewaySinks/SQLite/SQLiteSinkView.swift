@@ -41,7 +41,11 @@ enum SQLiteSinkView {
                 description: "\(name) is a table here (a sqlite sink without view: true wrote it); "
                     + "copy what you need and drop it, or keep the sink a table")
         }
-        try db.execute(sql: "CREATE TABLE IF NOT EXISTS \(rows) (seq INTEGER PRIMARY KEY)")
+        // A record retention or a quarantine cap deletes leaves the list with it.
+        try db.execute(
+            sql:
+                "CREATE TABLE IF NOT EXISTS \(rows) (seq INTEGER PRIMARY KEY REFERENCES records (seq) ON DELETE CASCADE)"
+        )
         let columns = SQLiteSinkTable.columns.map { "\(expression($0, table: "r.")) AS \($0.name)" }
         try db.execute(sql: "DROP VIEW IF EXISTS \(name)")
         try db.execute(
