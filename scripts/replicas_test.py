@@ -230,10 +230,11 @@ class Replica:
         self.log = os.path.join(work, f"replica-{name}.log")
         self.process = None
         self.started_at = 0.0
+        # timeout_ms as the Swift tests' gateways: this checks kills, not the server's speed.
         with open(self.config, "w") as f:
             f.write(f"""
 server: {{ host: 127.0.0.1, port: {port}, log_level: error }}
-storage: {{ postgres: {{ url: "{url}", pool_size: 8, lease_s: {LEASE_S} }} }}
+storage: {{ postgres: {{ url: "{url}", pool_size: 8, lease_s: {LEASE_S}, timeout_ms: 120000 }} }}
 providers:
   iad: {{}}
   s2s: {{}}

@@ -201,8 +201,12 @@ public struct ConfigurationDiff: Sendable {
         case (let before?, let after?):
             if before.url.shown != after.url.shown {
                 changes.append(change("storage.postgres.url: \(before.url.shown) -> \(after.url.shown)"))
-            } else if before.url != after.url {
+            } else if before.url.password != after.url.password || before.url.sslMode != after.url.sslMode {
                 changes.append(change("storage.postgres.url: secret changed"))
+            }
+            if before.url.timeout != after.url.timeout {
+                let (was, now) = (before.url.timeout / .milliseconds(1), after.url.timeout / .milliseconds(1))
+                changes.append(change("storage.postgres.timeout_ms: \(Int(was)) -> \(Int(now))"))
             }
             if before.poolSize != after.poolSize {
                 changes.append(change("storage.postgres.pool_size: \(before.poolSize) -> \(after.poolSize)"))

@@ -13,22 +13,21 @@ public final class PostgresStore: AttributionStore {
     /// How long a claimed outbox row is hidden from other replicas: the longest a batch may
     /// take before another replica may offer its rows again.
     public let outboxLease: Duration
-    /// How long an operation may wait for the database before it fails.
-    public let timeout: Duration
+    /// How long an operation may wait for the database before it fails (``PostgresURL/timeout``).
+    public var timeout: Duration { url.timeout }
     /// When records' outbox rows are queued.
     let now: @Sendable () -> Date
     private let runner: Task<Void, Never>
 
     /// Connects, checks that commits are durable, and upgrades the tables as needed.
     public init(
-        url: PostgresURL, poolSize: Int = 8, outboxLease: Duration = .seconds(60), timeout: Duration = .seconds(10),
+        url: PostgresURL, poolSize: Int = 8, outboxLease: Duration = .seconds(60),
         logger: Logger = Logger(label: "gateway.postgres"), now: @escaping @Sendable () -> Date = { Date() }
     ) async throws {
         self.url = url
         self.now = now
         self.logger = logger
         self.outboxLease = outboxLease
-        self.timeout = timeout
         let client = PostgresClient(
             configuration: url.clientConfiguration(poolSize: poolSize), backgroundLogger: logger)
         self.client = client

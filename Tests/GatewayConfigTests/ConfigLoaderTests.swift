@@ -243,8 +243,19 @@ import Testing
         #expect(postgres.url.sslMode == "disable")
         #expect(postgres.poolSize == 4)
         #expect(postgres.leaseSeconds == 60)
+        #expect(postgres.url.timeout == .seconds(10))
         // Printed (a log line, an error), the URL leaves its password out.
         #expect("\(postgres.url)" == "postgres://gw@db.internal:6543/attribution")
+    }
+
+    /// `timeout_ms` goes with the URL to every part that connects: the store and the
+    /// keyword names' and spend's tables.
+    @Test func howLongTheGatewayWaitsForPostgresIsSetWithTheURL() throws {
+        let config = try parse(
+            "storage:\n  postgres: { url: \"postgres://gw@db/gw\", timeout_ms: 30000 }\n" + Self.oneSink)
+        #expect(config.storage.postgres?.url.timeout == .seconds(30))
+        let bad = problems("storage:\n  postgres: { url: \"postgres://gw@db/gw\", timeout_ms: 50 }\n" + Self.oneSink)
+        #expect(try problem(at: "storage.postgres.timeout_ms", in: bad).message.contains("1000"))
     }
 
     @Test func retentionKeepsEverythingUnlessToldHowManyDays() throws {

@@ -167,6 +167,10 @@ import Testing
                 "storage: sqlite /tmp/a.sqlite -> postgres postgres://gw@db:5432/gw (takes effect at the next start)"
             ])
         #expect(!(lines + moved).joined().contains("pw-"))
+        // How long it waits is no secret, and changing it changes no credential.
+        let patient = try self.lines(
+            old, old.replacingOccurrences(of: "5432/gw\"", with: "5432/gw\", timeout_ms: 30000"))
+        #expect(patient == ["storage.postgres.timeout_ms: 10000 -> 30000 (takes effect at the next start)"])
     }
 
     static func s2s(_ vendor: String, callbackSecret: String? = nil) -> String {

@@ -272,12 +272,12 @@ import Testing
         #expect(quarantined.stderr.contains("skadnetwork is not enabled"), "\(quarantined.stderr)")
     }
 
-    /// A config with the environment's store, `providers` and the SQLite sink, written beside it.
-    /// A config storing in `env`'s SQLite file, or in the PostgreSQL database `postgres`.
+    /// A config with `providers` and the SQLite sink, storing in `env`'s SQLite file or in the
+    /// PostgreSQL database `postgres`, written beside it.
     func storeConfig(_ env: TestEnvironment, providers: String, postgres: PostgresURL? = nil) throws -> String {
         let config = env.directory.appendingPathComponent("store.yaml").path
         let storage =
-            postgres.map { "postgres: { url: \"\($0)\" }" }
+            postgres.map { "postgres: { url: \"\($0)\", timeout_ms: \(TestPostgres.timeoutMs) }" }
             ?? "sqlite: { path: \(env.databasePath), durability: normal }"
         try """
         storage: { \(storage) }

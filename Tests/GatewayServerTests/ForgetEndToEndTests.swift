@@ -247,7 +247,7 @@ extension ForgetEndToEndTests {
         let database = try await TestPostgres.newDatabase()
         let yaml = """
             server: { host: 127.0.0.1, port: 0, max_body_bytes: 65536, log_level: warning }
-            storage: { postgres: { url: "\(database)", pool_size: 4 } }
+            storage: { postgres: { url: "\(database)", pool_size: 4, timeout_ms: \(TestPostgres.timeoutMs) } }
             auth:
               api_keys:
                 - { app_id: "\(Self.appID)", key: "\(Self.appKey)" }

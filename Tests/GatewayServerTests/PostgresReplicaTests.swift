@@ -13,16 +13,17 @@ import Testing
 @Suite struct PostgresReplicaTests {
     static let servers: [String] = TestPostgres.expected ? ["postgres"] : []
 
-    /// Two replicas of one config, on the same database, each on its own port.
-    static func startReplicas(_ count: Int, env: TestEnvironment, database: PostgresURL) async throws
-        -> [GatewayProcess]
-    {
+    /// Replicas of one config, on the same database, each on its own port, waiting
+    /// `timeoutMs` for the database.
+    static func startReplicas(
+        _ count: Int, env: TestEnvironment, database: PostgresURL, timeoutMs: Int = TestPostgres.timeoutMs
+    ) async throws -> [GatewayProcess] {
         var replicas: [GatewayProcess] = []
         for index in 0..<count {
             let config = env.directory.appendingPathComponent("replica-\(index).yaml").path
             try """
             server: { host: 127.0.0.1, port: 0, max_body_bytes: 65536, log_level: info }
-            storage: { postgres: { url: "\(database)", pool_size: 4, lease_s: 5 } }
+            storage: { postgres: { url: "\(database)", pool_size: 4, lease_s: 5, timeout_ms: \(timeoutMs) } }
             providers:
               iad: { enabled: true }
             sinks:
@@ -98,7 +99,8 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let database = try await TestPostgres.newDatabase()
-        let replica = try await Self.startReplicas(1, env: env, database: database)[0]
+        // The default wait: a request gives up on the database after 10 s.
+        let replica = try await Self.startReplicas(1, env: env, database: database, timeoutMs: 10_000)[0]
         #expect(try await replica.post("/v1/iad", body: Self.install("before")).0 == 202)
 
         let name = try #require(database.database)

@@ -124,7 +124,7 @@ import Testing
             let database = try await TestPostgres.newDatabase()
             yaml = yaml.replacingOccurrences(
                 of: "sqlite: { path: \(env.databasePath), durability: normal }",
-                with: "postgres: { url: \"\(database)\" }"
+                with: "postgres: { url: \"\(database)\", timeout_ms: \(TestPostgres.timeoutMs) }"
             ).replacingOccurrences(of: "local: { type: sqlite,", with: "local: { type: postgres,")
         }
         let path = env.directory.appendingPathComponent("report.yaml").path

@@ -13,7 +13,12 @@ public enum TestPostgres {
     /// fails them rather than skipping them; elsewhere, when a server was started.
     public static var expected: Bool { url != nil || ProcessInfo.processInfo.environment["CI"] != nil }
 
-    /// A new, empty database on the test server, by its URL.
+    /// How long the tests' gateways wait for the server (`storage.postgres.timeout_ms`):
+    /// a test runs beside hundreds of others on a shared machine, and asserts what the
+    /// gateway does, not how fast the server answers.
+    public static let timeoutMs = 120_000
+
+    /// A new, empty database on the test server, by its URL, with ``timeoutMs``.
     public static func newDatabase() async throws -> PostgresURL {
         let url = try #require(url, "GATEWAY_TEST_POSTGRES_URL is not set: run the tests through scripts/with-postgres")
         let server = try PostgresURL(url)
@@ -23,6 +28,7 @@ public enum TestPostgres {
         }
         var target = server
         target.database = database
+        target.timeout = .milliseconds(timeoutMs)
         return target
     }
 

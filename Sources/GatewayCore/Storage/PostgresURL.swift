@@ -11,6 +11,10 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
     /// `sslmode`: `disable` (the default, as for a server on loopback), `prefer`, or
     /// `require` (also `verify-ca`, `verify-full`: the certificate is checked).
     public var sslMode: String
+    /// How long the gateway waits for the database to answer before it gives up: a route
+    /// answers `503`, a background step tries again. Not part of the URL's text:
+    /// `storage.postgres.timeout_ms` sets it.
+    public var timeout: Duration = .seconds(10)
 
     public struct Invalid: Error, CustomStringConvertible {
         public let description: String

@@ -21,7 +21,7 @@ final class EnricherPostgres: Sendable {
         self.client = client
         runner = client.runInBackground()
         do {
-            try await answered(within: .seconds(10), from: url) {
+            try await answered(within: url.timeout, from: url) {
                 try await client.withConnection { connection in
                     try await withAdvisoryLock(lock, on: connection, logger: logger) {
                         for statement in schema {

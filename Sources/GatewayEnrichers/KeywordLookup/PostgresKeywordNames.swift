@@ -10,8 +10,8 @@ final class PostgresKeywordNames: KeywordNameStore {
     let database: EnricherPostgres
     var logger: Logger { database.logger }
     /// Names are a cache: a database that does not answer costs a record its names, never
-    /// holds it longer than this.
-    let timeout: Duration = .seconds(5)
+    /// holds it longer than half the store's wait.
+    var timeout: Duration { database.url.timeout / 2 }
 
     init(url: PostgresURL, logger: Logger) async throws {
         database = try await EnricherPostgres(

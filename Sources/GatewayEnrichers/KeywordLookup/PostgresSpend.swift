@@ -9,7 +9,8 @@ import PostgresNIO
 final class PostgresSpend: SpendStore {
     let database: EnricherPostgres
     var logger: Logger { database.logger }
-    let timeout: Duration = .seconds(30)
+    /// A day's report is written in one transaction of many statements: longer than a request waits.
+    var timeout: Duration { database.url.timeout * 3 }
 
     init(url: PostgresURL, logger: Logger) async throws {
         database = try await EnricherPostgres(
