@@ -9,6 +9,10 @@ extension PostgresStore {
     public func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult] {
         guard !batch.isEmpty else { return [] }
         let queuedAt = now()
+        let listing = inlineListings.current
+        if let table = listing.table, batch.contains(where: { !listing.sinks.isDisjoint(with: $0.sinks) }) {
+            return try await ingestListing(batch, sinks: listing.sinks, table: table, queuedAt: queuedAt)
+        }
         // One record is one statement, atomic on its own: no transaction's extra round trips.
         if batch.count == 1 {
             return try await connection { [logger] connection in

@@ -17,6 +17,8 @@ public final class PostgresStore: AttributionStore {
     public var timeout: Duration { url.timeout }
     /// When records' outbox rows are queued.
     let now: @Sendable () -> Date
+    /// Sinks listed with each commit rather than through their outboxes.
+    let inlineListings = InlineListings()
     private let runner: Task<Void, Never>
 
     /// Connects, checks that commits are durable, and upgrades the tables as needed.

@@ -77,16 +77,6 @@ struct InlineOutcome: Sendable {
     }
 }
 
-/// Told after each commit what the inline sinks did: for metrics, logs and wake-ups.
-public protocol InlineDeliveryObserver: Sendable {
-    /// `records` were written to `sink`'s rows with their records, in the commit that
-    /// queued them.
-    func delivered(sink: String, records: [(record: AttributionRecord, queuedAt: Date)])
-    /// `count` records of `sink` could not be written with their records and went to its
-    /// outbox instead (its worker must be woken).
-    func fellBack(sink: String, count: Int)
-}
-
 /// The inline sinks of one store, and who is told what they did.
 final class InlineSinks: Sendable {
     private let deliveries = Mutex<[String: InlineDelivery]>([:])
@@ -117,24 +107,20 @@ final class InlineSinks: Sendable {
     }
 }
 
-extension SQLiteStore {
+extension SQLiteStore: InlineDeliveryStore {
     /// Writes `delivery.sink`'s rows in the store's own transactions from now on.
     public func deliverInline(_ delivery: InlineDelivery) {
         inlineSinks.add(delivery)
     }
 
-    /// Writes `sink`'s records to its outbox from now on (a reload removed or changed it);
-    /// a commit under way writes its rows as it started.
     public func stopDeliveringInline(sink: String) {
         inlineSinks.remove(sink: sink)
     }
 
-    /// Tells `observer` after each commit what the inline sinks did.
     public func observeInline(_ observer: any InlineDeliveryObserver) {
         inlineSinks.observe(observer)
     }
 
-    /// The sinks written inline, whose workers need no wake-up for new records.
     public var inlineSinkNames: Set<String> { Set(inlineSinks.writes.deliveries.keys) }
 
     /// Bodies and inline arguments, made before the write lock is taken. A record whose

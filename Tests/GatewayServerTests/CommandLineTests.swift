@@ -4,6 +4,7 @@ import GatewayCore
 import GatewaySpawn
 import GatewayTestSupport
 import GRDB
+import PostgresNIO
 import Synchronization
 import Testing
 
@@ -496,6 +497,39 @@ import Testing
     }
 
     static let backends = ["sqlite"] + (TestPostgres.expected ? ["postgres"] : [])
+
+    /// An import into PostgreSQL lists each record in a `view: true` sink as it stores it:
+    /// the view holds the history when the command ends, with nothing left for a server to
+    /// deliver.
+    @Test(.enabled(if: TestPostgres.expected)) func anImportIntoPostgresFillsTheViewItself() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let database = try await TestPostgres.newDatabase()
+        let config = env.directory.appendingPathComponent("view.yaml").path
+        try """
+        storage: { postgres: { url: "\(database)", timeout_ms: \(TestPostgres.timeoutMs) } }
+        providers: { iad: {} }
+        sinks: { local: { type: postgres, view: true } }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let lines = (1...3).map { user in
+            #"{"app_id":"1234567890","app_user_id":"u\#(user)","Version3.1":{"iad-attribution":"true","iad-campaign-id":"542370539"}}"#
+        }
+        let file = env.directory.appendingPathComponent("installs.jsonl").path
+        try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let imported = try run(["import", "--provider", "iad", "--config", config, file])
+        #expect(imported.stdout.contains("3 stored"), "\(imported.stdout) \(imported.stderr)")
+        let (listed, waiting) = try await TestPostgres.withClient(database) { client in
+            var counts: [Int64] = []
+            for sql in ["SELECT count(*) FROM attribution_records", "SELECT count(*) FROM outbox"] {
+                for try await count in try await client.query(PostgresQuery(unsafeSQL: sql)).decode(Int64.self) {
+                    counts.append(count)
+                }
+            }
+            return (counts[0], counts[1])
+        }
+        #expect(listed == 3)
+        #expect(waiting == 0)
+    }
 
     @Test(arguments: backends)
     func reportKeywordsNamesKeywordsTheCacheLearnedAfterTheirRecords(_ backend: String) async throws {

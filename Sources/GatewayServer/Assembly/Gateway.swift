@@ -149,6 +149,7 @@ public final class Gateway: Sendable {
     ) async throws -> Gateway {
         let store = try await openStore(configuration, upgrade: upgrade, logger: logger, onWait: onWait)
         let sqlite = store as? SQLiteStore
+        let inlineStore = store as? any InlineDeliveryStore
         let providers = try configuration.providers.map { try $0.build() }
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
@@ -175,7 +176,7 @@ public final class Gateway: Sendable {
             let built = try await buildSink(
                 configured, configuration: configuration, store: store, metrics: metrics, health: health,
                 logger: logger)
-            built.start(in: sinkWorkers, sqlite: sqlite)
+            built.start(in: sinkWorkers, store: inlineStore)
         }
         let countingSinks = sinkWorkers.countingEveryCopy
         if let settled = try await sqlite?.settleRestoredBackup(
@@ -200,7 +201,7 @@ public final class Gateway: Sendable {
         }
         // Inline sinks get no outbox rows from ingests, so nothing to wake their workers
         // for, unless a record could not be written with its row and went to the outbox.
-        sqlite?.observeInline(
+        inlineStore?.observeInline(
             InlineDeliveryReporter(metrics: metrics, logger: logger) { sinkWorkers.worker(named: $0)?.wake() })
         var enrichers: [(typeName: String, enricher: any Enricher)] = []
         for prepared in configuration.enrichers {
@@ -215,7 +216,7 @@ public final class Gateway: Sendable {
             store: store, router: RecordRouter(routes: configuration.routes, countingEveryCopy: countingSinks),
             enrichers: enrichers.map(\.enricher), metrics: metrics,
             onStored: { sinks in
-                let inlineSinks = sqlite?.inlineSinkNames ?? []
+                let inlineSinks = inlineStore?.inlineSinkNames ?? []
                 for sink in sinks where !inlineSinks.contains(sink) { sinkWorkers.worker(named: sink)?.wake() }
             },
             onQueued: { sinks in
@@ -242,22 +243,22 @@ public final class Gateway: Sendable {
         return gateway
     }
 
-    /// A sink built from config.yaml, ready to run: its worker and, for a sink that shares
-    /// the SQLite store's file, the delivery written with each record's commit.
+    /// A sink built from config.yaml, ready to run: its worker and, for a sink whose rows
+    /// live in the store's own database, how the store writes them with each record's commit.
     struct BuiltSink {
         let sink: any AttributionSink
         let worker: SinkWorker
         let countsEveryCopy: Bool
-        let inline: InlineDelivery?
+        let inline: (@Sendable () -> Void)?
 
         /// Runs the worker in `workers` (after the sink's previous worker, if any, stopped)
         /// and writes the sink's rows with each commit when it can, or else through its
         /// outbox.
-        func start(in workers: LiveSinkWorkers, sqlite: SQLiteStore?) {
+        func start(in workers: LiveSinkWorkers, store: (any InlineDeliveryStore)?) {
             if let inline {
-                sqlite?.deliverInline(inline)
+                inline()
             } else {
-                sqlite?.stopDeliveringInline(sink: worker.sinkName)
+                store?.stopDeliveringInline(sink: worker.sinkName)
             }
             workers.start(worker, countsEveryCopy: countsEveryCopy)
         }
@@ -274,9 +275,15 @@ public final class Gateway: Sendable {
         let sink = try await configured.prepared.build(context)
         // A paused sink keeps its records in its outbox until it is resumed, and one in
         // device order must let a device's waiting records go first.
-        var inline: InlineDelivery?
-        if !configured.delivery.paused && !configured.delivery.inDeviceOrder, let sqlite = store as? SQLiteStore {
-            inline = (sink as? InlineDeliverable)?.inlineDelivery(sinkName: configured.name, into: sqlite)
+        var inline: (@Sendable () -> Void)?
+        if !configured.delivery.paused && !configured.delivery.inDeviceOrder {
+            if let sqlite = store as? SQLiteStore,
+                let delivery = (sink as? InlineDeliverable)?.inlineDelivery(sinkName: configured.name, into: sqlite)
+            {
+                inline = { sqlite.deliverInline(delivery) }
+            } else if let postgres = store as? PostgresStore, let view = sink as? PostgresViewSink {
+                inline = { postgres.listInline(sink: configured.name, table: view.listTable) }
+            }
         }
         let worker = SinkWorker(
             sinkName: configured.name, sink: ForgettingSink(sink, sinkName: configured.name, store: store),

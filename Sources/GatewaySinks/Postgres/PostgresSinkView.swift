@@ -145,6 +145,10 @@ public final class PostgresViewSink: AttributionSink {
         connection.shutdown()
     }
 
+    /// The list of delivered records, which the store writes with each commit when the
+    /// sink is inline (``PostgresStore/listInline(sink:table:)``).
+    public var listTable: String { PostgresSinkView.rows }
+
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         guard !records.isEmpty else { return [] }
         let ids = records.map(\.recordID)
