@@ -9,9 +9,9 @@ import Synchronization
 ///
 /// Through the outbox, each record costs an outbox row written, claimed, read back and
 /// deleted, and a PostgreSQL import left millions of them for a server to drain. Listed
-/// with the record, it is in the view the moment its answer is `2xx`. Should the list's
-/// insert fail (a savepoint undoes it alone), those records go to the sinks' outboxes, so
-/// their workers retry them; replays and late versions always go through the outbox.
+/// by the statement that stores the record, it is in the view the moment its answer is
+/// `2xx`. Should that statement fail, the records are written again with outbox rows, so
+/// the sinks' workers deliver them; replays and late versions always go through the outbox.
 final class InlineListings: Sendable {
     private let state = Mutex<(sinks: Set<String>, table: String?)>(([], nil))
     private let observer = Mutex<(any InlineDeliveryObserver)?>(nil)
@@ -55,84 +55,79 @@ extension PostgresStore: InlineDeliveryStore {
 
     public var inlineSinkNames: Set<String> { inlineListings.current.sinks }
 
-    /// Stores `batch` as ``insert(_:queuedAt:on:logger:)`` does, its listed sinks' records
-    /// in `table` rather than their outboxes, in one transaction.
-    func ingestListing(_ batch: [RoutedRecord], sinks listed: Set<String>, table: String, queuedAt: Date)
-        async throws -> [IngestResult]
+    /// Stores `batch` with its listed records' places written by the same statement; when
+    /// that statement fails (the list was dropped by hand), stores it again with outbox rows
+    /// for every sink, so that the sinks' workers deliver what the list did not take.
+    func ingestListing(_ batch: [RoutedRecord], _ listed: InlineListed, queuedAt: Date) async throws
+        -> [IngestResult]
     {
-        let outboxBatch = batch.map { item in
-            RoutedRecord(record: item.record, sinks: item.sinks.filter { !listed.contains($0) })
-        }
-        let (results, fellBack) = try await transaction { [logger] connection in
-            let results = try await Self.insert(outboxBatch, queuedAt: queuedAt, on: connection, logger: logger)
-            var seen: Set<String> = []
-            let toList = zip(batch, results).compactMap { item, result -> RoutedRecord? in
-                guard case .stored(let id) = result, seen.insert(id).inserted else { return nil }
-                let sinks = item.sinks.filter(listed.contains)
-                return sinks.isEmpty ? nil : RoutedRecord(record: item.record, sinks: sinks)
-            }
-            let listedAll = try await Self.list(toList, in: table, queuedAt: queuedAt, on: connection, logger: logger)
-            return (results, listedAll ? [] : toList)
-        }
         var delivered: [String: [(record: AttributionRecord, queuedAt: Date)]] = [:]
-        var queued: [String: Int] = [:]
-        var seen: Set<String> = []
-        for (item, result) in zip(batch, results) {
-            guard case .stored(let id) = result, seen.insert(id).inserted else { continue }
-            let didFallBack = fellBack.contains { $0.record.recordID == id }
-            for sink in item.sinks where listed.contains(sink) {
-                if didFallBack {
-                    queued[sink, default: 0] += 1
-                } else {
-                    delivered[sink, default: []].append((item.record, queuedAt))
-                }
+        var fellBack: [String: Int] = [:]
+        let results: [IngestResult]
+        do {
+            results = try await write(batch, queuedAt: queuedAt, list: listed)
+            for (index, sinks) in listed.stored(results) {
+                for sink in sinks { delivered[sink, default: []].append((batch[index].record, queuedAt)) }
+            }
+        } catch {
+            guard let refusal = Self.serverRefusal(error) else { throw error }
+            logger.warning(
+                "records could not be listed with their commit; queued in the sinks' outboxes",
+                metadata: ["table": "\(listed.table)", "error": "\(Self.describe(refusal))"])
+            results = try await write(batch, queuedAt: queuedAt, list: nil)
+            for (_, sinks) in listed.stored(results) {
+                for sink in sinks { fellBack[sink, default: 0] += 1 }
             }
         }
-        inlineListings.report(delivered: delivered, fellBack: queued)
+        inlineListings.report(delivered: delivered, fellBack: fellBack)
         return results
     }
 
-    /// Lists `records` in `table` under a savepoint; when that fails, undoes it alone and
-    /// queues the records in their sinks' outboxes instead. Tells whether they were listed.
-    static func list(
-        _ records: [RoutedRecord], in table: String, queuedAt: Date, on connection: PostgresConnection,
-        logger: Logger
-    ) async throws -> Bool {
-        guard !records.isEmpty else { return true }
-        let ids = records.map(\.record.recordID)
-        _ = try await connection.query("SAVEPOINT inline_listing", logger: logger)
-        do {
-            _ = try await connection.query(
-                """
-                INSERT INTO \(unescaped: table) (seq) SELECT seq FROM records WHERE record_id = ANY(\(ids)::text[])
-                ON CONFLICT DO NOTHING
-                """, logger: logger)
-            _ = try await connection.query("RELEASE SAVEPOINT inline_listing", logger: logger)
-            return true
-        } catch let error as PSQLError where error.serverInfo != nil {
-            logger.warning(
-                "records could not be listed with their commit; queued in the sinks' outboxes",
-                metadata: ["table": "\(table)", "error": "\(describe(error))"])
-            _ = try await connection.query("ROLLBACK TO SAVEPOINT inline_listing", logger: logger)
+    /// The server's refusal of a statement, also inside a failed transaction: what writing
+    /// again without the list may avoid, unlike a lost connection.
+    static func serverRefusal(_ error: any Error) -> PSQLError? {
+        if let error = error as? PSQLError { return error.serverInfo == nil ? nil : error }
+        if let error = error as? PostgresTransactionError, let inner = error.closureError {
+            return serverRefusal(inner)
         }
-        var sinks: [String] = [], recordIDs: [String] = [], lanes: [String] = [], laneIsNull: [Bool] = []
-        for item in records {
-            for sink in item.sinks {
-                sinks.append(sink)
-                recordIDs.append(item.record.recordID)
-                lanes.append(item.record.deliveryLane ?? "")
-                laneIsNull.append(item.record.deliveryLane == nil)
+        return nil
+    }
+}
+
+/// A batch as the store writes it when some of its sinks are listed inline: each record's
+/// other sinks for the outbox, and whether it is listed.
+struct InlineListed: Sendable {
+    let table: String
+    let listedSinks: [[String]]
+    let outboxBatch: [RoutedRecord]
+    var flags: [Bool] { listedSinks.map { !$0.isEmpty } }
+
+    /// Nil when no record of `batch` goes to a listed sink.
+    init?(_ batch: [RoutedRecord], listings: (sinks: Set<String>, table: String?)) {
+        guard let table = listings.table, batch.contains(where: { !listings.sinks.isDisjoint(with: $0.sinks) })
+        else { return nil }
+        self.table = table
+        listedSinks = batch.map { $0.sinks.filter(listings.sinks.contains) }
+        outboxBatch = batch.map {
+            RoutedRecord(record: $0.record, sinks: $0.sinks.filter { !listings.sinks.contains($0) })
+        }
+    }
+
+    /// The statement's last part: the places of the records `source` gives (a `seq` column)
+    /// inserted in the list.
+    func insertion(from source: String) -> String {
+        ", listed AS (INSERT INTO \(table) (seq) SELECT seq FROM \(source) ON CONFLICT DO NOTHING)"
+    }
+
+    /// Each record stored by this write (not a duplicate, and once), by its place in the
+    /// batch, with its listed sinks.
+    func stored(_ results: [IngestResult]) -> [(index: Int, sinks: [String])] {
+        var seen: Set<String> = []
+        return results.enumerated().compactMap { index, result in
+            guard case .stored(let id) = result, seen.insert(id).inserted, !listedSinks[index].isEmpty else {
+                return nil
             }
+            return (index, listedSinks[index])
         }
-        let now = seconds(queuedAt)
-        _ = try await connection.query(
-            """
-            INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-            SELECT s, r, 0, \(now), \(now), CASE WHEN ln THEN NULL ELSE l END
-            FROM unnest(\(sinks)::text[], \(recordIDs)::text[], \(lanes)::text[], \(laneIsNull)::bool[])
-                WITH ORDINALITY AS o(s, r, l, ln, n)
-            ORDER BY n
-            """, logger: logger)
-        return false
     }
 }

@@ -9,35 +9,43 @@ extension PostgresStore {
     public func ingest(_ batch: [RoutedRecord]) async throws -> [IngestResult] {
         guard !batch.isEmpty else { return [] }
         let queuedAt = now()
-        let listing = inlineListings.current
-        if let table = listing.table, batch.contains(where: { !listing.sinks.isDisjoint(with: $0.sinks) }) {
-            return try await ingestListing(batch, sinks: listing.sinks, table: table, queuedAt: queuedAt)
+        if let listed = InlineListed(batch, listings: inlineListings.current) {
+            return try await ingestListing(batch, listed, queuedAt: queuedAt)
         }
+        return try await write(batch, queuedAt: queuedAt, list: nil)
+    }
+
+    /// Writes `batch` with its outbox rows and, with `list`, its listed records' places.
+    func write(_ batch: [RoutedRecord], queuedAt: Date, list: InlineListed?) async throws -> [IngestResult] {
         // One record is one statement, atomic on its own: no transaction's extra round trips.
         if batch.count == 1 {
             return try await connection { [logger] connection in
-                try await Self.insert(batch, queuedAt: queuedAt, on: connection, logger: logger)
+                try await Self.insert(batch, queuedAt: queuedAt, list: list, on: connection, logger: logger)
             }
         }
         return try await transaction { [logger] connection in
-            try await Self.insert(batch, queuedAt: queuedAt, on: connection, logger: logger)
+            try await Self.insert(batch, queuedAt: queuedAt, list: list, on: connection, logger: logger)
         }
     }
 
     /// Inserts records and their outbox rows on `connection` (in the caller's transaction,
-    /// if any). The sinks' rows count from `queuedAt`, not the record's `received_at`, which
-    /// may be long past (an import of history).
+    /// if any), and with `list` the places of its records in their list instead of outbox
+    /// rows for the listed sinks. The sinks' rows count from `queuedAt`, not the record's
+    /// `received_at`, which may be long past (an import of history).
     static func insert(
-        _ batch: [RoutedRecord], queuedAt: Date, on connection: PostgresConnection, logger: Logger
+        _ batch: [RoutedRecord], queuedAt: Date, list: InlineListed? = nil, on connection: PostgresConnection,
+        logger: Logger
     ) async throws -> [IngestResult] {
+        let batch = list?.outboxBatch ?? batch
         if batch.count > 1 {
-            return try await insertMany(batch, queuedAt: queuedAt, on: connection, logger: logger)
+            return try await insertMany(batch, queuedAt: queuedAt, list: list, on: connection, logger: logger)
         }
         let now = seconds(queuedAt)
         var results: [IngestResult] = []
-        for item in batch {
+        for (index, item) in batch.enumerated() {
             let record = item.record
             let (body, raw, size) = record.encoded().stored
+            let listing = list.map { $0.flags[index] ? $0.insertion(from: "stored") : "" } ?? ""
             let quarantinedBytes = record.isQuarantined ? size : nil
             // Waits for a concurrent insert of the same key to end; if it committed, this one
             // is the duplicate and the next statement sees the original.
@@ -48,12 +56,12 @@ extension PostgresStore {
                         quarantined_bytes)
                     VALUES (\(record.recordID), \(record.dedupeKey), \(record.provider), \(record.appID),
                         \(seconds(record.receivedAt)), \(body), \(raw.map { Data($0) }), \(quarantinedBytes))
-                    ON CONFLICT (dedupe_key) DO NOTHING RETURNING record_id
+                    ON CONFLICT (dedupe_key) DO NOTHING RETURNING seq, record_id
                 ), queued AS (
                     INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
                     SELECT s.sink, stored.record_id, 0, \(now), \(now), \(record.deliveryLane)
                     FROM stored CROSS JOIN unnest(\(item.sinks)::text[]) AS s(sink)
-                )
+                )\(unescaped: listing)
                 SELECT count(*) FROM stored
                 """, logger: logger)
             var stored = false
@@ -82,7 +90,8 @@ extension PostgresStore {
     /// original in a second statement, which, unlike the first one's snapshot, sees a copy
     /// another replica committed while this insert waited for it.
     static func insertMany(
-        _ batch: [RoutedRecord], queuedAt: Date, on connection: PostgresConnection, logger: Logger
+        _ batch: [RoutedRecord], queuedAt: Date, list: InlineListed?, on connection: PostgresConnection,
+        logger: Logger
     ) async throws -> [IngestResult] {
         let now = seconds(queuedAt)
         let count = batch.count
@@ -93,6 +102,8 @@ extension PostgresStore {
         var quarantined: [Int64] = [], quarantinedIsNull: [Bool] = []
         var lanes: [String] = [], laneIsNull: [Bool] = []
         var sinkOrdinals: [Int64] = [], sinks: [String] = []
+        let listFlags = list?.flags ?? [Bool](repeating: false, count: count)
+        let listing = list?.insertion(from: "inserted JOIN input ON input.ord = inserted.ord WHERE input.listed") ?? ""
         for (index, item) in batch.enumerated() {
             let record = item.record
             let (body, raw, size) = record.encoded().stored
@@ -124,9 +135,9 @@ extension PostgresStore {
                 SELECT * FROM unnest(\(recordIDs)::text[], \(dedupeKeys)::text[], \(providers)::text[],
                     \(appIDs)::text[], \(appIDIsNull)::bool[], \(receivedAts)::float8[], \(bodies)::text[],
                     \(raws)::bytea[], \(rawIsNull)::bool[], \(quarantined)::int8[], \(quarantinedIsNull)::bool[],
-                    \(lanes)::text[], \(laneIsNull)::bool[]) WITH ORDINALITY
+                    \(lanes)::text[], \(laneIsNull)::bool[], \(listFlags)::bool[]) WITH ORDINALITY
                 AS i(record_id, dedupe_key, provider, app_id, app_id_null, received_at, body,
-                    raw, raw_null, quarantined_bytes, quarantined_null, lane, lane_null, ord)
+                    raw, raw_null, quarantined_bytes, quarantined_null, lane, lane_null, listed, ord)
             ), stored AS (
                 INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body, raw,
                     quarantined_bytes)
@@ -134,18 +145,18 @@ extension PostgresStore {
                     received_at, body, CASE WHEN raw_null THEN NULL ELSE raw END,
                     CASE WHEN quarantined_null THEN NULL ELSE quarantined_bytes END
                 FROM input ORDER BY ord
-                ON CONFLICT (dedupe_key) DO NOTHING RETURNING record_id, dedupe_key
+                ON CONFLICT (dedupe_key) DO NOTHING RETURNING seq, record_id, dedupe_key
             ), inserted AS (
-                SELECT min(input.ord) AS ord FROM stored
+                SELECT min(input.ord) AS ord, stored.seq FROM stored
                 JOIN input ON input.record_id = stored.record_id AND input.dedupe_key = stored.dedupe_key
-                GROUP BY stored.record_id
+                GROUP BY stored.record_id, stored.seq
             ), queued AS (
                 INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
                 SELECT s.sink, input.record_id, 0, \(now), \(now), CASE WHEN input.lane_null THEN NULL ELSE input.lane END
                 FROM unnest(\(sinkOrdinals)::int8[], \(sinks)::text[]) WITH ORDINALITY AS s(ord, sink, n)
                 JOIN inserted ON inserted.ord = s.ord JOIN input ON input.ord = s.ord
                 ORDER BY s.n
-            )
+            )\(unescaped: listing)
             SELECT ord FROM inserted
             """, logger: logger)
         var stored = [Bool](repeating: false, count: count)
