@@ -4,7 +4,7 @@ import PostgresNIO
 import Synchronization
 
 /// Sinks whose delivery is a row in a list of the store's own database (a `view: true`
-/// postgres sink's `attribution_records_rows`), written in the transaction that stores the
+/// postgres sink's `attribution_records_rows`), written by the statement that stores the
 /// record instead of through their outboxes.
 ///
 /// Through the outbox, each record costs an outbox row written, claimed, read back and
