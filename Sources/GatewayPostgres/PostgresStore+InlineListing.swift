@@ -10,8 +10,9 @@ import Synchronization
 /// Through the outbox, each record costs an outbox row written, claimed, read back and
 /// deleted, and a PostgreSQL import left millions of them for a server to drain. Listed
 /// by the statement that stores the record, it is in the view the moment its answer is
-/// `2xx`. Should that statement fail, the records are written again with outbox rows, so
-/// the sinks' workers deliver them; replays and late versions always go through the outbox.
+/// `2xx`, and so is a record a resolved token stores. Should the list refuse them, the
+/// records are written again with outbox rows, so the sinks' workers deliver them; replays
+/// and late versions always go through the outbox.
 final class InlineListings: Sendable {
     private let state = Mutex<(sinks: Set<String>, table: String?)>(([], nil))
     private let observer = Mutex<(any InlineDeliveryObserver)?>(nil)
@@ -31,10 +32,23 @@ final class InlineListings: Sendable {
         self.observer.withLock { $0 = observer }
     }
 
-    func report(delivered: [String: [(record: AttributionRecord, queuedAt: Date)]], fellBack: [String: Int]) {
+    /// What writes did for the listed sinks, to report once they committed.
+    struct Outcome {
+        var delivered: [String: [(record: AttributionRecord, queuedAt: Date)]] = [:]
+        var fellBack: [String: Int] = [:]
+
+        mutating func add(_ other: Outcome) {
+            delivered.merge(other.delivered, uniquingKeysWith: +)
+            fellBack.merge(other.fellBack, uniquingKeysWith: +)
+        }
+    }
+
+    func report(_ outcome: Outcome) {
         guard let observer = observer.withLock({ $0 }) else { return }
-        for (sink, records) in delivered where !records.isEmpty { observer.delivered(sink: sink, records: records) }
-        for (sink, count) in fellBack where count > 0 { observer.fellBack(sink: sink, count: count) }
+        for (sink, records) in outcome.delivered where !records.isEmpty {
+            observer.delivered(sink: sink, records: records)
+        }
+        for (sink, count) in outcome.fellBack where count > 0 { observer.fellBack(sink: sink, count: count) }
     }
 }
 
@@ -56,41 +70,40 @@ extension PostgresStore: InlineDeliveryStore {
     public var inlineSinkNames: Set<String> { inlineListings.current.sinks }
 
     /// Stores `batch` with its listed records' places written by the same statement; when
-    /// that statement fails (the list was dropped by hand), stores it again with outbox rows
-    /// for every sink, so that the sinks' workers deliver what the list did not take.
+    /// the list refuses them (it was dropped by hand), stores it again with outbox rows for
+    /// every sink, so that the sinks' workers deliver what the list did not take.
     func ingestListing(_ batch: [RoutedRecord], _ listed: InlineListed, queuedAt: Date) async throws
         -> [IngestResult]
     {
-        var delivered: [String: [(record: AttributionRecord, queuedAt: Date)]] = [:]
-        var fellBack: [String: Int] = [:]
-        let results: [IngestResult]
         do {
-            results = try await write(batch, queuedAt: queuedAt, list: listed)
-            for (index, sinks) in listed.stored(results) {
-                for sink in sinks { delivered[sink, default: []].append((batch[index].record, queuedAt)) }
-            }
+            let results = try await write(batch, queuedAt: queuedAt, list: listed)
+            inlineListings.report(listed.outcome(of: batch, results, queuedAt: queuedAt, fellBack: false))
+            return results
         } catch {
-            guard let refusal = Self.serverRefusal(error) else { throw error }
-            logger.warning(
-                "records could not be listed with their commit; queued in the sinks' outboxes",
-                metadata: ["table": "\(listed.table)", "error": "\(Self.describe(refusal))"])
-            results = try await write(batch, queuedAt: queuedAt, list: nil)
-            for (_, sinks) in listed.stored(results) {
-                for sink in sinks { fellBack[sink, default: 0] += 1 }
-            }
+            guard let refusal = Self.listRefusal(error) else { throw error }
+            warnListFailed(listed.table, refusal)
+            let results = try await write(batch, queuedAt: queuedAt, list: nil)
+            inlineListings.report(listed.outcome(of: batch, results, queuedAt: queuedAt, fellBack: true))
+            return results
         }
-        inlineListings.report(delivered: delivered, fellBack: fellBack)
-        return results
     }
 
-    /// The server's refusal of a statement, also inside a failed transaction: what writing
-    /// again without the list may avoid, unlike a lost connection.
-    static func serverRefusal(_ error: any Error) -> PSQLError? {
-        if let error = error as? PSQLError { return error.serverInfo == nil ? nil : error }
+    func warnListFailed(_ table: String, _ refusal: PSQLError) {
+        logger.warning(
+            "records could not be listed with their commit; queued in the sinks' outboxes",
+            metadata: ["table": "\(table)", "error": "\(Self.describe(refusal))"])
+    }
+
+    /// The server's refusal of a statement (also inside a failed transaction) that writing
+    /// again without the list avoids: a missing table or column, a right taken away, or a
+    /// constraint or trigger of the list's. A lost connection, a deadlock or a timeout is
+    /// the store's own failure, answered as any other.
+    static func listRefusal(_ error: any Error) -> PSQLError? {
         if let error = error as? PostgresTransactionError, let inner = error.closureError {
-            return serverRefusal(inner)
+            return listRefusal(inner)
         }
-        return nil
+        guard let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] else { return nil }
+        return state.hasPrefix("42") || state.hasPrefix("23") ? error : nil
     }
 }
 
@@ -119,15 +132,23 @@ struct InlineListed: Sendable {
         ", listed AS (INSERT INTO \(table) (seq) SELECT seq FROM \(source) ON CONFLICT DO NOTHING)"
     }
 
-    /// Each record stored by this write (not a duplicate, and once), by its place in the
-    /// batch, with its listed sinks.
-    func stored(_ results: [IngestResult]) -> [(index: Int, sinks: [String])] {
+    /// What a write of `batch` that gave `results` did for the listed sinks: each record it
+    /// stored (not a duplicate, and once) listed, or queued in their outboxes (`fellBack`).
+    func outcome(of batch: [RoutedRecord], _ results: [IngestResult], queuedAt: Date, fellBack: Bool)
+        -> InlineListings.Outcome
+    {
+        var outcome = InlineListings.Outcome()
         var seen: Set<String> = []
-        return results.enumerated().compactMap { index, result in
-            guard case .stored(let id) = result, seen.insert(id).inserted, !listedSinks[index].isEmpty else {
-                return nil
+        for (index, result) in results.enumerated() {
+            guard case .stored(let id) = result, seen.insert(id).inserted else { continue }
+            for sink in listedSinks[index] {
+                if fellBack {
+                    outcome.fellBack[sink, default: 0] += 1
+                } else {
+                    outcome.delivered[sink, default: []].append((batch[index].record, queuedAt))
+                }
             }
-            return (index, listedSinks[index])
         }
+        return outcome
     }
 }

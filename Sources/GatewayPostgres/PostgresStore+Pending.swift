@@ -75,11 +75,38 @@ extension PostgresStore {
         return nil
     }
 
+    /// Stores finished work's records, listing those of inline listed sinks as ingest does
+    /// (``ingestListing(_:_:queuedAt:)``), and the rest's next attempt, in one transaction.
     public func settlePending(_ settlements: [PendingSettlement]) async throws -> [String: [IngestResult]] {
         guard !settlements.isEmpty else { return [:] }
         let queuedAt = now()
-        return try await transaction { [logger] connection in
+        let listings = inlineListings.current
+        do {
+            let (results, outcome) = try await settle(settlements, queuedAt: queuedAt, listings: listings)
+            inlineListings.report(outcome)
+            return results
+        } catch {
+            guard let table = listings.table, let refusal = Self.listRefusal(error) else { throw error }
+            warnListFailed(table, refusal)
+            let (results, _) = try await settle(settlements, queuedAt: queuedAt, listings: ([], nil))
+            var outcome = InlineListings.Outcome()
+            for case .finished(let recordID, let records) in settlements {
+                guard let listed = InlineListed(records, listings: listings), let stored = results[recordID] else {
+                    continue
+                }
+                outcome.add(listed.outcome(of: records, stored, queuedAt: queuedAt, fellBack: true))
+            }
+            inlineListings.report(outcome)
+            return results
+        }
+    }
+
+    private func settle(
+        _ settlements: [PendingSettlement], queuedAt: Date, listings: (sinks: Set<String>, table: String?)
+    ) async throws -> ([String: [IngestResult]], InlineListings.Outcome) {
+        try await transaction { [logger] connection in
             var results: [String: [IngestResult]] = [:]
+            var outcome = InlineListings.Outcome()
             for settlement in settlements {
                 switch settlement {
                 case .finished(let recordID, let records):
@@ -91,8 +118,13 @@ extension PostgresStore {
                             SELECT count(*) FROM removed
                             """, logger: logger))
                     guard (removed ?? 0) > 0 else { continue }
-                    results[recordID] = try await Self.insert(
-                        records, queuedAt: queuedAt, on: connection, logger: logger)
+                    let listed = InlineListed(records, listings: listings)
+                    let stored = try await Self.insert(
+                        records, queuedAt: queuedAt, list: listed, on: connection, logger: logger)
+                    results[recordID] = stored
+                    if let listed {
+                        outcome.add(listed.outcome(of: records, stored, queuedAt: queuedAt, fellBack: false))
+                    }
                 case .retry(let recordID, let state, let attempts, let at, let error):
                     _ = try await connection.query(
                         """
@@ -102,7 +134,7 @@ extension PostgresStore {
                         """, logger: logger)
                 }
             }
-            return results
+            return (results, outcome)
         }
     }
 

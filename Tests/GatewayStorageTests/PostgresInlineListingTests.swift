@@ -73,6 +73,29 @@ import Testing
         await view.shutdown()
     }
 
+    /// A resolved token's record is listed as it is stored, as a posted one is: the view's
+    /// worker is not woken for records the store wrote inline.
+    @Test(.enabled(if: TestPostgres.expected)) func aResolvedTokensRecordIsListedAsItIsStored() async throws {
+        let (url, store, view, reported) = try await Self.listingStore()
+        let now = Date()
+        let work = PendingWork(
+            provider: "adservices", dedupeKey: "adservices:token:t1", appID: "1", receivedAt: now, state: Data())
+        #expect(try await store.addPending(work, now: now) == .accepted(recordID: work.recordID))
+        var answered = AttributionRecord(
+            provider: "adservices", kind: .install, dedupeKey: work.dedupeKey, receivedAt: now, attributed: true)
+        answered.recordID = work.recordID
+        answered.appID = "1"
+        let results = try await store.settlePending([
+            .finished(recordID: work.recordID, records: [RoutedRecord(record: answered, sinks: ["view", "hook"])])
+        ])
+        #expect(results[work.recordID] == [.stored(recordID: work.recordID)])
+        #expect(try await Self.count("SELECT count(*) FROM attribution_records", in: url) == 1)
+        #expect(try await Self.count("SELECT count(*) FROM outbox WHERE sink = 'view'", in: url) == 0)
+        #expect(try await Self.count("SELECT count(*) FROM outbox WHERE sink = 'hook'", in: url) == 1)
+        #expect(reported.deliveredCounts.withLock { $0 } == ["view": 1])
+        await view.shutdown()
+    }
+
     /// A list that cannot be written (an operator dropped it) costs the records nothing:
     /// they are stored and wait in the sink's outbox, and the store says so.
     @Test(.enabled(if: TestPostgres.expected)) func aListThatFailsSendsItsRecordsToTheOutbox() async throws {
