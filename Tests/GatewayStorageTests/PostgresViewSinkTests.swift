@@ -113,6 +113,49 @@ import Testing
         await view.shutdown()
     }
 
+    /// A record the list refuses (a trigger of the operator's, a constraint) is rejected
+    /// alone, as a table sink's row is; the rest of its batch is listed.
+    @Test(.enabled(if: TestPostgres.expected)) func aRecordTheListRefusesIsRejectedAlone() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let store = try await PostgresStore(url: url, poolSize: 2, outboxLease: .seconds(60))
+        let records = SQLiteViewSinkTests.records()
+        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
+        let view = try await PostgresViewSink(url: url, indexes: [], logger: Logger(label: "test"))
+        try await TestPostgres.withClient(url) { client in
+            try await client.query(
+                """
+                CREATE FUNCTION no_purchases() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF (SELECT provider FROM records WHERE seq = NEW.seq) = 's2s' THEN
+                        RAISE EXCEPTION 'no purchases here' USING ERRCODE = '23514';
+                    END IF;
+                    RETURN NEW;
+                END $$
+                """)
+            try await client.query(
+                "CREATE TRIGGER no_purchases BEFORE INSERT ON attribution_records_rows FOR EACH ROW EXECUTE FUNCTION no_purchases()"
+            )
+        }
+        let outcomes = try await view.deliver(records)
+        #expect(outcomes[0] == .delivered && outcomes[2] == .delivered)
+        guard case .reject(let reason) = outcomes[1] else {
+            Issue.record("the purchase was not rejected: \(outcomes[1])")
+            return
+        }
+        #expect(reason.contains("23514") && reason.contains("no purchases here"))
+        let listed = try await TestPostgres.withClient(url) { client in
+            var keys: [String] = []
+            for try await key in try await client.query("SELECT dedupe_key FROM attribution_records ORDER BY 1")
+                .decode(String.self)
+            {
+                keys.append(key)
+            }
+            return keys
+        }
+        #expect(listed == ["iad:1:u1", "skan:tx-1:0"])
+        await view.shutdown()
+    }
+
     /// A start keeps the view an operator has given grants on and made views of, and takes
     /// no lock that would wait for a transaction reading it; a newer definition replaces it
     /// in place, keeping both.

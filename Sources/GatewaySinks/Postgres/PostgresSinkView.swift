@@ -149,15 +149,36 @@ public final class PostgresViewSink: AttributionSink {
     /// sink is inline (``PostgresStore/listInline(sink:table:)``).
     public var listTable: String { PostgresSinkView.rows }
 
+    /// Lists the batch in one statement; one the server refuses is listed a record at a
+    /// time, so that a record a trigger or constraint of the list refuses is rejected alone,
+    /// as a table sink's row is (``PostgresSink/outcome(of:)``).
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         guard !records.isEmpty else { return [] }
-        let ids = records.map(\.recordID)
+        do {
+            try await list(records.map(\.recordID))
+            return Array(repeating: .delivered, count: records.count)
+        } catch let error as PSQLError where error.code == .server && records.count > 1 {
+            var outcomes: [DeliveryOutcome] = []
+            for record in records {
+                do {
+                    try await list([record.recordID])
+                    outcomes.append(.delivered)
+                } catch let error as PSQLError where error.code == .server {
+                    outcomes.append(PostgresSink.outcome(of: error))
+                }
+            }
+            return outcomes
+        } catch let error as PSQLError where error.code == .server {
+            return [PostgresSink.outcome(of: error)]
+        }
+    }
+
+    private func list(_ ids: [String]) async throws {
         _ = try await client.query(
             """
             INSERT INTO attribution_records_rows (seq) SELECT seq FROM records WHERE record_id = ANY(\(ids)::text[])
             ON CONFLICT DO NOTHING
             """, logger: logger)
-        return Array(repeating: .delivered, count: records.count)
     }
 
     /// The store has taken the user's ids out of their records already; their rows leave
