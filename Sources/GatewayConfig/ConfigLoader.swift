@@ -171,9 +171,7 @@ public enum ConfigLoader {
                     var settings = PostgresStorageSettings(url: try PostgresURL(text))
                     if let size = postgres.int("pool_size", in: 1...1000) { settings.poolSize = size }
                     if let lease = postgres.int("lease_s", in: 5...86400) { settings.leaseSeconds = lease }
-                    if let ms = postgres.int("timeout_ms", in: 1000...600_000) {
-                        settings.url.timeout = .milliseconds(ms)
-                    }
+                    if let ms = postgres.int("timeout_ms", in: 1000...600_000) { settings.timeout = .milliseconds(ms) }
                     storage.postgres = settings
                 } catch {
                     postgres.report("\(error)", key: "url")

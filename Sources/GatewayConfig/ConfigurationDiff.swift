@@ -204,8 +204,8 @@ public struct ConfigurationDiff: Sendable {
             } else if before.url.password != after.url.password || before.url.sslMode != after.url.sslMode {
                 changes.append(change("storage.postgres.url: secret changed"))
             }
-            if before.url.timeout != after.url.timeout {
-                let (was, now) = (before.url.timeout / .milliseconds(1), after.url.timeout / .milliseconds(1))
+            if before.timeout != after.timeout {
+                let (was, now) = (before.timeout / .milliseconds(1), after.timeout / .milliseconds(1))
                 changes.append(change("storage.postgres.timeout_ms: \(Int(was)) -> \(Int(now))"))
             }
             if before.poolSize != after.poolSize {

@@ -134,8 +134,12 @@ public struct PostgresStorageSettings: Sendable, Equatable {
     /// `lease_s`: how long a replica's claim on an outbox batch hides it from the others,
     /// default 60; a replica that dies mid-batch has its batch offered again after it.
     public var leaseSeconds = 60
-    /// `timeout_ms`: how long the gateway waits for the database to answer, default 10000
-    /// (``PostgresURL/timeout``, which the URL carries to every part that connects).
+    /// `timeout_ms`: how long the gateway waits for the database to answer, default 10000.
+    /// Kept in the URL (``PostgresURL/timeout``), which carries it to every part that connects.
+    public var timeout: Duration {
+        get { url.timeout }
+        set { url.timeout = newValue }
+    }
 
     public init(url: PostgresURL) {
         self.url = url
