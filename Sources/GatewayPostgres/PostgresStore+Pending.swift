@@ -82,27 +82,25 @@ extension PostgresStore {
         let queuedAt = now()
         let listings = inlineListings.current
         do {
-            let (results, outcome) = try await settle(settlements, queuedAt: queuedAt, listings: listings)
+            let (results, outcome) = try await settle(
+                settlements, queuedAt: queuedAt, listings: listings, listing: true)
             inlineListings.report(outcome)
             return results
         } catch {
             guard let table = listings.table, let refusal = Self.listRefusal(error) else { throw error }
             warnListFailed(table, refusal)
-            let (results, _) = try await settle(settlements, queuedAt: queuedAt, listings: ([], nil))
-            var outcome = InlineListings.Outcome()
-            for case .finished(let recordID, let records) in settlements {
-                guard let listed = InlineListed(records, listings: listings), let stored = results[recordID] else {
-                    continue
-                }
-                outcome.add(listed.outcome(of: records, stored, queuedAt: queuedAt, fellBack: true))
-            }
+            let (results, outcome) = try await settle(
+                settlements, queuedAt: queuedAt, listings: listings, listing: false)
             inlineListings.report(outcome)
             return results
         }
     }
 
+    /// Settles in one transaction, the listed sinks' records listed (`listing`) or queued
+    /// in their outboxes, and says which.
     private func settle(
-        _ settlements: [PendingSettlement], queuedAt: Date, listings: (sinks: Set<String>, table: String?)
+        _ settlements: [PendingSettlement], queuedAt: Date, listings: (sinks: Set<String>, table: String?),
+        listing: Bool
     ) async throws -> ([String: [IngestResult]], InlineListings.Outcome) {
         try await transaction { [logger] connection in
             var results: [String: [IngestResult]] = [:]
@@ -120,10 +118,10 @@ extension PostgresStore {
                     guard (removed ?? 0) > 0 else { continue }
                     let listed = InlineListed(records, listings: listings)
                     let stored = try await Self.insert(
-                        records, queuedAt: queuedAt, list: listed, on: connection, logger: logger)
+                        records, queuedAt: queuedAt, list: listing ? listed : nil, on: connection, logger: logger)
                     results[recordID] = stored
                     if let listed {
-                        outcome.add(listed.outcome(of: records, stored, queuedAt: queuedAt, fellBack: false))
+                        outcome.add(listed.outcome(of: records, stored, queuedAt: queuedAt, fellBack: !listing))
                     }
                 case .retry(let recordID, let state, let attempts, let at, let error):
                     _ = try await connection.query(

@@ -19,6 +19,8 @@ public final class Gateway: Sendable {
     /// The embedded store's own parts (sink rows written with records, WAL checkpoints,
     /// commit health); nil when the store is PostgreSQL.
     public let sqlite: SQLiteStore?
+    /// The store's sinks written with each commit, on either backend.
+    var inlineStore: (any InlineDeliveryStore)? { store as? any InlineDeliveryStore }
     /// The providers as they stand: a request takes its provider once, at its start.
     public var providers: [any AttributionProvider] { runningProviders.withLock { $0.map(\.provider) } }
     /// The enabled providers as they stand, with what the gateway wired to each.

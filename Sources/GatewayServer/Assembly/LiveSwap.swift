@@ -129,7 +129,7 @@ extension Gateway {
             deferredProviders: enabled.filter { $0 is any DeferredAttributionProvider }.map(\.name),
             enrichers: enrichers.map(\.typeName).filter { name in !current.contains { $0.typeName == name } },
             sinks: added)
-        for sink in built { sink.start(in: sinkWorkers, store: store as? any InlineDeliveryStore) }
+        for sink in built { sink.start(in: sinkWorkers, store: inlineStore) }
         pipeline.swap(
             router: RecordRouter(routes: target.routes, countingEveryCopy: sinkWorkers.countingEveryCopy),
             enrichers: enrichers.map(\.enricher))
@@ -139,7 +139,7 @@ extension Gateway {
         startCompanions(providers: providers, changed: rebuiltProviders, removed: removedProviders)
         startCompanions(enrichers: enrichers, changed: rebuiltEnrichers, removed: removedEnrichers)
         for name in before.keys where !target.sinks.contains(where: { $0.name == name }) {
-            (store as? any InlineDeliveryStore)?.stopDeliveringInline(sink: name)
+            inlineStore?.stopDeliveringInline(sink: name)
             sinkWorkers.stop(name)
         }
     }
