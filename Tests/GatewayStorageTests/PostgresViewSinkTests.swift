@@ -10,26 +10,38 @@ import Testing
 /// `type: postgres` with `view: true` against a real server: the view over the store's
 /// records holds what the table of the same records would, with the same types.
 @Suite struct PostgresViewSinkTests {
-    /// Each column's type, then each row as JSON without `raw`, in `url`'s `attribution_records`.
-    func contents(_ url: PostgresURL) async throws -> (types: [String], rows: [String]) {
+    /// The one text column `sql` reads in `url`, NULL as nil.
+    static func texts(_ sql: String, in url: PostgresURL) async throws -> [String?] {
         try await TestPostgres.withClient(url) { client in
-            var types: [String] = []
-            for try await type in try await client.query(
-                """
-                SELECT column_name::text || ' ' || data_type::text FROM information_schema.columns
-                WHERE table_name = 'attribution_records' ORDER BY ordinal_position
-                """
-            ).decode(String.self) {
-                types.append(type)
+            var texts: [String?] = []
+            for try await text in try await client.query(PostgresQuery(unsafeSQL: sql)).decode(String?.self) {
+                texts.append(text)
             }
-            var rows: [String] = []
-            for try await row in try await client.query(
-                "SELECT (to_jsonb(t) - 'raw')::text FROM attribution_records t ORDER BY received_at"
-            ).decode(String.self) {
-                rows.append(row)
-            }
-            return (types, rows)
+            return texts
         }
+    }
+
+    /// Each column's type, then each row as JSON without `raw`, in `url`'s `attribution_records`.
+    func contents(_ url: PostgresURL) async throws -> (types: [String?], rows: [String?]) {
+        let types = try await Self.texts(
+            """
+            SELECT column_name::text || ' ' || data_type::text FROM information_schema.columns
+            WHERE table_name = 'attribution_records' ORDER BY ordinal_position
+            """, in: url)
+        let rows = try await Self.texts(
+            "SELECT (to_jsonb(t) - 'raw')::text FROM attribution_records t ORDER BY received_at", in: url)
+        return (types, rows)
+    }
+
+    /// A store on a new database holding ``SQLiteViewSinkTests/records()``, delivered to no
+    /// sink yet, and a view sink on it.
+    static func storedRecords() async throws -> (PostgresURL, PostgresStore, [AttributionRecord], PostgresViewSink) {
+        let url = try await TestPostgres.newDatabase()
+        let store = try await PostgresStore(url: url, poolSize: 2, outboxLease: .seconds(60))
+        let records = SQLiteViewSinkTests.records()
+        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
+        let view = try await PostgresViewSink(url: url, indexes: [], logger: Logger(label: "test"))
+        return (url, store, records, view)
     }
 
     @Test(.enabled(if: TestPostgres.expected)) func theViewHoldsWhatTheTableWouldHold() async throws {
@@ -58,16 +70,7 @@ import Testing
             ForgetSubject(appID: "1", appUserID: "u1"), requestID: "r1", userDigest: "d", sinks: ["local"], now: Date())
         let request = try #require(try await store.forgetRequest(id: "r1", sink: "local"))
         #expect(try await view.forget(request) == .done)
-        let left = try await TestPostgres.withClient(url) { client in
-            var keys: [String] = []
-            for try await key in try await client.query("SELECT dedupe_key FROM attribution_records").decode(
-                String.self)
-            {
-                keys.append(key)
-            }
-            return keys
-        }
-        #expect(left == ["skan:tx-1:0"])
+        #expect(try await Self.texts("SELECT dedupe_key FROM attribution_records", in: url) == ["skan:tx-1:0"])
 
         // A listed field is an index on the records, which a query of the view uses.
         func plan(_ condition: String) async throws -> String {
@@ -91,24 +94,13 @@ import Testing
 
     /// A record retention deletes leaves the sink's list too.
     @Test(.enabled(if: TestPostgres.expected)) func aRecordRetentionDeletesLeavesTheList() async throws {
-        let url = try await TestPostgres.newDatabase()
-        let store = try await PostgresStore(url: url, poolSize: 2, outboxLease: .seconds(60))
-        let records = SQLiteViewSinkTests.records()
         // Delivered here rather than through the outbox, whose rows retention waits for.
-        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
-        let view = try await PostgresViewSink(url: url, indexes: [], logger: Logger(label: "test"))
+        let (url, store, records, view) = try await Self.storedRecords()
         #expect(try await view.deliver(records) == [.delivered, .delivered, .delivered])
         let cut = records[1].receivedAt.addingTimeInterval(1)
         #expect(try await store.deleteRecords(receivedBefore: cut, limit: 100) == 2)
-        let listed = try await TestPostgres.withClient(url) { client in
-            var keys: [String?] = []
-            for try await key in try await client.query(
-                "SELECT r.dedupe_key FROM attribution_records_rows d LEFT JOIN records r ON r.seq = d.seq"
-            ).decode(String?.self) {
-                keys.append(key)
-            }
-            return keys
-        }
+        let listed = try await Self.texts(
+            "SELECT r.dedupe_key FROM attribution_records_rows d LEFT JOIN records r ON r.seq = d.seq", in: url)
         #expect(listed == ["skan:tx-1:0"])
         await view.shutdown()
     }
@@ -116,11 +108,7 @@ import Testing
     /// A record the list refuses (a trigger of the operator's, a constraint) is rejected
     /// alone, as a table sink's row is; the rest of its batch is listed.
     @Test(.enabled(if: TestPostgres.expected)) func aRecordTheListRefusesIsRejectedAlone() async throws {
-        let url = try await TestPostgres.newDatabase()
-        let store = try await PostgresStore(url: url, poolSize: 2, outboxLease: .seconds(60))
-        let records = SQLiteViewSinkTests.records()
-        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
-        let view = try await PostgresViewSink(url: url, indexes: [], logger: Logger(label: "test"))
+        let (url, _, records, view) = try await Self.storedRecords()
         try await TestPostgres.withClient(url) { client in
             try await client.query(
                 """
@@ -143,15 +131,7 @@ import Testing
             return
         }
         #expect(reason.contains("23514") && reason.contains("no purchases here"))
-        let listed = try await TestPostgres.withClient(url) { client in
-            var keys: [String] = []
-            for try await key in try await client.query("SELECT dedupe_key FROM attribution_records ORDER BY 1")
-                .decode(String.self)
-            {
-                keys.append(key)
-            }
-            return keys
-        }
+        let listed = try await Self.texts("SELECT dedupe_key FROM attribution_records ORDER BY 1", in: url)
         #expect(listed == ["iad:1:u1", "skan:tx-1:0"])
         await view.shutdown()
     }
