@@ -100,6 +100,13 @@ final class GatewayProcess {
         while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         guard !process.isRunning else {
             kill(SIGKILL)
+            // What the server last did is what a failed stop needs: its log goes with the
+            // test's directory.
+            let text = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
+            let tail = text.split(separator: "\n", omittingEmptySubsequences: false).suffix(80)
+            FileHandle.standardError.write(
+                Data("gateway did not exit within \(seconds) s of signal \(signal); its log ends:\n".utf8))
+            FileHandle.standardError.write(Data(tail.joined(separator: "\n").utf8))
             return false
         }
         process.waitUntilExit()
