@@ -4,6 +4,7 @@ import Foundation
 #endif
 import GatewayCore
 import GatewayTestSupport
+import Logging
 import PostgresNIO
 import Testing
 
@@ -38,6 +39,8 @@ import Testing
         }
         return replicas
     }
+
+    static let logger = Logger(label: "test")
 
     static func install(_ user: String) -> String {
         """
@@ -126,5 +129,72 @@ import Testing
         }
         #expect(users == ["after", "before"])
         #expect(try await replica.stop(SIGTERM))
+    }
+
+    /// A sink's statement the database holds (here behind a lock an operator's migration
+    /// took) is given up at the sink's timeout and retried, and a shutdown does not wait for
+    /// it: before, the worker waited for the answer, and SIGTERM for the worker, for good.
+    @Test(arguments: servers)
+    func aSinkStatementTheDatabaseHoldsIsGivenUpAndShutdownDoesNotWaitForIt(server: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let database = try await TestPostgres.newDatabase()
+        let config = env.directory.appendingPathComponent("held.yaml").path
+        // The sink names the database itself, so that it waits the default 10 s, not the
+        // store's (longer) test timeout. The batch cut short by the stop is leased for
+        // `lease_s`, then offered again.
+        try """
+        server: { host: 127.0.0.1, port: 0, log_level: info, shutdown_timeout_s: 1 }
+        storage: { postgres: { url: "\(database)", lease_s: 5, timeout_ms: \(TestPostgres.timeoutMs) } }
+        providers: { iad: { enabled: true } }
+        sinks:
+          table: { type: postgres, url: "\(database)", backoff_initial_ms: 10, backoff_max_ms: 100 }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        func start(_ name: String) async throws -> GatewayProcess {
+            let gateway = try GatewayProcess(
+                config: config, logURL: env.directory.appendingPathComponent("\(name).log"))
+            try await gateway.start()
+            return gateway
+        }
+        let held = try await start("held")
+
+        let (locked, sayLocked) = AsyncStream.makeStream(of: Void.self)
+        let (released, release) = AsyncStream.makeStream(of: Void.self)
+        let holder = Task {
+            try await TestPostgres.withClient(database) { client in
+                try await client.withConnection { connection in
+                    _ = try await connection.query(PostgresQuery(unsafeSQL: "BEGIN"), logger: Self.logger)
+                    _ = try await connection.query(
+                        PostgresQuery(unsafeSQL: "LOCK TABLE attribution_records IN ACCESS EXCLUSIVE MODE"),
+                        logger: Self.logger)
+                    sayLocked.finish()
+                    for await _ in released {}
+                    _ = try await connection.query(PostgresQuery(unsafeSQL: "ROLLBACK"), logger: Self.logger)
+                }
+            }
+        }
+        defer {
+            release.finish()
+            holder.cancel()
+        }
+        for await _ in locked {}
+
+        #expect(try await held.post("/v1/iad", body: Self.install("held")).0 == 202)
+        #expect(
+            try await env.eventually(seconds: 120) {
+                try await Self.count("SELECT count(*) FROM outbox WHERE attempts > 0", in: database) == 1
+            }, "the worker never gave up on the held statement")
+        #expect(try await held.stop(SIGTERM), "shutdown waited for the held statement")
+
+        release.finish()
+        try await holder.value
+        let next = try await start("next")
+        #expect(
+            try await env.eventually {
+                let rows = try await Self.count("SELECT count(*) FROM attribution_records", in: database)
+                let waiting = try await Self.count("SELECT count(*) FROM outbox", in: database)
+                return rows == 1 && waiting == 0
+            })
+        #expect(try await next.stop(SIGTERM))
     }
 }

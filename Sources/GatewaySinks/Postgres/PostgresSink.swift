@@ -14,7 +14,6 @@ public final class PostgresSink: AttributionSink {
     /// Whether rows hold the payload as it arrived; the store keeps it compressed anyway,
     /// and it is the largest part of a row.
     let keepsRaw: Bool
-    var client: PostgresClient { connection.client }
 
     /// Connects and creates or extends the table, with an index on each of `indexes`; with
     /// `raw` false, rows leave the `raw` column empty.
@@ -40,7 +39,7 @@ public final class PostgresSink: AttributionSink {
             unsafeSQL: PostgresSinkTable.upsertSQL(rows: records.count),
             binds: try PostgresSinkTable.bindings(records, raw: keepsRaw))
         let single = PostgresSinkTable.upsertSQL(rows: 1)
-        return try await client.withConnection { connection in
+        return try await connection.withConnection { [logger, keepsRaw] connection in
             do {
                 _ = try await connection.query(batch, logger: logger)
                 return Array(repeating: .delivered, count: records.count)
@@ -76,7 +75,7 @@ public final class PostgresSink: AttributionSink {
             binds.append(ids.idfas)
             return binds
         }()
-        _ = try await client.query(
+        try await connection.execute(
             PostgresQuery(
                 unsafeSQL: """
                     DELETE FROM \(table) WHERE record_id = ANY($1::text[]) OR (app_id = $2 AND (

@@ -131,7 +131,6 @@ public final class PostgresViewSink: AttributionSink {
     public let maxBatchSize = 500
     let connection: PostgresSinkClient
     let logger: Logger
-    var client: PostgresClient { connection.client }
 
     /// Connects to the store's database and makes the view, with an index on each of `indexes`.
     public init(url: PostgresURL, indexes: [String], logger: Logger) async throws {
@@ -174,7 +173,7 @@ public final class PostgresViewSink: AttributionSink {
     }
 
     private func list(_ ids: [String]) async throws {
-        _ = try await client.query(
+        try await connection.execute(
             """
             INSERT INTO attribution_records_rows (seq) SELECT seq FROM records WHERE record_id = ANY(\(ids)::text[])
             ON CONFLICT DO NOTHING
@@ -185,7 +184,7 @@ public final class PostgresViewSink: AttributionSink {
     /// the view too, as they would leave a table.
     public func forget(_ request: ForgetRequest) async throws -> ForgetOutcome {
         let ids = request.identifiers.recordIDs
-        _ = try await client.query(
+        try await connection.execute(
             """
             DELETE FROM attribution_records_rows
             WHERE seq IN (SELECT seq FROM records WHERE record_id = ANY(\(ids)::text[]))
