@@ -35,30 +35,36 @@ public final class PostgresSink: AttributionSink {
     /// A lost connection fails the batch, which is retried.
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         guard !records.isEmpty else { return [] }
-        let batch = PostgresQuery(
-            unsafeSQL: PostgresSinkTable.upsertSQL(rows: records.count),
-            binds: try PostgresSinkTable.bindings(records, raw: keepsRaw))
-        let single = PostgresSinkTable.upsertSQL(rows: 1)
-        return try await connection.withConnection { [logger, keepsRaw] connection in
-            do {
-                _ = try await connection.query(batch, logger: logger)
-                return Array(repeating: .delivered, count: records.count)
-            } catch let error as PSQLError where error.code == .server {
-                guard records.count > 1 else { return [Self.outcome(of: error)] }
-            }
-            var outcomes: [DeliveryOutcome] = []
-            for record in records {
-                do {
-                    let row = PostgresQuery(
-                        unsafeSQL: single, binds: try PostgresSinkTable.bindings([record], raw: keepsRaw))
-                    _ = try await connection.query(row, logger: logger)
-                    outcomes.append(.delivered)
-                } catch let error as PSQLError where error.code == .server {
-                    outcomes.append(Self.outcome(of: error))
-                }
-            }
-            return outcomes
+        return try await Self.writeEachOnRefusal(records) { [connection, keepsRaw, logger] records in
+            let rows = PostgresQuery(
+                unsafeSQL: PostgresSinkTable.upsertSQL(rows: records.count),
+                binds: try PostgresSinkTable.bindings(records, raw: keepsRaw))
+            try await connection.execute(rows, logger: logger)
         }
+    }
+
+    /// Writes `records` in one statement; when PostgreSQL refuses it, each on its own, so
+    /// that a record refused for what it holds is answered alone (``outcome(of:)``). Any
+    /// other failure (a lost connection, no answer in time) fails the batch.
+    static func writeEachOnRefusal(
+        _ records: [AttributionRecord], _ write: ([AttributionRecord]) async throws -> Void
+    ) async throws -> [DeliveryOutcome] {
+        do {
+            try await write(records)
+            return Array(repeating: .delivered, count: records.count)
+        } catch let error as PSQLError where error.code == .server {
+            guard records.count > 1 else { return [outcome(of: error)] }
+        }
+        var outcomes: [DeliveryOutcome] = []
+        for record in records {
+            do {
+                try await write([record])
+                outcomes.append(.delivered)
+            } catch let error as PSQLError where error.code == .server {
+                outcomes.append(outcome(of: error))
+            }
+        }
+        return outcomes
     }
 
     /// Deletes the user's rows: the records the store found, and any row of the app that

@@ -6,7 +6,7 @@ import PostgresNIO
 /// A sink's own PostgreSQL client, running from the sink's start until it shuts down or
 /// is released.
 ///
-/// A delivery waits for the database at most the URL's timeout, as the store does: a
+/// Each statement waits for the database at most the URL's timeout, as the store's do: a
 /// statement sent on a connection the server has just closed may never be answered, and
 /// the sink's worker, with the shutdown behind it, would wait for it for good.
 final class PostgresSinkClient: Sendable {
@@ -28,13 +28,6 @@ final class PostgresSinkClient: Sendable {
             runner.cancel()
             throw SinkSetupError(reason: "PostgreSQL at \(url): \(PostgresStore.describe(error))")
         }
-    }
-
-    /// Runs `body` on one pooled connection, or fails once the timeout has passed.
-    func withConnection<T: Sendable>(
-        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        try await answered(within: url.timeout, from: url) { [client] in try await client.withConnection(body) }
     }
 
     /// Runs one statement whose rows nobody reads, or fails once the timeout has passed.

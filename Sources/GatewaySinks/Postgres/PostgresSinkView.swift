@@ -153,23 +153,7 @@ public final class PostgresViewSink: AttributionSink {
     /// as a table sink's row is (``PostgresSink/outcome(of:)``).
     public func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
         guard !records.isEmpty else { return [] }
-        do {
-            try await list(records.map(\.recordID))
-            return Array(repeating: .delivered, count: records.count)
-        } catch let error as PSQLError where error.code == .server && records.count > 1 {
-            var outcomes: [DeliveryOutcome] = []
-            for record in records {
-                do {
-                    try await list([record.recordID])
-                    outcomes.append(.delivered)
-                } catch let error as PSQLError where error.code == .server {
-                    outcomes.append(PostgresSink.outcome(of: error))
-                }
-            }
-            return outcomes
-        } catch let error as PSQLError where error.code == .server {
-            return [PostgresSink.outcome(of: error)]
-        }
+        return try await PostgresSink.writeEachOnRefusal(records) { try await list($0.map(\.recordID)) }
     }
 
     private func list(_ ids: [String]) async throws {
