@@ -75,23 +75,31 @@ extension PostgresStore: InlineDeliveryStore {
     func ingestListing(_ batch: [RoutedRecord], _ listed: InlineListed, queuedAt: Date) async throws
         -> [IngestResult]
     {
-        do {
-            let results = try await write(batch, queuedAt: queuedAt, list: listed)
-            inlineListings.report(listed.outcome(of: batch, results, queuedAt: queuedAt, fellBack: false))
-            return results
-        } catch {
-            guard let refusal = Self.listRefusal(error) else { throw error }
-            warnListFailed(listed.table, refusal)
-            let results = try await write(batch, queuedAt: queuedAt, list: nil)
-            inlineListings.report(listed.outcome(of: batch, results, queuedAt: queuedAt, fellBack: true))
-            return results
+        try await listingOrQueueing(into: listed.table) { listing in
+            let results = try await write(batch, queuedAt: queuedAt, list: listing ? listed : nil)
+            return (results, listed.outcome(of: batch, results, queuedAt: queuedAt, fellBack: !listing))
         }
     }
 
-    func warnListFailed(_ table: String, _ refusal: PSQLError) {
-        logger.warning(
-            "records could not be listed with their commit; queued in the sinks' outboxes",
-            metadata: ["table": "\(table)", "error": "\(Self.describe(refusal))"])
+    /// Runs `write` listing the records of the sinks listed in `table`; when the list
+    /// refuses them, runs it again queueing them in the sinks' outboxes instead. Reports
+    /// what the write that committed did for those sinks.
+    func listingOrQueueing<T>(
+        into table: String?, _ write: (_ listing: Bool) async throws -> (T, InlineListings.Outcome)
+    ) async throws -> T {
+        do {
+            let (result, outcome) = try await write(true)
+            inlineListings.report(outcome)
+            return result
+        } catch {
+            guard let table, let refusal = Self.listRefusal(error) else { throw error }
+            logger.warning(
+                "records could not be listed with their commit; queued in the sinks' outboxes",
+                metadata: ["table": "\(table)", "error": "\(Self.describe(refusal))"])
+            let (result, outcome) = try await write(false)
+            inlineListings.report(outcome)
+            return result
+        }
     }
 
     /// The server's refusal of a statement (also inside a failed transaction) that writing

@@ -81,18 +81,8 @@ extension PostgresStore {
         guard !settlements.isEmpty else { return [:] }
         let queuedAt = now()
         let listings = inlineListings.current
-        do {
-            let (results, outcome) = try await settle(
-                settlements, queuedAt: queuedAt, listings: listings, listing: true)
-            inlineListings.report(outcome)
-            return results
-        } catch {
-            guard let table = listings.table, let refusal = Self.listRefusal(error) else { throw error }
-            warnListFailed(table, refusal)
-            let (results, outcome) = try await settle(
-                settlements, queuedAt: queuedAt, listings: listings, listing: false)
-            inlineListings.report(outcome)
-            return results
+        return try await listingOrQueueing(into: listings.table) { listing in
+            try await settle(settlements, queuedAt: queuedAt, listings: listings, listing: listing)
         }
     }
 
