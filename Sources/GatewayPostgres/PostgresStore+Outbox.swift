@@ -5,7 +5,8 @@ import PostgresNIO
 /// Outboxes shared by replicas: a due row is claimed by moving its next attempt to the end
 /// of the lease, in the statement that selects it (`FOR UPDATE SKIP LOCKED`, so replicas
 /// never wait on each other's rows). The worker's resolution replaces that time; a replica
-/// that dies first leaves the row to come due again when the lease ends.
+/// that dies first leaves the row to come due again when the lease ends, and one that stops
+/// gives back what it leaves unresolved (`unclaim`).
 extension PostgresStore {
     /// Rows a row of the same lane queued earlier holds back (see `SQLiteStore`).
     static let behindItsLane = """
@@ -25,15 +26,15 @@ extension PostgresStore {
             UPDATE outbox o SET next_attempt_at = \(leaseEnd)
             FROM due JOIN outbox q ON q.id = due.id JOIN records r ON r.record_id = q.record_id
             WHERE o.id = due.id
-            RETURNING o.id, o.attempts, o.created_at, o.sending_since, due.due_at,
+            RETURNING o.id, o.attempts, o.created_at, o.sending_since, due.due_at, o.next_attempt_at,
                 \(unescaped: StoredColumns.selectList(of: "r"))
             """
         let rows = try await query(claim, logger: logger)
         var claimed: [(entry: OutboxEntry, dueAt: Double)] = []
         for try await row in rows {
             let cells = row.makeRandomAccess()
-            let (id, attempts, createdAt, sendingSince, dueAt) = try row.decode(
-                (Int64, Int64, Double, Double?, Double).self)
+            let (id, attempts, createdAt, sendingSince, dueAt, until) = try row.decode(
+                (Int64, Int64, Double, Double?, Double, Double).self)
             var entry: OutboxEntry
             do {
                 entry = OutboxEntry(
@@ -43,6 +44,7 @@ extension PostgresStore {
                 entry = .unreadable(
                     id: id, attempts: Int(attempts), reason: "the stored record cannot be read: \(error)")
             }
+            entry.claim = OutboxClaim(dueAt: dueAt, until: until)
             claimed.append((entry, dueAt))
         }
         return claimed.sorted { ($0.dueAt, $0.entry.id) < ($1.dueAt, $1.entry.id) }.map(\.entry)
@@ -92,6 +94,21 @@ extension PostgresStore {
                 }
             }
         }
+    }
+
+    /// Only rows whose next attempt is still the lease this claim wrote: a row resolved
+    /// since has another (or is gone), and one whose lease ran out and another replica
+    /// claimed has that replica's.
+    public func unclaim(sink: String, _ entries: [OutboxEntry]) async throws {
+        let claims = entries.compactMap { entry in entry.claim.map { (entry.id, $0) } }
+        guard !claims.isEmpty else { return }
+        let ids = claims.map(\.0), dueAt = claims.map(\.1.dueAt), until = claims.map(\.1.until)
+        _ = try await query(
+            """
+            UPDATE outbox o SET next_attempt_at = c.due_at
+            FROM unnest(\(ids)::bigint[], \(dueAt)::float8[], \(until)::float8[]) AS c (id, due_at, until)
+            WHERE o.id = c.id AND o.sink = \(sink) AND o.next_attempt_at = c.until
+            """, logger: logger)
     }
 
     public func markSending(id: Int64, now: Date) async throws {

@@ -324,6 +324,10 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
+    /// One process serves the file (``ServeLock``): its rows are never leased, and a batch
+    /// cut short is due as it was.
+    public func unclaim(sink: String, _ entries: [OutboxEntry]) async throws {}
+
     public func markSending(id: Int64, now: Date) async throws {
         try await pool.write { db in
             try db.executeCached("UPDATE outbox SET sending_since = ? WHERE id = ?", [now.timeIntervalSince1970, id])

@@ -131,6 +131,55 @@ import Testing
         #expect(try await replica.stop(SIGTERM))
     }
 
+    /// A replica of one `postgres` sink that names the database itself, so that its
+    /// statements wait the default 10 s, not the store's (longer) test timeout; a stop
+    /// cancels what is still running after a second.
+    static func sinkReplica(
+        _ name: String, env: TestEnvironment, database: PostgresURL, leaseSeconds: Int
+    ) async throws -> GatewayProcess {
+        let config = env.directory.appendingPathComponent("\(name).yaml").path
+        try """
+        server: { host: 127.0.0.1, port: 0, log_level: info, shutdown_timeout_s: 1 }
+        storage: { postgres: { url: "\(database)", lease_s: \(leaseSeconds), timeout_ms: \(TestPostgres.timeoutMs) } }
+        providers: { iad: { enabled: true } }
+        sinks:
+          table: { type: postgres, url: "\(database)", backoff_initial_ms: 10, backoff_max_ms: 100 }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let gateway = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("\(name).log"))
+        try await gateway.start()
+        return gateway
+    }
+
+    /// Holds `table` as an operator's migration would (`ACCESS EXCLUSIVE`, in a transaction
+    /// of its own) from when this returns until `release` is called; `held` ends with it.
+    static func lock(
+        _ table: String, in database: PostgresURL
+    ) async throws -> (release: @Sendable () -> Void, held: Task<Void, Error>) {
+        let (locked, sayLocked) = AsyncStream.makeStream(of: Void.self)
+        let (released, release) = AsyncStream.makeStream(of: Void.self)
+        let held = Task {
+            try await TestPostgres.withClient(database) { client in
+                try await client.withConnection { connection in
+                    _ = try await connection.query(PostgresQuery(unsafeSQL: "BEGIN"), logger: Self.logger)
+                    _ = try await connection.query(
+                        PostgresQuery(unsafeSQL: "LOCK TABLE \(table) IN ACCESS EXCLUSIVE MODE"), logger: Self.logger)
+                    sayLocked.finish()
+                    for await _ in released {}
+                    _ = try await connection.query(PostgresQuery(unsafeSQL: "ROLLBACK"), logger: Self.logger)
+                }
+            }
+        }
+        for await _ in locked {}
+        return ({ release.finish() }, held)
+    }
+
+    /// Whether the sink's table holds one record and no outbox row waits: delivered once.
+    static func deliveredOnce(in database: PostgresURL) async throws -> Bool {
+        let rows = try await count("SELECT count(*) FROM attribution_records", in: database)
+        let waiting = try await count("SELECT count(*) FROM outbox", in: database)
+        return rows == 1 && waiting == 0
+    }
+
     /// A sink's statement the database holds (here behind a lock an operator's migration
     /// took) is given up at the sink's timeout and retried, and a shutdown does not wait for
     /// it: before, the worker waited for the answer, and SIGTERM for the worker, for good.
@@ -139,45 +188,12 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let database = try await TestPostgres.newDatabase()
-        let config = env.directory.appendingPathComponent("held.yaml").path
-        // The sink names the database itself, so that it waits the default 10 s, not the
-        // store's (longer) test timeout. The batch cut short by the stop is leased for
-        // `lease_s`, then offered again.
-        try """
-        server: { host: 127.0.0.1, port: 0, log_level: info, shutdown_timeout_s: 1 }
-        storage: { postgres: { url: "\(database)", lease_s: 5, timeout_ms: \(TestPostgres.timeoutMs) } }
-        providers: { iad: { enabled: true } }
-        sinks:
-          table: { type: postgres, url: "\(database)", backoff_initial_ms: 10, backoff_max_ms: 100 }
-        """.write(toFile: config, atomically: true, encoding: .utf8)
-        func start(_ name: String) async throws -> GatewayProcess {
-            let gateway = try GatewayProcess(
-                config: config, logURL: env.directory.appendingPathComponent("\(name).log"))
-            try await gateway.start()
-            return gateway
-        }
-        let held = try await start("held")
-
-        let (locked, sayLocked) = AsyncStream.makeStream(of: Void.self)
-        let (released, release) = AsyncStream.makeStream(of: Void.self)
-        let holder = Task {
-            try await TestPostgres.withClient(database) { client in
-                try await client.withConnection { connection in
-                    _ = try await connection.query(PostgresQuery(unsafeSQL: "BEGIN"), logger: Self.logger)
-                    _ = try await connection.query(
-                        PostgresQuery(unsafeSQL: "LOCK TABLE attribution_records IN ACCESS EXCLUSIVE MODE"),
-                        logger: Self.logger)
-                    sayLocked.finish()
-                    for await _ in released {}
-                    _ = try await connection.query(PostgresQuery(unsafeSQL: "ROLLBACK"), logger: Self.logger)
-                }
-            }
-        }
+        let held = try await Self.sinkReplica("held", env: env, database: database, leaseSeconds: 5)
+        let lock = try await Self.lock("attribution_records", in: database)
         defer {
-            release.finish()
-            holder.cancel()
+            lock.release()
+            lock.held.cancel()
         }
-        for await _ in locked {}
 
         #expect(try await held.post("/v1/iad", body: Self.install("held")).0 == 202)
         #expect(
@@ -186,15 +202,46 @@ import Testing
             }, "the worker never gave up on the held statement")
         #expect(try await held.stop(SIGTERM), "shutdown waited for the held statement")
 
-        release.finish()
-        try await holder.value
-        let next = try await start("next")
+        lock.release()
+        try await lock.held.value
+        let next = try await Self.sinkReplica("next", env: env, database: database, leaseSeconds: 5)
+        #expect(try await env.eventually { try await Self.deliveredOnce(in: database) })
+        #expect(try await next.stop(SIGTERM))
+    }
+
+    /// A replica stopped while its sink waits gives the batch back: the next replica sends it
+    /// at once, not when the stopped one's lease (ten minutes here) would have ended.
+    @Test(arguments: servers)
+    func aReplicaThatStopsGivesBackTheBatchItCutShort(server: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let database = try await TestPostgres.newDatabase()
+        let stopping = try await Self.sinkReplica("stopping", env: env, database: database, leaseSeconds: 600)
+        let lock = try await Self.lock("attribution_records", in: database)
+        defer {
+            lock.release()
+            lock.held.cancel()
+        }
+
+        #expect(try await stopping.post("/v1/iad", body: Self.install("cut-short")).0 == 202)
+        let name = try #require(database.database)
         #expect(
             try await env.eventually {
-                let rows = try await Self.count("SELECT count(*) FROM attribution_records", in: database)
-                let waiting = try await Self.count("SELECT count(*) FROM outbox", in: database)
-                return rows == 1 && waiting == 0
-            })
+                let waiting = try await Self.count(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(name)' AND wait_event_type = 'Lock'",
+                    in: database)
+                return waiting > 0
+            }, "the sink's statement never reached the lock")
+        #expect(try await stopping.stop(SIGTERM))
+        #expect(
+            try await Self.count(
+                "SELECT count(*) FROM outbox WHERE next_attempt_at <= extract(epoch FROM clock_timestamp())",
+                in: database) == 1, "the stopped replica kept its lease on the batch")
+
+        lock.release()
+        try await lock.held.value
+        let next = try await Self.sinkReplica("next", env: env, database: database, leaseSeconds: 600)
+        #expect(try await env.eventually { try await Self.deliveredOnce(in: database) })
         #expect(try await next.stop(SIGTERM))
     }
 }

@@ -431,4 +431,36 @@ import Testing
         let taken = try await other.dueEntries(sink: "hook", now: clock.now.addingTimeInterval(61), limit: 10)
         #expect(taken.map(\.record.recordID) == [record.recordID])
     }
+
+    /// A replica that stops gives back the batch it cut short: the others take it at once,
+    /// in its place among the due rows, but never a row resolved or claimed anew since.
+    @Test(arguments: StoreBackend.shared)
+    func aBatchGivenBackIsDueAtOnceUnlessResolvedOrClaimedAgainSince(backend: StoreBackend) async throws {
+        let clock = TestClock()
+        let made = try await backend.make(clock: clock)
+        let other = try await made.open()
+        let records = (0..<4).map { StoreConformanceTests.install("u\($0)", at: clock.now) }
+        for record in records {
+            _ = try await made.store.ingest([RoutedRecord(record: record, sinks: ["hook"])])
+            clock.advance(1)
+        }
+        let claimed = try await made.store.dueEntries(sink: "hook", now: clock.now, limit: 3)
+        #expect(claimed.map(\.record.recordID) == records.prefix(3).map(\.recordID))
+        try await made.store.resolve(
+            sink: "hook", [.retry(id: claimed[1].id, attempts: 1, at: clock.now.addingTimeInterval(30), error: "503")],
+            now: clock.now)
+        try await made.store.unclaim(sink: "hook", claimed)
+        let again = try await other.dueEntries(sink: "hook", now: clock.now, limit: 10)
+        #expect(again.map(\.record.recordID) == [records[0], records[2], records[3]].map(\.recordID))
+        #expect(again.map(\.attempts) == [0, 0, 0])
+
+        // The other replica's lease ran out and a third took the rows: the late give-back
+        // leaves them with the third.
+        clock.advance(61)
+        let third = try await made.open()
+        let taken = try await third.dueEntries(sink: "hook", now: clock.now, limit: 10)
+        #expect(Set(taken.map(\.record.recordID)) == Set(records.map(\.recordID)))
+        try await other.unclaim(sink: "hook", again)
+        #expect(try await made.store.dueEntries(sink: "hook", now: clock.now, limit: 10).isEmpty)
+    }
 }

@@ -178,11 +178,10 @@ public final class SinkWorker: Service, Sendable {
                     answers = Array(repeating: .retry(reason: reason), count: offered.count)
                 }
             } catch {
-                // Shutdown cut the batch short: it stays in the outbox as it was, not a failed
-                // attempt, and is offered again after the restart.
+                // Shutdown cut the batch short (see `giveBack`).
                 if Task.isCancelled {
-                    logger.info(
-                        "batch in flight left in the outbox by shutdown", metadata: ["records": "\(entries.count)"])
+                    let written = settled.withLock { $0 }
+                    await giveBack(entries.filter { written[$0.id] == nil })
                     return due.count
                 }
                 answers = Array(repeating: .retry(reason: "\(error)"), count: offered.count)
@@ -204,10 +203,12 @@ public final class SinkWorker: Service, Sendable {
         var resolutions: [OutboxResolution] = []
         var delivered = 0, declined = 0, retried = 0, postponed = 0, dead = 0, inProgress = 0
         var firstDead: (recordID: String, error: String)?
+        var leftUnanswered: [OutboxEntry] = []
         for (entry, outcome) in zip(entries, outcomes) {
             let already = written[entry.id]
             switch outcome {
             case .retry where cutShort && already == nil, .postponed where cutShort && already == nil:
+                leftUnanswered.append(entry)
                 continue
             default:
                 break
@@ -305,6 +306,7 @@ public final class SinkWorker: Service, Sendable {
         metrics.delivery(sink: sinkName, outcome: "postponed", count: postponed)
         metrics.delivery(sink: sinkName, outcome: "in_progress", count: inProgress)
         metrics.delivery(sink: sinkName, outcome: "dead_letter", count: dead)
+        if !leftUnanswered.isEmpty { await giveBack(leftUnanswered) }
         // The sink has answered: that must be written even if shutdown came meanwhile, and
         // kept until it is.
         let decided = resolutions
@@ -393,6 +395,21 @@ public final class SinkWorker: Service, Sendable {
         deadLettersNotLogged.withLock { held in
             defer { held = 0 }
             return held
+        }
+    }
+
+    /// A batch a shutdown cut short stays in the outbox as it was, not a failed attempt, and
+    /// is offered again: by another replica at once, once the store has its lease back, or
+    /// after the restart. Not given back (the store unreachable), it waits for its lease.
+    private func giveBack(_ entries: [OutboxEntry]) async {
+        let sinkName = sinkName, store = store
+        do {
+            try await uncancelled { try await store.unclaim(sink: sinkName, entries) }
+            logger.info("batch in flight left in the outbox by shutdown", metadata: ["records": "\(entries.count)"])
+        } catch {
+            logger.warning(
+                "batch in flight left in the outbox by shutdown, leased until its lease ends",
+                metadata: ["records": "\(entries.count)", "error": "\(error)"])
         }
     }
 

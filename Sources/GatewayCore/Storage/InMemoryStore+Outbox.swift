@@ -83,6 +83,9 @@ extension InMemoryStore {
         }
     }
 
+    /// One process's memory: its rows are never leased, and a batch cut short is due as it was.
+    public func unclaim(sink: String, _ entries: [OutboxEntry]) async throws {}
+
     public func markSending(id: Int64, now: Date) async throws {
         try withState { state in state.outbox[id]?.sendingSince = now.timeIntervalSince1970 }
     }

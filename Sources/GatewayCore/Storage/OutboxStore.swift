@@ -23,6 +23,13 @@ public protocol OutboxStore: Sendable {
     /// Applies the worker's decisions about a batch in one transaction.
     func resolve(sink: String, _ resolutions: [OutboxResolution], now: Date) async throws
 
+    /// Gives back rows this process claimed and leaves unresolved (a batch a shutdown cut
+    /// short), due again when they were before the claim, so that another process takes
+    /// them at once rather than when the lease ends. A row resolved or claimed again since
+    /// is left as it is. A store no other process shares leases nothing: it has nothing to
+    /// give back.
+    func unclaim(sink: String, _ entries: [OutboxEntry]) async throws
+
     /// Marks an outbox row as being sent, durably, before a sink whose destination counts
     /// every copy sends it: a row still so marked when it is next due was being sent when
     /// the gateway stopped (``OutboxEntry/wasBeingSent``). Any resolution clears it.
@@ -57,6 +64,8 @@ public struct OutboxEntry: Sendable {
     /// A sink was sending it when the gateway stopped, before its answer was written
     /// (see ``OutboxStore/markSending(id:now:)``).
     public var wasBeingSent = false
+    /// The lease this process holds on the row, on a store several processes share.
+    public var claim: OutboxClaim?
 
     public init(id: Int64, record: AttributionRecord, attempts: Int, queuedAt: Date? = nil) {
         self.id = id
@@ -72,6 +81,20 @@ public struct OutboxEntry: Sendable {
             attempts: attempts)
         entry.unreadable = reason
         return entry
+    }
+}
+
+/// A row's lease, as the store that wrote it keeps its times: what ``OutboxStore/unclaim(sink:_:)``
+/// needs to give the row back only while it is still this claim's.
+public struct OutboxClaim: Sendable, Equatable {
+    /// When the row was due before the claim.
+    public var dueAt: Double
+    /// The end of the lease the claim wrote.
+    public var until: Double
+
+    public init(dueAt: Double, until: Double) {
+        self.dueAt = dueAt
+        self.until = until
     }
 }
 
