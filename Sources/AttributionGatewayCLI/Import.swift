@@ -69,6 +69,7 @@ struct ImportPayloads: AsyncParsableCommand {
                 if outcome.isDuplicate { duplicates += 1 } else { stored += 1 }
             }
             batch.removeAll(keepingCapacity: true)
+            try await gateway.sqlite?.fitImportCheckpointToStore()
         }
 
         let blank: Set<UInt8> = [UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r")]

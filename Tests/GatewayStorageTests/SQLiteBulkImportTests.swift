@@ -3,17 +3,30 @@ import GRDB
 import GatewayCore
 import Testing
 
-import GatewayStorage
+@testable import GatewayStorage
 
-/// `import` gives the writer a cache for its commits' pages and lets the log grow before
-/// it checkpoints, then leaves every page it wrote in the database file with SQLite's
-/// settings back.
+/// `import` gives the writer a cache for its commits' pages and lets the log grow with the
+/// store before it checkpoints, then leaves every page it wrote in the database file with
+/// SQLite's settings back.
 @Suite struct SQLiteBulkImportTests {
     /// The writer's checkpoint threshold (pages) and page cache (negative: KiB).
     func writerSettings(_ store: SQLiteStore) async throws -> [Int?] {
         try await store.pool.writeWithoutTransaction { db in
             [try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint"), try Int.fetchOne(db, sql: "PRAGMA cache_size")]
         }
+    }
+
+    /// What docs/architecture.md promises an operator about the disk an import needs beside
+    /// the store: a log of a quarter of the store, never under 64 MB nor over 1 GB.
+    @Test func theImportsLogGrowsToAQuarterOfTheStoreBetween64MBAnd1GB() {
+        let pageBytes = 4_096
+        func logBytes(storeBytes: Int) -> Int {
+            SQLiteStore.bulkImportCheckpointPages(storePages: storeBytes / pageBytes) * pageBytes
+        }
+        #expect(logBytes(storeBytes: 0) == 64 << 20)
+        #expect(logBytes(storeBytes: 100 << 20) == 64 << 20)
+        #expect(logBytes(storeBytes: 2 << 30) == 512 << 20)
+        #expect(logBytes(storeBytes: 12 << 30) == 1 << 30)
     }
 
     @Test func theLogReachesTheFileWhenTheImportEnds() async throws {
