@@ -31,12 +31,13 @@ import Testing
         }
 
         func worker(
-            sinkName: String = "memory", sink: (any AttributionSink)? = nil, batchSize: Int = 10, maxAttempts: Int = 3,
-            random: Double = 0, logger: Logger = Logger(label: "gateway.delivery")
+            sinkName: String = "memory", sink: (any AttributionSink)? = nil, store: (any OutboxStore)? = nil,
+            batchSize: Int = 10, maxAttempts: Int = 3, random: Double = 0,
+            logger: Logger = Logger(label: "gateway.delivery")
         ) -> SinkWorker {
             let clock = clock
             return SinkWorker(
-                sinkName: sinkName, sink: sink ?? self.sink, store: store,
+                sinkName: sinkName, sink: sink ?? self.sink, store: store ?? self.store,
                 settings: DeliverySettings(
                     batchSize: batchSize, maxAttempts: maxAttempts, backoffInitial: .seconds(1),
                     backoffMax: .seconds(10)),
@@ -416,16 +417,26 @@ import Testing
         #expect(dueAt == f.clock.now.timeIntervalSince1970 + 86_400)
     }
 
-    /// Answers for the first record, then waits until shutdown cuts it short, and answers
-    /// `retry` for the rest, as the exec sink does with what its plugin acknowledged.
+    /// Waits until shutdown cuts the batch short, then answers: by default the first record
+    /// delivered and `retry` for the rest, as the exec sink does with what its plugin
+    /// acknowledged.
     final class PartlyAnswering: AttributionSink, Sendable {
         let maxBatchSize = 10
         let started = Mutex(false)
+        let answers: @Sendable (Int) -> [DeliveryOutcome]
+
+        init(
+            answers: @escaping @Sendable (Int) -> [DeliveryOutcome] = { count in
+                [.delivered] + Array(repeating: .retry(reason: "cut short"), count: count - 1)
+            }
+        ) {
+            self.answers = answers
+        }
 
         func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
             started.withLock { $0 = true }
             while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }
-            return [.delivered] + records.dropFirst().map { _ in .retry(reason: "cut short") }
+            return answers(records.count)
         }
     }
 
@@ -446,6 +457,105 @@ import Testing
         #expect(rows.map { $0["record_id"] as String } == records.dropFirst().map(\.recordID))
         #expect(rows.allSatisfy { ($0["attempts"] as Int) == 0 })
         #expect(rows.allSatisfy { ($0["next_attempt_at"] as Double) <= f.clock.now.timeIntervalSince1970 })
+    }
+
+    /// The fixture's store, noting the calls a worker makes that write what it decided.
+    final class NotingStore: OutboxStore {
+        let inner: SQLiteStore
+        /// `resolve` and `unclaim` calls in order, each with the outbox ids it named.
+        let calls = Mutex<[(name: String, ids: [Int64])]>([])
+        /// Whether `unclaim` waits, as a database that does not answer would, until cancelled
+        /// or `released`.
+        let holdsUnclaim: Bool
+        let released = Mutex(false)
+
+        init(_ inner: SQLiteStore, holdsUnclaim: Bool = false) {
+            self.inner = inner
+            self.holdsUnclaim = holdsUnclaim
+        }
+
+        func dueEntries(sink: String, now: Date, limit: Int, laneOrdered: Bool) async throws -> [OutboxEntry] {
+            try await inner.dueEntries(sink: sink, now: now, limit: limit, laneOrdered: laneOrdered)
+        }
+        func nextDueDate(sink: String, laneOrdered: Bool) async throws -> Date? {
+            try await inner.nextDueDate(sink: sink, laneOrdered: laneOrdered)
+        }
+        func resolve(sink: String, _ resolutions: [OutboxResolution], now: Date) async throws {
+            let ids = resolutions.map { resolution -> Int64 in
+                switch resolution {
+                case .delivered(let id), .retry(let id, _, _, _), .deadLetter(let id, _, _): id
+                }
+            }
+            calls.withLock { $0.append(("resolve", ids)) }
+            try await inner.resolve(sink: sink, resolutions, now: now)
+        }
+        func unclaim(sink: String, _ entries: [OutboxEntry]) async throws {
+            calls.withLock { $0.append(("unclaim", entries.map(\.id))) }
+            while holdsUnclaim && !released.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+            try await inner.unclaim(sink: sink, entries)
+        }
+        func markSending(id: Int64, now: Date) async throws { try await inner.markSending(id: id, now: now) }
+        func holdLanes(sink: String, behind heads: [(id: Int64, until: Date)]) async throws {
+            try await inner.holdLanes(sink: sink, behind: heads)
+        }
+        func outboxStats() async throws -> [String: OutboxStats] { try await inner.outboxStats() }
+        func enqueue(recordIDs: [String], sink: String, now: Date) async throws -> Int {
+            try await inner.enqueue(recordIDs: recordIDs, sink: sink, now: now)
+        }
+    }
+
+    /// A stop gives the other replicas, after the answers are written, only the records no
+    /// one asked to wait: one the destination or the circuit asked to wait keeps its lease.
+    @Test func aBatchCutShortGivesBackAfterItsAnswersOnlyWhatNoOneAskedToWait() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        _ = try await f.ingest(4)
+        let store = NotingStore(f.store)
+        // Delivered, retried for want of time, retried after the destination's
+        // `Retry-After`, held back by the sink's open circuit.
+        let sink = PartlyAnswering { _ in
+            [
+                .delivered, .retry(reason: "cut short"), .retry(reason: "503", after: .seconds(30)),
+                .postponed(reason: "circuit open", after: .seconds(30)),
+            ]
+        }
+        let worker = f.worker(sink: sink, store: store)
+        let ids = try await f.store.dueEntries(sink: "memory", now: f.clock.now, limit: 10).map(\.id)
+        let drain = Task { try await worker.drainOnce() }
+        for _ in 0..<1000 where !sink.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        drain.cancel()
+        _ = try await drain.value
+        let calls = store.calls.withLock { $0 }
+        #expect(calls.map(\.name) == ["resolve", "unclaim"])
+        #expect(calls.first?.ids == [ids[0]])
+        #expect(calls.last?.ids == [ids[1]])
+    }
+
+    /// A store that does not take the give-back holds the stop only for the give-back's
+    /// limit, not for the store's own timeout: the batch then waits for its lease.
+    @Test func aGiveBackTheStoreDoesNotTakeHoldsTheStopOnlyForItsLimit() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        _ = try await f.ingest(2)
+        let store = NotingStore(f.store, holdsUnclaim: true)
+        let sink = PartlyAnswering()
+        let worker = f.worker(sink: sink, store: store)
+        let drain = Task { try await worker.drainOnce() }
+        for _ in 0..<1000 where !sink.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        drain.cancel()
+        // Bounded far past the limit: a stop that waits for the store fails, not hangs.
+        let stopped = try await withThrowingTaskGroup(of: Int?.self) { group in
+            group.addTask { try await drain.value }
+            group.addTask {
+                try await Task.sleep(for: .seconds(60))
+                store.released.withLock { $0 = true }
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+        #expect(stopped == 2, "the stop waited for the give-back")
+        #expect(store.calls.withLock { $0.map(\.name) } == ["resolve", "unclaim"])
     }
 
     /// A destination that counts every copy, sent to one record at a time: the first is

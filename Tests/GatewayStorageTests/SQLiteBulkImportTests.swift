@@ -16,7 +16,7 @@ import Testing
         }
     }
 
-    /// What docs/architecture.md promises an operator about the disk an import needs beside
+    /// What docs/cli.md promises an operator about the disk an import needs beside
     /// the store: a log of a quarter of the store, never under 64 MB nor over 1 GB.
     @Test func theImportsLogGrowsToAQuarterOfTheStoreBetween64MBAnd1GB() {
         let pageBytes = 4_096

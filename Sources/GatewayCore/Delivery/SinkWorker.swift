@@ -40,6 +40,9 @@ public final class SinkWorker: Service, Sendable {
     private let throttledBatches = Mutex(0)
     /// The longest a throttled destination pauses the worker, whatever the records' backoff.
     static let maxThrottlePause: Duration = .seconds(30)
+    /// The longest a stop waits to give back a batch it cut short: an optimisation, not an
+    /// answer, so a store slow to take it must not hold the stop for its whole timeout.
+    static let giveBackLimit: Duration = .seconds(2)
 
     public init(
         sinkName: String,
@@ -203,12 +206,17 @@ public final class SinkWorker: Service, Sendable {
         var resolutions: [OutboxResolution] = []
         var delivered = 0, declined = 0, retried = 0, postponed = 0, dead = 0, inProgress = 0
         var firstDead: (recordID: String, error: String)?
+        /// The records cut short that no one asked to wait: given back to the other replicas
+        /// (see `giveBack`). One the destination or the sink's circuit asked to wait (a
+        /// `Retry-After`, a postponement) waits for its lease instead.
         var leftUnanswered: [OutboxEntry] = []
         for (entry, outcome) in zip(entries, outcomes) {
             let already = written[entry.id]
             switch outcome {
-            case .retry where cutShort && already == nil, .postponed where cutShort && already == nil:
+            case .retry(_, nil) where cutShort && already == nil:
                 leftUnanswered.append(entry)
+                continue
+            case .retry where cutShort && already == nil, .postponed where cutShort && already == nil:
                 continue
             default:
                 break
@@ -306,7 +314,6 @@ public final class SinkWorker: Service, Sendable {
         metrics.delivery(sink: sinkName, outcome: "postponed", count: postponed)
         metrics.delivery(sink: sinkName, outcome: "in_progress", count: inProgress)
         metrics.delivery(sink: sinkName, outcome: "dead_letter", count: dead)
-        if !leftUnanswered.isEmpty { await giveBack(leftUnanswered) }
         // The sink has answered: that must be written even if shutdown came meanwhile, and
         // kept until it is.
         let decided = resolutions
@@ -316,6 +323,7 @@ public final class SinkWorker: Service, Sendable {
             unwritten.withLock { $0 = (decided, decidedAt) }
             throw error
         }
+        if !leftUnanswered.isEmpty { await giveBack(leftUnanswered) }
         if settings.inDeviceOrder {
             let held = decisions.compactMap { resolution -> (id: Int64, until: Date)? in
                 if case .retry(let id, _, let at, _) = resolution { return (id, at) }
@@ -400,11 +408,19 @@ public final class SinkWorker: Service, Sendable {
 
     /// A batch a shutdown cut short stays in the outbox as it was, not a failed attempt, and
     /// is offered again: by another replica at once, once the store has its lease back, or
-    /// after the restart. Not given back (the store unreachable), it waits for its lease.
+    /// after the restart. Not given back within ``giveBackLimit`` (the store unreachable),
+    /// it waits for its lease.
     private func giveBack(_ entries: [OutboxEntry]) async {
         let sinkName = sinkName, store = store
+        // Not cancelled with the stop, which has begun, but cut off at its limit.
+        let work = Task { try await store.unclaim(sink: sinkName, entries) }
+        let limit = Task {
+            try? await Task.sleep(for: Self.giveBackLimit)
+            work.cancel()
+        }
+        defer { limit.cancel() }
         do {
-            try await uncancelled { try await store.unclaim(sink: sinkName, entries) }
+            try await work.value
             logger.info("batch in flight left in the outbox by shutdown", metadata: ["records": "\(entries.count)"])
         } catch {
             logger.warning(
