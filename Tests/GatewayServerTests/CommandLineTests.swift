@@ -734,8 +734,13 @@ import Testing
         try await server.start()
         let (status, _) = try await server.post("/v1/iad", body: IAdPayloads.attributed(user: "older-server"))
         #expect(status == 202)
+        // The test's own connection waits for the server's writer (its commits, its
+        // checkpoints) as the server's connections wait for each other.
+        var waiting = Configuration()
+        waiting.busyMode = .timeout(10)
+        let beside = try DatabaseQueue(path: env.databasePath, configuration: waiting)
         // The running server as an older release: its tables lack this release's last upgrade.
-        let last = try await DatabaseQueue(path: env.databasePath).write { db in
+        let last = try await beside.write { db in
             let last = try String.fetchOne(
                 db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid DESC LIMIT 1")!
             try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = ?", arguments: [last])
@@ -747,7 +752,7 @@ import Testing
             report.stderr.contains(
                 "it needs this version's upgrade (\(last)), and a gateway (pid \(server.process.processIdentifier)) of an "
                     + "older version is serving it"), "\(report.stderr)")
-        let applied = try await DatabaseQueue(path: env.databasePath).read { db in
+        let applied = try await beside.read { db in
             try String.fetchSet(db, sql: "SELECT identifier FROM grdb_migrations")
         }
         #expect(!applied.contains(last))
