@@ -1,67 +1,15 @@
 import GatewayCore
-import Synchronization
 
 /// Runs `work`, or throws ``StoreNotReady`` once `timeout` has passed without an answer:
 /// while the database cannot be reached, postgres-nio's pool waits for a connection without
 /// end, and a request must get its `503` instead, a readiness check its failure.
 ///
-/// The caller has its answer at the limit even when `work` does not end on cancellation (a
-/// statement already sent waits for the server's reply): `work` is cancelled and left to end
-/// by itself, its result dropped. What it commits after the limit stays committed, as when a
+/// A statement already sent that the server never answers is left to end by itself
+/// (``withinLimit(_:else:_:)``). What it commits after the limit stays committed, as when a
 /// client gives up on a request; the client's retry is answered as a duplicate.
 public func answered<T: Sendable>(
     within timeout: Duration, from url: PostgresURL, _ work: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    let answer = FirstAnswer<T>()
-    let worker = Task {
-        do { answer.give(.success(try await work())) } catch { answer.give(.failure(error)) }
-    }
-    let timer = Task {
-        do { try await Task.sleep(for: timeout) } catch { return }
-        answer.give(.failure(StoreNotReady(reason: "PostgreSQL at \(url) did not answer within \(timeout)")))
-    }
-    defer {
-        worker.cancel()
-        timer.cancel()
-    }
-    return try await withTaskCancellationHandler {
-        try await answer.value()
-    } onCancel: {
-        answer.give(.failure(CancellationError()))
-    }
-}
-
-/// The first of several results, for one waiter.
-private final class FirstAnswer<T: Sendable>: Sendable {
-    private enum State {
-        case waiting(CheckedContinuation<T, any Error>?)
-        case given(Result<T, any Error>)
-    }
-
-    private let state = Mutex(State.waiting(nil))
-
-    /// Keeps `result` if it is the first, and hands it to the waiter; later ones are dropped.
-    func give(_ result: Result<T, any Error>) {
-        let waiter = state.withLock { state -> CheckedContinuation<T, any Error>? in
-            guard case .waiting(let waiter) = state else { return nil }
-            state = .given(result)
-            return waiter
-        }
-        waiter?.resume(with: result)
-    }
-
-    func value() async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            let given: Result<T, any Error>? = state.withLock { state in
-                switch state {
-                case .waiting:
-                    state = .waiting(continuation)
-                    return nil
-                case .given(let result):
-                    return result
-                }
-            }
-            if let given { continuation.resume(with: given) }
-        }
-    }
+    try await withinLimit(
+        timeout, else: { StoreNotReady(reason: "PostgreSQL at \(url) did not answer within \(timeout)") }, work)
 }

@@ -464,8 +464,8 @@ import Testing
         let inner: SQLiteStore
         /// `resolve` and `unclaim` calls in order, each with the outbox ids it named.
         let calls = Mutex<[(name: String, ids: [Int64])]>([])
-        /// Whether `unclaim` waits, as a database that does not answer would, until cancelled
-        /// or `released`.
+        /// Whether `unclaim` waits, as a statement the database never answers would, until
+        /// `released`, whatever cancels it.
         let holdsUnclaim: Bool
         let released = Mutex(false)
 
@@ -491,7 +491,7 @@ import Testing
         }
         func unclaim(sink: String, _ entries: [OutboxEntry]) async throws {
             calls.withLock { $0.append(("unclaim", entries.map(\.id))) }
-            while holdsUnclaim && !released.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+            while holdsUnclaim && !released.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
             try await inner.unclaim(sink: sink, entries)
         }
         func markSending(id: Int64, now: Date) async throws { try await inner.markSending(id: id, now: now) }

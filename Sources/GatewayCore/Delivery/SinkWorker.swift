@@ -412,21 +412,23 @@ public final class SinkWorker: Service, Sendable {
     /// it waits for its lease.
     private func giveBack(_ entries: [OutboxEntry]) async {
         let sinkName = sinkName, store = store
-        // Not cancelled with the stop, which has begun, but cut off at its limit.
-        let work = Task { try await store.unclaim(sink: sinkName, entries) }
-        let limit = Task {
-            try? await Task.sleep(for: Self.giveBackLimit)
-            work.cancel()
-        }
-        defer { limit.cancel() }
         do {
-            try await work.value
+            // Not cancelled with the stop, which has begun, but given up at its limit.
+            try await uncancelled {
+                try await withinLimit(Self.giveBackLimit, else: { GiveBackLate() }) {
+                    try await store.unclaim(sink: sinkName, entries)
+                }
+            }
             logger.info("batch in flight left in the outbox by shutdown", metadata: ["records": "\(entries.count)"])
         } catch {
             logger.warning(
                 "batch in flight left in the outbox by shutdown, leased until its lease ends",
                 metadata: ["records": "\(entries.count)", "error": "\(error)"])
         }
+    }
+
+    private struct GiveBackLate: Error, CustomStringConvertible {
+        var description: String { "the store did not take it within \(SinkWorker.giveBackLimit)" }
     }
 
     /// Writes the answers the store could not take before, if any.
