@@ -76,7 +76,8 @@ import Testing
         record.sourceIdentifier = "1"; record.sourceDomain = "d"; record.coarseValue = "low"
         record.postbackSequenceIndex = 0; record.fidelityType = 1; record.redownload = true;
         record.signature = "verified"
-        record.eventName = "e"; record.currency = "USD"; record.transactionRef = "r"; record.enrichedAt = moment
+        record.eventName = "e"; record.currency = "USD"; record.transactionRef = "r"; record.vendorIDs = ["adid": "x"]
+        record.enrichedAt = moment
         let unset = Mirror(reflecting: record).children.filter { "\($0.value)" == "nil" }.compactMap(\.label)
         #expect(unset.isEmpty, "set every field here: \(unset)")
         let encoded = try #require(

@@ -276,6 +276,15 @@ import Testing
         #expect(fields["os"] == .string("17.4"))
     }
 
+    /// The vendors' device ids are the record's, not only its raw payload's: retention may
+    /// remove the payload while a forget still has to name them to the vendor.
+    @Test func vendorDeviceIDsAreTheRecordsOwnFields() throws {
+        let ids = "{\"appsflyer_id\":\"\(Self.appsFlyerID)\",\"adid\":\"0123456789abcdef0123456789abcdef\"}"
+        let record = try record(Self.event("session", ["vendor_ids": ids]))
+        #expect(record.vendorIDs == ["appsflyer_id": Self.appsFlyerID, "adid": "0123456789abcdef0123456789abcdef"])
+        #expect(try self.record(Self.event("session")).vendorIDs == nil)
+    }
+
     @Test(arguments: [#""123456789""#, #""id123456789""#, "123456789"])
     func appsFlyerURLAlwaysCarriesTheIDPrefix(appID: String) throws {
         let body = Self.event(

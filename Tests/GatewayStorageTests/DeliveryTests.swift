@@ -1223,7 +1223,7 @@ import Testing
              "ad_network_id":"n","transaction_id":"t","source_app_id":"s","source_identifier":"1","source_domain":"d",
              "fine_value":1,"coarse_value":"low","postback_sequence_index":0,"did_win":true,"fidelity_type":1,
              "redownload":false,"signature":"verified","events":["e"],"revenue_min":1,"revenue_max":2,"event_name":"e",
-             "revenue":1,"currency":"USD","transaction_ref":"t","raw":{},"dedupe_key":"d","enriched_at":"2020-01-01T00:00:00Z"}
+             "revenue":1,"currency":"USD","transaction_ref":"t","vendor_ids":{"adid":"x"},"raw":{},"dedupe_key":"d","enriched_at":"2020-01-01T00:00:00Z"}
             """
         let record = try AttributionRecord.makeDecoder().decode(AttributionRecord.self, from: Data(json.utf8))
         // Every stored property was set from the JSON above: a new field fails here until it is added.

@@ -80,13 +80,8 @@ public struct ForgetSweep: Sendable {
         var found = false
         if let id = record.idfv, id != AttributionRecord.unsetDeviceID, idfvs.insert(id).inserted { found = true }
         if let id = record.idfa, id != AttributionRecord.unsetDeviceID, idfas.insert(id).inserted { found = true }
-        if case .object(let fields)? = record.raw, case .object(let vendorIDs)? = fields["vendor_ids"] {
-            for (name, value) in vendorIDs {
-                guard case .string(let id) = value, !id.isEmpty else { continue }
-                if !(identifiers.vendorIDs[name] ?? []).contains(id) {
-                    identifiers.vendorIDs[name, default: []].append(id)
-                }
-            }
+        for (name, id) in (record.vendorIDs ?? [:]).sorted(by: { $0.key < $1.key }) where !id.isEmpty {
+            if !(identifiers.vendorIDs[name] ?? []).contains(id) { identifiers.vendorIDs[name, default: []].append(id) }
         }
         identifiers.idfvs = idfvs.sorted()
         identifiers.idfas = idfas.sorted()
@@ -108,6 +103,7 @@ public struct ForgetSweep: Sendable {
                 record.transactionID = record.transactionID.map { pseudonym(for: "transaction:" + $0) }
             }
             record.transactionRef = record.transactionRef.map { pseudonym(for: "transaction:" + $0) }
+            record.vendorIDs = nil
             record.raw = nil
             record.dedupeKey = "forgotten:" + record.recordID
             return record

@@ -53,7 +53,9 @@ extension AttributionRecord {
             ("signature", { s($0.signature) }), ("events", { $0.events.map(FieldValue.strings) }),
             ("revenue_min", { m($0.revenueMin) }), ("revenue_max", { m($0.revenueMax) }),
             ("event_name", { s($0.eventName) }), ("revenue", { m($0.revenue) }), ("currency", { s($0.currency) }),
-            ("transaction_ref", { s($0.transactionRef) }), ("raw", { $0.raw.map(FieldValue.json) }),
+            ("transaction_ref", { s($0.transactionRef) }),
+            ("vendor_ids", { $0.vendorIDs.map { .json(.object($0.mapValues(JSONValue.string))) } }),
+            ("raw", { $0.raw.map(FieldValue.json) }),
             ("dedupe_key", { .string($0.dedupeKey) }), ("enriched_at", { d($0.enrichedAt) }),
         ]
         return readers.sorted { $0.0 < $1.0 }.map {
@@ -390,6 +392,15 @@ extension AttributionRecord {
         revenue = try decimal("revenue")
         currency = try string("currency")
         transactionRef = try string("transaction_ref")
+        switch o["vendor_ids"] {
+        case nil, .null: vendorIDs = nil
+        case .object(let ids):
+            vendorIDs = try ids.mapValues { id in
+                guard case .string(let s) = id else { throw NotARecord(description: "vendor_ids holds a non-string") }
+                return s
+            }
+        default: throw NotARecord(description: "vendor_ids is not an object")
+        }
         raw = o["raw"].flatMap { $0 == .null ? nil : $0 }
         enrichedAt = try date("enriched_at")
     }

@@ -75,6 +75,9 @@ public struct AttributionRecord: Sendable, Equatable, Codable {
     public var revenue: Decimal?
     public var currency: String?
     public var transactionRef: String?
+    /// Vendors' own device ids the app sent (`appsflyer_id`, `adid`), kept with the record
+    /// and not only in `raw`: a forget names them to the vendor after retention removed `raw`.
+    public var vendorIDs: [String: String]?
 
     // audit
     public var raw: JSONValue?
@@ -163,6 +166,7 @@ public struct AttributionRecord: Sendable, Equatable, Codable {
         case eventName = "event_name"
         case revenue, currency
         case transactionRef = "transaction_ref"
+        case vendorIDs = "vendor_ids"
         case raw
         case dedupeKey = "dedupe_key"
         case enrichedAt = "enriched_at"

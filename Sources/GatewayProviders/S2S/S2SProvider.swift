@@ -95,6 +95,7 @@ public struct S2SProvider: AttributionProvider {
         record.revenue = event.revenue
         record.currency = event.currency
         record.transactionRef = event.transactionID
+        record.vendorIDs = event.vendorIDs.isEmpty ? nil : event.vendorIDs
         if event.type == .purchase { record.purchaseDate = event.timestamp }
         record.raw = .object(event.stored)
         return record

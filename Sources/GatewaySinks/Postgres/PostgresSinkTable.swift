@@ -15,7 +15,7 @@ enum PostgresSinkTable {
         "received_at", "click_date", "impression_date", "conversion_date", "purchase_date", "enriched_at",
     ]
     static let amounts: Set<String> = ["revenue", "revenue_min", "revenue_max"]
-    static let documents: Set<String> = ["events", "raw"]
+    static let documents: Set<String> = ["events", "vendor_ids", "raw"]
 
     static let columns: [(name: String, type: String)] = SQLiteSinkTable.columns.map { column in
         let type: String

@@ -26,7 +26,7 @@ enum SQLiteSinkTable {
         ("did_win", "INTEGER"), ("fidelity_type", "INTEGER"), ("redownload", "INTEGER"), ("signature", "TEXT"),
         ("events", "TEXT"), ("revenue_min", "REAL"), ("revenue_max", "REAL"),
         ("event_name", "TEXT"), ("revenue", "REAL"), ("currency", "TEXT"), ("transaction_ref", "TEXT"),
-        ("raw", "TEXT"), ("dedupe_key", "TEXT"), ("enriched_at", "TEXT"), ("network", "TEXT"),
+        ("vendor_ids", "TEXT"), ("raw", "TEXT"), ("dedupe_key", "TEXT"), ("enriched_at", "TEXT"), ("network", "TEXT"),
     ]
 
     /// Each column's position in ``columns``, by name.
