@@ -21,6 +21,9 @@ import Testing
         let importStatus = Mutex<[Int]>([])
         /// Whole answers to give `/import` next, before any validation.
         let importAnswers = Mutex<[(status: Int, body: String)]>([])
+        /// The keys `/import` names a failed event by: Mixpanel's pages give `index` with
+        /// `$insert_id` or `insert_id`.
+        let failureKeys = Mutex(["index", "$insert_id"])
 
         func router() -> Router<BasicRequestContext> {
             let router = Router()
@@ -87,9 +90,11 @@ import Testing
                         problem = ("properties.asa_keyword", "value rejected")
                     }
                     if let (field, message) = problem {
+                        let keys = self.failureKeys.withLock { $0 }
+                        let naming = keys.map { $0 == "index" ? #""index":\#(index)"# : #""\#($0)":"\#(insertID)""# }
                         failures.append(
-                            #"{"index":\#(index),"$insert_id":"\#(insertID)","field":"\#(field)","message":"\#(message)"}"#
-                        )
+                            "{" + (naming + [#""field":"\#(field)","message":"\#(message)""#]).joined(separator: ",")
+                                + "}")
                     }
                 }
                 let imported = events.count - failures.count
@@ -424,6 +429,35 @@ import Testing
                 outcomes == [
                     .delivered, .reject(reason: "Mixpanel /import: properties.asa_keyword: value rejected"), .delivered,
                 ])
+        }
+    }
+
+    @Test(arguments: [["insert_id"], ["$insert_id"]])
+    func anEventNamedOnlyByItsInsertIDIsDeadLetteredAlone(keys: [String]) async throws {
+        try await run(eventName: "ASA Install") { fake, sink throws in
+            fake.failureKeys.withLock { $0 = keys }
+            let outcomes = try await sink.deliver(
+                [record(user: "u1"), record(user: "u2", keyword: "reject-me"), record(user: "u3")])
+            #expect(
+                outcomes == [
+                    .delivered, .reject(reason: "Mixpanel /import: properties.asa_keyword: value rejected"), .delivered,
+                ])
+        }
+    }
+
+    /// A refusal that names no event leaves unknown which events Mixpanel kept: none of the
+    /// batch counts as delivered, and each is sent again.
+    @Test func aRefusalThatNamesNoEventCountsNoneDelivered() async throws {
+        try await run(eventName: "ASA Install") { fake, sink throws in
+            fake.failureKeys.withLock { $0 = [] }
+            let records = [record(user: "u1"), record(user: "u2", keyword: "reject-me"), record(user: "u3")]
+            let outcomes = try await sink.deliver(records)
+            #expect(
+                outcomes
+                    == Array(
+                        repeating: .retry(
+                            reason: "Mixpanel /import refused 1 of 3 events without naming each: sent again"),
+                        count: 3))
         }
     }
 

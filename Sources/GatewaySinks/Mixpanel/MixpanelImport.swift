@@ -81,20 +81,37 @@ struct MixpanelImport: Sendable {
                         reason: "Mixpanel /import answered \(status) with \(count) of \(events.count) events imported"))
             }
         case 400:
-            // Strict mode: the failed events by index; the others were imported.
+            // Strict mode: the failed events by index (or by `$insert_id`); the others were
+            // imported.
             let answer = try? JSONValue.parse(Data(text.utf8))
             guard case .array(let failed)? = answer?["failed_records"], !failed.isEmpty else {
                 all(.reject(reason: "Mixpanel /import answered 400: \(MixpanelRefusal.reason(text, token: token))"))
                 return
             }
+            var refused: Set<Int> = []
+            var unplaced = 0
             for failure in failed {
-                guard case .integer(let index)? = failure["index"], events.indices.contains(Int(index)) else {
+                guard let position = Self.position(of: failure, in: events) else {
+                    unplaced += 1
                     continue
                 }
                 var reason = "Mixpanel /import"
                 if case .string(let field)? = failure["field"] { reason += ": \(field)" }
                 if case .string(let message)? = failure["message"] { reason += ": \(message)" }
-                outcomes[events[Int(index)].index] = .reject(reason: reason)
+                outcomes[events[position].index] = .reject(reason: reason)
+                refused.insert(position)
+            }
+            // A refusal it did not place, or fewer imported than the rest: which events are
+            // in Mixpanel is not known, so the rest is sent again (copies dropped by
+            // `$insert_id`), not counted delivered.
+            let imported: Int64? =
+                if case .integer(let count)? = answer?["num_records_imported"] { count } else { nil }
+            if unplaced > 0 || imported.map({ $0 < events.count - refused.count }) == true {
+                let reason =
+                    "Mixpanel /import refused \(failed.count) of \(events.count) events without naming each: sent again"
+                for position in events.indices where !refused.contains(position) {
+                    outcomes[events[position].index] = .retry(reason: reason)
+                }
             }
         case 413 where events.count > 1:
             try await sendChunk(Array(events[..<(events.count / 2)]), into: &outcomes)
@@ -112,5 +129,22 @@ struct MixpanelImport: Sendable {
         default:
             all(.reject(reason: "Mixpanel /import answered \(status): \(MixpanelRefusal.reason(text, token: token))"))
         }
+    }
+
+    /// Where in `events` a failure of Mixpanel's strict answer points: by `index`, or by the
+    /// event's `$insert_id` (named `insert_id` in one of Mixpanel's pages, `$insert_id` in another).
+    static func position(of failure: JSONValue, in events: [(index: Int, event: JSONValue)]) -> Int? {
+        if case .integer(let index)? = failure["index"], events.indices.contains(Int(index)) { return Int(index) }
+        for key in ["$insert_id", "insert_id"] {
+            guard case .string(let insertID)? = failure[key] else { continue }
+            return events.firstIndex { event in
+                if case .string(let sent)? = event.event["properties"]?["$insert_id"] {
+                    sent == insertID
+                } else {
+                    false
+                }
+            }
+        }
+        return nil
     }
 }
