@@ -467,4 +467,50 @@ import Testing
             (error as? GatewayError)?.field == "[0].transaction-id"
         }
     }
+
+    /// A body that is no postback at all gets a `4xx` naming what it lacks, whatever
+    /// `on_invalid_signature` says: quarantine keeps postbacks whose signature fails, not
+    /// anything posted to a route that takes no key.
+    @Test func aBodyThatIsNoPostbackIsRefusedNamingWhatItLacks() throws {
+        func refusal(_ body: String, path: String = SKAdNetworkProvider.skanCopyPath) -> GatewayError? {
+            let payload = IngestPayload(body: Data(body.utf8), receivedAt: Date(), path: path)
+            do {
+                _ = try SKAdNetworkProvider(options: .init()).normalize(payload)
+                return nil
+            } catch { return error as? GatewayError }
+        }
+        func base64URL(_ text: String) -> String {
+            Data(text.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        }
+        #expect(refusal("{}")?.field == "ad-network-id")
+        #expect(refusal(#"{"foo":3}"#)?.code == .missingField)
+        let noSignature = try JSONEncoder().encode(JSONValue.object(Self.base))
+        #expect(refusal(String(decoding: noSignature, as: UTF8.self))?.field == "attribution-signature")
+        let aak = SKAdNetworkProvider.aakCopyPath
+        #expect(refusal("{}", path: aak)?.field == "jws-string")
+        #expect(refusal(#"{"jws-string":"a.b.c"}"#, path: aak)?.field == "jws-string")
+        let claims = base64URL(#"{"did-win":true,"postback-identifier":"p-1"}"#)
+        let jws = base64URL(#"{"alg":"ES256","kid":"x"}"#) + "." + claims + ".c2ln"
+        #expect(refusal(#"{"jws-string":"\#(jws)"}"#, path: aak)?.field == "jws-string.ad-network-identifier")
+    }
+
+    /// Apple sends a fine value or a coarse one: a postback with both is not Apple's as sent.
+    @Test func aPostbackWithAFineAndACoarseValueIsRefused() throws {
+        var postback = try v3()
+        postback["conversion-value"] = .integer(63)
+        postback["coarse-conversion-value"] = .string("high")
+        let body = try JSONEncoder().encode(JSONValue.object(postback))
+        #expect {
+            try SKAdNetworkProvider(options: .init()).normalize(
+                IngestPayload(body: body, receivedAt: Date(), path: SKAdNetworkProvider.skanCopyPath))
+        } throws: { error in
+            (error as? GatewayError)?.field == "coarse-conversion-value"
+        }
+        postback["coarse-conversion-value"] = nil
+        let fineOnly = try JSONEncoder().encode(JSONValue.object(postback))
+        let record = try SKAdNetworkProvider(options: .init()).normalize(
+            IngestPayload(body: fineOnly, receivedAt: Date(), path: SKAdNetworkProvider.skanCopyPath))
+        #expect(record.first?.fineValue == 63)
+    }
 }

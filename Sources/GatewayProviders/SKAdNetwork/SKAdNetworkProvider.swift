@@ -129,6 +129,7 @@ public struct SKAdNetworkProvider: PostbackProvider {
     // MARK: SKAdNetwork
 
     func skanRecord(_ object: [String: JSONValue], prefix: String, receivedAt: Date) throws -> AttributionRecord {
+        try Self.requireFields(Self.skanRequired, in: object, prefix: prefix)
         let verdict = SKANSignature.verify(object, keys: options.keys)
         try enforce(verdict, prefix: prefix, signature: "attribution-signature")
         let fields = PayloadFields(object, path: String(prefix.dropLast()))
@@ -176,6 +177,7 @@ public struct SKAdNetworkProvider: PostbackProvider {
         // Apple never signs conversion values: they are the postback's as received.
         record.fineValue = try values.read("conversion-value") { try fields.int("conversion-value", in: 0...63) }
         record.coarseValue = try values.read("coarse-conversion-value") { try coarse(fields) }
+        try Self.refuseBothValues(record, prefix: prefix)
         record.postbackSequenceIndex = sequence
         record.didWin = didWin
         record.fidelityType =
@@ -201,6 +203,13 @@ public struct SKAdNetworkProvider: PostbackProvider {
     // MARK: AdAttributionKit
 
     func aakRecord(_ object: [String: JSONValue], prefix: String, receivedAt: Date) throws -> AttributionRecord {
+        try Self.requireFields(["jws-string"], in: object, prefix: prefix)
+        let unverified = AAKSignature.unverifiedClaims(object)
+        guard !unverified.isEmpty else {
+            throw GatewayError.invalid(
+                prefix + "jws-string", "expected a JWS: header.payload.signature, base64url JSON")
+        }
+        try Self.requireFields(Self.aakRequired, in: unverified, prefix: prefix + "jws-string.")
         let decoded = AAKSignature.verify(object, keys: options.keys)
         try enforce(decoded.verdict, prefix: prefix, signature: "jws-string")
         let claims = decoded.claims
@@ -241,6 +250,7 @@ public struct SKAdNetworkProvider: PostbackProvider {
         record.redownload = record.conversionType.flatMap { ["Download": false, "Redownload": true][$0] }
         record.fineValue = try values.read("conversion-value") { try fields.int("conversion-value", in: 0...63) }
         record.coarseValue = try values.read("coarse-conversion-value") { try coarse(fields) }
+        try Self.refuseBothValues(record, prefix: prefix)
         // Like conversion values, these two sit outside the JWS in Apple's own format: no
         // signature covers them, so they are the postback's as received.
         record.countryOrRegion = try fields.string("country-code")
@@ -258,6 +268,32 @@ public struct SKAdNetworkProvider: PostbackProvider {
         // A window not known here has no meaning in the model.
         if !values.unrecognized.contains("postback-sequence-index") { options.conversionModel?.decode(&record) }
         return record
+    }
+
+    /// What every postback of every version carries: a body without one is no postback, and
+    /// gets a `4xx` whatever `on_invalid_signature` says (quarantine keeps postbacks whose
+    /// signature fails, not anything posted to an open route).
+    static let skanRequired = ["ad-network-id", "app-id", "transaction-id", "attribution-signature"]
+    /// The same for an AdAttributionKit JWS's claims.
+    static let aakRequired = ["ad-network-identifier", "advertised-item-identifier", "postback-identifier"]
+
+    /// Apple sends a fine value or a coarse one, never both: a postback with both was
+    /// written by someone else, and neither value can be told to be Apple's.
+    static func refuseBothValues(_ record: AttributionRecord, prefix: String) throws {
+        guard record.fineValue != nil, record.coarseValue != nil else { return }
+        throw GatewayError.invalid(
+            prefix + "coarse-conversion-value",
+            "a postback carries conversion-value or coarse-conversion-value, not both")
+    }
+
+    static func requireFields(_ keys: [String], in object: [String: JSONValue], prefix: String) throws {
+        for key in keys {
+            switch object[key] {
+            case nil, .null: throw GatewayError.missing(prefix + key)
+            case .string(let text) where text.isEmpty: throw GatewayError.missing(prefix + key)
+            default: continue
+            }
+        }
     }
 
     /// AdAttributionKit's conversion types, as AdServices spells its own.
