@@ -185,6 +185,7 @@ import Testing
             for (path, method, allow) in [
                 ("/v1/iad", HTTPRequest.Method.get, "POST"), ("/v1/iad/", .put, "POST"),
                 ("/metrics", .post, "GET, HEAD"), ("/readyz", .delete, "GET, HEAD"),
+                ("/v1/users/forget/some-request", .post, "GET, HEAD"),
             ] {
                 let wrong = try await client.execute(uri: path, method: method)
                 #expect(wrong.status == .methodNotAllowed, "\(method) \(path)")
@@ -192,6 +193,8 @@ import Testing
                 let answer = try JSONDecoder().decode(ErrorAnswer.self, from: Data(wrong.body.readableBytesView))
                 #expect(answer.error.code == "method_not_allowed", "\(method) \(path)")
             }
+            // A capture stands for one segment, not more.
+            #expect(try await client.execute(uri: "/v1/users/forget/a/b", method: .post).status == .notFound)
         }
     }
 
