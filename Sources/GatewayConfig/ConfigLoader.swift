@@ -86,7 +86,7 @@ public enum ConfigLoader {
         return GatewayConfiguration(
             file: file, server: server, storage: storage, auth: auth, providers: providers, enrichers: enrichers,
             sinks: sinks, routes: routes, warnings: diagnostics.warnings,
-            pluginSettings: PluginSettings.read(root, environment: environment))
+            pluginSettings: PluginSettings.read(root, environment: environment, files: diagnostics.filesNamed))
     }
 
     static func readServer(_ reader: ConfigReader?) -> ServerSettings {

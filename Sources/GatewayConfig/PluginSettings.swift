@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GatewayCore
 
@@ -16,6 +17,9 @@ public struct PluginSettings: Sendable, Equatable {
     }
 
     public var values: [String: Value]
+    /// The SHA-256 of each file a setting names, by the setting's key: the same name with
+    /// other contents (a conversion model edited in place) is a change.
+    public var files: [String: String] = [:]
 
     /// Keys whose values are credentials, wherever they appear in a plugin's settings;
     /// everything under `headers` is (an `Authorization` header), and so is any key that
@@ -34,7 +38,9 @@ public struct PluginSettings: Sendable, Equatable {
 
     /// The settings of every plugin under `sinks:`, `providers:` and `enrichers:` of a file's
     /// root, keyed `sinks.NAME`: what ``ConfigurationDiff`` compares.
-    static func read(_ root: ConfigNode, environment: [String: String]) -> [String: PluginSettings] {
+    static func read(_ root: ConfigNode, environment: [String: String], files: [String: String] = [:])
+        -> [String: PluginSettings]
+    {
         guard case .mapping(let sections) = root.value else { return [:] }
         var result: [String: PluginSettings] = [:]
         for (section, node) in sections where ["sinks", "providers", "enrichers"].contains(section) {
@@ -44,6 +50,12 @@ public struct PluginSettings: Sendable, Equatable {
                 flatten(options, path: [], environment: environment, into: &values)
                 result["\(section).\(name)"] = PluginSettings(values: values)
             }
+        }
+        for (path, file) in files {
+            guard let plugin = result.keys.first(where: { path.hasPrefix($0 + ".") }) else { continue }
+            let contents = FileManager.default.contents(atPath: file).map { Array(SHA256.hash(data: $0)) }
+            result[plugin]?.files[String(path.dropFirst(plugin.count + 1))] =
+                contents.map(Hex.lowercase) ?? "unreadable"
         }
         return result
     }
@@ -93,19 +105,23 @@ public struct PluginSettings: Sendable, Equatable {
     /// What differs from `old` to these settings, one phrase per key in key order; never a
     /// secret's value, nor one taken from the environment.
     func changes(from old: PluginSettings) -> [String] {
-        Set(old.values.keys).union(values.keys).sorted().compactMap { key in
-            let before = old.values[key]
-            let after = values[key]
-            guard before != after else { return nil }
-            if before?.secret == true || after?.secret == true { return "\(key): secret changed" }
-            let shownBefore = before.map { $0.shown } ?? "(unset)"
-            let shownAfter = after.map { $0.shown } ?? "(unset)"
-            if let shownBefore, let shownAfter {
-                // A URL whose shown part stayed: its credentials or query changed.
-                return shownBefore == shownAfter
-                    ? "\(key): secret changed" : "\(key): \(shownBefore) -> \(shownAfter)"
-            }
-            return "\(key): changed (its value comes from the environment, not shown)"
+        let edited = Set(old.files.keys).union(files.keys).sorted().compactMap { key in
+            old.files[key] != files[key] && old.values[key] == values[key] ? "\(key): the file's contents changed" : nil
         }
+        return edited
+            + Set(old.values.keys).union(values.keys).sorted().compactMap { key in
+                let before = old.values[key]
+                let after = values[key]
+                guard before != after else { return nil }
+                if before?.secret == true || after?.secret == true { return "\(key): secret changed" }
+                let shownBefore = before.map { $0.shown } ?? "(unset)"
+                let shownAfter = after.map { $0.shown } ?? "(unset)"
+                if let shownBefore, let shownAfter {
+                    // A URL whose shown part stayed: its credentials or query changed.
+                    return shownBefore == shownAfter
+                        ? "\(key): secret changed" : "\(key): \(shownBefore) -> \(shownAfter)"
+                }
+                return "\(key): changed (its value comes from the environment, not shown)"
+            }
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import GatewayConfig
 import GatewayCore
 import GatewayServer
@@ -42,6 +43,23 @@ import Testing
 
     @Test func sameFileHasNoChanges() throws {
         #expect(try lines(Self.base, Self.base).isEmpty)
+    }
+
+    @Test func aNamedFileEditedInPlaceIsAChange() throws {
+        let model = FileManager.default.temporaryDirectory.appendingPathComponent("model-\(UUID().uuidString).yaml")
+        defer { try? FileManager.default.removeItem(at: model) }
+        let yaml = Self.base.replacingOccurrences(
+            of: "skadnetwork: { on_invalid_signature: quarantine }",
+            with: "skadnetwork: { conversion_model: \(model.path) }")
+        try "windows:\n  - postback: 0\n    fine:\n      - { values: 0, events: [session] }\n".write(
+            to: model, atomically: true, encoding: .utf8)
+        let before = try parse(yaml)
+        #expect(
+            ConfigurationDiff(from: before, to: try parse(yaml)).lines(appliedLive: GatewayHTTP.reloadedLive).isEmpty)
+        try "windows:\n  - postback: 0\n    fine:\n      - { values: 0-1, events: [session] }\n".write(
+            to: model, atomically: true, encoding: .utf8)
+        let lines = ConfigurationDiff(from: before, to: try parse(yaml)).lines(appliedLive: GatewayHTTP.reloadedLive)
+        #expect(lines == ["provider skadnetwork: changed conversion_model: the file's contents changed"])
     }
 
     @Test func sinksAddedRemovedAndChangedWithoutTheirSecrets() throws {

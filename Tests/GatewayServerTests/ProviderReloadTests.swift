@@ -65,6 +65,36 @@ import Testing
         }
     }
 
+    /// A file a setting names is compared by its contents: a conversion model edited in
+    /// place, its name unchanged, is the model the next request is answered by.
+    @Test func aConversionModelEditedInPlaceIsTheOneAReloadApplies() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let model = env.directory.appendingPathComponent("conversion-model.yaml")
+        try SKAdNetworkEndToEndTests.model.write(to: model, atomically: true, encoding: .utf8)
+        let yaml = Self.yaml(env, providers: "  skadnetwork: { conversion_model: \(model.path) }\n")
+        let file = env.directory.appendingPathComponent("reload.yaml").path
+        try yaml.write(toFile: file, atomically: true, encoding: .utf8)
+        let now = Int(Date().timeIntervalSince1970)
+        let ask =
+            "/v1/skadnetwork/conversion-value?a=app&i=com.example.app&app_v=1.0&p=iOS&idfv=X"
+            + "&last_call_to_skadnetwork_timestamp=\(now - 60)&n=trial_started&conversion_value=0"
+        try await withReloadingGateway(file: file) { client, _, reload in
+            func answer() async throws -> String {
+                String(buffer: try await client.execute(uri: ask, method: .get).body)
+            }
+            #expect(try await answer() == #"{"conversion_value":1,"status":"ok"}"#)
+            let edited = SKAdNetworkEndToEndTests.model
+                .replacingOccurrences(of: "values: 0, events: [session]", with: "values: 0-4, events: [session]")
+                .replacingOccurrences(
+                    of: "values: 1-9, events: [trial_started]", with: "values: 5-9, events: [trial_started]")
+            try edited.write(to: model, atomically: true, encoding: .utf8)
+            try await reload(yaml)
+            let after = try await answer()
+            #expect(after == #"{"conversion_value":5,"status":"ok"}"#, "\(after)")
+        }
+    }
+
     /// `adservices`' resolver and the ASA SDK's routes come and go with the provider, and a
     /// changed endpoint is asked from the next token on.
     @Test func adServicesEnabledChangedAndDisabledByReloads() async throws {

@@ -110,6 +110,15 @@ public final class ConfigDiagnostics {
         if let parent { parent.ownWarnings.append(warning) } else { ownWarnings.append(warning) }
     }
 
+    /// The files keys name (a conversion model, a key file), by the key's path: a reload
+    /// compares their contents, since the file may change while its name does not.
+    public var filesNamed: [String: String] { parent?.filesNamed ?? ownFilesNamed }
+    private var ownFilesNamed: [String: String] = [:]
+
+    func named(file: String, at path: String) {
+        if let parent { parent.named(file: file, at: path) } else { ownFilesNamed[path] = file }
+    }
+
     public func append(_ issues: [ConfigIssue]) {
         if let parent { parent.append(issues) } else { ownIssues += issues }
     }

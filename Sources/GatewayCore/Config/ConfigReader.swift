@@ -198,7 +198,9 @@ public final class ConfigReader {
     /// The file named at `key`, relative to this config file's folder (not the working
     /// directory, which differs between `serve --config /etc/…` and a shell in that folder).
     public func filePath(_ key: String) -> String? {
-        string(key).map(resolvedPath)
+        guard let path = string(key).map(resolvedPath) else { return nil }
+        diagnostics.named(file: path, at: join(key))
+        return path
     }
 
     /// ``filePath(_:)`` for a file that holds a secret (a private key): warns, as ssh does,
