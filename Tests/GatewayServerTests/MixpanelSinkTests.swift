@@ -16,6 +16,8 @@ import Testing
         let bodies = Mutex<[Data]>([])
         let queries = Mutex<[String]>([])
         let statusOverride = Mutex<[Int]>([])
+        /// The `Retry-After` an overridden `/engage` answer carries, if any.
+        let engageRetryAfter = Mutex<String?>("3")
         /// `/import` requests: authorization, query and events.
         let importBodies = Mutex<[(query: String, body: Data)]>([])
         let importStatus = Mutex<[Int]>([])
@@ -30,7 +32,8 @@ import Testing
             router.post("/engage") { request, _ -> Response in
                 self.queries.withLock { $0.append(request.uri.query ?? "") }
                 if let status = self.statusOverride.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
-                    return Response(status: .init(code: status), headers: [.retryAfter: "3"])
+                    let wait = self.engageRetryAfter.withLock { $0 }
+                    return Response(status: .init(code: status), headers: wait.map { [.retryAfter: $0] } ?? [:])
                 }
                 guard request.headers[.contentType] == "application/json" else {
                     return Self.answer(0, "expected application/json")
@@ -297,6 +300,31 @@ import Testing
         }
     }
 
+    /// Mixpanel asks for 2 s at least before a retry, whether or not it says how long.
+    @Test func throttlingWithoutRetryAfterWaitsTwoSeconds() async throws {
+        try await run { fake, sink throws in
+            fake.engageRetryAfter.withLock { $0 = nil }
+            fake.answerNext([429])
+            #expect(
+                try await sink.deliver([record(user: "u1")]) == [
+                    .retry(reason: "Mixpanel answered 429", after: .seconds(2))
+                ])
+        }
+    }
+
+    /// A record whose profile update and event both wait waits for the longer of the two.
+    @Test func aRecordWaitsForTheLongerOfItsTwoRetries() {
+        let profile = DeliveryOutcome.retry(reason: "Mixpanel answered 503", after: .seconds(2))
+        let event = DeliveryOutcome.retry(reason: "Mixpanel /import answered 429", after: .seconds(12))
+        let both = DeliveryOutcome.retry(
+            reason: "Mixpanel answered 503; Mixpanel /import answered 429", after: .seconds(12))
+        #expect(MixpanelSink.combine(profile, event) == both)
+        #expect(MixpanelSink.combine(event, profile).retryAfter == .seconds(12))
+        // A record's own retry (nil) yields to a destination's wait.
+        #expect(MixpanelSink.combine(.retry(reason: "a"), event).retryAfter == .seconds(12))
+        #expect(MixpanelSink.combine(.retry(reason: "a"), .retry(reason: "a")) == .retry(reason: "a"))
+    }
+
     @Test func recordsWithoutARealUserAreNotSent() async throws {
         try await run { fake, sink throws in
             let outcomes = try await sink.deliver([record(user: nil), record(user: "anon"), record(user: "0")])
@@ -523,11 +551,14 @@ import Testing
             let sink = MixpanelSink(
                 options: .init(token: Self.token, endpoint: destination, eventName: "ASA Install"))
             // /engage answers 307 (which would send the updates, token and all, again) and
-            // /import 302: the profile's outcome is the record's.
+            // /import 302: the record waits for both, and says both.
             #expect(
                 try await sink.deliver([record(user: "u1")])
                     == [
-                        .retry(reason: "Mixpanel answered 307 (a redirect to \(elsewhere), not followed)", after: .zero)
+                        .retry(
+                            reason: "Mixpanel answered 307 (a redirect to \(elsewhere), not followed); "
+                                + "Mixpanel /import answered 302 (a redirect to \(elsewhere), not followed)",
+                            after: .zero)
                     ])
             // A record without profile properties goes to /import alone.
             var event = AttributionRecord(provider: "s2s", kind: .event, dedupeKey: "s2s:\(UUID())", receivedAt: Date())
@@ -627,5 +658,12 @@ import Testing
             #expect(summary.contains("https://proxy.example.com:8443/mp"), "\(summary)")
             #expect(!summary.contains("proxy-pass-123") && !summary.contains("secret-token-456"), "\(summary)")
         }
+    }
+}
+
+extension DeliveryOutcome {
+    /// The wait a retry asks for; nil for any other outcome or a record's own retry.
+    fileprivate var retryAfter: Duration? {
+        if case .retry(_, let after) = self { after } else { nil }
     }
 }

@@ -177,9 +177,21 @@ public final class MixpanelSink: AttributionSink {
             .retry(reason: "\(waiting); \(refused)", after: after)
         case (.reject, _): profile
         case (_, .reject): event
+        // Both wait: the longer wait either endpoint asked for holds for the record.
+        case (.retry(let a, let afterA), .retry(let b, let afterB)):
+            .retry(reason: a == b ? a : "\(a); \(b)", after: longer(afterA, afterB))
         case (.retry, _): profile
         case (_, .retry): event
         default: .delivered
+        }
+    }
+
+    /// The longer of two waits, a destination's (`.zero` or more) over a record's own (nil).
+    static func longer(_ a: Duration?, _ b: Duration?) -> Duration? {
+        switch (a, b) {
+        case (let a?, let b?): max(a, b)
+        case (let a?, nil): a
+        case (nil, let b): b
         }
     }
 
@@ -259,8 +271,8 @@ public final class MixpanelSink: AttributionSink {
             }
             return .rejected("Mixpanel rejected the update")
         case 429, 500...599:
-            // `.zero` without `Retry-After`: Mixpanel as a whole said no (see DeliveryOutcome).
-            return .retry("Mixpanel answered \(status)", retryAfter ?? .zero)
+            // Mixpanel asks for at least 2 s before a retry, as `/import` does.
+            return .retry("Mixpanel answered \(status)", max(retryAfter ?? .seconds(2), .seconds(2)))
         case 401, 403:
             // A wrong token is a configuration problem: keep the records until it is fixed.
             return .retry("Mixpanel answered \(status): check the project token", .zero)
