@@ -474,9 +474,11 @@ import Testing
         #expect(try records(events(1000)).count == 1000)
         let tooMany = intakeError(events(1001))
         #expect(
-            tooMany?.field == "" && tooMany?.message.contains("holds 1001; at most 1000") == true,
+            tooMany?.code == .invalidField && tooMany?.field == nil
+                && tooMany?.message.contains("holds 1001; at most 1000") == true,
             "\(String(describing: tooMany))")
-        #expect(intakeError("[]")?.field == "")
+        // About the whole body, not one field: none is named.
+        #expect(intakeError("[]").map { $0.code == .invalidField && $0.field == nil } == true)
     }
 
     @Test func aResentEventKeepsItsDedupeKey() throws {

@@ -61,8 +61,11 @@ import Testing
         }
     }
 
-    @Test func absentFieldsAreLeftOutNotNull() {
+    /// Every error has the three members; `field` is null for an error about no one field.
+    @Test func anErrorAboutNoFieldSaysFieldNull() {
         let body = ErrorBody(GatewayError(.payloadTooLarge, "too big"))
-        #expect(written(body.json) == Array(#"{"error":{"code":"payload_too_large","message":"too big"}}"#.utf8))
+        #expect(
+            written(body.json)
+                == Array(#"{"error":{"code":"payload_too_large","field":null,"message":"too big"}}"#.utf8))
     }
 }

@@ -94,3 +94,26 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         GatewayError(.invalidField, message, field: field)
     }
 }
+
+/// An error as every route writes it, `{"code", "message", "field"}`: `field` is null when
+/// no one field is at fault, never left out.
+public struct GatewayErrorDetail: Encodable, Equatable, Sendable {
+    public let code: String
+    public let message: String
+    public let field: String?
+
+    public init(_ error: GatewayError) {
+        code = error.code.name
+        message = error.message
+        field = error.field
+    }
+
+    private enum Keys: String, CodingKey { case code, message, field }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(code, forKey: .code)
+        try container.encode(message, forKey: .message)
+        try container.encode(field, forKey: .field)
+    }
+}

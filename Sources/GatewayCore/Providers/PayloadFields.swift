@@ -55,9 +55,9 @@ public struct PayloadFields: Sendable {
         case .array(let array):
             // The array itself is at fault: the field is the whole body, "" as a JSON
             // Pointer names it (and as the SKAN route's arrays are answered).
-            guard !array.isEmpty else { throw GatewayError.invalid("", "the array holds no \(noun)") }
+            guard !array.isEmpty else { throw GatewayError(.invalidField, "the array holds no \(noun)") }
             guard array.count <= maxCount else {
-                throw GatewayError.invalid("", "the array holds \(array.count); at most \(maxCount) per request")
+                throw GatewayError(.invalidField, "the array holds \(array.count); at most \(maxCount) per request")
             }
             return try array.enumerated().map { index, item in
                 guard case .object(let object) = item else {

@@ -18,14 +18,8 @@ struct ConversionValueAnswer: Encodable {
     var postback_sequence_index: Int? = nil
     let status: String
     let reason: String?
-    let error: ErrorBody?
-
     /// The gateway's `{"code", "message", "field"}`, as every other route's errors carry.
-    struct ErrorBody: Encodable, Equatable {
-        let code: String
-        let message: String
-        let field: String?
-    }
+    let error: GatewayErrorDetail?
 
     static let path = "/v1/skadnetwork/conversion-value"
 
@@ -40,7 +34,7 @@ struct ConversionValueAnswer: Encodable {
     static func refusal(_ error: GatewayError) -> ConversionValueAnswer {
         ConversionValueAnswer(
             conversion_value: nil, status: "error", reason: error.message,
-            error: ErrorBody(code: error.code.name, message: error.message, field: error.field))
+            error: GatewayErrorDetail(error))
     }
 }
 

@@ -103,9 +103,9 @@ public struct SKAdNetworkProvider: PostbackProvider {
         case .object(let object):
             items = [("", object)]
         case .array(let array) where payload.path == Self.forwardPath || payload.path.isEmpty:
-            guard !array.isEmpty else { throw GatewayError.invalid("", "the array holds no postback") }
+            guard !array.isEmpty else { throw GatewayError(.invalidField, "the array holds no postback") }
             guard array.count <= Self.maxBatch else {
-                throw GatewayError.invalid("", "at most \(Self.maxBatch) postbacks per request")
+                throw GatewayError(.invalidField, "at most \(Self.maxBatch) postbacks per request")
             }
             items = try array.enumerated().map { index, item in
                 guard case .object(let object) = item else {

@@ -41,17 +41,13 @@ func jsonObject(_ members: [(String, JSONValue?)]) -> JSONValue {
     return .object(object)
 }
 
-/// `{"error": {"code", "message", "field"}}`, the one error shape of every route.
+/// `{"error": {"code", "message", "field"}}`, the one error shape of every route: `field`
+/// is null when the error is about no one field (a body that is not JSON, a missing key).
 struct ErrorBody: Encodable {
-    struct Detail: Encodable {
-        let code: String
-        let message: String
-        let field: String?
-    }
-    let error: Detail
+    let error: GatewayErrorDetail
 
     init(_ error: GatewayError) {
-        self.error = Detail(code: error.code.name, message: error.message, field: error.field)
+        self.error = GatewayErrorDetail(error)
     }
 
     var json: JSONValue {
@@ -60,7 +56,7 @@ struct ErrorBody: Encodable {
                 "error",
                 jsonObject([
                     ("code", .string(error.code)), ("message", .string(error.message)),
-                    ("field", error.field.map(JSONValue.string)),
+                    ("field", error.field.map(JSONValue.string) ?? .null),
                 ])
             )
         ])
