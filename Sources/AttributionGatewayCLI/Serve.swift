@@ -12,8 +12,9 @@ struct Serve: AsyncParsableCommand {
             Stops gracefully on SIGTERM or SIGINT: /readyz fails for server.shutdown_delay_s, then in-flight \
             requests and sink batches finish, for at most server.shutdown_timeout_s; a second signal stops at once. \
             Undelivered records stay in the outbox. SIGHUP reloads the file: checked as a whole (a mistake \
-            anywhere changes nothing), it swaps auth.api_keys and server.rate_limits live and logs what \
-            changed; other changes take effect at the next start (check-config --diff OLD NEW shows which).
+            anywhere changes nothing), it applies keys, rate limits, sinks, routes, providers and enrichers \
+            live, and server.log_level, and logs what changed; storage and the rest of server take effect \
+            at the next start (check-config --diff OLD NEW shows which).
             """)
 
     @Option(name: .shortAndLong, help: "The configuration file.")
