@@ -359,15 +359,15 @@ import Testing
         #expect(issues.map(\.path) == ["sinks.hook.secret"], "\(issues)")
     }
 
-    @Test func aWebhooksSummaryShowsItsPortButNotItsQuery() throws {
+    @Test func aWebhooksSummaryShowsItsPortButNotItsPathOrQuery() throws {
         let configuration = try parse(
             """
             sinks:
-              hook: { type: webhook, url: "https://hooks.example.com:8443/in?token=t0k3n", secret: "0123456789abcdef0123456789abcdef" }
+              hook: { type: webhook, url: "https://hooks.example.com:8443/services/T0/B0/s3cr3t?token=t0k3n", secret: "0123456789abcdef0123456789abcdef" }
             """)
         let summary = try #require(configuration.sinks.first?.prepared.summary)
-        #expect(summary.hasPrefix("POST https://hooks.example.com:8443/in,"), "\(summary)")
-        #expect(!summary.contains("t0k3n"))
+        #expect(summary.hasPrefix("POST https://hooks.example.com:8443/…,"), "\(summary)")
+        #expect(!summary.contains("t0k3n") && !summary.contains("s3cr3t"))
     }
 
     /// Credentials in a webhook's URL were never sent (the HTTP client takes none from a
@@ -969,6 +969,22 @@ import Testing
         #expect(bare.count == 1 && bare[0].contains("gone-"), "\(bare)")
         let folderAsProgram = issues([folder.appendingPathComponent("plugins").path])
         #expect(folderAsProgram.count == 1 && folderAsProgram[0].contains("names no program"), "\(folderAsProgram)")
+    }
+
+    /// A command line written as one string is refused, not run as a program named by the
+    /// whole line, and not shown: its arguments may hold a secret.
+    @Test func anExecCommandAsOneStringIsRefusedUnshown() throws {
+        let yaml = """
+            sinks: { ex: { type: exec, command: "/bin/cat --token=literal-secret-0123" } }
+            routes: [ { sinks: [ex] } ]
+            """
+        #expect {
+            try parse(yaml)
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("sinks.ex.command") && text.contains("expected a list")
+                && !text.contains("literal-secret-0123")
+        }
     }
 
     /// Kubernetes may name a variable with `.` or `-`; `${…}` reads it as before.

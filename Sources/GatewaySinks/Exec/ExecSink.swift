@@ -227,6 +227,13 @@ public enum ExecSinkPlugin: SinkPlugin {
     public static let typeName = "exec"
 
     public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
+        // A string is not split into words (quoting rules would differ from a shell's), and
+        // it is not shown: the command line may carry a secret.
+        if case .scalar? = reader.node("command")?.value {
+            reader.report(
+                "expected a list, the program then each argument: [/path/to/program, --flag, value]", key: "command")
+            return nil
+        }
         let command = reader.stringList("command")
         if command?.isEmpty ?? true { reader.report("is required: the program and its arguments", key: "command") }
         let timeout = reader.int("timeout_ms", in: 100...600_000) ?? 30_000
