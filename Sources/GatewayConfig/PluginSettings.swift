@@ -94,12 +94,14 @@ public struct PluginSettings: Sendable, Equatable {
         }
     }
 
-    /// Scheme, host, port and path: never the credentials or the query, which can hold a token.
+    /// Scheme, host and port: never the credentials, the query or the path, which can each
+    /// hold a token (a Slack hook's path is its secret); a path is shown as `/…`.
     static func shownURL(_ text: String) -> String {
         guard let parts = URLComponents(string: text), let scheme = parts.scheme, let host = parts.host else {
             return "(a URL not shown)"
         }
-        return "\(scheme)://\(host)\(parts.port.map { ":\($0)" } ?? "")\(parts.path)"
+        let path = parts.path.isEmpty || parts.path == "/" ? "" : "/…"
+        return "\(scheme)://\(host)\(parts.port.map { ":\($0)" } ?? "")\(path)"
     }
 
     /// What differs from `old` to these settings, one phrase per key in key order; never a
@@ -117,7 +119,7 @@ public struct PluginSettings: Sendable, Equatable {
                 let shownBefore = before.map { $0.shown } ?? "(unset)"
                 let shownAfter = after.map { $0.shown } ?? "(unset)"
                 if let shownBefore, let shownAfter {
-                    // A URL whose shown part stayed: its credentials or query changed.
+                    // A URL whose shown part stayed: its path, query or credentials changed.
                     return shownBefore == shownAfter
                         ? "\(key): secret changed" : "\(key): \(shownBefore) -> \(shownAfter)"
                 }

@@ -94,7 +94,7 @@ import Testing
         let moved = try lines(before, hook("https://hooks2.example.com/in?sig=abc"))
         #expect(
             moved == [
-                "sink hook: changed url: https://hooks.example.com/in -> https://hooks2.example.com/in"
+                "sink hook: changed url: https://hooks.example.com/… -> https://hooks2.example.com/…"
             ], "\(moved)")
         let requeried = try lines(before, hook("https://hooks.example.com/in?sig=xyz", Self.otherSecret))
         #expect(
