@@ -16,6 +16,12 @@ public enum ConfigLoader {
         registry: PluginRegistry, enrichers: Bool = true
     ) throws(ConfigError) -> GatewayConfiguration {
         let text: String
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+            throw ConfigError(issues: [
+                ConfigIssue(file: path, path: "", line: 0, column: 0, message: "a folder, not a configuration file")
+            ])
+        }
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
@@ -166,12 +172,18 @@ public enum ConfigLoader {
             if reader.has("sqlite") {
                 reader.report("name one store: sqlite or postgres, not both", key: "postgres")
             }
-            if let text = postgres.requiredString("url") {
+            // Every key is read whatever the URL: one that cannot be read must not make the
+            // others "unknown" nor leave their values unchecked.
+            let url = postgres.requiredString("url")
+            let poolSize = postgres.int("pool_size", in: 1...1000)
+            let lease = postgres.int("lease_s", in: 5...86400)
+            let timeout = postgres.int("timeout_ms", in: 1000...600_000)
+            if let url {
                 do {
-                    var settings = PostgresStorageSettings(url: try PostgresURL(text))
-                    if let size = postgres.int("pool_size", in: 1...1000) { settings.poolSize = size }
-                    if let lease = postgres.int("lease_s", in: 5...86400) { settings.leaseSeconds = lease }
-                    if let ms = postgres.int("timeout_ms", in: 1000...600_000) { settings.timeout = .milliseconds(ms) }
+                    var settings = PostgresStorageSettings(url: try PostgresURL(url))
+                    if let poolSize { settings.poolSize = poolSize }
+                    if let lease { settings.leaseSeconds = lease }
+                    if let timeout { settings.timeout = .milliseconds(timeout) }
                     storage.postgres = settings
                 } catch {
                     postgres.report("\(error)", key: "url")

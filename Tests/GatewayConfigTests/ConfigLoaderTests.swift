@@ -276,6 +276,10 @@ import Testing
         #expect(!issue.message.contains("hunter2"))
         let tls = problems("storage:\n  postgres: { url: \"postgres://u@db/x?sslmode=maybe\" }\n" + Self.oneSink)
         #expect(try problem(at: "storage.postgres.url", in: tls).message.contains("sslmode"))
+        // The other keys are still read and checked: a bad URL does not make them unknown.
+        let both = problems(
+            "storage:\n  postgres: { url: \"postgres://db:notaport/x\", pool_size: 8, lease_s: 1 }\n" + Self.oneSink)
+        #expect(both.map(\.path).sorted() == ["storage.postgres.lease_s", "storage.postgres.url"], "\(both)")
     }
 
     @Test func oneStoreIsNamedNotTwo() throws {
@@ -991,6 +995,17 @@ import Testing
     @Test func aVariableNameMayHoldDotsAndDashes() throws {
         let config = try parse("server: { host: \"${pod.host-ip}\" }", environment: ["pod.host-ip": "10.1.2.3"])
         #expect(config.server.host == "10.1.2.3")
+    }
+
+    /// An empty variable counts as unset, and the message says which it is.
+    @Test func aVariableSetButEmptyIsSaidSo() throws {
+        let empty = problems("server: { host: \"${HOST}\" }", environment: ["HOST": ""])
+        #expect(
+            empty.map(\.message) == [
+                "environment variable HOST is set but empty (write ${HOST:-default} to give a default)"
+            ])
+        let unset = problems("server: { host: \"${HOST}\" }", environment: [:])
+        #expect(unset.first?.message.contains("HOST is not set") == true)
     }
 
     @Test func anExpressionThatNamesNoVariableIsAnError() throws {

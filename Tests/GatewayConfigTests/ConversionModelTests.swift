@@ -135,6 +135,7 @@ import Testing
         #expect(messages.contains { $0.contains("windows[1].postback") && $0.contains("between 0 and 2") })
     }
 
+    /// Named at the key that names it, with the key's line, as every other config error is.
     @Test func aMissingModelFileIsAConfigError() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nomodel-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -143,7 +144,10 @@ import Testing
         try "providers:\n  skadnetwork: { conversion_model: ./nowhere.yaml }\n".write(
             to: config, atomically: true, encoding: .utf8)
         #expect { try ConfigLoader.load(path: config.path, environment: [:], registry: .builtIn) } throws: { error in
-            (error as? ConfigError)?.issues.contains { $0.message.contains("cannot read the file") } == true
+            (error as? ConfigError)?.issues.contains {
+                $0.path == "providers.skadnetwork.conversion_model" && $0.line == 2
+                    && $0.message.contains("nowhere.yaml")
+            } == true
         }
     }
 }

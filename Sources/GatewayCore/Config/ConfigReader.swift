@@ -229,6 +229,15 @@ public final class ConfigReader {
     /// mapping whose problems are reported with that file's name and lines.
     public func includedFile(_ key: String) -> (path: String, reader: ConfigReader)? {
         guard let path = filePath(key) else { return nil }
+        // Named at the key that names it: the file's own name and line 0 said where to
+        // look only to someone who knew which key it was.
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), !isFolder.boolValue,
+            FileManager.default.isReadableFile(atPath: path)
+        else {
+            report("cannot read \(path): no such file, a folder, or not readable by this user", key: key)
+            return nil
+        }
         guard let parseFile = diagnostics.parseFile else {
             report("files cannot be read here", key: key)
             return nil
@@ -316,8 +325,10 @@ public final class ConfigReader {
                 guard let value = interpolate(String(fallback), key: key, node: node) else { return nil }
                 result += value
             } else {
+                // An empty value counts as unset, as `${VAR:-default}` reads it in a shell.
+                let state = environment[String(name)] == nil ? "not set" : "set but empty"
                 diagnostics.report(
-                    "environment variable \(name) is not set (write ${\(name):-default} to give a default)",
+                    "environment variable \(name) is \(state) (write ${\(name):-default} to give a default)",
                     path: join(key), at: node)
                 return nil
             }
