@@ -20,14 +20,20 @@ struct CheckConfig: ParsableCommand {
     @Argument(help: "The configuration file (default config.yaml); with --diff, OLD and NEW.")
     var files: [String] = []
 
+    @Option(name: .shortAndLong, help: "The configuration file, as every other command names it.")
+    var config: String?
+
     func validate() throws {
         if diff, files.count != 2 { throw ValidationError("--diff takes two files: OLD NEW") }
-        if !diff, files.count > 1 { throw ValidationError("name one file, or two with --diff") }
+        if diff, config != nil { throw ValidationError("--diff takes its two files as arguments, not --config") }
+        if !diff, files.count + (config == nil ? 0 : 1) > 1 {
+            throw ValidationError("name one file, or two with --diff")
+        }
     }
 
     func run() throws {
         guard diff else {
-            let configuration = try loadConfiguration(files.first ?? ConfigLoader.defaultFile)
+            let configuration = try loadConfiguration(config ?? files.first ?? ConfigLoader.defaultFile)
             for warning in configuration.warnings { printError("warning: \(warning)") }
             print(ConfigSummary.describe(configuration))
             return
@@ -70,10 +76,14 @@ enum ConfigSummary {
         lines.append(stored)
         let keys = configuration.auth.apiKeys
         let apps = Set(keys.map(\.appID)).sorted()
+        let operators = configuration.auth.operatorKeys.count
         lines.append(
-            keys.isEmpty
+            (keys.isEmpty
                 ? "auth: no API keys; app-facing routes accept any caller"
                 : "auth: \(keys.count) API keys for apps \(apps.joined(separator: ", "))")
+                + (operators == 0
+                    ? "; no operator keys: the dashboard and reports are closed"
+                    : "; \(operators) operator key\(operators == 1 ? "" : "s")"))
         let providers = configuration.providers.map(\.typeName)
         lines.append("providers: \(providers.isEmpty ? "none enabled" : providers.joined(separator: ", "))")
         let enrichers = configuration.enrichers.map(\.typeName)

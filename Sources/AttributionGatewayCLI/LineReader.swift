@@ -21,6 +21,11 @@ struct LineReader {
     private(set) var consumed = 0
 
     init(path: String) throws {
+        // A folder opens like a file and fails only at its first read, as a Foundation error.
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+            throw CocoaError(.fileReadUnknown)
+        }
         handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
     }
 

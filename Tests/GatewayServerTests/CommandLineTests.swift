@@ -59,6 +59,9 @@ import Testing
             result.stderr.contains(
                 "bad.yaml:6:26: sinks.local.batch_sise: unknown key 'batch_sise', did you mean 'batch_size'?"))
         #expect(result.stderr.contains("bad.yaml:8:12: routes[0].sinks: route names sink 'missing'"))
+        // Named with --config, as every other command takes it.
+        let named = try run(["check-config", "--config", path])
+        #expect(named.status == 1 && named.stderr.contains("server.port: expected an integer"))
     }
 
     /// As ssh does for its keys: a private key file that others can read is said, by
@@ -110,6 +113,18 @@ import Testing
         #expect(result.stdout.contains("enrichers: none enabled"))
         #expect(result.stdout.contains("1. all records but test payloads and quarantined postbacks -> local"))
         #expect(result.stdout.contains("(durability full); raw payloads kept 30 days"), "\(result.stdout)")
+    }
+
+    /// A folder where a file belongs is said in words, not as a Foundation error.
+    @Test func aFolderWhereAFileBelongsIsSaidSo() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        let checked = try run(["check-config", env.directory.path])
+        #expect(checked.status == 1 && checked.stderr.contains("a folder, not a configuration file"), "\(checked)")
+        let imported = try run(["import", "--provider", "iad", "--config", config, env.directory.path])
+        #expect(imported.status == 2 && imported.stderr.contains("cannot read"), "\(imported.stderr)")
+        #expect(!(checked.stderr + imported.stderr).contains("NSCocoaErrorDomain"))
     }
 
     /// The summary names the store the file chooses; it said SQLite for a PostgreSQL store.
