@@ -333,6 +333,9 @@ import Testing
             #expect(try await post(forged, key: own).1.contains(#""code":"invalid_signature""#))
             let refused = try await post([try postback(transaction: "a"), forged], key: other)
             #expect(refused.0 == 403 && refused.1.contains(#""field":"app_id""#), "\(refused.1)")
+            // A body that names no app is missing a field, not forbidden for an app.
+            let anonymous = try await post(["version": "3.0"], key: own)
+            #expect(anonymous.0 == 422 && anonymous.1.contains(#""code":"missing_field""#), "\(anonymous.1)")
 
             let many = try (0..<101).map { try postback(transaction: "many-\($0)") }
             let tooMany = try await post(many, key: own)

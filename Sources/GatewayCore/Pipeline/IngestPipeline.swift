@@ -61,7 +61,9 @@ public struct IngestPipeline: Sendable {
         authorize: (_ appID: String?) throws -> Void = { _ in },
         beforeStoring: ([AttributionRecord]) async -> Void = { _ in }
     ) async throws -> [IngestOutcome] {
-        try provider.claimedAppIDs(payload)?.forEach(authorize)
+        // A payload that names no app is for `normalize` to refuse (a missing field, `422`),
+        // not a `403` about an app it never named; a record without one is refused below.
+        try provider.claimedAppIDs(payload)?.compactMap(\.self).forEach(authorize)
         let records = try provider.normalize(payload)
         try records.map(\.appID).forEach(authorize)
         metrics.received(provider: provider.name, count: records.count)
