@@ -311,6 +311,16 @@ import Testing
         #expect(record.isTest)
     }
 
+    /// No id of Apple's is negative, and a number that is not whole is no status.
+    @Test func aNegativeIdOrAFractionalStatusIsRefusedNamingItsField() throws {
+        let negative = error(
+            #"{"app_id": "1", "app_user_id": "u", "Version3.1": {"iad-attribution": "true", "iad-campaign-id": -5}}"#)
+        #expect(negative?.field == "Version3.1.iad-campaign-id", "\(String(describing: negative))")
+        let fraction = error(
+            #"{"app_id": "1", "app_user_id": "u", "att_status": 3.5, "Version3.1": {"iad-attribution": "false"}}"#)
+        #expect(fraction?.field == "att_status" && fraction?.message.contains("integer id") == false)
+    }
+
     @Test func theIDFANeedsAnAuthorisedStatusGivenInAnyForm() throws {
         let idfa = "6D92078A-8246-4BA4-AE5B-76104861E7DC"
         let body = { (status: String) in

@@ -124,8 +124,25 @@ public struct PayloadFields: Sendable {
         return text
     }
 
-    /// A 64-bit id, from a number or a numeric string.
+    /// A 64-bit id, from a number or a numeric string: never negative, as no id of Apple's
+    /// or a vendor's is.
     public func id(_ key: String) throws -> Int64? {
+        guard let n = try integer(key, what: "an integer id") else { return nil }
+        guard n >= 0 else { throw GatewayError.invalid(fieldPath(key), "expected an integer id, found \(n)") }
+        return n
+    }
+
+    /// An integer within `range`, from a number or a numeric string.
+    public func int(_ key: String, in range: ClosedRange<Int>) throws -> Int? {
+        guard let n = try integer(key, what: "an integer") else { return nil }
+        guard let value = Int(exactly: n), range.contains(value) else {
+            throw GatewayError.invalid(
+                fieldPath(key), "must be between \(range.lowerBound) and \(range.upperBound), found \(n)")
+        }
+        return value
+    }
+
+    private func integer(_ key: String, what: String) throws -> Int64? {
         guard let value = value(key) else { return nil }
         switch value {
         case .integer(let n):
@@ -134,22 +151,12 @@ public struct PayloadFields: Sendable {
             if s.isEmpty { return nil }
             // Trimmed only when needed: Foundation's trimming costs more than the parse.
             guard let n = Int64(s) ?? Int64(s.trimmingCharacters(in: .whitespaces)) else {
-                throw GatewayError.invalid(fieldPath(key), "expected an integer id, found '\(s.prefix(40))'")
+                throw GatewayError.invalid(fieldPath(key), "expected \(what), found '\(s.prefix(40))'")
             }
             return n
         default:
-            throw GatewayError.invalid(fieldPath(key), "expected an integer id, found \(value.typeName)")
+            throw GatewayError.invalid(fieldPath(key), "expected \(what), found \(value.typeName)")
         }
-    }
-
-    /// An integer within `range`, from a number or a numeric string.
-    public func int(_ key: String, in range: ClosedRange<Int>) throws -> Int? {
-        guard let n = try id(key) else { return nil }
-        guard let value = Int(exactly: n), range.contains(value) else {
-            throw GatewayError.invalid(
-                fieldPath(key), "must be between \(range.lowerBound) and \(range.upperBound), found \(n)")
-        }
-        return value
     }
 
     /// A boolean from `true`/`false`, `"true"`/`"false"` (any case) or `1`/`0`.
