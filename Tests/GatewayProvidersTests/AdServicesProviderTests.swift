@@ -61,8 +61,8 @@ import Testing
         #expect(record.adGroupID == 542_317_095)
         #expect(record.keywordID == 87_675_432)
         #expect(record.adID == 542_317_136)
-        // Kept as Apple sent it, as `adId` and `keywordId` are, `0` included.
-        #expect(record.creativeSetID == 0)
+        // Apple's `0` for a retired creative set is no id: absent, as DESIGN asks.
+        #expect(record.creativeSetID == nil)
         #expect(record.countryOrRegion == "US")
         #expect(record.claimType == "Click")
         #expect(record.supplyPlacement == "APPSTORE_SEARCH_TAB")

@@ -46,7 +46,7 @@ import Testing
         #expect(record.adGroupName == "Exact")
         #expect(record.keywordID == 15_307_699)
         #expect(record.keywordMatchType == "BROAD")
-        #expect(record.creativeSetID == 0)
+        #expect(record.creativeSetID == nil)
         #expect(record.countryOrRegion == "GB")
         #expect(record.conversionType == "Download")
         #expect(abs((record.clickDate?.timeIntervalSince1970 ?? 0) - 1_596_561_487.123) < 0.000_001)
@@ -265,7 +265,7 @@ import Testing
         #expect(record.adGroupID == 542_317_095)
         #expect(record.keywordID == 87_675_432)
         #expect(record.adID == 542_317_136)
-        #expect(record.creativeSetID == 0)
+        #expect(record.creativeSetID == nil)
         #expect(record.clickDate == Date(timeIntervalSince1970: 1_596_561_487))
         #expect(!record.isTest)
         // Ids beyond a double's exact range survive, as numbers and as strings.

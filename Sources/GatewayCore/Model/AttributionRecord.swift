@@ -174,6 +174,14 @@ public struct AttributionRecord: Sendable, Equatable, Codable {
 }
 
 extension AttributionRecord {
+    /// A creative set id as the record keeps it: Apple sends `0` where there is none
+    /// (creative sets were retired in 2022), a zero that is no data; `raw` keeps it.
+    public static func creativeSetID(_ id: Int64?) -> Int64? {
+        id == 0 ? nil : id
+    }
+}
+
+extension AttributionRecord {
     /// The all-zero UUID: Apple's IDFA without consent, and an app's unset IDFV. It names
     /// no device, so no record keeps it as one and nothing joins on it.
     public static let unsetDeviceID = "00000000-0000-0000-0000-000000000000"

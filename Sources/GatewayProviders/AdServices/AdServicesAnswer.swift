@@ -54,9 +54,7 @@ enum AdServicesAnswer {
         record.adGroupID = try answer.id("adGroupId")
         record.keywordID = try answer.id("keywordId")
         record.adID = try answer.id("adId")
-        // Kept as sent, `0` included, like every other id: a sink cannot tell a dropped 0
-        // from a field Apple never sent.
-        record.creativeSetID = try answer.id("creativeSetId")
+        record.creativeSetID = AttributionRecord.creativeSetID(try answer.id("creativeSetId"))
         record.countryOrRegion = try answer.string("countryOrRegion")
         record.conversionType = try answer.string("conversionType").map(conversionType)
         record.claimType = try answer.string("claimType").map(claimType)
