@@ -28,6 +28,12 @@ import Testing
         #expect(raw["request"]?["token_sha256"] == .string(SHA256Text.hex("SECRETTOKENabc")))
         let text = AttributionRecord.jsonText(.json(raw))
         #expect(!text.contains("SECRETTOKEN") && !text.contains("E7DC"), "\(text)")
+        // Keyed by its token, as the live route keys it: the answer to a token resolved live,
+        // or imported again in another spelling, is a duplicate.
+        #expect(record.dedupeKey == AdServicesProvider.dedupeKey(token: "SECRETTOKENabc"))
+        let respelled = try normalize(
+            #"{"token":"SECRETTOKENabc", "app_id":"1","app_user_id":"u9","campaignId":542370539,"attribution":true}"#)
+        #expect(respelled.dedupeKey == record.dedupeKey)
         // Apple's answer alone, as `normalize` reads it, has no request.
         #expect(try normalize(#"{"attribution":false}"#).raw?["request"] == nil)
         // Apple's organic `{}`, kept with the user it was for: organic, not refused as

@@ -271,8 +271,11 @@ public struct AdServicesProvider: DeferredAttributionProvider {
         }
         try AdServicesAnswer.apply(PayloadFields(apple, path: fields.path), to: &record)
         request["idfa"] = nil
-        if case .string(let token)? = request.removeValue(forKey: "token") {
+        if case .string(let token)? = request.removeValue(forKey: "token"), !token.isEmpty {
             request["token_sha256"] = .string(SHA256Text.hex(token))
+            // The token keys it, as the live route does: the answer to a token already
+            // resolved, or imported before in another envelope or spelling, is a duplicate.
+            record.dedupeKey = Self.dedupeKey(token: token)
         }
         var raw: [String: JSONValue] = ["apple": .object(["status": .integer(200), "body": .object(apple)])]
         if !request.isEmpty { raw["request"] = .object(request) }
