@@ -114,6 +114,31 @@ import Testing
         #expect(try await store.dueEntries(sink: "b", now: clock.now, limit: 10).isEmpty)
     }
 
+    /// `é` sent composed by the app and decomposed in the request (or the other way round)
+    /// is one user, as the report counts them: the store compares bytes.
+    @Test(arguments: StoreBackend.available)
+    func aUserIdSpelledInAnotherUnicodeFormIsTheSameUser(backend: StoreBackend) async throws {
+        let clock = TestClock()
+        let store = try await backend.make(clock: clock).store
+        let decomposed = "jose\u{301}-user"
+        let composed = "jos\u{E9}-user"
+        let install = StoreConformanceTests.install(decomposed, at: clock.now)
+        let other = StoreConformanceTests.install("jose-user", at: clock.now)
+        _ = try await store.ingest([install, other].map { RoutedRecord(record: $0, sinks: ["a"]) })
+        let status = try await store.forget(
+            ForgetSubject(appID: "1", appUserID: composed), requestID: "req-nfc", userDigest: "d", sinks: ["a"],
+            now: clock.now)
+        #expect(status.recordsForgotten == 1)
+        #expect(try await store.record(id: install.recordID)?.appUserID?.hasPrefix("forgotten-") == true)
+        #expect(try await store.record(id: other.recordID) == other)
+        // The sinks hear both spellings: their tables compare bytes too.
+        let request = try #require(try await store.forgetRequest(id: "req-nfc", sink: "a"))
+        #expect(
+            Set(request.identifiers.appUserIDs.map { Array($0.utf8) }) == [
+                Array(composed.utf8), Array(decomposed.utf8),
+            ])
+    }
+
     /// A token of the user's still waiting for Apple would become a record naming them.
     @Test(arguments: StoreBackend.available)
     func theUsersTokensStillWaitingAreDropped(backend: StoreBackend) async throws {

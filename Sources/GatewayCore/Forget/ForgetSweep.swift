@@ -41,9 +41,18 @@ public struct ForgetSweep: Sendable {
         identifiers.idfas = idfas.sorted()
     }
 
-    /// The ids to read records by, sorted.
+    /// The ids to read records by, sorted. The user id in its composed and decomposed
+    /// forms too: a store compares bytes, and an app may send `é` either way, where the
+    /// report counts them as one person.
     public var searchIDs: (appUserIDs: [String], idfvs: [String], idfas: [String]) {
-        ([user].compactMap(\.self), idfvs.sorted(), idfas.sorted())
+        let spellings = user.map { user in
+            [user, user.precomposedStringWithCanonicalMapping, user.decomposedStringWithCanonicalMapping]
+        }
+        let unique = Dictionary((spellings ?? []).map { (Array($0.utf8), $0) }) { first, _ in first }
+        return (
+            unique.values.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }, idfvs.sorted(),
+            idfas.sorted()
+        )
     }
 
     /// Whether `record` is one of the user's not offered yet (a backend's search may find
@@ -77,6 +86,10 @@ public struct ForgetSweep: Sendable {
         recordIDs.insert(record.recordID)
         matched.append(record)
         identifiers.recordIDs.append(record.recordID)
+        // The user id as this record spells it, for the sinks, which compare bytes too.
+        if let id = record.appUserID, !identifiers.appUserIDs.contains(where: { $0.utf8.elementsEqual(id.utf8) }) {
+            if id == user { identifiers.appUserIDs.append(id) }
+        }
         var found = false
         if let id = record.idfv, id != AttributionRecord.unsetDeviceID, idfvs.insert(id).inserted { found = true }
         if let id = record.idfa, id != AttributionRecord.unsetDeviceID, idfas.insert(id).inserted { found = true }
