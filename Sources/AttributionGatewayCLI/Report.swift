@@ -88,7 +88,8 @@ struct KeywordsReport: AsyncParsableCommand {
                 })
         }
         progress?.finish()
-        print(Self.render(rows, format: format))
+        let filtered = appID != nil || since != nil || until != nil || network != nil || country != nil
+        print(Self.render(rows, format: format, filtered: filtered))
     }
 
     /// `app` last: columns added later go at the end, so that scripts reading `csv` by
@@ -119,7 +120,7 @@ struct KeywordsReport: AsyncParsableCommand {
         ]
     }
 
-    static func render(_ rows: [KeywordReport.Row], format: Format) -> String {
+    static func render(_ rows: [KeywordReport.Row], format: Format, filtered: Bool = false) -> String {
         switch format {
         case .csv:
             return ([header] + rows.map(cells)).map(CSV.row).joined(separator: "\n")
@@ -133,7 +134,10 @@ struct KeywordsReport: AsyncParsableCommand {
             // escaped, so that a row stays one line.
             let table = [header] + rows.map { cells($0).map(TerminalText.visible) }
             let widths = header.indices.map { column in table.map { $0[column].count }.max() ?? 0 }
-            if rows.isEmpty { return "no installs or purchases recorded yet" }
+            if rows.isEmpty {
+                return filtered
+                    ? "no installs or purchases match these options" : "no installs or purchases recorded yet"
+            }
             return table.map { line in
                 zip(line, widths).map { cell, width in cell.padding(toLength: width, withPad: " ", startingAt: 0) }
                     .joined(separator: "  ").trimmingCharacters(in: .whitespaces)

@@ -308,7 +308,9 @@ public enum ConfigLoader {
             let enabled = options.bool("enabled") ?? true
             guard enabled || !available.contains(name) else { continue }
             guard let result = prepare(name, options) else {
-                reader.report("unknown \(kind) '\(name)'; available: \(available.joined(separator: ", "))", key: name)
+                let likely = closestName(to: name, among: available).map { " (did you mean '\($0)'?)" } ?? ""
+                reader.report(
+                    "unknown \(kind) '\(name)'\(likely); available: \(available.joined(separator: ", "))", key: name)
                 continue
             }
             options.finish()

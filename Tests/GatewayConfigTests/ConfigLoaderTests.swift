@@ -555,7 +555,7 @@ import Testing
                 where: { provider: [iad, skan] }
             """)
         let provider = try problem(at: "providers.adservicez", in: issues)
-        #expect(provider.message.hasPrefix("unknown provider 'adservicez'"))
+        #expect(provider.message.hasPrefix("unknown provider 'adservicez' (did you mean 'adservices'?)"))
         #expect(provider.message.contains("iad"))
         #expect(provider.line == 3)
         #expect(try problem(at: "routes[0].where.provider", in: issues).message == "unknown provider 'skan'")
