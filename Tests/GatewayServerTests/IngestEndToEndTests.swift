@@ -1,6 +1,6 @@
 import Foundation
 import GatewayCore
-import GatewayServer
+@testable import GatewayServer
 import GRDB
 import Hummingbird
 import HummingbirdTesting
@@ -167,6 +167,41 @@ import Testing
             #expect(stored.status == .accepted)
             #expect(try await env.eventually { try env.deliveredRecordIDs().count == 1 })
             #expect(try await gateway.store.deadLetters(sink: nil, limit: 10).isEmpty)
+        }
+    }
+
+    /// A page on another site cannot make the developer's browser post to a gateway on
+    /// their machine: the browser says where the request comes from, and it is refused.
+    @Test func aBrowsersWriteForAnotherSitesPageIsRefused() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let gateway = try await Gateway.build(configuration: try env.configuration())
+        try await GatewayHTTP.makeApplication(gateway: gateway).test(.live) { client in
+            func post(_ headers: HTTPFields, user: String) async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/v1/iad", method: .post, headers: headers,
+                    body: ByteBuffer(string: IAdPayloads.attributed(user: user)))
+            }
+            let site = HTTPFields.Element.Name("Sec-Fetch-Site")!
+            for (headers, user) in [
+                ([site: "cross-site"], "a"), ([site: "same-site"], "b"), ([.origin: "https://evil.example"], "c"),
+                ([.origin: "null"], "d"),
+            ] as [(HTTPFields, String)] {
+                let refused = try await post(headers, user: user)
+                #expect(refused.status == .forbidden, "\(headers)")
+                #expect(String(buffer: refused.body).contains(#""code":"forbidden""#))
+            }
+            #expect(try await gateway.store.countRecords(matching: .init()) == 0)
+            // Its own pages, and every caller that is no browser, are served.
+            #expect(try await post([site: "same-origin"], user: "e").status == .accepted)
+            #expect(try await post([:], user: "f").status == .accepted)
+            // An older browser's Origin of this very host is its own page.
+            #expect(
+                !CrossSiteRequests<GatewayRequestContext>.isCrossSite(
+                    [.origin: "http://gw.example:8080"], authority: "gw.example:8080"))
+            #expect(
+                CrossSiteRequests<GatewayRequestContext>.isCrossSite(
+                    [.origin: "http://gw.example:8080"], authority: "other:8080"))
         }
     }
 

@@ -53,6 +53,7 @@ public enum GatewayHTTP {
         router.add(
             middleware: ErrorMiddleware(
                 failureLines: gateway.routeState.failureLines, routeMethods: routeMethods, errorAnswers: errorAnswers))
+        router.add(middleware: CrossSiteRequests())
         // Always in place, limits or not: a reload may set them.
         let openPaths = Set(gateway.providers.flatMap(\.routes).filter(\.isOpen).map(\.path))
         router.add(
