@@ -54,7 +54,17 @@ import Testing
         #expect(daily.attributed == [0, 2, 0, 0] && daily.organic == [0, 0, 1, 0])
         let (usd, eur) = (Decimal(string: "4.99")!, Decimal(string: "2.5")!)
         #expect(daily.revenue == ["USD": [0, usd, 0, 0], "EUR": [0, 0, eur, 0]])
-        #expect(daily.mainCurrency == "USD")
+        // One purchase in each: the first by code.
+        #expect(daily.mainCurrency == "EUR")
+        // Charted by how many bought in it, not by amounts that do not compare: two purchases
+        // of ¥500 outweigh one of $4.99, one of ¥500 does not outweigh two in dollars.
+        var yen = daily
+        yen.addRevenue(Decimal(1000), "JPY", purchases: 2, onEpochDay: DailySeries.epochDay(Self.start))
+        #expect(yen.mainCurrency == "JPY")
+        var dollars = daily
+        dollars.addRevenue(Decimal(500), "JPY", purchases: 1, onEpochDay: DailySeries.epochDay(Self.start))
+        dollars.addRevenue(Decimal(1), "USD", purchases: 1, onEpochDay: DailySeries.epochDay(Self.start))
+        #expect(dollars.mainCurrency == "USD")
         // The same numbers as the table's.
         #expect(rows == report.rows)
         #expect(rows.map(\.installs).reduce(0, +) == 3)

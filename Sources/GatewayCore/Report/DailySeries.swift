@@ -17,6 +17,8 @@ public struct DailySeries: Sendable, Equatable, Codable {
     public private(set) var organic: [Int]
     /// Revenue per currency code, per day.
     public private(set) var revenue: [String: [Decimal]] = [:]
+    /// Purchases per currency code over the period: which currency to chart.
+    public private(set) var purchases: [String: Int] = [:]
 
     /// The most days a series holds: a period longer than this keeps its last days.
     public static let maxDays = 366
@@ -38,14 +40,14 @@ public struct DailySeries: Sendable, Equatable, Codable {
     }
 
     /// `time`'s day as days since 1970-01-01 (UTC), as a database's daily counts name it.
-    static func epochDay(_ time: Date) -> Int { Int((time.timeIntervalSince1970 / 86400).rounded(.down)) }
+    public static func epochDay(_ time: Date) -> Int { Int((time.timeIntervalSince1970 / 86400).rounded(.down)) }
 
     mutating func addInstall(at time: Date, attributed isAttributed: Bool) {
         addInstalls(1, onEpochDay: Self.epochDay(time), attributed: isAttributed)
     }
 
     mutating func addRevenue(_ amount: Decimal, _ currency: String, at time: Date) {
-        addRevenue(amount, currency, onEpochDay: Self.epochDay(time))
+        addRevenue(amount, currency, purchases: 1, onEpochDay: Self.epochDay(time))
     }
 
     /// The series' days as days since 1970-01-01 (UTC): where a database's daily counts land.
@@ -61,20 +63,23 @@ public struct DailySeries: Sendable, Equatable, Codable {
         if isAttributed { attributed[index] += count } else { organic[index] += count }
     }
 
-    /// Adds revenue on a day given as days since 1970-01-01; one outside the series is left out.
-    public mutating func addRevenue(_ amount: Decimal, _ currency: String, onEpochDay day: Int) {
+    /// Adds the revenue of `purchases` purchases on a day given as days since 1970-01-01; one
+    /// outside the series is left out.
+    public mutating func addRevenue(_ amount: Decimal, _ currency: String, purchases count: Int, onEpochDay day: Int) {
         guard epochDays.contains(day) else { return }
+        purchases[currency, default: 0] += count
         if revenue[currency] == nil { revenue[currency] = Array(repeating: 0, count: days.count) }
         revenue[currency]![day - epochDays.lowerBound] += amount
     }
 
-    /// The currency with the most revenue (then the first by code): the one charted when
-    /// there are several, since amounts in two currencies do not add up.
+    /// The currency with the most purchases (then the first by code): the one charted when
+    /// there are several, since amounts in two currencies do not add up, nor compare: ¥500
+    /// is less than $26.97.
     public var mainCurrency: String? {
-        var best: (currency: String, total: Decimal)?
+        var best: (currency: String, count: Int)?
         for currency in revenue.keys.sorted() {
-            let total = revenue[currency, default: []].reduce(Decimal(0), +)
-            if best.map({ total > $0.total }) ?? true { best = (currency, total) }
+            let count = purchases[currency, default: 0]
+            if best.map({ count > $0.count }) ?? true { best = (currency, count) }
         }
         return best?.currency
     }

@@ -64,7 +64,7 @@ extension KeywordReport {
         /// Adds `count` purchases of `amount` (decimal text) in `currency` to the day's revenue.
         public mutating func addDailyRevenue(_ count: Int, of amount: String, _ currency: String, onEpochDay day: Int) {
             guard let amount = Decimal(string: amount) else { return }
-            daily?.addRevenue(amount * Decimal(count), currency, onEpochDay: day)
+            daily?.addRevenue(amount * Decimal(count), currency, purchases: count, onEpochDay: day)
         }
 
         /// The lines, named, most paying users first, then most installs.
