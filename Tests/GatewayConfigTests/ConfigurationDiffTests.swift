@@ -60,6 +60,17 @@ import Testing
             to: model, atomically: true, encoding: .utf8)
         let lines = ConfigurationDiff(from: before, to: try parse(yaml)).lines(appliedLive: GatewayHTTP.reloadedLive)
         #expect(lines == ["provider skadnetwork: changed conversion_model: the file's contents changed"])
+
+        // A file the gateway writes (a sink's database) changes all the time: not a change.
+        let database = model.deletingPathExtension().appendingPathExtension("sqlite")
+        defer { try? FileManager.default.removeItem(at: database) }
+        let sink = Self.base.replacingOccurrences(
+            of: "local: { type: sqlite }", with: "local: { type: sqlite, path: \(database.path) }")
+        try "one".write(to: database, atomically: true, encoding: .utf8)
+        let written = try parse(sink)
+        try "two".write(to: database, atomically: true, encoding: .utf8)
+        #expect(
+            ConfigurationDiff(from: written, to: try parse(sink)).lines(appliedLive: GatewayHTTP.reloadedLive).isEmpty)
     }
 
     @Test func sinksAddedRemovedAndChangedWithoutTheirSecrets() throws {

@@ -110,8 +110,9 @@ public final class ConfigDiagnostics {
         if let parent { parent.ownWarnings.append(warning) } else { ownWarnings.append(warning) }
     }
 
-    /// The files keys name (a conversion model, a key file), by the key's path: a reload
-    /// compares their contents, since the file may change while its name does not.
+    /// The files of configuration keys name (a conversion model, a key file), by the key's
+    /// path: a reload compares their contents, since the file may change while its name
+    /// does not. Not a store or a folder the gateway writes.
     public var filesNamed: [String: String] { parent?.filesNamed ?? ownFilesNamed }
     private var ownFilesNamed: [String: String] = [:]
 

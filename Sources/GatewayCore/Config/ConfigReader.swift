@@ -198,7 +198,13 @@ public final class ConfigReader {
     /// The file named at `key`, relative to this config file's folder (not the working
     /// directory, which differs between `serve --config /etc/…` and a shell in that folder).
     public func filePath(_ key: String) -> String? {
-        guard let path = string(key).map(resolvedPath) else { return nil }
+        string(key).map(resolvedPath)
+    }
+
+    /// ``filePath(_:)`` for a file whose contents are configuration (a model, a key), which
+    /// a reload compares: not a store or a folder the gateway writes.
+    func readFilePath(_ key: String) -> String? {
+        guard let path = filePath(key) else { return nil }
         diagnostics.named(file: path, at: join(key))
         return path
     }
@@ -206,7 +212,7 @@ public final class ConfigReader {
     /// ``filePath(_:)`` for a file that holds a secret (a private key): warns, as ssh does,
     /// when the file's mode lets its group or others read it.
     public func secretFilePath(_ key: String) -> String? {
-        guard let path = filePath(key) else { return nil }
+        guard let path = readFilePath(key) else { return nil }
         var info = stat()
         if stat(path, &info) == 0, info.st_mode & 0o044 != 0 {
             let mode = String(info.st_mode & 0o777, radix: 8)
@@ -228,7 +234,7 @@ public final class ConfigReader {
     /// The YAML file named at `key` (relative to this config file's folder), read as a
     /// mapping whose problems are reported with that file's name and lines.
     public func includedFile(_ key: String) -> (path: String, reader: ConfigReader)? {
-        guard let path = filePath(key) else { return nil }
+        guard let path = readFilePath(key) else { return nil }
         // Named at the key that names it: the file's own name and line 0 said where to
         // look only to someone who knew which key it was.
         var isFolder: ObjCBool = false
