@@ -210,7 +210,7 @@ import Testing
         try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await work() }
             group.addTask {
-                try await Task.sleep(for: .seconds(30))
+                try await Task.sleep(for: .seconds(60))
                 return nil
             }
             defer { group.cancelAll() }
@@ -229,14 +229,14 @@ import Testing
             defer { released.now() }
             let port = try #require(client.port)
             // The webhook's answer is its status: the 200 stands, the stalled body is dropped.
-            // Time enough for the head on a loaded machine; the body never comes,
-            // whatever the timeout.
-            let webhook = sink(port: port, timeout: .seconds(3))
+            // Time enough for the head on a loaded machine, CI beside a build; the body
+            // never comes, whatever the timeout.
+            let webhook = sink(port: port, timeout: .seconds(10))
             let delivered = try await Self.finishes { try await webhook.deliver(self.records(1)) }
             #expect(delivered == [.delivered], "\(String(describing: delivered))")
             // Mixpanel's verdict is in its body: without it, the worker retries.
             let mixpanel = MixpanelSink(
-                options: .init(token: "mp-token", endpoint: "http://127.0.0.1:\(port)", timeout: .seconds(3)))
+                options: .init(token: "mp-token", endpoint: "http://127.0.0.1:\(port)", timeout: .seconds(10)))
             let profile = { () -> AttributionRecord in
                 var record = self.records(1)[0]
                 record.appID = "1234567890"
