@@ -29,6 +29,8 @@ import Testing
             provider: "s2s", kind: .session, dedupeKey: "s2s:session:\(Self.idfv)", receivedAt: clock.now)
         session.appID = "1"
         session.idfv = Self.idfv
+        // Stored before the record kept vendor ids: its payload still names one.
+        session.raw = .object(["vendor_ids": .object(["adid": .string("0123456789abcdef0123456789abcdef")])])
         let other = StoreConformanceTests.install("u2", at: clock.now)
         let otherApp = StoreConformanceTests.install("u1", at: clock.now, app: "2")
         // Another user on the same device, and a placeholder id on another user's device: never
@@ -87,7 +89,8 @@ import Testing
         #expect(request.appID == "1")
         #expect(request.identifiers.appUserIDs == ["u1"])
         #expect(request.identifiers.idfvs == [Self.idfv])
-        #expect(request.identifiers.vendorIDs == ["appsflyer_id": ["af-1"]])
+        #expect(
+            request.identifiers.vendorIDs == ["appsflyer_id": ["af-1"], "adid": ["0123456789abcdef0123456789abcdef"]])
         #expect(
             Set(request.identifiers.recordIDs) == [
                 install.recordID, purchase.recordID, session.recordID, placeholderHere.recordID,

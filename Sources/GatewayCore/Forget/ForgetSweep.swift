@@ -93,7 +93,12 @@ public struct ForgetSweep: Sendable {
         var found = false
         if let id = record.idfv, id != AttributionRecord.unsetDeviceID, idfvs.insert(id).inserted { found = true }
         if let id = record.idfa, id != AttributionRecord.unsetDeviceID, idfas.insert(id).inserted { found = true }
-        for (name, id) in (record.vendorIDs ?? [:]).sorted(by: { $0.key < $1.key }) where !id.isEmpty {
+        // The record's own, and those of a payload stored before the record kept them.
+        var vendorIDs = record.vendorIDs ?? [:]
+        if case .object(let fields)? = record.raw, case .object(let sent)? = fields["vendor_ids"] {
+            for case (let name, .string(let id)) in sent where vendorIDs[name] == nil { vendorIDs[name] = id }
+        }
+        for (name, id) in vendorIDs.sorted(by: { $0.key < $1.key }) where !id.isEmpty {
             if !(identifiers.vendorIDs[name] ?? []).contains(id) { identifiers.vendorIDs[name, default: []].append(id) }
         }
         identifiers.idfvs = idfvs.sorted()

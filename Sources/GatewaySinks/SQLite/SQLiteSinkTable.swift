@@ -26,7 +26,10 @@ enum SQLiteSinkTable {
         ("did_win", "INTEGER"), ("fidelity_type", "INTEGER"), ("redownload", "INTEGER"), ("signature", "TEXT"),
         ("events", "TEXT"), ("revenue_min", "REAL"), ("revenue_max", "REAL"),
         ("event_name", "TEXT"), ("revenue", "REAL"), ("currency", "TEXT"), ("transaction_ref", "TEXT"),
-        ("vendor_ids", "TEXT"), ("raw", "TEXT"), ("dedupe_key", "TEXT"), ("enriched_at", "TEXT"), ("network", "TEXT"),
+        ("raw", "TEXT"), ("dedupe_key", "TEXT"), ("enriched_at", "TEXT"), ("network", "TEXT"),
+        // Added columns go last: PostgreSQL's `CREATE OR REPLACE VIEW` takes new columns
+        // only at the end.
+        ("vendor_ids", "TEXT"),
     ]
 
     /// Each column's position in ``columns``, by name.
