@@ -989,6 +989,9 @@ import Testing
             return text.contains("sinks.ex.command") && text.contains("expected a list")
                 && !text.contains("literal-secret-0123")
         }
+        // One word is the program, as before.
+        let one = try parse(yaml.replacingOccurrences(of: "\"/bin/cat --token=literal-secret-0123\"", with: "/bin/cat"))
+        #expect(one.sinks.map(\.name) == ["ex"])
     }
 
     /// Kubernetes may name a variable with `.` or `-`; `${…}` reads it as before.

@@ -227,9 +227,11 @@ public enum ExecSinkPlugin: SinkPlugin {
     public static let typeName = "exec"
 
     public static func readOptions(_ reader: ConfigReader, context: SinkContext) -> Options? {
-        // A string is not split into words (quoting rules would differ from a shell's), and
-        // it is not shown: the command line may carry a secret.
-        if case .scalar? = reader.node("command")?.value {
+        // A string of several words is not split (quoting rules would differ from a shell's),
+        // and it is not shown: the command line may carry a secret. One word is the program.
+        if case .scalar(let written, _)? = reader.node("command")?.value,
+            (reader.string("command") ?? written).contains(where: \.isWhitespace)
+        {
             reader.report(
                 "expected a list, the program then each argument: [/path/to/program, --flag, value]", key: "command")
             return nil
