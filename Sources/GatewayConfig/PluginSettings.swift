@@ -121,7 +121,8 @@ public struct PluginSettings: Sendable, Equatable {
                 if let shownBefore, let shownAfter {
                     // A URL whose shown part stayed: its path, query or credentials changed.
                     return shownBefore == shownAfter
-                        ? "\(key): secret changed" : "\(key): \(shownBefore) -> \(shownAfter)"
+                        ? "\(key): changed (its path, query or credentials, not shown)"
+                        : "\(key): \(shownBefore) -> \(shownAfter)"
                 }
                 return "\(key): changed (its value comes from the environment, not shown)"
             }
