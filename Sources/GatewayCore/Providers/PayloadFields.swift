@@ -53,8 +53,7 @@ public struct PayloadFields: Sendable {
         case .object(let object):
             return [PayloadFields(object)]
         case .array(let array):
-            // The array itself is at fault: the field is the whole body, "" as a JSON
-            // Pointer names it (and as the SKAN route's arrays are answered).
+            // The array itself is at fault, not one field: none is named (`null`).
             guard !array.isEmpty else { throw GatewayError(.invalidField, "the array holds no \(noun)") }
             guard array.count <= maxCount else {
                 throw GatewayError(.invalidField, "the array holds \(array.count); at most \(maxCount) per request")

@@ -275,7 +275,7 @@ public struct AdServicesProvider: DeferredAttributionProvider {
             request["token_sha256"] = .string(SHA256Text.hex(token))
             // The token keys it, as the live route does: the answer to a token already
             // resolved, or imported before in another envelope or spelling, is a duplicate.
-            record.dedupeKey = Self.dedupeKey(token: token)
+            record.dedupeKey = Self.dedupeKey(token: token.trimmingWhitespace())
         }
         var raw: [String: JSONValue] = ["apple": .object(["status": .integer(200), "body": .object(apple)])]
         if !request.isEmpty { raw["request"] = .object(request) }

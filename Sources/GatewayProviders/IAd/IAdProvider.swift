@@ -55,8 +55,9 @@ public struct IAdProvider: AttributionProvider {
             record.adID = try details.id("iad-ad-id")
             // The iAd network's dictionaries (before Search Ads) name the ad's creative
             // where later ones name its creative set: the record's creative fields take either.
-            record.creativeSetID = AttributionRecord.creativeSetID(
-                try details.id("iad-creativeset-id") ?? details.id("iad-creative-id"))
+            record.creativeSetID =
+                try AttributionRecord.creativeSetID(details.id("iad-creativeset-id"))
+                ?? AttributionRecord.creativeSetID(details.id("iad-creative-id"))
             record.creativeSetName = try details.string("iad-creativeset-name") ?? details.string("iad-creative-name")
             record.countryOrRegion = try details.string("iad-country-or-region")
             record.conversionType = conversion
