@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCore
 import GatewayStorage
 import GRDB
 import Testing
@@ -9,6 +10,10 @@ import Testing
         let f = try DeliveryTests.Fixture()
         defer { try? FileManager.default.removeItem(atPath: f.path) }
         let records = try await f.ingest(200)
+        // A forget request waits in the outboxes as a row of `records`: it is no record.
+        _ = try await f.store.forget(
+            ForgetSubject(appID: "1", appUserID: "nobody-here"), requestID: "req-b", userDigest: "d",
+            sinks: ["memory"], now: f.clock.now)
         // Another connection to the file, as a running gateway is to `attribution-gateway backup`.
         let other = try DatabaseQueue(path: f.path)
         let target = f.path + ".backup"
@@ -38,7 +43,7 @@ import Testing
             (try db.tableExists("meanwhile"), Set(try String.fetchAll(db, sql: "SELECT record_id FROM records")))
         }
         #expect(!hasMeanwhile)
-        #expect(ids == Set(records.map(\.recordID)))
+        #expect(ids == Set(records.map(\.recordID) + ["req-b"]))
         #expect(summary.records == records.count)
         // The file's size: the pages copied, and those of the mark that tells the first start
         // on the copy it is a restore (its table, and the schema's page it may overflow into).
