@@ -354,6 +354,21 @@ import Testing
             ])
     }
 
+    /// Below iOS 14.5 Adjust takes whether tracking is allowed instead of the ATT status,
+    /// never both.
+    @Test(arguments: [("14.4", nil as String?, "0"), ("13.7", "3", "1"), ("12", nil, "0")])
+    func adjustBelowIOS14Point5SendsTrackingEnabledNotTheATTStatus(os: String, att: String?, tracking: String) throws {
+        var fields = ["os_version": Self.q(os)]
+        if let att {
+            fields["att_status"] = att
+            fields["idfa"] = Self.q(Self.idfa)
+        }
+        let values = try form(try request(adjust, Self.event("session", fields)))
+        #expect(values["tracking_enabled"] == tracking && values["att_status"] == nil, "\(values)")
+        let current = try form(try request(adjust, Self.event("session", ["os_version": Self.q("14.5")])))
+        #expect(current["att_status"] == "2" && current["tracking_enabled"] == nil)
+    }
+
     @Test func adjustEventUsesTheAppsEventToken() throws {
         let sent = try request(adjust, Self.event("event", ["name": Self.q("level_up")]))
         #expect(sent.url == "http://vendor.test/event")

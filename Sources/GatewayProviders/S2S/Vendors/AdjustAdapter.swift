@@ -59,7 +59,13 @@ public struct AdjustAdapter: VendorAdapter {
         add("idfa", event.idfa)
         add("idfv", event.idfv)
         add("adid", adid)
-        add("att_status", event.attStatus.map(String.init))
+        // Adjust takes the ATT status from iOS 14.5, where Apple enforces it; below, whether
+        // the device allows tracking, never both. An IDFA is sent only when it does.
+        if Self.hasATT(osVersion: event.osVersion) {
+            add("att_status", event.attStatus.map(String.init))
+        } else {
+            add("tracking_enabled", event.idfa == nil ? "0" : "1")
+        }
         add("os_name", "ios")
         add("os_version", event.osVersion)
         add("ip_address", event.ipv4)
@@ -117,5 +123,15 @@ public struct AdjustAdapter: VendorAdapter {
         default:
             return .reject(reason: "Adjust answered \(status): \(body.prefix(200))")
         }
+    }
+
+    /// Whether `osVersion` is iOS 14.5 or later; unknown counts as later, as nearly every
+    /// device now is.
+    static func hasATT(osVersion: String?) -> Bool {
+        guard let osVersion else { return true }
+        let parts = osVersion.split(separator: ".").map { Int($0) }
+        guard let major = parts.first ?? nil else { return true }
+        let minor = parts.count > 1 ? (parts[1] ?? 0) : 0
+        return major > 14 || (major == 14 && minor >= 5)
     }
 }
