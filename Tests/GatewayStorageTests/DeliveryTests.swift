@@ -459,6 +459,28 @@ import Testing
         #expect(rows.allSatisfy { ($0["next_attempt_at"] as Double) <= f.clock.now.timeIntervalSince1970 })
     }
 
+    /// A destination that quotes what it was sent in its refusal (a vendor's 400 echoing
+    /// the event): the record's ids do not reach the dead letter, nor the log line.
+    @Test func aRefusalThatQuotesTheRecordKeepsNoneOfItsIds() async throws {
+        struct Echoing: AttributionSink {
+            let maxBatchSize = 10
+            func deliver(_ records: [AttributionRecord]) async throws -> [DeliveryOutcome] {
+                records.map { record in
+                    .reject(
+                        reason: #"Bad request: {"customer_user_id":"\#(record.appUserID ?? "")","ip":"198.51.100.20"}"#)
+                }
+            }
+        }
+        let f = try Fixture()
+        defer { f.remove() }
+        var record = f.records(1, prefix: "alice@example.com-")[0]
+        record.raw = .object(["ip": .string("198.51.100.20")])
+        _ = try await f.store.ingest([RoutedRecord(record: record, sinks: ["memory"])])
+        _ = try await f.worker(sink: Echoing()).drainOnce()
+        let letter = try #require(try await f.store.deadLetters(sink: "memory", limit: 10).first)
+        #expect(letter.error == #"Bad request: {"customer_user_id":"<user id>","ip":"<user id>"}"#, "\(letter.error)")
+    }
+
     /// The fixture's store, noting the calls a worker makes that write what it decided.
     final class NotingStore: OutboxStore {
         let inner: SQLiteStore

@@ -357,22 +357,28 @@ public final class SinkWorker: Service, Sendable {
     func resolution(of entry: OutboxEntry, _ outcome: DeliveryOutcome, decidedAt: Date, jitter: Double)
         -> OutboxResolution
     {
+        // A destination's answer may quote what it was sent (a vendor's 400 echoing the
+        // event): the record's ids are taken out before the reason reaches a log line or a
+        // dead letter.
+        let ids = entry.record.identifyingValues
+        func withoutIDs(_ reason: String) -> String { SecretText.removing(ids, from: reason, as: "user id") }
         switch outcome {
         case .delivered, .declined:
             return .delivered(id: entry.id)
         case .postponed(let reason, let after), .checkLater(let reason, let after):
             let at = decidedAt.addingTimeInterval(max(after, .zero) / .seconds(1))
-            return .retry(id: entry.id, attempts: entry.attempts, at: at, error: reason)
+            return .retry(id: entry.id, attempts: entry.attempts, at: at, error: withoutIDs(reason))
         case .retry(let reason, let after):
             let attempts = entry.attempts + 1
             guard attempts < settings.maxAttempts else {
-                return .deadLetter(id: entry.id, attempts: attempts, error: reason)
+                return .deadLetter(id: entry.id, attempts: attempts, error: withoutIDs(reason))
             }
             let delay = settings.backoff(attempt: attempts, retryAfter: after, unit: jitter)
             return .retry(
-                id: entry.id, attempts: attempts, at: decidedAt.addingTimeInterval(delay / .seconds(1)), error: reason)
+                id: entry.id, attempts: attempts, at: decidedAt.addingTimeInterval(delay / .seconds(1)),
+                error: withoutIDs(reason))
         case .reject(let reason):
-            return .deadLetter(id: entry.id, attempts: entry.attempts + 1, error: reason)
+            return .deadLetter(id: entry.id, attempts: entry.attempts + 1, error: withoutIDs(reason))
         }
     }
 

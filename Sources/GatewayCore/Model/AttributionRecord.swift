@@ -182,6 +182,18 @@ extension AttributionRecord {
 }
 
 extension AttributionRecord {
+    /// The values that name the user or their device: their ids, the vendors' ids, and the
+    /// IP address a payload carried. Taken out of what a destination answers before it is
+    /// logged or kept.
+    public var identifyingValues: [String] {
+        var values = [appUserID, idfv, idfa, transactionRef].compactMap(\.self)
+        values += (vendorIDs ?? [:]).values
+        if case .object(let fields)? = raw, case .string(let ip)? = fields["ip"] { values.append(ip) }
+        return values.filter { $0.count >= 4 }
+    }
+}
+
+extension AttributionRecord {
     /// The all-zero UUID: Apple's IDFA without consent, and an app's unset IDFV. It names
     /// no device, so no record keeps it as one and nothing joins on it.
     public static let unsetDeviceID = "00000000-0000-0000-0000-000000000000"
