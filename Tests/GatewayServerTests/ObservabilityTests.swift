@@ -54,6 +54,21 @@ import Testing
         #expect((object["time"] as? String)?.hasSuffix("Z") == true)
     }
 
+    /// In `log_format: json` too, a line separator or a C1 control a vendor's answer quoted
+    /// is escaped: a reader splitting on it, or a terminal, would see a line of its own.
+    @Test func jsonLogLinesEscapeLineSeparatorsAndC1Controls() throws {
+        let lines = Mutex<[String]>([])
+        let handler = JSONLogHandler(label: "gateway", level: .info) { line in lines.withLock { $0.append(line) } }
+        let logger = Logger(label: "gateway", factory: { _ in handler })
+        let quoted = "bad\u{2028}{\"level\":\"critical\"}\u{2029}\u{9B}2J\u{85}"
+        logger.error("delivery failed", metadata: ["error": "\(quoted)"])
+        let line = try #require(lines.withLock { $0 }.first)
+        #expect(!line.unicodeScalars.contains { [0x2028, 0x2029, 0x9B, 0x85].contains($0.value) }, "\(line)")
+        #expect(line.contains("\\u2028") && line.contains("\\u009B"))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(object["error"] as? String == quoted)
+    }
+
     /// A client's text quoted into a message or metadata (an event name a vendor refused)
     /// cannot start a line of its own in `log_format: text`, nor hide one with a carriage
     /// return or a terminal's escape sequence.

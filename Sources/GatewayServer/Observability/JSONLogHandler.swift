@@ -65,7 +65,25 @@ public struct JSONLogHandler: LogHandler {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard let data = try? encoder.encode(JSONValue.object(fields)) else { return }
-        write(String(decoding: data, as: UTF8.self))
+        write(Self.escapingLineBreaks(String(decoding: data, as: UTF8.self)))
+    }
+
+    /// `JSONEncoder` escapes only what JSON must (below U+0020): U+2028, U+2029 and the C1
+    /// controls it writes as they are, and a reader that splits lines on them, or a terminal
+    /// that obeys them, would see a line a vendor's answer wrote. They can stand only in a
+    /// string, where `\u` escapes them.
+    static func escapingLineBreaks(_ json: String) -> String {
+        guard json.unicodeScalars.contains(where: TextLogHandler.isControl) else { return json }
+        var result = ""
+        for scalar in json.unicodeScalars {
+            if TextLogHandler.isControl(scalar) {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                result += "\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
     }
 
     static func json(_ value: Logger.Metadata.Value) -> JSONValue {
