@@ -35,10 +35,21 @@ public final class PostgresStore: AttributionStore {
         self.client = client
         runner = client.runInBackground()
         do {
-            try await Self.checkDurability(client, logger: logger)
+            // The first contact is held to `timeout_ms`, as every command is: the pool
+            // retries a refused connection for about a minute before it gives up. The schema
+            // work after it is not: building an index on a large table takes its time.
+            try await GatewayPostgres.answered(within: url.timeout, from: url) {
+                try await Self.checkDurability(client, logger: logger)
+            }
             try await PostgresSchema.migrate(client, logger: logger)
         } catch {
             runner.cancel()
+            // The server's own reason, when a connection of our own is refused: the pool's
+            // error names only itself, or the time it waited.
+            if let refused = await url.connectionFailure(logger: logger) {
+                throw StoreNotReady(reason: "PostgreSQL at \(url.shown): \(refused)")
+            }
+            if let error = error as? StoreNotReady { throw error }
             throw StoreNotReady(reason: "PostgreSQL at \(url.shown): \(Self.describe(error))")
         }
     }
@@ -61,7 +72,9 @@ public final class PostgresStore: AttributionStore {
     /// An error as a line for a person: the server's own message where there is one.
     public static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
-            return error.serverInfo?[.message] ?? "\(error.code)"
+            if let message = error.serverInfo?[.message] { return message }
+            // A connection that failed: the system's reason ("Connection refused").
+            return error.underlying.map { "\(error.code): \($0)" } ?? "\(error.code)"
         }
         return "\(error)"
     }
