@@ -369,6 +369,14 @@ import Testing
         #expect(current["att_status"] == "2" && current["tracking_enabled"] == nil)
     }
 
+    /// A dual-stack server writes a client's IPv4 address mapped into IPv6: still IPv4.
+    @Test func anIPv4MappedAddressIsSentAsIPv4() throws {
+        let values = try form(try request(adjust, Self.event("session", ["ip": Self.q("::ffff:198.51.100.4")])))
+        #expect(values["ip_address"] == "198.51.100.4")
+        let v6 = try form(try request(adjust, Self.event("session", ["ip": Self.q("2001:db8::1")])))
+        #expect(v6["ip_address"] == nil)
+    }
+
     @Test func adjustEventUsesTheAppsEventToken() throws {
         let sent = try request(adjust, Self.event("event", ["name": Self.q("level_up")]))
         #expect(sent.url == "http://vendor.test/event")

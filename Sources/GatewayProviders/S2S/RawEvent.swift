@@ -165,9 +165,16 @@ public struct RawEvent: Sendable {
             timing: timing)
     }
 
+    /// The IPv4 address, also when written IPv4-mapped (`::ffff:198.51.100.4`, as a
+    /// dual-stack server logs a client's): the vendors that take only IPv4 get it.
     public var ipv4: String? {
-        guard let ip, ip.contains("."), !ip.contains(":") else { return nil }
-        return ip
+        guard let ip, ip.contains(".") else { return nil }
+        guard ip.contains(":") else { return ip }
+        let mapped = ip.lowercased()
+        guard mapped.hasPrefix("::ffff:"), case let tail = String(ip.dropFirst(7)), !tail.contains(":") else {
+            return nil
+        }
+        return tail
     }
 
     // MARK: field readers
