@@ -1,3 +1,4 @@
+import Foundation
 import GatewayCore
 import Testing
 
@@ -15,5 +16,17 @@ import Testing
             let quoted = SecretText.removing([key], from: "echo: \(spelling) end", as: "key")
             #expect(quoted == "echo: <key> end", "\(spelling): \(quoted)")
         }
+    }
+
+    /// Every byte percent-encoded, and Base64 as a Basic header quoted back carries it.
+    @Test func aSecretIsTakenOutEncodedByteByByteAndInBase64() {
+        let key = "ADJKEY-SECRET"
+        let everyByte = key.utf8.map { "%" + String($0, radix: 16, uppercase: true) }.joined()
+        let basic = Data((key + ":").utf8).base64EncodedString()
+        let page = "Bearer \(everyByte) Basic \(basic) raw \(Data(key.utf8).base64EncodedString())"
+        let kept = SecretText.removing([key], from: page, as: "key")
+        #expect(kept == "Bearer <key> Basic <key> raw <key>", "\(kept)")
+        // A short value's Base64 is left alone: other words hold those letters too.
+        #expect(SecretText.removing(["k"], from: "aw aw== ok", as: "key") == "aw aw== o<key>")
     }
 }
