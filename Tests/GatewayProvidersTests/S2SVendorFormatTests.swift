@@ -603,6 +603,8 @@ import Testing
         #expect(install.adGroupName == "Exact")
         #expect(install.conversionDate == Date(timeIntervalSince1970: 1_698_811_507))
         #expect(install.idfv == Self.idfv)
+        // Adjust's own device id is the record's, for a forget to name.
+        #expect(install.vendorIDs == ["adid": "0123456789abcdef0123456789abcdef"])
     }
 
     @Test func aReattributionConvertsWhenItHappensNotAtTheFirstInstall() throws {

@@ -96,6 +96,8 @@ enum VendorCallback {
         record.appID = appID
         record.appUserID = try text(map.user)
         device.apply(to: &record)
+        // The vendor's own device id, as an event's `vendor_ids` holds it: a forget names it.
+        if let vendorDevice = try text(map.deviceID) { record.vendorIDs = [map.deviceID[0]: vendorDevice] }
         record.network = network
         if !organic {
             record.campaignName = try text(map.campaign)
