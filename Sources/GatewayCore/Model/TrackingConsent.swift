@@ -8,7 +8,7 @@ public enum TrackingConsent {
     }
 
     /// Whether `version` (`14.4.1`, `13`) is an iOS before 14.5; nil when it names no version.
-    static func predatesATT(_ version: String) -> Bool? {
+    public static func predatesATT(_ version: String) -> Bool? {
         let parts = version.trimmingWhitespace().split(separator: ".", omittingEmptySubsequences: false)
         guard let first = parts.first, first.isASCIIDigits, let major = Int(first) else { return nil }
         var minor = 0

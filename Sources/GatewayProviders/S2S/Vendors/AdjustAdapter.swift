@@ -61,10 +61,10 @@ public struct AdjustAdapter: VendorAdapter {
         add("adid", adid)
         // Adjust takes the ATT status from iOS 14.5, where Apple enforces it; below, whether
         // the device allows tracking, never both. An IDFA is sent only when it does.
-        if Self.hasATT(osVersion: event.osVersion) {
-            add("att_status", event.attStatus.map(String.init))
-        } else {
+        if event.osVersion.flatMap(TrackingConsent.predatesATT) == true {
             add("tracking_enabled", event.idfa == nil ? "0" : "1")
+        } else {
+            add("att_status", event.attStatus.map(String.init))
         }
         add("os_name", "ios")
         add("os_version", event.osVersion)
@@ -123,15 +123,5 @@ public struct AdjustAdapter: VendorAdapter {
         default:
             return .reject(reason: "Adjust answered \(status): \(body.prefix(200))")
         }
-    }
-
-    /// Whether `osVersion` is iOS 14.5 or later; unknown counts as later, as nearly every
-    /// device now is.
-    static func hasATT(osVersion: String?) -> Bool {
-        guard let osVersion else { return true }
-        let parts = osVersion.split(separator: ".").map { Int($0) }
-        guard let major = parts.first ?? nil else { return true }
-        let minor = parts.count > 1 ? (parts[1] ?? 0) : 0
-        return major > 14 || (major == 14 && minor >= 5)
     }
 }
