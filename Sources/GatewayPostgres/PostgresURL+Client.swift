@@ -4,28 +4,36 @@ import PostgresNIO
 extension PostgresURL {
     /// postgres-nio's configuration for a pool of at most `poolSize` connections.
     public func clientConfiguration(poolSize: Int) -> PostgresClient.Configuration {
-        let tls: PostgresClient.Configuration.TLS
-        switch sslMode {
-        case "prefer", "require":
-            var context = TLSConfiguration.makeClientConfiguration()
-            // libpq's `require` encrypts without checking the certificate.
-            context.certificateVerification = .none
-            tls = sslMode == "prefer" ? .prefer(context) : .require(context)
-        case "verify-ca":
-            var context = TLSConfiguration.makeClientConfiguration()
-            context.certificateVerification = .noHostnameVerification
-            tls = .require(context)
-        case "verify-full":
-            tls = .require(TLSConfiguration.makeClientConfiguration())
-        default:
-            tls = .disable
-        }
+        let tls: PostgresClient.Configuration.TLS =
+            switch tlsContext {
+            case (let context, let required)?: required ? .require(context) : .prefer(context)
+            case nil: .disable
+            }
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: tls)
         configuration.options.maximumConnections = poolSize
         configuration.options.minimumConnections = 0
         configuration.options.connectTimeout = .seconds(5)
         return configuration
+    }
+
+    /// What `sslmode` asks of TLS, as libpq reads it, and whether a connection without it
+    /// is refused; nil for none (`disable`, `allow`).
+    var tlsContext: (configuration: TLSConfiguration, required: Bool)? {
+        var context = TLSConfiguration.makeClientConfiguration()
+        switch sslMode {
+        case "prefer", "require":
+            // libpq's `require` encrypts without checking the certificate.
+            context.certificateVerification = .none
+            return (context, sslMode == "require")
+        case "verify-ca":
+            context.certificateVerification = .noHostnameVerification
+            return (context, true)
+        case "verify-full":
+            return (context, true)
+        default:
+            return nil
+        }
     }
 }
 
@@ -37,15 +45,9 @@ extension PostgresURL {
         var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: .disable)
         do {
-            switch sslMode {
-            case "prefer", "require", "verify-ca", "verify-full":
-                var context = TLSConfiguration.makeClientConfiguration()
-                if sslMode == "prefer" || sslMode == "require" { context.certificateVerification = .none }
-                if sslMode == "verify-ca" { context.certificateVerification = .noHostnameVerification }
+            if let (context, required) = tlsContext {
                 let ssl = try NIOSSLContext(configuration: context)
-                configuration.tls = sslMode == "prefer" ? .prefer(ssl) : .require(ssl)
-            default:
-                break
+                configuration.tls = required ? .require(ssl) : .prefer(ssl)
             }
             configuration.options.connectTimeout = .seconds(5)
             let connection = try await PostgresConnection.connect(
