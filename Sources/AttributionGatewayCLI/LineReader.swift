@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCore
 
 /// The lines of a file, read a chunk at a time: an import of any size holds one chunk and
 /// one line, not the file.
@@ -22,10 +23,7 @@ struct LineReader {
 
     init(path: String) throws {
         // A folder opens like a file and fails only at its first read, as a Foundation error.
-        var isFolder: ObjCBool = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
-            throw CocoaError(.fileReadUnknown)
-        }
+        if FileManager.default.isFolder(atPath: path) { throw CocoaError(.fileReadUnknown) }
         handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
     }
 

@@ -16,8 +16,7 @@ public enum ConfigLoader {
         registry: PluginRegistry, enrichers: Bool = true
     ) throws(ConfigError) -> GatewayConfiguration {
         let text: String
-        var isFolder: ObjCBool = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+        if FileManager.default.isFolder(atPath: path) {
             throw ConfigError(issues: [
                 ConfigIssue(file: path, path: "", line: 0, column: 0, message: "a folder, not a configuration file")
             ])

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GatewayCore
 
 /// A consistent copy of a store, taken while a gateway may be writing it.
 ///
@@ -74,9 +75,7 @@ public enum StoreBackup {
         }
         let given = URL(fileURLWithPath: target)
         let folderPath = given.deletingLastPathComponent().path
-        var isFolder: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: folderPath, isDirectory: &isFolder), isFolder.boolValue,
-            let folder = realPath(folderPath)
+        guard FileManager.default.isFolder(atPath: folderPath), let folder = realPath(folderPath)
         else {
             throw Refusal(description: "\(folderPath) is not a folder")
         }

@@ -237,10 +237,7 @@ public final class ConfigReader {
         guard let path = readFilePath(key) else { return nil }
         // Named at the key that names it: the file's own name and line 0 said where to
         // look only to someone who knew which key it was.
-        var isFolder: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), !isFolder.boolValue,
-            FileManager.default.isReadableFile(atPath: path)
-        else {
+        guard FileManager.default.isFile(atPath: path), FileManager.default.isReadableFile(atPath: path) else {
             report("cannot read \(path): no such file, a folder, or not readable by this user", key: key)
             return nil
         }

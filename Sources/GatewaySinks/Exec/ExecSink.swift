@@ -265,9 +265,7 @@ public enum ExecSinkPlugin: SinkPlugin {
     /// `PATH`, as a shell finds it. Never a folder, which is "executable" (searchable) too.
     static func programPath(_ name: String) -> String? {
         func isExecutableFile(_ path: String) -> Bool {
-            var folder: ObjCBool = false
-            return FileManager.default.fileExists(atPath: path, isDirectory: &folder) && !folder.boolValue
-                && FileManager.default.isExecutableFile(atPath: path)
+            FileManager.default.isFile(atPath: path) && FileManager.default.isExecutableFile(atPath: path)
         }
         if name.contains("/") { return isExecutableFile(name) ? name : nil }
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
