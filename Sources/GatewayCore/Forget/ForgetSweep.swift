@@ -87,8 +87,10 @@ public struct ForgetSweep: Sendable {
         matched.append(record)
         identifiers.recordIDs.append(record.recordID)
         // The user id as this record spells it, for the sinks, which compare bytes too.
-        if let id = record.appUserID, !identifiers.appUserIDs.contains(where: { $0.utf8.elementsEqual(id.utf8) }) {
-            if id == user { identifiers.appUserIDs.append(id) }
+        if let id = record.appUserID, id == user,
+            !identifiers.appUserIDs.contains(where: { $0.utf8.elementsEqual(id.utf8) })
+        {
+            identifiers.appUserIDs.append(id)
         }
         var found = false
         if let id = record.idfv, id != AttributionRecord.unsetDeviceID, idfvs.insert(id).inserted { found = true }

@@ -69,7 +69,8 @@ enum VendorCallback {
             ?? (network.map { $0.lowercased() == "organic" } ?? true)
         let device = try DeviceFields(fields)
         // Never the raw IDFA: only one the user allowed may be kept anywhere, keys included.
-        guard let deviceKey = try text(map.deviceID) ?? device.idfv ?? text(map.user) ?? device.idfa else {
+        let vendorDevice = try text(map.deviceID)
+        guard let deviceKey = try vendorDevice ?? device.idfv ?? text(map.user) ?? device.idfa else {
             throw GatewayError(
                 .missingField,
                 "a device id is required: \((map.deviceID + ["idfv"] + map.user).joined(separator: ", "))",
@@ -97,7 +98,7 @@ enum VendorCallback {
         record.appUserID = try text(map.user)
         device.apply(to: &record)
         // The vendor's own device id, as an event's `vendor_ids` holds it: a forget names it.
-        if let vendorDevice = try text(map.deviceID) { record.vendorIDs = [map.deviceID[0]: vendorDevice] }
+        record.vendorIDs = vendorDevice.map { [map.deviceID[0]: $0] }
         record.network = network
         if !organic {
             record.campaignName = try text(map.campaign)
