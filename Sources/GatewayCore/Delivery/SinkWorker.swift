@@ -359,9 +359,10 @@ public final class SinkWorker: Service, Sendable {
     {
         // A destination's answer may quote what it was sent (a vendor's 400 echoing the
         // event): the record's ids are taken out before the reason reaches a log line or a
-        // dead letter.
-        let ids = entry.record.identifyingValues
-        func withoutIDs(_ reason: String) -> String { SecretText.removing(ids, from: reason, as: "user id") }
+        // dead letter. Gathered only then: most records are delivered.
+        func withoutIDs(_ reason: String) -> String {
+            SecretText.removing(entry.record.identifyingValues, from: reason, as: "user id")
+        }
         switch outcome {
         case .delivered, .declined:
             return .delivered(id: entry.id)
