@@ -36,12 +36,10 @@ public final class PostgresStore: AttributionStore {
         runner = client.runInBackground()
         do {
             // The first contact is held to `timeout_ms`, as every command is: the pool
-            // retries a refused connection for about a minute before it gives up. The schema
-            // work after it is not: building an index on a large table takes its time.
+            // retries a refused connection for about a minute before it gives up.
             try await GatewayPostgres.answered(within: url.timeout, from: url) {
                 try await Self.checkDurability(client, logger: logger)
             }
-            try await PostgresSchema.migrate(client, logger: logger)
         } catch {
             runner.cancel()
             // The server's own reason, when a connection of our own is refused: the pool's
@@ -50,6 +48,13 @@ public final class PostgresStore: AttributionStore {
                 throw StoreNotReady(reason: "PostgreSQL at \(url.shown): \(refused)")
             }
             if let error = error as? StoreNotReady { throw error }
+            throw StoreNotReady(reason: "PostgreSQL at \(url.shown): \(Self.describe(error))")
+        }
+        do {
+            // Not held to it: building an index on a large table takes its time.
+            try await PostgresSchema.migrate(client, logger: logger)
+        } catch {
+            runner.cancel()
             throw StoreNotReady(reason: "PostgreSQL at \(url.shown): \(Self.describe(error))")
         }
     }
