@@ -310,8 +310,9 @@ import Testing
         let apple = FakeAppleAdServices()
         let token = Self.token("restart")
         apple.script(token, [.notFound, .attributed()])
-        // A retry far enough away that the first gateway is gone before it is due.
-        let options = ["not_found_interval_ms": "1500"]
+        // A retry far enough away that the first gateway is gone before it is due, on a
+        // loaded CI machine too (1.5 s was not).
+        let options = ["not_found_interval_ms": "8000"]
         let recordID = Mutex<String?>(nil)
         try await withGateway(apple, env: env, options: options) { client, gateway in
             let (_, answer) = try await post(client, Self.body(token))
