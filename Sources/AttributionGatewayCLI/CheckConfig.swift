@@ -92,8 +92,10 @@ enum ConfigSummary {
         if configuration.sinks.isEmpty { lines.append("  none") }
         for sink in configuration.sinks {
             let d = sink.delivery
+            // As the sink's worker takes them: `batch_size`, capped by the sink's own limit.
+            let batch = min(d.batchSize, sink.prepared.maxBatchSize ?? .max)
             lines.append(
-                "  \(sink.name) (\(sink.prepared.typeName)): \(sink.prepared.summary); batches of \(d.batchSize), "
+                "  \(sink.name) (\(sink.prepared.typeName)): \(sink.prepared.summary); batches of up to \(batch), "
                     + "\(d.maxAttempts) attempts\(d.paused ? ", PAUSED" : "")")
         }
         lines.append("routes:")

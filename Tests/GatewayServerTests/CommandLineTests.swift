@@ -64,6 +64,28 @@ import Testing
         #expect(named.status == 1 && named.stderr.contains("server.port: expected an integer"))
     }
 
+    /// The summary's batch size is the one delivery makes: `batch_size`, capped by the
+    /// sink's own limit (an exec's `max_batch_size`, a SQLite table's 500 rows).
+    @Test func checkConfigShowsTheBatchesDeliveryMakes() throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let path = env.directory.appendingPathComponent("batches.yaml").path
+        try """
+        storage: { sqlite: { path: \(env.databasePath) } }
+        sinks:
+          run: { type: exec, command: [/bin/cat], max_batch_size: 5 }
+          table: { type: sqlite, batch_size: 2000 }
+          few: { type: sqlite, batch_size: 20 }
+        routes:
+          - sinks: [run, table, few]
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        let result = try run(["check-config", path])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("run (exec): runs /bin/cat, NDJSON over stdin/stdout; batches of up to 5,"))
+        #expect(result.stdout.contains("; batches of up to 500,"), "\(result.stdout)")
+        #expect(result.stdout.contains("; batches of up to 20,"), "\(result.stdout)")
+    }
+
     /// As ssh does for its keys: a private key file that others can read is said, by
     /// `check-config` and by `serve`, which still start.
     @Test func aPrivateKeyFileOthersCanReadIsWarnedAbout() async throws {

@@ -39,11 +39,16 @@ public protocol SinkPlugin: SendableMetatype {
     /// What the sink writes into, where another sink of the config could write too; nil
     /// (the default) for a sink that shares nothing.
     static func target(_ options: Options) -> SinkTarget?
+    /// The most records the sink takes in one batch (its `maxBatchSize`), known from its
+    /// options so that `check-config` shows the batches delivery will really make; nil
+    /// (the default) for a sink that takes whatever `batch_size` says.
+    static func maxBatchSize(_ options: Options) -> Int?
 }
 
 extension SinkPlugin {
     public static var deliveryDefaults: DeliverySettings { DeliverySettings() }
     public static func target(_ options: Options) -> SinkTarget? { nil }
+    public static func maxBatchSize(_ options: Options) -> Int? { nil }
 }
 
 /// A table or a view a sink writes, and where: two sinks of a config may share one only
@@ -139,16 +144,19 @@ public struct PreparedSink: Sendable {
     public let summary: String
     /// What it writes that another sink could write too (``SinkPlugin/target(_:)``).
     public let target: SinkTarget?
+    /// Its own limit on a batch (``SinkPlugin/maxBatchSize(_:)``).
+    public let maxBatchSize: Int?
     public let build: @Sendable (SinkContext) async throws -> any AttributionSink
 
     public init(
-        name: String, typeName: String, summary: String, target: SinkTarget? = nil,
+        name: String, typeName: String, summary: String, target: SinkTarget? = nil, maxBatchSize: Int? = nil,
         build: @escaping @Sendable (SinkContext) async throws -> any AttributionSink
     ) {
         self.name = name
         self.typeName = typeName
         self.summary = summary
         self.target = target
+        self.maxBatchSize = maxBatchSize
         self.build = build
     }
 }
@@ -210,6 +218,7 @@ public struct PluginRegistry: Sendable {
                 guard let options = P.readOptions(reader, context: context) else { return nil }
                 return PreparedSink(
                     name: context.name, typeName: P.typeName, summary: P.summary(options), target: P.target(options),
+                    maxBatchSize: P.maxBatchSize(options),
                     build: { context in try await P.makeSink(options: options, context: context) })
             },
             deliveryDefaults: P.deliveryDefaults)

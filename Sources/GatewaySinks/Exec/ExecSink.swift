@@ -278,6 +278,8 @@ public enum ExecSinkPlugin: SinkPlugin {
         return ExecSink(options: options, logger: logger)
     }
 
+    public static func maxBatchSize(_ options: Options) -> Int? { options.maxBatchSize }
+
     public static func summary(_ options: Options) -> String {
         "runs \(options.command.first ?? ""), NDJSON over stdin/stdout"
     }

@@ -55,7 +55,8 @@ public final class MixpanelSink: AttributionSink {
     }
 
     /// Mixpanel's limit is 2,000 updates per request and each record makes at most two.
-    public let maxBatchSize = 1000
+    public let maxBatchSize = batchLimit
+    static let batchLimit = 1000
     /// Mixpanel's documented request limit is larger; 2 MB is the safe older figure.
     static let maxRequestBytes = 2_000_000
     let options: Options
@@ -388,6 +389,8 @@ public enum MixpanelSinkPlugin: SinkPlugin {
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
         MixpanelSink(options: options)
     }
+
+    public static func maxBatchSize(_ options: Options) -> Int? { MixpanelSink.batchLimit }
 
     public static func summary(_ options: Options) -> String {
         let events = options.eventName.map { ", events '\($0)'" } ?? ""

@@ -8,7 +8,9 @@ import PostgresNIO
 /// database by default, or another `url`), idempotently by `record_id`, for analysts who
 /// query with any SQL tool.
 public final class PostgresSink: AttributionSink {
-    public let maxBatchSize = 500
+    /// The rows one statement writes, for the table and the view alike.
+    static let batchLimit = 500
+    public let maxBatchSize = batchLimit
     let connection: PostgresSinkClient
     let logger: Logger
     /// Whether rows hold the payload as it arrived; the store keeps it compressed anyway,
@@ -159,6 +161,8 @@ public enum PostgresSinkPlugin: SinkPlugin {
         return try await PostgresSink(
             url: options.url, indexes: options.indexes, raw: options.raw, logger: context.logger)
     }
+
+    public static func maxBatchSize(_ options: Options) -> Int? { PostgresSink.batchLimit }
 
     public static func summary(_ options: Options) -> String {
         if options.view { return "view attribution_records in \(options.url)" }

@@ -128,7 +128,7 @@ enum PostgresSinkView {
 /// `type: postgres` with `view: true`: `attribution_records` is a view over the store's
 /// own records, so a record is written once; delivering one lists its place.
 public final class PostgresViewSink: AttributionSink {
-    public let maxBatchSize = 500
+    public let maxBatchSize = PostgresSink.batchLimit
     let connection: PostgresSinkClient
     let logger: Logger
 

@@ -6,7 +6,9 @@ import GRDB
 /// Writes records into a queryable, indexed `attribution_records` table, idempotently by
 /// `record_id`. By default it uses the gateway's own SQLite file.
 public final class SQLiteSink: AttributionSink {
-    public let maxBatchSize = 500
+    /// The rows one transaction writes, for the table and the view alike.
+    static let batchLimit = 500
+    public let maxBatchSize = batchLimit
     let pool: DatabasePool
     /// Whether rows hold the payload as it arrived; the store keeps it compressed anyway,
     /// and it is the largest part of a row.
@@ -157,6 +159,8 @@ public enum SQLiteSinkPlugin: SinkPlugin {
         if options.view { return try SQLiteViewSink(path: options.path, indexes: options.indexes) }
         return try SQLiteSink(path: options.path, indexes: options.indexes, raw: options.raw)
     }
+
+    public static func maxBatchSize(_ options: Options) -> Int? { SQLiteSink.batchLimit }
 
     public static func summary(_ options: Options) -> String {
         var table = "\(options.view ? "view" : "table") attribution_records in \(options.path)"

@@ -7,7 +7,7 @@ import GRDB
 /// records (``SQLiteSinkView``), so a record is written once. Delivering a record adds its
 /// place to the sink's list, with the record itself when the sink is inline.
 public final class SQLiteViewSink: AttributionSink {
-    public let maxBatchSize = 500
+    public let maxBatchSize = SQLiteSink.batchLimit
     let pool: DatabasePool
 
     /// Makes the view in the store's file at `path`, with an index on each of `indexes`.

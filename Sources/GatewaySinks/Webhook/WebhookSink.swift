@@ -248,6 +248,8 @@ public enum WebhookSinkPlugin: SinkPlugin {
     }
 
     public static func summary(_ options: Options) -> String {
-        "POST \(ShownURL.of(options.url)), signed, batches of up to \(options.maxBatchSize)"
+        "POST \(ShownURL.of(options.url)), signed"
     }
+
+    public static func maxBatchSize(_ options: Options) -> Int? { options.maxBatchSize }
 }
