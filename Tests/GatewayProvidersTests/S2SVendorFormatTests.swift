@@ -744,6 +744,34 @@ import Testing
         #expect(reason.contains("takes no refund records"))
     }
 
+    /// After a forget, `replay` still finds the user's records, their ids replaced by
+    /// stand-ins: sent, the stand-in IDFV would be a new device at the vendor.
+    @Test func aForgottenUsersEventReplayedToAVendorIsDeclinedWithoutARequest() async throws {
+        let body = S2SVendorFormatTests.event("session")
+        let payload = IngestPayload(body: Data(body.utf8), receivedAt: Date(), path: "/v1/events")
+        let session = try #require(try S2SProvider(options: .init()).normalize(payload).first)
+        var sweep = ForgetSweep(ForgetSubject(appID: "123456789", idfv: S2SVendorFormatTests.idfv))
+        #expect(sweep.matches(session))
+        sweep.add(session)
+        let forgotten = try #require(sweep.reduced().first)
+        #expect(forgotten.idfv?.hasPrefix("forgotten-") == true)
+        var settings = S2SVendorFormatTests.settings(.adjust, key: "ADJUSTKEY")
+        settings.endpoint = "http://127.0.0.1:9"
+        let sink = VendorSink(
+            adapter: AdjustAdapter(settings: settings), settings: settings, logger: .init(label: "test"))
+        let outcomes = try await sink.deliver([session, forgotten])
+        guard case .declined(let reason)? = outcomes.last else {
+            Issue.record("expected a decline, got \(outcomes)")
+            return
+        }
+        #expect(reason.contains("the user was forgotten"))
+        // The same event unforgotten is sent: nothing listens, so it is retried.
+        guard case .retry? = outcomes.first else {
+            Issue.record("expected a retry of the unforgotten event, got \(outcomes)")
+            return
+        }
+    }
+
     @Test func anEventWithoutConsentQueuedForAVendorThatNeedsItIsDeclinedWithoutARequest() async throws {
         let body = S2SVendorFormatTests.event("event", ["name": S2SVendorFormatTests.q("level_up"), "att_status": "2"])
         let payload = IngestPayload(body: Data(body.utf8), receivedAt: Date(), path: "/v1/events")

@@ -327,11 +327,15 @@ import Testing
 
     @Test func recordsWithoutARealUserAreNotSent() async throws {
         try await run { fake, sink throws in
-            let outcomes = try await sink.deliver([record(user: nil), record(user: "anon"), record(user: "0")])
+            // A forgotten user's stand-in id names nobody either (a `replay` after a forget).
+            let outcomes = try await sink.deliver([
+                record(user: nil), record(user: "anon"), record(user: "0"),
+                record(user: "forgotten-" + UUID().uuidString.lowercased()),
+            ])
             // Counted apart from what Mixpanel holds.
             #expect(
                 outcomes
-                    == Array(repeating: .declined(reason: "no real user id: nothing is sent to Mixpanel"), count: 3))
+                    == Array(repeating: .declined(reason: "no real user id: nothing is sent to Mixpanel"), count: 4))
             #expect(fake.requests.isEmpty)
         }
     }

@@ -125,20 +125,26 @@ public struct ForgetSweep: Sendable {
             record.transactionRef = record.transactionRef.map { pseudonym(for: "transaction:" + $0) }
             record.vendorIDs = nil
             record.raw = nil
-            record.dedupeKey = "forgotten:" + record.recordID
+            record.dedupeKey = AttributionRecord.forgottenKeyPrefix + record.recordID
             return record
         }
     }
 
     private mutating func pseudonym(for id: String) -> String {
         if let known = pseudonyms[id] { return known }
-        let made = "forgotten-" + UUID().uuidString.lowercased()
+        let made = UserIDs.forgottenPrefix + UUID().uuidString.lowercased()
         pseudonyms[id] = made
         return made
     }
 }
 
 extension AttributionRecord {
+    static let forgottenKeyPrefix = "forgotten:"
+
+    /// Whether a forget request reduced this record (``ForgetSweep/reduced()``): its ids are
+    /// stand-ins, which a sink that identifies users elsewhere must not send.
+    public var isForgotten: Bool { dedupeKey.hasPrefix(Self.forgottenKeyPrefix) }
+
     /// The record that carries a forget request through the sinks' outboxes: it holds no
     /// id of the user's (each sink reads those from the request, while it is open).
     public static func forgetCarrier(requestID: String, appID: String, at date: Date) -> AttributionRecord {

@@ -10,9 +10,14 @@ public enum UserIDs {
         "00000000-0000-0000-0000-000000000000", "lmy47d", "email", "false", "true",
     ]
 
-    /// Whether `id` names a user: not blank, and not a placeholder.
+    /// How a forgotten user's stand-in ids begin (``ForgetSweep/reduced()``).
+    public static let forgottenPrefix = "forgotten-"
+
+    /// Whether `id` names a user: not blank, not a placeholder, and not the stand-in of a
+    /// forgotten user's id (sent on, it would make a new user of nobody).
     public static func isReal(_ id: String) -> Bool {
         let trimmed = id.trimmingCharacters(in: .whitespaces)
         return !trimmed.isEmpty && !placeholders.contains(trimmed.lowercased())
+            && !trimmed.hasPrefix(forgottenPrefix)
     }
 }

@@ -29,15 +29,12 @@ struct MixpanelProfileMapping: Sendable {
         "skan_coarse_value",
     ]
 
-    /// Ids Mixpanel refuses as `distinct_id`: sending them would merge unrelated users.
-    static let placeholderIDs = UserIDs.placeholders
-
-    /// The user this record belongs to, or nil when it has no real one.
+    /// The user this record belongs to, or nil when it has no real one: a placeholder
+    /// (Mixpanel refuses those as `distinct_id`, which would merge unrelated users) or a
+    /// forgotten user's stand-in (``UserIDs/isReal(_:)``).
     static func distinctID(_ record: AttributionRecord) -> String? {
-        guard let id = record.appUserID?.trimmingCharacters(in: .whitespaces), !id.isEmpty,
-            !placeholderIDs.contains(id.lowercased())
-        else { return nil }
-        return id
+        guard let id = record.appUserID, UserIDs.isReal(id) else { return nil }
+        return id.trimmingCharacters(in: .whitespaces)
     }
 
     /// The properties of one record: first-touch ones (`$set_once`) and those a later

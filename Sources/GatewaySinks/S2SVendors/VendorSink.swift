@@ -60,6 +60,12 @@ public final class VendorSink<Adapter: VendorAdapter>: AttributionSink {
                     reason: "\(adapter.vendor.displayName) takes no \(record.kind.rawValue) records")
                 continue
             }
+            // `replay` may queue a forgotten user's record too: its device ids are stand-ins,
+            // which the vendor would count as a device.
+            guard !record.isForgotten else {
+                outcomes[index] = .declined(reason: "the user was forgotten; the record holds no ids of theirs")
+                continue
+            }
             // Its route holds back events without consent; this holds back those queued
             // before `require_consent` was set.
             guard !settings.requireConsent || record.hasTrackingConsent else {
