@@ -17,7 +17,7 @@ APPLE_ANSWER = (b'{"attribution":true,"orgId":40669820,"campaignId":542370539,"c
                 b'"claimType":"Click","adGroupId":542317095,"countryOrRegion":"US","keywordId":87675432,'
                 b'"adId":542317136,"clickDate":"2024-10-08T17:17Z"}')
 REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}
-counts = {"apple": 0, "webhook_records": 0, "engage_updates": 0, "import_events": 0}
+counts = {"apple": 0, "webhook_records": 0, "webhook_forgets": 0, "engage_updates": 0, "import_events": 0}
 
 
 def handle(method, path, headers, body):
@@ -31,7 +31,11 @@ def handle(method, path, headers, body):
         counts["apple"] += 1
         return 200, APPLE_ANSWER
     if path == "/hook":
-        counts["webhook_records"] += len(json.loads(body)["records"])
+        message = json.loads(body)
+        if message.get("type") == "user.forgotten":  # a forget request: nothing kept here
+            counts["webhook_forgets"] += 1
+        else:
+            counts["webhook_records"] += len(message["records"])
         return 200, b""
     if path == "/engage":
         counts["engage_updates"] += len(json.loads(body))

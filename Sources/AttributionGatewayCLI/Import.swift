@@ -26,7 +26,7 @@ struct ImportPayloads: AsyncParsableCommand {
             {"received_at": "2025-03-01T12:00:00Z", "payload": {…}} for one that arrived then: the \
             record keeps that time. Lines that cannot be read are listed with their number and the exit \
             status is 1.
-            """, shouldDisplay: false)
+            """)
 
     @Option(help: "The provider that reads each line (e.g. iad).")
     var provider: String
