@@ -260,6 +260,8 @@ import Testing
             #expect(text.contains(#"gateway_deliveries_total{sink="local",outcome="inline_fallback"} 0"#))
             #expect(text.contains(#"gateway_rate_limited_total{limit="connections_per_ip"} 0"#))
             #expect(text.contains(#"gateway_records_duplicate_total{provider="iad"} 0"#))
+            #expect(text.contains(#"gateway_retention_removed_total{what="raw"} 0"#))
+            #expect(text.contains("gateway_forget_requests_total 0"))
             // And the gateway's own faults, which IngestFailing takes rate() of.
             #expect(text.contains(#"gateway_records_rejected_total{provider="iad",code="storage_unavailable"} 0"#))
             #expect(text.contains(#"gateway_records_rejected_total{provider="iad",code="internal_error"} 0"#))

@@ -50,6 +50,10 @@ public struct GatewayMetrics: Sendable {
             counter("gateway_quarantine_dropped_total", [("provider", provider)]).increment(by: 0)
         }
         counter("gateway_malformed_requests_total", []).increment(by: 0)
+        counter("gateway_forget_requests_total", []).increment(by: 0)
+        for what in ["raw", "records"] {
+            counter("gateway_retention_removed_total", [("what", what)]).increment(by: 0)
+        }
         for result in ["applied", "rejected"] {
             counter("gateway_config_reloads_total", [("result", result)]).increment(by: 0)
         }
