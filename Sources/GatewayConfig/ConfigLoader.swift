@@ -69,6 +69,14 @@ public enum ConfigLoader {
         let server = readServer(reader.child("server"))
         let storage = readStorage(reader.child("storage"), root: reader)
         let auth = readAuth(reader.child("auth"))
+        // Only backend keys get a bucket (an app's key is public): without one, the limit
+        // the operator meant to set limits nothing.
+        if server.rateLimits.perKey != nil, !auth.apiKeys.contains(where: { $0.scope == .backend }) {
+            diagnostics.warn(
+                "limits nothing: only keys of `scope: backend` in auth.api_keys get a bucket, and there are none",
+                path: "server.rate_limits.per_key",
+                at: reader.child("server")?.child("rate_limits")?.node("per_key"))
+        }
         let providers = readProviders(reader.child("providers"), registry: registry)
         let enrichersSection = reader.child("enrichers")
         let enrichers = readsEnrichers ? readEnrichers(enrichersSection, registry: registry) : []

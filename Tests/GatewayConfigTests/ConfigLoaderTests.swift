@@ -228,6 +228,25 @@ import Testing
         #expect(issue.message.hasSuffix(", did you mean '\(intended)'?"), "\(issue.message)")
     }
 
+    /// A `per_key` limit counts backend keys only: with none, it limits nothing, and the
+    /// operator is told so, at the key's line, while the file still loads.
+    @Test func aPerKeyLimitWithoutABackendKeyIsWarnedAbout() throws {
+        let limit = """
+            server:
+              rate_limits:
+                per_key: { per_second: 10 }
+            """
+        let appKeyOnly = try parse(
+            limit + "\nauth: { api_keys: [ { app_id: \"1\", key: \"appkey-0123456789abcdef\" } ] }\n" + Self.oneSink)
+        let warning = try #require(appKeyOnly.warnings.first { $0.path == "server.rate_limits.per_key" })
+        #expect(warning.line == 3)
+        #expect(warning.message.contains("limits nothing"))
+        let backend = try parse(
+            limit + "\nauth: { api_keys: [ { app_id: \"1\", key: \"backendkey-0123456789ab\", scope: backend } ] }\n"
+                + Self.oneSink)
+        #expect(backend.warnings.isEmpty)
+    }
+
     // MARK: storage
 
     @Test func aPostgresURLFromTheEnvironmentChoosesThePostgresStore() throws {
