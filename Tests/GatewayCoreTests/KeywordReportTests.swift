@@ -365,6 +365,30 @@ extension KeywordReportTests {
             organic?.installs == 0 && organic?.purchases == 1 && organic?.revenue == ["USD": Decimal(string: "49.99")!])
     }
 
+    /// A campaign's cost per install and ROAS divide by its keywords' installs and revenue in
+    /// each currency of spend: its Search Match installs, which Apple's keyword report
+    /// pays nothing for, and another currency's keywords do not dilute them.
+    @Test func summedLinesPriceOnlyTheLinesWithSpendInEachCurrency() {
+        func line(_ keyword: Int64?, installs: Int, revenue: Decimal, spend: [String: Decimal]?) -> KeywordReport.Row {
+            var row = KeywordReport.emptyRow
+            (row.appID, row.network, row.campaignID, row.keywordID) = ("1", "Apple Search Ads", 1, keyword)
+            (row.installs, row.payingUsers, row.purchases, row.revenue) = (installs, 1, 1, ["USD": revenue])
+            row.spend = spend
+            row.price()
+            return row
+        }
+        var campaign = KeywordReport.emptyRow
+        campaign.add(line(7, installs: 10, revenue: 50, spend: ["USD": 100]))
+        campaign.add(line(nil, installs: 5, revenue: 30, spend: nil))  // Search Match
+        campaign.add(line(8, installs: 4, revenue: 0, spend: ["EUR": 40]))
+        #expect(campaign.installs == 19 && campaign.spend == ["USD": 100, "EUR": 40])
+        #expect(campaign.costPerInstall == ["USD": 10, "EUR": 10])
+        #expect(campaign.costPerPayingUser == ["USD": 100, "EUR": 40])
+        #expect(campaign.roas == ["USD": Decimal(string: "0.5")!])
+        // A single line is priced on its own counts.
+        #expect(line(7, installs: 10, revenue: 50, spend: ["USD": 100]).costPerInstall == ["USD": 10])
+    }
+
     /// Scenarios: a device's install joins its user's purchases, one device is one
     /// install, the backend's renewals follow the SDK user they were merged with, and a
     /// test device's purchases stay out.

@@ -67,6 +67,17 @@ public struct KeywordReport: Sendable {
         /// Revenue over spend, per currency where the line has both in it: a line's
         /// revenue in EUR and spend in USD has no ROAS, rather than one mixing the two.
         public var roas: [String: Decimal]?
+        /// Of summed lines, per spend currency, what the lines with spend in it counted:
+        /// the costs and ROAS divide by these, so a campaign's Search Match installs, which
+        /// no keyword's spend paid for, or another currency's keywords, do not dilute them.
+        /// Nil on a single line, whose own counts are its basis.
+        var pricedBasis: [String: CostBasis]?
+
+        struct CostBasis: Sendable, Equatable {
+            var installs = 0
+            var payingUsers = 0
+            var revenue: Decimal?
+        }
 
         enum CodingKeys: String, CodingKey {
             case network, campaign, keyword
@@ -92,22 +103,51 @@ public struct KeywordReport: Sendable {
                 (costPerInstall, costPerPayingUser, roas) = (nil, nil, nil)
                 return
             }
-            func per(_ count: Int) -> [String: Decimal]? {
-                count > 0 ? spend.mapValues { KeywordReport.rounded($0 / Decimal(count), 2) } : nil
+            let basis = costBasis
+            func per(_ count: KeyPath<CostBasis, Int>) -> [String: Decimal]? {
+                var costs: [String: Decimal] = [:]
+                for (currency, amount) in spend {
+                    guard let count = basis[currency]?[keyPath: count], count > 0 else { continue }
+                    costs[currency] = KeywordReport.rounded(amount / Decimal(count), 2)
+                }
+                return costs.isEmpty ? nil : costs
             }
-            costPerInstall = per(installs)
-            costPerPayingUser = per(payingUsers)
+            costPerInstall = per(\.installs)
+            costPerPayingUser = per(\.payingUsers)
             var ratios: [String: Decimal] = [:]
             for (currency, amount) in spend where amount > 0 {
-                if let earned = revenue[currency] { ratios[currency] = KeywordReport.rounded(earned / amount, 4) }
+                if let earned = basis[currency]?.revenue {
+                    ratios[currency] = KeywordReport.rounded(earned / amount, 4)
+                }
             }
             roas = ratios.isEmpty ? nil : ratios
+        }
+
+        /// Per spend currency, the counts the costs divide: the summed lines' with spend in
+        /// it, or this line's own.
+        private var costBasis: [String: CostBasis] {
+            if let pricedBasis { return pricedBasis }
+            var basis: [String: CostBasis] = [:]
+            for currency in (spend ?? [:]).keys {
+                basis[currency] = CostBasis(
+                    installs: installs, payingUsers: payingUsers, revenue: revenue[currency])
+            }
+            return basis
         }
 
         /// Adds `other`'s counts and revenue to this line's, names untouched: several lines
         /// summed, as a campaign's keywords are. Paying users are summed too, so a user paying
         /// on two of the lines counts twice.
         public mutating func add(_ other: Row) {
+            var basis = costBasis
+            for (currency, more) in other.costBasis {
+                var sum = basis[currency] ?? CostBasis()
+                sum.installs += more.installs
+                sum.payingUsers += more.payingUsers
+                if let earned = more.revenue { sum.revenue = (sum.revenue ?? 0) + earned }
+                basis[currency] = sum
+            }
+            pricedBasis = basis
             installs += other.installs
             payingUsers += other.payingUsers
             convertedInstalls += other.convertedInstalls
