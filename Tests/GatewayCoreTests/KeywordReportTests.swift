@@ -365,6 +365,26 @@ extension KeywordReportTests {
             organic?.installs == 0 && organic?.purchases == 1 && organic?.revenue == ["USD": Decimal(string: "49.99")!])
     }
 
+    /// A purchase made long before the user's only install (a user from before the gateway
+    /// kept records, back through an ad) is no ad's; one made within the hour before the
+    /// install is, as attribution arrives after the install it describes.
+    @Test func aPurchaseBeforeTheUsersOnlyInstallIsUnattributedBeyondAnHour() {
+        var report = KeywordReport()
+        let months: TimeInterval = 60 * 86400
+        report.add(Self.purchase("u1", "t1", "499.99"))
+        report.add(Self.install("u1", keyword: "calm", at: months))
+        var justBefore = Self.purchase("u2", "t2", "9.99")
+        justBefore.purchaseDate = Self.start.addingTimeInterval(months - 1800)
+        report.add(justBefore)
+        report.add(Self.install("u2", keyword: "calm", at: months))
+        let rows = report.rows
+        let calm = rows.first { $0.keyword == "calm" }
+        #expect(calm?.installs == 2 && calm?.payingUsers == 1)
+        #expect(calm?.revenue == ["USD": Decimal(string: "9.99")!])
+        let unattributed = rows.first { $0.network == "unattributed" }
+        #expect(unattributed?.revenue == ["USD": Decimal(string: "499.99")!] && unattributed?.installs == 0)
+    }
+
     /// A campaign's cost per install and ROAS divide by its keywords' installs and revenue in
     /// each currency of spend: its Search Match installs, which Apple's keyword report
     /// pays nothing for, and another currency's keywords do not dilute them.

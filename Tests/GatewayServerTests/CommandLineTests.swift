@@ -333,7 +333,11 @@ import Testing
         // (one reported twice), one by the organic user.
         let installs =
             ["buyer", "browser"].map { IAdPayloads.attributed(user: $0).replacingOccurrences(of: "\n", with: "") }
-            + [#"{"app_id":"1234567890","app_user_id":"organic","Version3.1":{"iad-attribution":"false"}}"#]
+            // Installed before its purchase (an organic answer has no date of its own).
+            + [
+                #"{"received_at":"2023-11-01T00:00:00Z","payload":{"app_id":"1234567890","app_user_id":"organic","#
+                    + #""Version3.1":{"iad-attribution":"false"}}}"#
+            ]
             // A keyword of its own holding a line break, as iAd's routes take it.
             + [
                 IAdPayloads.attributed(user: "spaced").replacingOccurrences(of: "\n", with: "")

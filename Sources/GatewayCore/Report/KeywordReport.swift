@@ -255,9 +255,10 @@ public struct KeywordReport: Sendable {
             isTest = isTest || other.isTest
         }
 
-        /// The install a purchase at `time` is credited to: the best of those before it (an
-        /// ad the user met after buying did not bring that purchase), or of all when none
-        /// was (a record late, a clock off). Without `time`, the user's own line.
+        /// The install a purchase at `time` is credited to: the best of those before it, an
+        /// hour's delay allowed; none when there is none (an ad the user met after buying did
+        /// not bring that purchase, however long after: the purchase is unattributed).
+        /// Without `time`, the user's own line.
         func credited(at time: Date? = nil) -> Install? {
             var best: Install?
             var bestBefore: Install?
@@ -271,7 +272,7 @@ public struct KeywordReport: Sendable {
             }
             if let first { consider(first) }
             for install in more { consider(install) }
-            return bestBefore ?? best
+            return time == nil ? best : bestBefore
         }
 
         var attribution: Int32? { credited()?.attribution }
