@@ -385,6 +385,30 @@ extension KeywordReportTests {
         #expect(unattributed?.revenue == ["USD": Decimal(string: "499.99")!] && unattributed?.installs == 0)
     }
 
+    /// A keyword's spend goes to the line of the campaign it ran in: an install posted with
+    /// the keyword's id and a made-up campaign gets none of it, and a keyword whose only line
+    /// names another campaign shows its spend on a line of its own.
+    @Test func spendGoesOnlyToTheLineOfItsOwnCampaign() {
+        func line(campaign: Int64?, keyword: Int64, installs: Int) -> KeywordReport.Row {
+            var row = KeywordReport.emptyRow
+            (row.appID, row.network, row.campaignID, row.keywordID) = ("1", "Apple Search Ads", campaign, keyword)
+            row.installs = installs
+            return row
+        }
+        let rows = [
+            line(campaign: 7777, keyword: 7, installs: 1), line(campaign: 1, keyword: 7, installs: 3),
+            line(campaign: nil, keyword: 8, installs: 2), line(campaign: 9, keyword: 9, installs: 1),
+        ]
+        let spend: [Int64: KeywordSpend] = [
+            7: KeywordSpend(campaignID: 1, amounts: ["USD": 30]), 8: KeywordSpend(campaignID: 2, amounts: ["USD": 8]),
+            9: KeywordSpend(campaignID: 3, amounts: ["USD": 5]),
+        ]
+        let priced = KeywordReport.spending(rows, spend)
+        #expect(priced.map(\.spend) == [nil, ["USD": 30], ["USD": 8], nil, ["USD": 5]])
+        #expect(priced[1].costPerInstall == ["USD": 10])
+        #expect(priced[4].campaignID == 3 && priced[4].keywordID == 9 && priced[4].installs == 0)
+    }
+
     /// A campaign's cost per install and ROAS divide by its keywords' installs and revenue in
     /// each currency of spend: its Search Match installs, which Apple's keyword report
     /// pays nothing for, and another currency's keywords do not dilute them.

@@ -602,21 +602,26 @@ public struct KeywordReport: Sendable {
     /// that app's are added.
     public static func spending(_ rows: [Row], _ spend: [Int64: KeywordSpend], appID: String? = nil) -> [Row] {
         guard !spend.isEmpty else { return rows }
-        var lined: Set<Int64> = []
+        // Each keyword's spend goes to one line, the one that agrees most with where the
+        // spend says it ran: an install posted with a real keyword id and a made-up campaign
+        // (an app's key is public) must not copy the keyword's spend onto a line of its own.
+        var chosen: [Int64: (index: Int, agreement: Int)] = [:]
         var appOfCampaign: [Int64: String] = [:]
-        let rows = rows.map { row in
-            guard row.network == appleSearchAds else { return row }
+        for (index, row) in rows.enumerated() where row.network == appleSearchAds {
             if let campaign = row.campaignID, appOfCampaign[campaign] == nil { appOfCampaign[campaign] = row.appID }
-            guard let id = row.keywordID else { return row }
-            lined.insert(id)
-            guard let known = spend[id] else { return row }
+            guard let id = row.keywordID, let known = spend[id], let agreement = agreement(of: row, with: known)
+            else { continue }
+            if chosen[id].map({ agreement > $0.agreement }) ?? true { chosen[id] = (index, agreement) }
+        }
+        let rows = rows.enumerated().map { index, row in
+            guard let id = row.keywordID, chosen[id]?.index == index, let known = spend[id] else { return row }
             var row = row
             row.spend = known.amounts
             row.price()
             return row
         }
         let unlined = spend.compactMap { id, known -> Row? in
-            guard !lined.contains(id), known.amounts.values.contains(where: { $0 > 0 }) else { return nil }
+            guard chosen[id] == nil, known.amounts.values.contains(where: { $0 > 0 }) else { return nil }
             let app = known.appID ?? known.campaignID.flatMap { appOfCampaign[$0] } ?? ""
             if let appID, app != appID { return nil }
             var row = Row(
@@ -631,6 +636,20 @@ public struct KeywordReport: Sendable {
                 ($0.appID, $0.campaignID ?? 0, $0.adGroupID ?? 0, $0.keywordID ?? 0)
                     < ($1.appID, $1.campaignID ?? 0, $1.adGroupID ?? 0, $1.keywordID ?? 0)
             }
+    }
+
+    /// How well a line agrees with where a keyword's spend ran: nil when its app, campaign
+    /// or ad group is another; more for each of campaign and ad group that both name alike.
+    /// An id the spend lacks (an export without it, stored as 0) agrees with any.
+    static func agreement(of row: Row, with spend: KeywordSpend) -> Int? {
+        if let app = spend.appID, !app.isEmpty, row.appID != app { return nil }
+        var agreement = 0
+        for (line, spent, weight) in [(row.campaignID, spend.campaignID, 2), (row.adGroupID, spend.adGroupID, 1)] {
+            guard let spent, spent != 0, let line else { continue }
+            guard line == spent else { return nil }
+            agreement += weight
+        }
+        return agreement
     }
 
     /// The network whose ids the keyword cache names (Apple's campaign, ad group and
