@@ -64,6 +64,41 @@ import Testing
         #expect(reader.spend.map(\.adGroupID) == [22, 0])
     }
 
+    /// A cell holding more than an amount in the row's currency is a bad row: read loosely,
+    /// `1e3` was 13, `12abc` 12, and `€7.50` in a USD row USD 7.50, each without a word.
+    @Test func anAmountWithAnythingElseInItOrAnotherCurrencysMarkIsABadRow() {
+        let reader = read(
+            """
+            Day,Keyword ID,Spend,Currency
+            2026-03-01,1,1e3,USD
+            2026-03-01,2,12abc,USD
+            2026-03-01,3,€7.50,USD
+            2026-03-01,4,12.00 EUR,USD
+            2026-03-01,5,$12.00,USD
+            2026-03-01,6,12.00 usd,USD
+            2026-03-01,7,€7.50,EUR
+            2026-03-01,8,"1,234.50",USD
+            """)
+        #expect(
+            reader.badRows.map(\.description) == [
+                "line 2, column Spend: '1e3' is not an amount in USD",
+                "line 3, column Spend: '12abc' is not an amount in USD",
+                "line 4, column Spend: '€7.50' is not an amount in USD",
+                "line 5, column Spend: '12.00 EUR' is not an amount in USD",
+            ])
+        #expect(reader.spend.map(\.amount) == [12, 12, Decimal(string: "7.5")!, Decimal(string: "1234.5")!])
+        // In a `;`-separated file, decimals come with a comma and points group thousands.
+        let semicolons = read(
+            """
+            Day;Keyword ID;Spend;Currency
+            2026-03-01;1;1.234;EUR
+            2026-03-01;2;1.234,50;EUR
+            2026-03-01;3;12.5;EUR
+            """)
+        #expect(semicolons.badRows.isEmpty, "\(semicolons.badRows)")
+        #expect(semicolons.spend.map(\.amount) == [1234, Decimal(string: "1234.5")!, Decimal(string: "12.5")!])
+    }
+
     @Test func badRowsNameTheirLineAndColumnAndTheRestIsRead() {
         let reader = read(
             """
@@ -81,7 +116,7 @@ import Testing
             reader.badRows.map(\.description) == [
                 "line 2, column Keyword ID: 'abc' is not a positive integer",
                 "line 3, column Day: '2026-13-45' is not a date (2026-03-01, 03/01/2026, Mar 1, 2026)",
-                "line 4, column Spend: 'lots' is not an amount",
+                "line 4, column Spend: 'lots' is not an amount in USD",
                 "line 5, column Currency: is not a three-letter currency code",
                 "line 6, column Spend: '0.0000001' has more than 6 decimals",
                 "line 7, column Keyword ID: is empty",

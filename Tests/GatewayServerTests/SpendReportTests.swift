@@ -50,7 +50,8 @@ extension CommandLineTests {
         #expect(
             imported.stdout.contains("4 keyword days of 2 keywords from 2026-03-01 to 2026-04-01"), "\(imported.stdout)"
         )
-        #expect(imported.stdout.contains("line 7, column Spend: 'twelve' is not an amount"), "\(imported.stdout)")
+        #expect(
+            imported.stdout.contains("line 7, column Spend: 'twelve' is not an amount in USD"), "\(imported.stdout)")
 
         struct Row: Decodable {
             let keyword_id: Int64?

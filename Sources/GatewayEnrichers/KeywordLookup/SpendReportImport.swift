@@ -155,11 +155,12 @@ public struct SpendCSVReader: Sendable {
             return bad(line, "day", "'\(dayText.prefix(40))' is not a date (2026-03-01, 03/01/2026, Mar 1, 2026)")
         }
         guard let spendText = cell("spend") else { return bad(line, "spend", "is empty") }
-        guard let amount = Self.amount(spendText, decimalComma: separator == ";"), amount >= 0 else {
-            return bad(line, "spend", "'\(spendText.prefix(40))' is not an amount")
-        }
         guard let currency = (cell("currency") ?? header.currency).flatMap(Self.currency) else {
             return bad(line, "currency", "is not a three-letter currency code")
+        }
+        guard let amount = Self.amount(spendText, decimalComma: separator == ";", currency: currency), amount >= 0
+        else {
+            return bad(line, "spend", "'\(spendText.prefix(40))' is not an amount in \(currency)")
         }
         let app = cell("app_id").flatMap { Int64($0) }.map(String.init)
         let entry = SpendEntry(
@@ -205,20 +206,40 @@ public struct SpendCSVReader: Sendable {
         return code
     }
 
-    /// An amount as a spreadsheet or Apple's UI writes it: `1234.5`, `1,234.50`, `$12.00`,
-    /// `12.00 USD`, or with a decimal comma (`1.234,50`, `12,5` in a `;`-separated file).
-    static func amount(_ text: String, decimalComma: Bool) -> Decimal? {
-        var digits = text.filter { $0.isNumber || $0 == "." || $0 == "," || $0 == "-" }
-        guard digits.contains(where: \.isNumber),
-            text.allSatisfy({ $0.isNumber || ".,- \u{A0}$€£¥".contains($0) || $0.isLetter })
+    /// An amount in `currency` as a spreadsheet or Apple's UI writes it: `1234.5`,
+    /// `1,234.50`, `$12.00`, `12.00 USD`, or with a decimal comma (`1.234,50`, `12,5` in a
+    /// `;`-separated file). Anything else in the cell (`1e3`, `12abc`), or a symbol or code
+    /// of another currency than the row's (`€7.50` in a USD row), is no amount: read loosely,
+    /// those became other numbers, or another currency's, without a word.
+    static func amount(_ text: String, decimalComma: Bool, currency: String) -> Decimal? {
+        guard
+            let match = text.trimmingCharacters(in: .whitespaces).wholeMatch(
+                of:
+                    /(?<before>[$€£¥]|[A-Za-z]{3}[ \u{A0}]?)?(?<number>-?[0-9][0-9.,]*)(?<after>[ \u{A0}]?[A-Za-z]{3}|[$€£¥])?/
+            ), match.before == nil || match.after == nil
         else { return nil }
+        let marks = [match.before, match.after].compactMap { $0?.trimmingCharacters(in: .whitespaces) }
+        for mark in marks {
+            let symbolOf: [String: Set<String>] = ["€": ["EUR"], "£": ["GBP"], "¥": ["JPY", "CNY"]]
+            if mark.count == 3, mark.uppercased() != currency { return nil }
+            if let codes = symbolOf[mark], !codes.contains(currency) { return nil }
+        }
+        var digits = String(match.number)
         let lastComma = digits.lastIndex(of: ","), lastPoint = digits.lastIndex(of: ".")
+        /// Whether the digits after every `mark` come in threes: then the marks group thousands.
+        func groupsThousands(_ mark: Character) -> Bool {
+            let groups: [Substring] = digits.split(separator: mark, maxSplits: .max, omittingEmptySubsequences: false)
+            return groups.dropFirst().allSatisfy { $0.count == 3 }
+        }
         let commaIsDecimal: Bool
         switch (lastComma, lastPoint) {
         case (let comma?, let point?): commaIsDecimal = comma > point
-        case (let comma?, nil):
+        case (_?, nil):
             // `1,234` is a thousand in a comma-separated file; `12,5` is twelve and a half.
-            commaIsDecimal = decimalComma || digits.distance(from: comma, to: digits.endIndex) - 1 != 3
+            commaIsDecimal = decimalComma || !groupsThousands(",")
+        case (nil, _?):
+            // `1.234` is a thousand in a `;`-separated file, which writes decimals with commas.
+            commaIsDecimal = decimalComma && groupsThousands(".")
         default: commaIsDecimal = false
         }
         if commaIsDecimal {
