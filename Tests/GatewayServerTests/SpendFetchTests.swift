@@ -35,6 +35,8 @@ extension KeywordLookupTests {
             (87_675_433, "2026-11-27", "1.25"), (87_675_434, "2026-11-28", "0.75"),
             // Out of the last 7 days: not asked for.
             (87_675_432, "2026-11-01", "99.00"),
+            // Below nothing: no spend, not a day that lowers the week's.
+            (87_675_434, "2026-11-26", "-25.00"),
         ]
         fake.reports.days.withLock { days in
             for (keyword, date, amount) in seeded {

@@ -16,7 +16,9 @@ extension AppleAdsHTTP {
     static let maxReportPages = 50
 
     /// A `localSpend` object (`{"amount": "12.50", "currency": "USD"}`) as an amount and a
-    /// currency; nil for an amount that is not a decimal or a currency that is not a code.
+    /// currency; nil for an amount that is not a decimal, a negative one (spend is never
+    /// below nothing, and one would lower the cost of every install; `import spend` refuses
+    /// it too), or a currency that is not a code.
     static func spend(_ value: Any?) -> (amount: Decimal, currency: String)? {
         guard let money = value as? [String: Any],
             let currency = (money["currency"] as? String).flatMap(SpendCSVReader.currency)
@@ -24,14 +26,14 @@ extension AppleAdsHTTP {
         let amount: Decimal?
         if let text = money["amount"] as? String {
             amount =
-                text.wholeMatch(of: /-?\d+(\.\d+)?/) != nil
+                text.wholeMatch(of: /\d+(\.\d+)?/) != nil
                 ? Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) : nil
         } else if let number = money["amount"] as? NSNumber {
             amount = Decimal(string: number.stringValue, locale: Locale(identifier: "en_US_POSIX"))
         } else {
             amount = nil
         }
-        guard let amount, SpendEntry.micros(amount) != nil else { return nil }
+        guard let amount, amount >= 0, SpendEntry.micros(amount) != nil else { return nil }
         return (amount, currency)
     }
 
