@@ -91,17 +91,18 @@ extension KeywordLookupTests {
             // Not due again the same day.
             clock.withLock { $0 += 3600 * 12 }
             #expect(try await spend.fetcher.fetchIfDue() == nil)
-            // A day on, Apple has corrected the 27th: the fetch replaces it.
+            // A day on, Apple has corrected the 27th: the fetch replaces it, and a keyword whose
+            // spend that day Apple took back (no row any more) has none.
             fake.reports.days.withLock { days in
                 if let index = days.firstIndex(where: { $0.keyword == 87_675_432 && $0.date == "2026-11-27" }) {
                     days[index].amount = "3.00"
                 }
+                days.removeAll { $0.keyword == 87_675_433 && $0.date == "2026-11-27" }
             }
             clock.withLock { $0 += 3600 * 13 }
             #expect(try await spend.fetcher.fetchIfDue() != nil)
-            #expect(
-                try await spend.store.totals(from: "2026-11-27", until: "2026-11-28")[87_675_432]?.amounts == ["USD": 3]
-            )
+            let corrected = try await spend.store.totals(from: "2026-11-27", until: "2026-11-28")
+            #expect(corrected[87_675_432]?.amounts == ["USD": 3] && corrected[87_675_433] == nil)
             // Said, and never with the token.
             let logged = lines.withLock { $0 }
             #expect(logged.contains { $0.contains("spend fetched") })

@@ -36,14 +36,15 @@ import Testing
         // More than one statement's worth, as a year of a large account's keywords is.
         var many: [SpendEntry] = []
         for keyword in 0..<1200 { many.append(Self.entry(Int64(1000 + keyword), "2026-03-01", "0.10")) }
-        try await store.upsert(many)
-        try await store.upsert([
-            Self.entry(7, "2026-02-28", "1.00"), Self.entry(7, "2026-03-01", "2.50"),
-            Self.entry(7, "2026-03-31", "0.01"), Self.entry(7, "2026-04-01", "100"),
-            Self.entry(7, "2026-03-15", "3", "EUR"),
-        ])
+        try await store.replace(many, campaignDays: [])
+        try await store.replace(
+            [
+                Self.entry(7, "2026-02-28", "1.00"), Self.entry(7, "2026-03-01", "2.50"),
+                Self.entry(7, "2026-03-31", "0.01"), Self.entry(7, "2026-04-01", "100"),
+                Self.entry(7, "2026-03-15", "3", "EUR"),
+            ], campaignDays: [])
         // Apple corrects the day: the later fetch replaces it, never adds to it.
-        try await store.upsert([Self.entry(7, "2026-03-01", "2.25")])
+        try await store.replace([Self.entry(7, "2026-03-01", "2.25")], campaignDays: [])
 
         let other = try await open()
         let march = try await other.totals(from: "2026-03-01", until: "2026-04-01")
@@ -56,9 +57,31 @@ import Testing
         #expect(try await other.totals(from: nil, until: "2026-03-01")[7]?.amounts == ["USD": 1])
         // More than six decimals is not a currency amount: refused, nothing written.
         await #expect(throws: (any Error).self) {
-            try await store.upsert([Self.entry(8, "2026-03-01", "0.0000001")])
+            try await store.replace([Self.entry(8, "2026-03-01", "0.0000001")], campaignDays: [])
         }
         #expect(try await other.totals(from: nil, until: nil)[8]?.amounts == nil)
+    }
+
+    /// A corrected report of a campaign's day replaces the whole day: a keyword it no longer
+    /// has, or a currency it no longer reports in, is gone, and other campaigns and days stay.
+    @Test(arguments: backends)
+    func aCampaignsDayIsReplacedWhole(_ backend: String) async throws {
+        let store = try await Self.make(backend)()
+        try await store.replace(
+            [
+                Self.entry(200, "2026-03-01", "10"), Self.entry(201, "2026-03-01", "20"),
+                Self.entry(201, "2026-03-02", "5"),
+                SpendEntry(campaignID: 9, adGroupID: 1, keywordID: 300, day: "2026-03-01", currency: "USD", amount: 7),
+            ], campaignDays: [])
+        let corrected = CampaignDay(campaignID: 542_370_539, day: "2026-03-01")
+        try await store.replace([Self.entry(200, "2026-03-01", "8", "EUR")], campaignDays: [corrected])
+        let totals = try await store.totals(from: nil, until: nil)
+        #expect(totals[200]?.amounts == ["EUR": 8])
+        #expect(totals[201]?.amounts == ["USD": 5])
+        #expect(totals[300]?.amounts == ["USD": 7])
+        // Without a campaign (an export lacking the column), the keyword's day in any currency.
+        try await store.replace([Self.entry(300, "2026-03-01", "6", "GBP")], campaignDays: [])
+        #expect(try await store.totals(from: nil, until: nil)[300]?.amounts == ["GBP": 6])
     }
 
     @Test(arguments: backends)

@@ -53,16 +53,19 @@ extension EnricherPostgres {
     /// parameters).
     static let rowsPerStatement = 1000
 
-    /// Writes `rows` in one transaction, a statement per ``rowsPerStatement`` of them:
-    /// `statement` gets the `VALUES` list, each row `columns` parameters (the last cast to
-    /// `lastCast` when given), and `bind` appends one row's values in order.
+    /// Writes `rows` in one transaction, after the statements `clearing`, a statement per
+    /// ``rowsPerStatement`` of them: `statement` gets the `VALUES` list, each row `columns`
+    /// parameters (the last cast to `lastCast` when given), and `bind` appends one row's
+    /// values in order.
     func insert<Row>(
-        _ rows: [Row], columns: Int, lastCast: String? = nil, statement: @escaping @Sendable (String) -> String,
+        _ rows: [Row], columns: Int, lastCast: String? = nil, after clearing: [PostgresQuery] = [],
+        statement: @escaping @Sendable (String) -> String,
         bind: @escaping @Sendable (inout PostgresBindings, Row) -> Void
     ) async throws where Row: Sendable {
-        guard !rows.isEmpty else { return }
+        guard !rows.isEmpty || !clearing.isEmpty else { return }
         let logger = logger
         try await client.withTransaction(logger: logger) { connection in
+            for query in clearing { _ = try await connection.query(query, logger: logger) }
             for start in stride(from: 0, to: rows.count, by: Self.rowsPerStatement) {
                 let chunk = rows[start..<min(start + Self.rowsPerStatement, rows.count)]
                 var bindings = PostgresBindings(capacity: chunk.count * columns)

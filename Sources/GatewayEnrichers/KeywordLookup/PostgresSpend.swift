@@ -31,11 +31,23 @@ final class PostgresSpend: SpendStore {
             ])
     }
 
-    func upsert(_ entries: [SpendEntry]) async throws {
+    func replace(_ entries: [SpendEntry], campaignDays: [CampaignDay]) async throws {
         let rows = try SpendSchema.rows(entries)
+        let clearing: [PostgresQuery] = [
+            """
+            DELETE FROM apple_ads_spend s
+            USING unnest(\(campaignDays.map(\.campaignID))::int8[], \(campaignDays.map(\.day))::text[]) AS c(campaign_id, day)
+            WHERE s.campaign_id = c.campaign_id AND s.day = c.day
+            """,
+            """
+            DELETE FROM apple_ads_spend s
+            USING unnest(\(entries.map(\.keywordID))::int8[], \(entries.map(\.day))::text[]) AS k(keyword_id, day)
+            WHERE s.keyword_id = k.keyword_id AND s.day = k.day
+            """,
+        ]
         try await database.run(within: timeout) { [database] _ in
             try await database.insert(
-                rows, columns: 7,
+                rows, columns: 7, after: clearing,
                 statement: { values in
                     """
                     INSERT INTO apple_ads_spend

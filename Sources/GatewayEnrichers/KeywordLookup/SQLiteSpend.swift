@@ -14,10 +14,20 @@ struct SQLiteSpend: SpendStore {
         }
     }
 
-    func upsert(_ entries: [SpendEntry]) async throws {
-        guard !entries.isEmpty else { return }
+    func replace(_ entries: [SpendEntry], campaignDays: [CampaignDay]) async throws {
+        guard !entries.isEmpty || !campaignDays.isEmpty else { return }
         let rows = try SpendSchema.rows(entries)
         try await pool.write { db in
+            for cleared in campaignDays {
+                try db.execute(
+                    sql: "DELETE FROM apple_ads_spend WHERE campaign_id = ? AND day = ?",
+                    arguments: [cleared.campaignID, cleared.day])
+            }
+            for row in rows {
+                try db.execute(
+                    sql: "DELETE FROM apple_ads_spend WHERE keyword_id = ? AND day = ?",
+                    arguments: [row.entry.keywordID, row.entry.day])
+            }
             for row in rows {
                 try db.execute(
                     sql: """

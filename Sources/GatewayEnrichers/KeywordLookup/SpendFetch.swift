@@ -223,7 +223,11 @@ final class SpendFetcher: Service, Sendable {
             outcome.campaigns += 1
             do {
                 let entries = try await source.keywordSpend(campaignID: campaign, orgID: org, from: from, to: to)
-                try await store.upsert(entries)
+                // Apple's report is the campaign's whole: a keyword absent from a day spent nothing.
+                let asked = (-days...0).map {
+                    CampaignDay(campaignID: campaign, day: SpendDay.string(today, adding: $0))
+                }
+                try await store.replace(entries, campaignDays: asked)
                 outcome.keywordDays += SpendEntry.summed(entries).count
             } catch {
                 outcome.failed += 1

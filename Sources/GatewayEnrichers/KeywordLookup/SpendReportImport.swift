@@ -296,10 +296,13 @@ public struct SpendImport {
         store = try await SpendStorage.open(storagePath: storagePath, storageURL: storageURL, logger: logger)
     }
 
-    /// Stores `entries` (replacing the days they name), and notes their campaigns for the
-    /// daily fetch.
+    /// Stores `entries`, replacing the days of the campaigns they name (an export holds
+    /// every keyword of a campaign's day) and, without a campaign, their keywords' days; and
+    /// notes their campaigns for the daily fetch.
     public func store(_ entries: [SpendEntry]) async throws {
-        try await store.upsert(entries)
+        let campaignDays = Set(
+            entries.filter { $0.campaignID > 0 }.map { CampaignDay(campaignID: $0.campaignID, day: $0.day) })
+        try await store.replace(entries, campaignDays: Array(campaignDays))
         var campaigns: [Int64: Int64?] = [:]
         for entry in entries where entry.campaignID > 0 { campaigns[entry.campaignID] = .some(nil) }
         try await store.noteCampaigns(campaigns)

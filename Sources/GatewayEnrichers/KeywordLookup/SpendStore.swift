@@ -10,8 +10,10 @@ import Logging
 /// campaigns, so the keyword id, the day and the currency name it, and a later fetch or
 /// import of that day replaces it (Apple corrects spend for days after they end).
 protocol SpendStore: Sendable {
-    /// Adds or replaces these days, all in one transaction.
-    func upsert(_ entries: [SpendEntry]) async throws
+    /// Writes these days in one transaction, replacing what the store held of each entry's
+    /// keyword and day in any currency, and every row of `campaignDays`: a corrected report
+    /// of a campaign's day leaves no keyword or currency it no longer has.
+    func replace(_ entries: [SpendEntry], campaignDays: [CampaignDay]) async throws
 
     /// Spend summed per keyword and currency over the days `from` (inclusive) to `until`
     /// (exclusive), `YYYY-MM-DD`, with the keyword's campaign, ad group and app where known;
@@ -125,6 +127,12 @@ enum SpendStorage {
 }
 
 /// A `YYYY-MM-DD` day in UTC.
+/// One campaign's day, whose rows a complete report of it replaces.
+struct CampaignDay: Sendable, Hashable {
+    var campaignID: Int64
+    var day: String
+}
+
 enum SpendDay {
     static func string(_ date: Date) -> String {
         let parts = Calendar.utc.dateComponents([.year, .month, .day], from: date)
