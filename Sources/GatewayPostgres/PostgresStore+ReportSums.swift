@@ -11,7 +11,7 @@ extension PostgresStore {
     {
         try await transaction { [logger] connection in
             _ = try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
-            var sums = KeywordReport.Sums(days: days)
+            var sums = KeywordReport.Sums(days: days, period: report.hasPeriod)
             // The groups a live record links to are counted here from their records, and
             // left out of the sums below: the live record may change whose install counts.
             let liveGroups = try await Self.groups(linkedTo: live, connection, logger)
@@ -165,6 +165,20 @@ extension PostgresStore {
             people.query("SELECT line_id, COUNT(*) FROM report_people WHERE", "GROUP BY line_id"), logger: logger)
         for try await (lineID, count) in installs.decode((Int64, Int64).self) {
             sums.add(line(lineID), installs: Int(count))
+        }
+        if report.hasPeriod {
+            var inPeriod = people
+            if let since = report.purchasesSince {
+                inPeriod.add("installed_at >= ?::float8", since.timeIntervalSinceReferenceDate)
+            }
+            if let until = report.purchasesUntil {
+                inPeriod.add("installed_at < ?::float8", until.timeIntervalSinceReferenceDate)
+            }
+            let recent = try await connection.query(
+                inPeriod.query("SELECT line_id, COUNT(*) FROM report_people WHERE", "GROUP BY line_id"), logger: logger)
+            for try await (lineID, count) in recent.decode((Int64, Int64).self) {
+                sums.add(line(lineID), installsInPeriod: Int(count))
+            }
         }
         let bought = try await connection.query(
             purchases.query(

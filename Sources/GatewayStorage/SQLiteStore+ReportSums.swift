@@ -8,7 +8,7 @@ extension SQLiteStore {
         async throws -> KeywordReport.Sums
     {
         try await pool.read { db in
-            var sums = KeywordReport.Sums(days: days)
+            var sums = KeywordReport.Sums(days: days, period: report.hasPeriod)
             // The groups a live record links to are counted here from their records, and
             // left out of the sums below: the live record may change whose install counts.
             let liveGroups = try Self.groups(linkedTo: live, db)
@@ -74,6 +74,18 @@ extension SQLiteStore {
             db, sql: "SELECT line_id, COUNT(*) FROM report_people WHERE \(people) GROUP BY line_id",
             arguments: arguments)
         while let row = try installs.next() { sums.add(line(row[0]), installs: row[1]) }
+        if report.hasPeriod {
+            var inPeriod = ["installed_at >= :since", "installed_at < :until"]
+            if report.purchasesSince == nil { inPeriod.removeFirst() }
+            if report.purchasesUntil == nil { inPeriod.removeLast() }
+            let recent = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT line_id, COUNT(*) FROM report_people WHERE \(people) AND \(inPeriod.joined(separator: " AND "))
+                    GROUP BY line_id
+                    """, arguments: arguments)
+            while let row = try recent.next() { sums.add(line(row[0]), installsInPeriod: row[1]) }
+        }
         let bought = try Row.fetchCursor(
             db,
             sql: """

@@ -178,6 +178,14 @@ extension KeywordReportTests {
         report.add(recent)
         let calm = report.rows.first { $0.keyword == "calm" }
         #expect(calm?.purchases == 1 && calm?.revenue == ["USD": 5])
+        // Its installs still count from any time; those of the period are counted apart,
+        // for the cost per install.
+        #expect(calm?.installs == 1 && calm?.installsInPeriod == 0)
+        report.add(Self.install("u2", keyword: "calm", at: 150))
+        #expect(report.rows.first { $0.keyword == "calm" }?.installsInPeriod == 1)
+        var timeless = KeywordReport()
+        timeless.add(Self.install("u1", keyword: "calm", at: 0))
+        #expect(timeless.rows.first?.installsInPeriod == nil)
     }
 }
 

@@ -15,9 +15,12 @@ extension CommandLineTests {
         defer { env.remove() }
         let database = backend == "postgres" ? try await TestPostgres.newDatabase() : nil
         let config = try storeConfig(env, providers: "iad: {}, s2s: {}", postgres: database)
-        // Four users through the keyword, one of them buying twice in March.
-        let installs = ["a", "b", "c", "d"].map {
-            IAdPayloads.attributed(user: $0).replacingOccurrences(of: "\n", with: "")
+        // Four users through the keyword, three installed in March and one the year before;
+        // one of them buying twice in March.
+        let installs = ["a", "b", "c", "d"].map { user in
+            IAdPayloads.attributed(user: user).replacingOccurrences(of: "\n", with: "")
+                .replacingOccurrences(
+                    of: "2020-08-04T17:19:41.250Z", with: user == "d" ? "2025-06-01T10:00:00Z" : "2026-03-02T10:00:00Z")
         }
         func purchase(_ transaction: String, _ amount: String, _ timestamp: Int) -> String {
             #"{"type":"purchase","app_id":"1234567890","app_user_id":"a","revenue":\#(amount),"currency":"USD","transaction_id":"\#(transaction)","timestamp":\#(timestamp)}"#
@@ -56,7 +59,7 @@ extension CommandLineTests {
         struct Row: Decodable {
             let keyword_id: Int64?
             let app_id: String
-            let installs: Int, paying_users: Int
+            let installs: Int, installs_in_period: Int?, paying_users: Int
             let revenue: [String: Decimal]
             let spend: [String: Decimal]?
             let cost_per_install: [String: Decimal]?
@@ -70,9 +73,11 @@ extension CommandLineTests {
         #expect(result.status == 0, "\(result.stderr)")
         let rows = try JSONDecoder().decode([Row].self, from: Data(result.stdout.utf8))
         let keyword = try #require(rows.first { $0.keyword_id == 87_675_432 })
-        // March's 30.00 of spend, April's left out; 4 installs, 1 paying user, 45.00 of revenue.
+        // March's 30.00 of spend, April's left out; 4 installs, 3 of them in March, 1 paying
+        // user, 45.00 of revenue. An install costs March's spend over March's installs.
         #expect(keyword.spend == ["USD": 30])
-        #expect(keyword.cost_per_install == ["USD": Decimal(string: "7.5")!])
+        #expect(keyword.installs == 4 && keyword.installs_in_period == 3)
+        #expect(keyword.cost_per_install == ["USD": 10])
         #expect(keyword.cost_per_paying_user == ["USD": 30])
         #expect(keyword.roas == ["USD": Decimal(string: "1.5")!])
         #expect(rows.filter { $0.keyword_id == nil }.allSatisfy { $0.spend == nil && $0.roas == nil })
@@ -87,10 +92,11 @@ extension CommandLineTests {
         let all = try JSONDecoder().decode(
             [Row].self, from: Data(try run(["report", "keywords", "--config", config, "--format", "json"]).stdout.utf8))
         #expect(all.first { $0.keyword_id == 87_675_432 }?.spend == ["USD": 530])
+        #expect(all.first { $0.keyword_id == 87_675_432 }?.installs_in_period == nil)
         let table = try run([
             "report", "keywords", "--config", config, "--since", "2026-03-01", "--until", "2026-04-01",
         ])
-        #expect(table.stdout.contains("cost/install") && table.stdout.contains("USD 7.5"), "\(table.stdout)")
+        #expect(table.stdout.contains("cost/install") && table.stdout.contains("USD 10"), "\(table.stdout)")
         // A corrected export of a day replaces it.
         try "Day,Keyword ID,Spend (USD)\n2026-03-31,87675432,8.00\n".write(
             toFile: csv, atomically: true, encoding: .utf8)

@@ -12,9 +12,12 @@ extension KeywordReport {
         private var names: [Attribution: LineNames] = [:]
         /// The installs and revenue day by day, when asked for.
         public var daily: DailySeries?
+        /// Whether the report has a period, whose installs each line counts apart.
+        let period: Bool
 
-        public init(days: DailySeries?) {
+        public init(days: DailySeries?, period: Bool = false) {
             daily = days
+            self.period = period
         }
 
         /// Names `line` from `attribution`, an install of it given at `stamp`: where it is
@@ -30,11 +33,12 @@ extension KeywordReport {
 
         /// Adds counts to `line`, which shows from then on.
         public mutating func add(
-            _ line: Attribution, installs: Int = 0, payingUsers: Int = 0, convertedInstalls: Int = 0,
-            purchases: Int = 0, refunds: Int = 0
+            _ line: Attribution, installs: Int = 0, installsInPeriod: Int = 0, payingUsers: Int = 0,
+            convertedInstalls: Int = 0, purchases: Int = 0, refunds: Int = 0
         ) {
             var row = lines[line] ?? KeywordReport.emptyRow
             row.installs += installs
+            if period { row.installsInPeriod = (row.installsInPeriod ?? 0) + installsInPeriod }
             row.payingUsers += payingUsers
             row.convertedInstalls += convertedInstalls
             row.purchases += purchases

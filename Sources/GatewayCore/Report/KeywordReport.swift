@@ -43,6 +43,10 @@ public struct KeywordReport: Sendable {
         public var matchType: String?
         /// Users whose install this line is.
         public var installs: Int
+        /// Of `installs`, those made in the report's period; nil without one. The cost per
+        /// install divides the period's spend by these: over every install ever made, a
+        /// week's spend looked cheap by the months before it.
+        public var installsInPeriod: Int?
         /// Users with at least one purchase credited to this line; a user who bought before
         /// an ad brought them back is paying on their earlier line too.
         public var payingUsers: Int
@@ -87,6 +91,7 @@ public struct KeywordReport: Sendable {
             case keywordID = "keyword_id"
             case matchType = "keyword_match_type"
             case installs
+            case installsInPeriod = "installs_in_period"
             case payingUsers = "paying_users"
             case purchases, revenue, refunds
             case convertedInstalls = "converted_installs"
@@ -130,7 +135,7 @@ public struct KeywordReport: Sendable {
             var basis: [String: CostBasis] = [:]
             for currency in (spend ?? [:]).keys {
                 basis[currency] = CostBasis(
-                    installs: installs, payingUsers: payingUsers, revenue: revenue[currency])
+                    installs: installsInPeriod ?? installs, payingUsers: payingUsers, revenue: revenue[currency])
             }
             return basis
         }
@@ -149,6 +154,7 @@ public struct KeywordReport: Sendable {
             }
             pricedBasis = basis
             installs += other.installs
+            if let more = other.installsInPeriod { installsInPeriod = (installsInPeriod ?? 0) + more }
             payingUsers += other.payingUsers
             convertedInstalls += other.convertedInstalls
             purchases += other.purchases
@@ -355,6 +361,14 @@ public struct KeywordReport: Sendable {
     public var purchasesSince: Date?
     /// Purchases at or after this are left out.
     public var purchasesUntil: Date?
+
+    /// Whether the report has a period: then each line also counts its installs made in it.
+    public var hasPeriod: Bool { purchasesSince != nil || purchasesUntil != nil }
+
+    /// Whether `time` falls in the report's period (``hasPeriod``).
+    func inPeriod(_ time: Date) -> Bool {
+        hasPeriod && purchasesSince.map { time >= $0 } ?? true && purchasesUntil.map { time < $0 } ?? true
+    }
     /// Only lines of this network (``Row/network``).
     public var network: String?
     /// Only users whose install (the one a line credits) was in this country or region
@@ -536,7 +550,7 @@ public struct KeywordReport: Sendable {
 
     /// The sums of the facts (``forEachFact(person:purchase:)``) that the report's filters admit.
     func build(days: DailySeries?) -> (rows: [Row], daily: DailySeries?) {
-        var sums = Sums(days: days)
+        var sums = Sums(days: days, period: hasPeriod)
         add(to: &sums)
         return (sums.rows, sums.daily)
     }
@@ -551,7 +565,7 @@ public struct KeywordReport: Sendable {
                 let line = attribution.line(app: apps[Int(person.app)])
                 sums.name(line, from: attribution, at: (person.install.time, person.install.recordID))
                 guard !person.isTest, admits(person.install, line: line) else { return }
-                sums.add(line, installs: 1)
+                sums.add(line, installs: 1, installsInPeriod: inPeriod(person.install.time) ? 1 : 0)
                 sums.daily?.addInstall(at: person.install.time, attributed: person.install.rank == .attributed)
             },
             purchase: { purchase in
