@@ -92,6 +92,9 @@ public enum ConfigLoader {
             sinks.append(ConfiguredSink(prepared: provided.prepared, delivery: provided.delivery))
             routes.append(Route(sinks: [provided.prepared.name], filter: provided.filter))
         }
+        // Top-level `x-` keys hold what anchors point at, as in Compose files: no section
+        // reads them, and none refuses them.
+        for key in reader.keys where key.hasPrefix("x-") { _ = reader.node(key) }
         reader.finish()
         keysAsked(diagnostics.keysAsked)
 

@@ -247,6 +247,21 @@ import Testing
         #expect(backend.warnings.isEmpty)
     }
 
+    /// A block of its own for anchors, as Compose files keep them: an `x-` key is read by
+    /// nothing and refused by nothing, and another unknown top-level key still is.
+    @Test func anXKeyHoldsAnchorsForTheRestOfTheFile() throws {
+        let config = try parse(
+            """
+            x-delivery: &delivery { batch_size: 50, max_attempts: 20 }
+            sinks:
+              local: { <<: *delivery, type: sqlite, path: /tmp/unused.sqlite }
+            """)
+        let local = try #require(config.sinks.first { $0.name == "local" })
+        #expect(local.delivery.batchSize == 50 && local.delivery.maxAttempts == 20)
+        let unknown = problems("defaults: &d { batch_size: 50 }\n" + Self.oneSink)
+        #expect(unknown.map(\.path) == ["defaults"])
+    }
+
     // MARK: storage
 
     @Test func aPostgresURLFromTheEnvironmentChoosesThePostgresStore() throws {
