@@ -14,8 +14,9 @@ struct ImportSpend: AsyncParsableCommand {
             granularity from the Apple Ads web UI and load it here. Columns are found by header, below \
             any title rows: Day (or Date), Keyword ID, Spend (or Local Spend), Currency (or a header \
             such as Spend (USD)); Campaign ID, Ad Group ID and Adam ID when present. Rows of one \
-            keyword's day are summed (an export split by country); the file's days replace the spend \
-            held for them, so a corrected export can be loaded again. Bad rows are listed by line and \
+            keyword's day are summed (an export split by country); each campaign's (or, with Ad Group \
+            ID, ad group's) day in the file replaces what was held for it, so a corrected export can \
+            be loaded again. Bad rows are listed by line and \
             column, and the exit status is 1; the good rows are loaded.
             """)
 
@@ -65,9 +66,7 @@ struct ImportSpend: AsyncParsableCommand {
         let store = try await SpendImport(
             storagePath: configuration.storage.sqlitePath, storageURL: configuration.storage.postgres?.url,
             logger: Logger(label: "attribution-gateway"))
-        for start in stride(from: 0, to: spend.count, by: 5000) {
-            try await store.store(Array(spend[start..<min(start + 5000, spend.count)]))
-        }
+        try await store.store(spend)
         let keywords = Set(spend.map(\.keywordID)).count
         let days = Set(spend.map(\.day)).sorted()
         let range = days.first.map { first in first == days.last ? " on \(first)" : " from \(first) to \(days.last!)" }

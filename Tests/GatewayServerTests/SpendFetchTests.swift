@@ -140,6 +140,29 @@ extension KeywordLookupTests {
         }
     }
 
+    /// A report Apple refuses (`403`) is no report: the spend held for the campaign's days
+    /// stays, where an empty report would have replaced it with nothing.
+    @Test(arguments: ["v1", "v5"])
+    func aRefusedReportKeepsTheSpendHeld(_ api: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            let enricher = try await spendEnricher(
+                api == "v5" ? v5Options(port: port) : options(port: port), path: env.databasePath,
+                now: { Self.fetchDay })
+            let spend = try #require(enricher.spend)
+            try await spend.store.noteCampaigns([Self.campaign: .some(FakeAppleAds.orgID)])
+            let held = SpendEntry(
+                campaignID: Self.campaign, adGroupID: Self.adGroup, keywordID: 87_675_432, day: "2026-11-27",
+                currency: "USD", amount: 4)
+            try await spend.store.replace([held], scopes: [])
+            fake.reports.refused.withLock { $0 = true }
+            #expect(
+                try await spend.fetcher.fetchIfDue() == .init(campaigns: 1, failed: 0, keywordDays: 0, unanswered: 1))
+            #expect(try await spend.store.totals(from: nil, until: nil)[87_675_432]?.amounts == ["USD": 4])
+        }
+    }
+
     static let replicaStores = TestPostgres.expected ? ["postgres"] : []
 
     /// Two replicas on one PostgreSQL store: one fetches the day's spend, the other finds it

@@ -36,15 +36,15 @@ import Testing
         // More than one statement's worth, as a year of a large account's keywords is.
         var many: [SpendEntry] = []
         for keyword in 0..<1200 { many.append(Self.entry(Int64(1000 + keyword), "2026-03-01", "0.10")) }
-        try await store.replace(many, campaignDays: [])
+        try await store.replace(many, scopes: [])
         try await store.replace(
             [
                 Self.entry(7, "2026-02-28", "1.00"), Self.entry(7, "2026-03-01", "2.50"),
                 Self.entry(7, "2026-03-31", "0.01"), Self.entry(7, "2026-04-01", "100"),
                 Self.entry(7, "2026-03-15", "3", "EUR"),
-            ], campaignDays: [])
+            ], scopes: [])
         // Apple corrects the day: the later fetch replaces it, never adds to it.
-        try await store.replace([Self.entry(7, "2026-03-01", "2.25")], campaignDays: [])
+        try await store.replace([Self.entry(7, "2026-03-01", "2.25")], scopes: [])
 
         let other = try await open()
         let march = try await other.totals(from: "2026-03-01", until: "2026-04-01")
@@ -57,7 +57,7 @@ import Testing
         #expect(try await other.totals(from: nil, until: "2026-03-01")[7]?.amounts == ["USD": 1])
         // More than six decimals is not a currency amount: refused, nothing written.
         await #expect(throws: (any Error).self) {
-            try await store.replace([Self.entry(8, "2026-03-01", "0.0000001")], campaignDays: [])
+            try await store.replace([Self.entry(8, "2026-03-01", "0.0000001")], scopes: [])
         }
         #expect(try await other.totals(from: nil, until: nil)[8]?.amounts == nil)
     }
@@ -72,16 +72,45 @@ import Testing
                 Self.entry(200, "2026-03-01", "10"), Self.entry(201, "2026-03-01", "20"),
                 Self.entry(201, "2026-03-02", "5"),
                 SpendEntry(campaignID: 9, adGroupID: 1, keywordID: 300, day: "2026-03-01", currency: "USD", amount: 7),
-            ], campaignDays: [])
-        let corrected = CampaignDay(campaignID: 542_370_539, day: "2026-03-01")
-        try await store.replace([Self.entry(200, "2026-03-01", "8", "EUR")], campaignDays: [corrected])
+            ], scopes: [])
+        let corrected = SpendScope(campaignID: 542_370_539, adGroupID: 0, day: "2026-03-01")
+        try await store.replace([Self.entry(200, "2026-03-01", "8", "EUR")], scopes: [corrected])
         let totals = try await store.totals(from: nil, until: nil)
         #expect(totals[200]?.amounts == ["EUR": 8])
         #expect(totals[201]?.amounts == ["USD": 5])
         #expect(totals[300]?.amounts == ["USD": 7])
         // Without a campaign (an export lacking the column), the keyword's day in any currency.
-        try await store.replace([Self.entry(300, "2026-03-01", "6", "GBP")], campaignDays: [])
+        try await store.replace([Self.entry(300, "2026-03-01", "6", "GBP")], scopes: [])
         #expect(try await store.totals(from: nil, until: nil)[300]?.amounts == ["GBP": 6])
+        // An export of one ad group replaces that ad group's day, not its campaign's others'.
+        func inGroup(_ group: Int64, _ keyword: Int64, _ amount: Decimal) -> SpendEntry {
+            SpendEntry(
+                campaignID: 5, adGroupID: group, keywordID: keyword, day: "2026-03-03", currency: "USD", amount: amount)
+        }
+        try await store.replace([inGroup(51, 501, 1), inGroup(51, 502, 2), inGroup(52, 503, 3)], scopes: [])
+        try await store.replace(
+            [inGroup(51, 501, 4)], scopes: [SpendScope(campaignID: 5, adGroupID: 51, day: "2026-03-03")])
+        let groups = try await store.totals(from: "2026-03-03", until: "2026-03-04")
+        #expect(groups[501]?.amounts == ["USD": 4] && groups[502] == nil && groups[503]?.amounts == ["USD": 3])
+    }
+
+    /// `import spend` of a file larger than any batch the store writes keeps every row: in
+    /// parts, each part's replacing of the campaign's day took away the part before.
+    @Test func aLargeSpendFileIsStoredWhole() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let commands = CommandLineTests()
+        let config = try commands.storeConfig(env, providers: "iad: {}")
+        let csv = env.directory.appendingPathComponent("month.csv").path
+        var lines = ["Day,Campaign ID,Ad Group ID,Keyword ID,Spend,Currency"]
+        for keyword in 1...6000 { lines.append("2026-03-01,77,88,\(keyword),0.10,USD") }
+        try lines.joined(separator: "\n").write(toFile: csv, atomically: true, encoding: .utf8)
+        let imported = try commands.run(["import", "spend", "--config", config, csv])
+        #expect(imported.status == 0, "\(imported.stdout)\(imported.stderr)")
+        let store = try await SpendStorage.open(
+            storagePath: env.databasePath, storageURL: nil, logger: Logger(label: "test"))
+        let totals = try await store.totals(from: nil, until: nil)
+        #expect(totals.count == 6000 && totals.values.allSatisfy { $0.amounts == ["USD": Decimal(string: "0.1")!] })
     }
 
     @Test(arguments: backends)

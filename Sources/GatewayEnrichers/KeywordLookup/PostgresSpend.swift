@@ -31,13 +31,16 @@ final class PostgresSpend: SpendStore {
             ])
     }
 
-    func replace(_ entries: [SpendEntry], campaignDays: [CampaignDay]) async throws {
+    func replace(_ entries: [SpendEntry], scopes: [SpendScope]) async throws {
         let rows = try SpendSchema.rows(entries)
         let clearing: [PostgresQuery] = [
             """
             DELETE FROM apple_ads_spend s
-            USING unnest(\(campaignDays.map(\.campaignID))::int8[], \(campaignDays.map(\.day))::text[]) AS c(campaign_id, day)
+            USING unnest(
+                \(scopes.map(\.campaignID))::int8[], \(scopes.map(\.adGroupID))::int8[], \(scopes.map(\.day))::text[]
+            ) AS c(campaign_id, ad_group_id, day)
             WHERE s.campaign_id = c.campaign_id AND s.day = c.day
+                AND (c.ad_group_id = 0 OR s.ad_group_id = c.ad_group_id)
             """,
             """
             DELETE FROM apple_ads_spend s

@@ -14,14 +14,17 @@ struct SQLiteSpend: SpendStore {
         }
     }
 
-    func replace(_ entries: [SpendEntry], campaignDays: [CampaignDay]) async throws {
-        guard !entries.isEmpty || !campaignDays.isEmpty else { return }
+    func replace(_ entries: [SpendEntry], scopes: [SpendScope]) async throws {
+        guard !entries.isEmpty || !scopes.isEmpty else { return }
         let rows = try SpendSchema.rows(entries)
         try await pool.write { db in
-            for cleared in campaignDays {
+            for cleared in scopes {
                 try db.execute(
-                    sql: "DELETE FROM apple_ads_spend WHERE campaign_id = ? AND day = ?",
-                    arguments: [cleared.campaignID, cleared.day])
+                    sql: """
+                        DELETE FROM apple_ads_spend
+                        WHERE campaign_id = ? AND day = ? AND (? = 0 OR ad_group_id = ?)
+                        """,
+                    arguments: [cleared.campaignID, cleared.day, cleared.adGroupID, cleared.adGroupID])
             }
             for row in rows {
                 try db.execute(

@@ -7,8 +7,11 @@ import Synchronization
 /// Daily spend per keyword of one campaign, from an Apple Ads keyword report.
 protocol AppleAdsSpendSource: Sendable {
     /// Each keyword's spend on each day from `from` to `to` (both inclusive, `YYYY-MM-DD`,
-    /// UTC) in `campaignID`; days without spend are left out.
-    func keywordSpend(campaignID: Int64, orgID: Int64?, from: String, to: String) async throws -> [SpendEntry]
+    /// UTC) in `campaignID`, days without spend left out: the campaign's whole report; nil
+    /// when Apple answered none (it refused the report, `403`, or knows no such campaign,
+    /// `404`), which replaces nothing held. A refusal after the first page throws: a part of
+    /// the report is not its whole.
+    func keywordSpend(campaignID: Int64, orgID: Int64?, from: String, to: String) async throws -> [SpendEntry]?
 }
 
 extension AppleAdsHTTP {
@@ -37,6 +40,11 @@ extension AppleAdsHTTP {
         return (amount, currency)
     }
 
+    /// A report's later page refused (`403`, `404`) after its first was answered.
+    static func refusedPage(_ path: String, _ page: Int) -> Failure {
+        Failure(description: "\(path): Apple Ads refused page \(page + 1) of the report after answering the first")
+    }
+
     /// An `error` Apple sends with a `200` (both APIs may): a failure, not an empty report.
     static func reportError(_ json: [String: Any], at path: String) -> Failure? {
         guard let error = json["error"], !(error is NSNull) else { return nil }
@@ -49,12 +57,13 @@ extension AppleAdsPlatformV1: AppleAdsSpendSource {
     /// it), daily in UTC: `result.rows[]`, each a keyword (`metadata.id`) with its
     /// `granularMetrics[]` by `date`, each with `localSpend`. Asked of the org's ad accounts
     /// in turn until one knows the campaign.
-    func keywordSpend(campaignID: Int64, orgID: Int64?, from: String, to: String) async throws -> [SpendEntry] {
+    func keywordSpend(campaignID: Int64, orgID: Int64?, from: String, to: String) async throws -> [SpendEntry]? {
         let path = "/reports/apps/keywords/query"
+        var answered = false
         for account in try await adAccounts(orgID: orgID) {
             var entries: [SpendEntry] = []
             var offset = 0
-            for _ in 0..<AppleAdsHTTP.maxReportPages {
+            for page in 0..<AppleAdsHTTP.maxReportPages {
                 let query: [String: Any] = [
                     "timeRange": ["start": from, "end": to, "timeZone": "UTC", "granularity": "DAILY"],
                     "filters": [["field": "campaignId", "operator": "EQUALS", "value": [String(campaignID)]]],
@@ -65,7 +74,11 @@ extension AppleAdsPlatformV1: AppleAdsSpendSource {
                     let json = try await http.post(
                         path, json: try JSONSerialization.data(withJSONObject: query),
                         context: "adAccountId=\(account)")
-                else { break }
+                else {
+                    if page > 0 { throw AppleAdsHTTP.refusedPage(path, page) }
+                    break
+                }
+                answered = true
                 if let failure = AppleAdsHTTP.reportError(json, at: path) { throw failure }
                 guard let result = json["result"] as? [String: Any], let rows = result["rows"] as? [[String: Any]]
                 else { throw AppleAdsHTTP.Failure(description: "\(path): an answer without result.rows") }
@@ -88,7 +101,7 @@ extension AppleAdsPlatformV1: AppleAdsSpendSource {
             }
             if !entries.isEmpty { return entries }
         }
-        return []
+        return answered ? [] : nil
     }
 }
 
@@ -96,12 +109,12 @@ extension AppleAdsCampaignManagementV5: AppleAdsSpendSource {
     /// `POST /reports/campaigns/{id}/keywords` (v5 asks by org), daily in UTC, ordered by
     /// keyword (a report without `selector.orderBy` fails): `data.reportingDataResponse.row[]`,
     /// each a keyword (`metadata.keywordId`) with its `granularity[]` by `date`.
-    func keywordSpend(campaignID: Int64, orgID: Int64?, from: String, to: String) async throws -> [SpendEntry] {
+    func keywordSpend(campaignID: Int64, orgID: Int64?, from: String, to: String) async throws -> [SpendEntry]? {
         guard let orgID else { throw AppleAdsHTTP.CannotAsk() }
         let path = "/reports/campaigns/\(campaignID)/keywords"
         var entries: [SpendEntry] = []
         var offset = 0
-        for _ in 0..<AppleAdsHTTP.maxReportPages {
+        for page in 0..<AppleAdsHTTP.maxReportPages {
             let body: [String: Any] = [
                 "startTime": from, "endTime": to, "granularity": "DAILY", "timeZone": "UTC",
                 "returnRowTotals": false, "returnGrandTotals": false, "returnRecordsWithNoMetrics": false,
@@ -113,7 +126,10 @@ extension AppleAdsCampaignManagementV5: AppleAdsSpendSource {
             guard
                 let json = try await http.post(
                     path, json: try JSONSerialization.data(withJSONObject: body), context: "orgId=\(orgID)")
-            else { return entries }
+            else {
+                if page > 0 { throw AppleAdsHTTP.refusedPage(path, page) }
+                return nil
+            }
             if let failure = AppleAdsHTTP.reportError(json, at: path) { throw failure }
             guard let data = json["data"] as? [String: Any],
                 let report = data["reportingDataResponse"] as? [String: Any]
@@ -198,6 +214,8 @@ final class SpendFetcher: Service, Sendable {
         var campaigns = 0
         var failed = 0
         var keywordDays = 0
+        /// Campaigns Apple answered no report for (`403`, `404`): their spend held is kept.
+        var unanswered = 0
     }
 
     /// Fetches when a day has passed since the last fetch and no other replica is at it;
@@ -222,12 +240,20 @@ final class SpendFetcher: Service, Sendable {
             if Task.isCancelled { return outcome }
             outcome.campaigns += 1
             do {
-                let entries = try await source.keywordSpend(campaignID: campaign, orgID: org, from: from, to: to)
+                guard
+                    let entries = try await source.keywordSpend(campaignID: campaign, orgID: org, from: from, to: to)
+                else {
+                    outcome.unanswered += 1
+                    logger.warning(
+                        "Apple Ads answered no spend report for a campaign; its spend held is kept",
+                        metadata: ["campaign_id": "\(campaign)"])
+                    continue
+                }
                 // Apple's report is the campaign's whole: a keyword absent from a day spent nothing.
                 let asked = (-days...0).map {
-                    CampaignDay(campaignID: campaign, day: SpendDay.string(today, adding: $0))
+                    SpendScope(campaignID: campaign, adGroupID: 0, day: SpendDay.string(today, adding: $0))
                 }
-                try await store.replace(entries, campaignDays: asked)
+                try await store.replace(entries, scopes: asked)
                 outcome.keywordDays += SpendEntry.summed(entries).count
             } catch {
                 outcome.failed += 1
@@ -244,7 +270,7 @@ final class SpendFetcher: Service, Sendable {
             "spend fetched",
             metadata: [
                 "from": "\(from)", "to": "\(to)", "campaigns": "\(outcome.campaigns)", "failed": "\(outcome.failed)",
-                "keyword_days": "\(outcome.keywordDays)",
+                "unanswered": "\(outcome.unanswered)", "keyword_days": "\(outcome.keywordDays)",
             ])
         return outcome
     }

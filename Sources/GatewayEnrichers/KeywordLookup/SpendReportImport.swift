@@ -296,13 +296,17 @@ public struct SpendImport {
         store = try await SpendStorage.open(storagePath: storagePath, storageURL: storageURL, logger: logger)
     }
 
-    /// Stores `entries`, replacing the days of the campaigns they name (an export holds
-    /// every keyword of a campaign's day) and, without a campaign, their keywords' days; and
-    /// notes their campaigns for the daily fetch.
+    /// Stores `entries` in one transaction, replacing the days of the campaigns they name,
+    /// or of the ad groups where they name those (an export holds every keyword that spent
+    /// in what it covers), and, without a campaign, their keywords' days; and notes their
+    /// campaigns for the daily fetch. One call for a whole file: in parts, each part would
+    /// clear again the days an earlier one wrote.
     public func store(_ entries: [SpendEntry]) async throws {
-        let campaignDays = Set(
-            entries.filter { $0.campaignID > 0 }.map { CampaignDay(campaignID: $0.campaignID, day: $0.day) })
-        try await store.replace(entries, campaignDays: Array(campaignDays))
+        let scopes = Set(
+            entries.filter { $0.campaignID > 0 }.map {
+                SpendScope(campaignID: $0.campaignID, adGroupID: $0.adGroupID, day: $0.day)
+            })
+        try await store.replace(entries, scopes: Array(scopes))
         var campaigns: [Int64: Int64?] = [:]
         for entry in entries where entry.campaignID > 0 { campaigns[entry.campaignID] = .some(nil) }
         try await store.noteCampaigns(campaigns)

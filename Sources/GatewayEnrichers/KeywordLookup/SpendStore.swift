@@ -11,9 +11,9 @@ import Logging
 /// import of that day replaces it (Apple corrects spend for days after they end).
 protocol SpendStore: Sendable {
     /// Writes these days in one transaction, replacing what the store held of each entry's
-    /// keyword and day in any currency, and every row of `campaignDays`: a corrected report
-    /// of a campaign's day leaves no keyword or currency it no longer has.
-    func replace(_ entries: [SpendEntry], campaignDays: [CampaignDay]) async throws
+    /// keyword and day in any currency, and every row of `scopes`: a corrected report
+    /// of a campaign's (or an ad group's) day leaves no keyword or currency it no longer has.
+    func replace(_ entries: [SpendEntry], scopes: [SpendScope]) async throws
 
     /// Spend summed per keyword and currency over the days `from` (inclusive) to `until`
     /// (exclusive), `YYYY-MM-DD`, with the keyword's campaign, ad group and app where known;
@@ -126,13 +126,17 @@ enum SpendStorage {
     }
 }
 
-/// A `YYYY-MM-DD` day in UTC.
-/// One campaign's day, whose rows a complete report of it replaces.
-struct CampaignDay: Sendable, Hashable {
+/// A campaign's day, or one ad group's, that a complete report of it replaces whole: Apple's
+/// report of a campaign, or an export of it, holds every keyword that spent; an export
+/// filtered to one ad group, only that ad group's.
+struct SpendScope: Sendable, Hashable {
     var campaignID: Int64
+    /// 0: every ad group of the campaign.
+    var adGroupID: Int64
     var day: String
 }
 
+/// A `YYYY-MM-DD` day in UTC.
 enum SpendDay {
     static func string(_ date: Date) -> String {
         let parts = Calendar.utc.dateComponents([.year, .month, .day], from: date)

@@ -23,10 +23,15 @@ final class FakeAppleAdsReports: Sendable {
     let pageSize = 2
     /// Report requests answered, by API and campaign (`v1:542370539`).
     let asked = Mutex<[String]>([])
+    /// Answers every report request `403`, as Apple does to an account the report is not for.
+    let refused = Mutex(false)
 
     func add(_ fake: FakeAppleAds, to router: Router<BasicRequestContext>) {
         router.post("/v1/reports/apps/keywords/query") { request, _ -> Response in
             if let refusal = fake.refusal(request, context: true) { return refusal }
+            if self.refused.withLock({ $0 }) {
+                return FakeAppleAds.json(403, #"{"error":{"errors":[{"messageCode":"FORBIDDEN"}]}}"#)
+            }
             let body = try await request.body.collect(upTo: 1 << 20)
             guard let query = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
                 let range = query["timeRange"] as? [String: Any], range["granularity"] as? String == "DAILY",
@@ -62,6 +67,9 @@ final class FakeAppleAdsReports: Sendable {
         router.post("/api/v5/reports/campaigns/:campaign/keywords") { request, context -> Response in
             if let refusal = fake.refusal(request, context: true, expected: "orgId=\(FakeAppleAds.orgID)") {
                 return refusal
+            }
+            if self.refused.withLock({ $0 }) {
+                return FakeAppleAds.json(403, #"{"data":null,"error":{"errors":[{"messageCode":"FORBIDDEN"}]}}"#)
             }
             let campaign = Int64(context.parameters.get("campaign") ?? "") ?? 0
             let body = try await request.body.collect(upTo: 1 << 20)
