@@ -87,16 +87,28 @@ import Testing
                 "line 5, column Spend: '12.00 EUR' is not an amount in USD",
             ])
         #expect(reader.spend.map(\.amount) == [12, 12, Decimal(string: "7.5")!, Decimal(string: "1234.5")!])
-        // In a `;`-separated file, decimals come with a comma and points group thousands.
+        // In a `;`-separated file, decimals come with a comma and points (or spaces) group
+        // thousands; a lone zero before a point is no thousand, and the symbol may stand apart.
         let semicolons = read(
             """
             Day;Keyword ID;Spend;Currency
             2026-03-01;1;1.234;EUR
             2026-03-01;2;1.234,50;EUR
             2026-03-01;3;12.5;EUR
+            2026-03-01;4;7,50 €;EUR
+            2026-03-01;5;€ 7,50;EUR
+            2026-03-01;6;0.500;EUR
+            2026-03-01;7;1 234,50;EUR
+            2026-03-01;8;$7.50;EUR
             """)
-        #expect(semicolons.badRows.isEmpty, "\(semicolons.badRows)")
-        #expect(semicolons.spend.map(\.amount) == [1234, Decimal(string: "1234.5")!, Decimal(string: "12.5")!])
+        #expect(semicolons.badRows.map(\.description) == ["line 9, column Spend: '$7.50' is not an amount in EUR"])
+        #expect(
+            semicolons.spend.map(\.amount) == [
+                1234, Decimal(string: "1234.5")!, Decimal(string: "12.5")!, Decimal(string: "7.5")!,
+                Decimal(string: "7.5")!, Decimal(string: "0.5")!, Decimal(string: "1234.5")!,
+            ])
+        // In a comma-separated one, `0,500` is a half too.
+        #expect(read("Day,Keyword ID,Spend,Currency\n2026-03-01,1,\"0,500\",USD").spend.map(\.amount) == [0.5])
     }
 
     @Test func badRowsNameTheirLineAndColumnAndTheRestIsRead() {

@@ -207,28 +207,29 @@ public struct SpendCSVReader: Sendable {
     }
 
     /// An amount in `currency` as a spreadsheet or Apple's UI writes it: `1234.5`,
-    /// `1,234.50`, `$12.00`, `12.00 USD`, or with a decimal comma (`1.234,50`, `12,5` in a
-    /// `;`-separated file). Anything else in the cell (`1e3`, `12abc`), or a symbol or code
-    /// of another currency than the row's (`€7.50` in a USD row), is no amount: read loosely,
-    /// those became other numbers, or another currency's, without a word.
+    /// `1,234.50`, `$12.00`, `12.00 USD`, `1 234,50`, or with a decimal comma (`1.234,50`,
+    /// `12,5`, `7,50 €` in a `;`-separated file). Anything else in the cell (`1e3`, `12abc`),
+    /// or a symbol or code of another currency than the row's (`€7.50` in a USD row, `$7.50`
+    /// in a EUR one), is no amount: read loosely, those became other numbers, or another
+    /// currency's, without a word.
     static func amount(_ text: String, decimalComma: Bool, currency: String) -> Decimal? {
         guard
             let match = text.trimmingCharacters(in: .whitespaces).wholeMatch(
                 of:
-                    /(?<before>[$€£¥]|[A-Za-z]{3}[ \u{A0}]?)?(?<number>-?[0-9][0-9.,]*)(?<after>[ \u{A0}]?[A-Za-z]{3}|[$€£¥])?/
+                    /(?<before>[$€£¥]|[A-Za-z]{3})?\s*(?<number>-?[0-9]+(?:[.,][0-9]+|\s[0-9]{3})*)\s*(?<after>[A-Za-z]{3}|[$€£¥])?/
             ), match.before == nil || match.after == nil
         else { return nil }
-        let marks = [match.before, match.after].compactMap { $0?.trimmingCharacters(in: .whitespaces) }
-        for mark in marks {
-            let symbolOf: [String: Set<String>] = ["€": ["EUR"], "£": ["GBP"], "¥": ["JPY", "CNY"]]
+        for mark in [match.before, match.after].compactMap(\.self) {
             if mark.count == 3, mark.uppercased() != currency { return nil }
-            if let codes = symbolOf[mark], !codes.contains(currency) { return nil }
+            if let codes = Self.currenciesOfSymbol[String(mark)], !codes.contains(currency) { return nil }
         }
-        var digits = String(match.number)
+        var digits = match.number.filter { !$0.isWhitespace }
         let lastComma = digits.lastIndex(of: ","), lastPoint = digits.lastIndex(of: ".")
-        /// Whether the digits after every `mark` come in threes: then the marks group thousands.
+        /// Whether `mark` groups thousands: a first group of one to three digits, not a lone
+        /// zero (`0.500` is a half), then groups of three.
         func groupsThousands(_ mark: Character) -> Bool {
-            let groups: [Substring] = digits.split(separator: mark, maxSplits: .max, omittingEmptySubsequences: false)
+            let groups = digits.drop { $0 == "-" }.split(separator: mark, omittingEmptySubsequences: false)
+            guard let first = groups.first, (1...3).contains(first.count), first != "0" else { return false }
             return groups.dropFirst().allSatisfy { $0.count == 3 }
         }
         let commaIsDecimal: Bool
@@ -250,6 +251,12 @@ public struct SpendCSVReader: Sendable {
         guard digits.wholeMatch(of: /-?\d+(\.\d+)?/) != nil else { return nil }
         return Decimal(string: digits, locale: Locale(identifier: "en_US_POSIX"))
     }
+
+    /// The currencies a symbol in an amount may stand for.
+    static let currenciesOfSymbol: [String: Set<String>] = [
+        "€": ["EUR"], "£": ["GBP"], "¥": ["JPY", "CNY"],
+        "$": ["USD", "CAD", "AUD", "NZD", "SGD", "HKD", "MXN", "TWD", "BRL", "ARS", "CLP", "COP"],
+    ]
 
     /// Month names as the UI writes them in English: `Mar 1, 2026`, `1 March 2026`.
     private static let namedDayFormats = ["MMM d, yyyy", "MMMM d, yyyy", "d MMM yyyy", "d MMMM yyyy"]
