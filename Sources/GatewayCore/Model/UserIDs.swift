@@ -17,7 +17,12 @@ public enum UserIDs {
     /// forgotten user's id (sent on, it would make a new user of nobody).
     public static func isReal(_ id: String) -> Bool {
         let trimmed = id.trimmingCharacters(in: .whitespaces)
-        return !trimmed.isEmpty && !placeholders.contains(trimmed.lowercased())
-            && !trimmed.hasPrefix(forgottenPrefix)
+        return !trimmed.isEmpty && !placeholders.contains(trimmed.lowercased()) && !isStandIn(trimmed)
+    }
+
+    /// Whether `id` is a stand-in exactly as a forget makes one (`forgotten-` and a UUID):
+    /// an app's own id that merely begins so (`forgotten-password-flow`) names a user.
+    static func isStandIn(_ id: String) -> Bool {
+        id.hasPrefix(forgottenPrefix) && UUID(uuidString: String(id.dropFirst(forgottenPrefix.count))) != nil
     }
 }
