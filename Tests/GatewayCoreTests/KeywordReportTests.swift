@@ -406,15 +406,20 @@ extension KeywordReportTests {
         let rows = [
             line(campaign: 7777, keyword: 7, installs: 1), line(campaign: 1, keyword: 7, installs: 3),
             line(campaign: nil, keyword: 8, installs: 2), line(campaign: 9, keyword: 9, installs: 1),
+            line(campaign: 7777, keyword: 10, installs: 3), line(campaign: 1, keyword: 10, installs: 1),
         ]
         let spend: [Int64: KeywordSpend] = [
             7: KeywordSpend(campaignID: 1, amounts: ["USD": 30]), 8: KeywordSpend(campaignID: 2, amounts: ["USD": 8]),
             9: KeywordSpend(campaignID: 3, amounts: ["USD": 5]),
+            // An export without campaigns: either line of keyword 10 could be the made-up one.
+            10: KeywordSpend(amounts: ["USD": 6]),
         ]
         let priced = KeywordReport.spending(rows, spend)
-        #expect(priced.map(\.spend) == [nil, ["USD": 30], ["USD": 8], nil, ["USD": 5]])
+        // The spend no line may take comes after the lines, by campaign (none first).
+        #expect(priced.map(\.spend) == [nil, ["USD": 30], ["USD": 8], nil, nil, nil, ["USD": 6], ["USD": 5]])
         #expect(priced[1].costPerInstall == ["USD": 10])
-        #expect(priced[4].campaignID == 3 && priced[4].keywordID == 9 && priced[4].installs == 0)
+        #expect(priced[6].campaignID == nil && priced[6].keywordID == 10 && priced[6].installs == 0)
+        #expect(priced[7].campaignID == 3 && priced[7].keywordID == 9 && priced[7].installs == 0)
     }
 
     /// A campaign's cost per install and ROAS divide by its keywords' installs and revenue in

@@ -619,23 +619,33 @@ public struct KeywordReport: Sendable {
         // Each keyword's spend goes to one line, the one that agrees most with where the
         // spend says it ran: an install posted with a real keyword id and a made-up campaign
         // (an app's key is public) must not copy the keyword's spend onto a line of its own.
-        var chosen: [Int64: (index: Int, agreement: Int)] = [:]
+        // Lines of different campaigns or ad groups that agree alike (the spend names
+        // neither) leave it to a line of its own: which is the keyword's cannot be told.
+        var chosen: [Int64: (index: Int, agreement: Int, tied: Bool)] = [:]
         var appOfCampaign: [Int64: String] = [:]
         for (index, row) in rows.enumerated() where row.network == appleSearchAds {
             if let campaign = row.campaignID, appOfCampaign[campaign] == nil { appOfCampaign[campaign] = row.appID }
             guard let id = row.keywordID, let known = spend[id], let agreement = agreement(of: row, with: known)
             else { continue }
-            if chosen[id].map({ agreement > $0.agreement }) ?? true { chosen[id] = (index, agreement) }
+            guard let best = chosen[id], agreement <= best.agreement else {
+                chosen[id] = (index, agreement, false)
+                continue
+            }
+            let other = rows[best.index]
+            if agreement == best.agreement, (other.campaignID, other.adGroupID) != (row.campaignID, row.adGroupID) {
+                chosen[id]?.tied = true
+            }
         }
         let rows = rows.enumerated().map { index, row in
-            guard let id = row.keywordID, chosen[id]?.index == index, let known = spend[id] else { return row }
+            guard let id = row.keywordID, let best = chosen[id], best.index == index, !best.tied, let known = spend[id]
+            else { return row }
             var row = row
             row.spend = known.amounts
             row.price()
             return row
         }
         let unlined = spend.compactMap { id, known -> Row? in
-            guard chosen[id] == nil, known.amounts.values.contains(where: { $0 > 0 }) else { return nil }
+            guard chosen[id].map(\.tied) ?? true, known.amounts.values.contains(where: { $0 > 0 }) else { return nil }
             let app = known.appID ?? known.campaignID.flatMap { appOfCampaign[$0] } ?? ""
             if let appID, app != appID { return nil }
             var row = Row(
