@@ -11,7 +11,8 @@ import Synchronization
 /// disk) is taken back, and a row a crash left half-written is removed at the next start:
 /// that record was never acknowledged, and is offered again.
 public final class CSVSink: AttributionSink {
-    public let maxBatchSize = 1000
+    static let batchLimit = 1000
+    public let maxBatchSize = batchLimit
     let url: URL
     let columns: [String]
     /// Where `record_id` is among the columns: first unless the config put it elsewhere.
@@ -280,6 +281,8 @@ public enum CSVSinkPlugin: SinkPlugin {
     public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
         try CSVSink(path: options.path, columns: options.columns)
     }
+
+    public static func maxBatchSize(_ options: Options) -> Int? { CSVSink.batchLimit }
 
     public static func summary(_ options: Options) -> String {
         let count = options.columns.contains("record_id") ? options.columns.count : options.columns.count + 1

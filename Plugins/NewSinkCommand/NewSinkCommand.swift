@@ -112,7 +112,8 @@ struct NewSinkCommand: CommandPlugin {
         /// Delivery is at-least-once: a crash re-offers the batch in flight, so write
         /// idempotently by `record_id`.
         public final class \(target): AttributionSink {
-            public let maxBatchSize = 100
+            static let batchLimit = 100
+            public let maxBatchSize = batchLimit
             let endpoint: String
 
             public init(endpoint: String) {
@@ -143,6 +144,9 @@ struct NewSinkCommand: CommandPlugin {
             public static func makeSink(options: Options, context: SinkContext) async throws -> any AttributionSink {
                 \(target)(endpoint: options.endpoint)
             }
+
+            /// The batches delivery makes are at most this, which check-config shows.
+            public static func maxBatchSize(_ options: Options) -> Int? { \(target).batchLimit }
 
             /// One line for check-config; never a secret (an endpoint's path or query may
             /// be one, as a Slack webhook's is: the host only).

@@ -76,14 +76,16 @@ import Testing
           run: { type: exec, command: [/bin/cat], max_batch_size: 5 }
           table: { type: sqlite, batch_size: 2000 }
           few: { type: sqlite, batch_size: 20 }
+          sheet: { type: csv, path: \(env.directory.path)/out.csv, batch_size: 5000 }
         routes:
-          - sinks: [run, table, few]
+          - sinks: [run, table, few, sheet]
         """.write(toFile: path, atomically: true, encoding: .utf8)
         let result = try run(["check-config", path])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("run (exec): runs /bin/cat, NDJSON over stdin/stdout; batches of up to 5,"))
         #expect(result.stdout.contains("; batches of up to 500,"), "\(result.stdout)")
         #expect(result.stdout.contains("; batches of up to 20,"), "\(result.stdout)")
+        #expect(result.stdout.contains("; batches of up to 1000,"), "\(result.stdout)")
     }
 
     /// As ssh does for its keys: a private key file that others can read is said, by
