@@ -168,10 +168,10 @@ extension PostgresStore {
         }
         if report.hasPeriod {
             var inPeriod = people
-            if let since = report.purchasesSince {
+            if let since = report.installsSince {
                 inPeriod.add("installed_at >= ?::float8", since.timeIntervalSinceReferenceDate)
             }
-            if let until = report.purchasesUntil {
+            if let until = report.installsUntil {
                 inPeriod.add("installed_at < ?::float8", until.timeIntervalSinceReferenceDate)
             }
             let recent = try await connection.query(

@@ -75,15 +75,22 @@ extension SQLiteStore {
             arguments: arguments)
         while let row = try installs.next() { sums.add(line(row[0]), installs: row[1]) }
         if report.hasPeriod {
-            var inPeriod = ["installed_at >= :since", "installed_at < :until"]
-            if report.purchasesSince == nil { inPeriod.removeFirst() }
-            if report.purchasesUntil == nil { inPeriod.removeLast() }
+            var inPeriod = values
+            var bounds: [String] = []
+            if let since = report.installsSince {
+                bounds.append("installed_at >= :installsSince")
+                inPeriod["installsSince"] = since.timeIntervalSinceReferenceDate
+            }
+            if let until = report.installsUntil {
+                bounds.append("installed_at < :installsUntil")
+                inPeriod["installsUntil"] = until.timeIntervalSinceReferenceDate
+            }
             let recent = try Row.fetchCursor(
                 db,
                 sql: """
-                    SELECT line_id, COUNT(*) FROM report_people WHERE \(people) AND \(inPeriod.joined(separator: " AND "))
+                    SELECT line_id, COUNT(*) FROM report_people WHERE \(people) AND \(bounds.joined(separator: " AND "))
                     GROUP BY line_id
-                    """, arguments: arguments)
+                    """, arguments: StatementArguments(inPeriod))
             while let row = try recent.next() { sums.add(line(row[0]), installsInPeriod: row[1]) }
         }
         let bought = try Row.fetchCursor(

@@ -178,11 +178,13 @@ extension KeywordReportTests {
         report.add(recent)
         let calm = report.rows.first { $0.keyword == "calm" }
         #expect(calm?.purchases == 1 && calm?.revenue == ["USD": 5])
-        // Its installs still count from any time; those of the period are counted apart,
-        // for the cost per install.
+        // Its installs still count from any time; those on the period's spend days (from the
+        // first midnight in it, UTC) are counted apart, for the cost per install.
         #expect(calm?.installs == 1 && calm?.installsInPeriod == 0)
-        report.add(Self.install("u2", keyword: "calm", at: 150))
-        #expect(report.rows.first { $0.keyword == "calm" }?.installsInPeriod == 1)
+        report.add(Self.install("u2", keyword: "calm", at: 150))  // in the period, before its first midnight
+        report.add(Self.install("u3", keyword: "calm", at: 86_400))
+        let counted = report.rows.first { $0.keyword == "calm" }
+        #expect(counted?.installs == 3 && counted?.installsInPeriod == 1)
         var timeless = KeywordReport()
         timeless.add(Self.install("u1", keyword: "calm", at: 0))
         #expect(timeless.rows.first?.installsInPeriod == nil)

@@ -81,6 +81,16 @@ extension CommandLineTests {
         #expect(keyword.cost_per_paying_user == ["USD": 30])
         #expect(keyword.roas == ["USD": Decimal(string: "1.5")!])
         #expect(rows.filter { $0.keyword_id == nil }.allSatisfy { $0.spend == nil && $0.roas == nil })
+        // From mid-day, spend counts from the next midnight, and so do the installs it buys.
+        let midday = try JSONDecoder().decode(
+            [Row].self,
+            from: Data(
+                try run([
+                    "report", "keywords", "--config", config, "--format", "json", "--since", "2026-03-01T10:00:00Z",
+                    "--until", "2026-04-01",
+                ]).stdout.utf8))
+        let later = try #require(midday.first { $0.keyword_id == 87_675_432 })
+        #expect(later.spend == ["USD": 18] && later.installs_in_period == 3 && later.cost_per_install == ["USD": 6])
         // A keyword that spent and brought nobody has a line of its own, in its campaign's app.
         let idle = try #require(rows.first { $0.keyword_id == 99 })
         #expect(idle.app_id == "1234567890" && idle.installs == 0 && idle.spend == ["USD": 4])

@@ -365,9 +365,20 @@ public struct KeywordReport: Sendable {
     /// Whether the report has a period: then each line also counts its installs made in it.
     public var hasPeriod: Bool { purchasesSince != nil || purchasesUntil != nil }
 
-    /// Whether `time` falls in the report's period (``hasPeriod``).
+    /// The installs counted apart for the cost per install: those on the days whose spend
+    /// the report counts (the days whose midnight, UTC, falls in the period), so that a
+    /// period starting mid-day divides no day's installs by another day's spend.
+    public var installsSince: Date? { purchasesSince.map(Self.nextMidnight) }
+    public var installsUntil: Date? { purchasesUntil.map(Self.nextMidnight) }
+
+    static func nextMidnight(_ time: Date) -> Date {
+        let midnight = Calendar.utc.startOfDay(for: time)
+        return midnight == time ? time : midnight.addingTimeInterval(86_400)
+    }
+
+    /// Whether an install at `time` counts for the cost per install (``installsSince``).
     func inPeriod(_ time: Date) -> Bool {
-        hasPeriod && purchasesSince.map { time >= $0 } ?? true && purchasesUntil.map { time < $0 } ?? true
+        hasPeriod && installsSince.map { time >= $0 } ?? true && installsUntil.map { time < $0 } ?? true
     }
     /// Only lines of this network (``Row/network``).
     public var network: String?
