@@ -57,17 +57,21 @@ extension SQLiteStore {
             admitted.append("line_id IN (SELECT id FROM report_attributions WHERE network = :network)")
             values["network"] = network
         }
+        /// `column` from `since` and before `until`, where given, their values named after it.
+        func within(_ column: String, _ since: Date?, _ until: Date?) -> [String] {
+            var bounds: [String] = []
+            for (bound, time, name) in [(">=", since, "since"), ("<", until, "until")] {
+                guard let time else { continue }
+                bounds.append("\(column) \(bound) :\(column)_\(name)")
+                values["\(column)_\(name)"] = time.timeIntervalSinceReferenceDate
+            }
+            return bounds
+        }
         let people = (admitted + ["is_test = 0"]).joined(separator: " AND ")
-        var inPeriod = admitted
-        if let since = report.purchasesSince {
-            inPeriod.append("purchased_at >= :since")
-            values["since"] = since.timeIntervalSinceReferenceDate
-        }
-        if let until = report.purchasesUntil {
-            inPeriod.append("purchased_at < :until")
-            values["until"] = until.timeIntervalSinceReferenceDate
-        }
-        let purchases = inPeriod.joined(separator: " AND ")
+        let purchases = (admitted + within("purchased_at", report.purchasesSince, report.purchasesUntil))
+            .joined(separator: " AND ")
+        let installedInPeriod = ([people] + within("installed_at", report.installsSince, report.installsUntil))
+            .joined(separator: " AND ")
         try addNames(appID: appID, of: attributions, leavingOut: liveGroups, to: &sums, db)
         let arguments = StatementArguments(values)
         let installs = try Row.fetchCursor(
@@ -75,22 +79,9 @@ extension SQLiteStore {
             arguments: arguments)
         while let row = try installs.next() { sums.add(line(row[0]), installs: row[1]) }
         if report.hasPeriod {
-            var inPeriod = values
-            var bounds: [String] = []
-            if let since = report.installsSince {
-                bounds.append("installed_at >= :installsSince")
-                inPeriod["installsSince"] = since.timeIntervalSinceReferenceDate
-            }
-            if let until = report.installsUntil {
-                bounds.append("installed_at < :installsUntil")
-                inPeriod["installsUntil"] = until.timeIntervalSinceReferenceDate
-            }
             let recent = try Row.fetchCursor(
-                db,
-                sql: """
-                    SELECT line_id, COUNT(*) FROM report_people WHERE \(people) AND \(bounds.joined(separator: " AND "))
-                    GROUP BY line_id
-                    """, arguments: StatementArguments(inPeriod))
+                db, sql: "SELECT line_id, COUNT(*) FROM report_people WHERE \(installedInPeriod) GROUP BY line_id",
+                arguments: arguments)
             while let row = try recent.next() { sums.add(line(row[0]), installsInPeriod: row[1]) }
         }
         let bought = try Row.fetchCursor(
