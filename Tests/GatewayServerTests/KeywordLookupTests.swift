@@ -185,6 +185,20 @@ import Testing
         }
     }
 
+    /// Apple's developer-mode answer names ids no account has: nothing is asked about it.
+    @Test func aTestPayloadIsNotLookedUp() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            let enricher = try await makeEnricher(options(port: port), env: env)
+            var test = record(keyword: 123_222)
+            (test.campaignID, test.adGroupID, test.isTest) = (1_234_567_890, 1_234_567_890, true)
+            let enriched = await enricher.enrich([test])
+            #expect(enriched[0].keyword == nil && enriched[0].campaignName == nil)
+            #expect(fake.count("keyword") == 0 && fake.count("adgroup") == 0 && fake.count("campaign") == 0)
+        }
+    }
+
     @Test func withAppleDownRecordsPassWithTheirIdsAndSecretsStayOutOfTheLog() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -381,6 +395,27 @@ import Testing
             }
             #expect(fake.clientRefusals.withLock { $0 } == 1)
             #expect(fake.requests == 0)
+        }
+    }
+
+    /// Only `invalid_client` refuses the client: another 400 (a proxy's, a grant type
+    /// refused) is said with its OAuth error, and taken as an outage, not a revoked key.
+    @Test func aTokenRequestRefusedForAnotherReasonIsNotARefusedClient() async throws {
+        try await withSource { fake, source in
+            fake.badTokenRequest.withLock { $0 = "unsupported_grant_type" }
+            do {
+                _ = try await source.campaignName(id: 1, orgID: FakeAppleAds.orgID)
+                Issue.record("expected the token request to fail")
+            } catch {
+                #expect("\(error)".contains("answered 400 (unsupported_grant_type)"), "\(error)")
+                #expect(!"\(error)".contains("refused the credentials"))
+            }
+            // Taken as an outage, asked again after its pause, not as a revoked key.
+            do {
+                _ = try await source.campaignName(id: 2, orgID: FakeAppleAds.orgID)
+            } catch {
+                #expect("\(error)".contains("Apple Ads is failing"), "\(error)")
+            }
         }
     }
 

@@ -72,7 +72,7 @@ struct AppleAdsHTTP: Sendable {
             if let left = await gate.refusedCredentials() {
                 throw Failure(
                     description:
-                        "\(path): Apple Ads refused the credentials (401); asking again in \(left.components.seconds) s"
+                        "\(path): Apple Ads refused the credentials; asking again in \(left.components.seconds) s"
                 )
             }
             // Apple Ads failing: one request at a time finds out when it is back, not every

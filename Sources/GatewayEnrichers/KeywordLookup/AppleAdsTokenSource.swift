@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import GatewayCore
+import GatewayHTTP
 import Logging
 import NIOCore
 
@@ -111,13 +112,28 @@ actor AppleAdsTokenSource {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.body = .bytes(ByteBuffer(string: form))
-        let exchange = try await client.exchange(request, timeout: .seconds(30), bodyLimit: 1 << 20)
+        let exchange: BoundedExchange
+        do {
+            exchange = try await client.exchange(request, timeout: .seconds(30), bodyLimit: 1 << 20)
+        } catch {
+            // Named, as the API's failures are: `deadlineExceeded` alone said nothing of where.
+            throw Failure(description: "token endpoint \(ShownURL.of(tokenEndpoint)) unreachable: \(error)")
+        }
         let response = exchange.response
         let body = try exchange.body.get()
-        // Never the body in errors: an answer might echo what was sent.
+        // Never the body in errors: an answer might echo what was sent. Its OAuth `error`
+        // is a word of a fixed list, shown; only `invalid_client` (a revoked or wrong key)
+        // refuses the client: another 400 (a proxy's, `unsupported_grant_type`) may pass.
         guard response.status.code == 200 else {
             let code = Int(response.status.code)
-            throw Failure(description: "token endpoint answered \(code)", refusedClient: code == 400 || code == 401)
+            let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+            let error = (json?["error"] as? String).flatMap { word in
+                word.count <= 40 && word.allSatisfy({ $0.isLetter || $0 == "_" }) ? word : nil
+            }
+            throw Failure(
+                description: "token endpoint \(ShownURL.of(tokenEndpoint)) answered \(code)"
+                    + (error.map { " (\($0))" } ?? ""),
+                refusedClient: code == 401 || (code == 400 && error == "invalid_client"))
         }
         guard let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
             let value = json["access_token"] as? String

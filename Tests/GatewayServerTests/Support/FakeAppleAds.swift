@@ -34,6 +34,8 @@ final class FakeAppleAds: Sendable {
     let refuseClient = Mutex(false)
     /// Times the token endpoint refused the client.
     let clientRefusals = Mutex(0)
+    /// The token endpoint answers `400` with another OAuth error than `invalid_client`.
+    let badTokenRequest = Mutex<String?>(nil)
     /// The token endpoint answers `503`, counting each request in `tokenFailures`.
     let tokenDown = Mutex(false)
     let tokenFailures = Mutex(0)
@@ -87,6 +89,10 @@ final class FakeAppleAds: Sendable {
             if self.refuseClient.withLock({ $0 }) {
                 self.clientRefusals.withLock { $0 += 1 }
                 return Self.json(400, #"{"error":"invalid_client"}"#)
+            }
+            if let error = self.badTokenRequest.withLock({ $0 }) {
+                self.tokenFailures.withLock { $0 += 1 }
+                return Self.json(400, #"{"error":"\#(error)"}"#)
             }
             if let problem = self.checkTokenRequest(request, form) {
                 self.refusals.withLock { $0.append(problem) }
