@@ -153,6 +153,40 @@ import Testing
         }
     }
 
+    /// Apple answering fewer keywords a page than asked: the next pages are asked for, not
+    /// each keyword by id.
+    @Test func theBulkQueryFollowsItsPages() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            fake.queryPage.withLock { $0 = 2 }
+            let enricher = try await makeEnricher(options(port: port), env: env)
+            let enriched = await enricher.enrich((1...5).map { record(keyword: Int64($0)) })
+            #expect(enriched.map(\.keyword) == (1...5).map { "keyword \($0)" })
+            #expect(fake.count("keyword-query") == 3 && fake.count("keyword") == 0)
+        }
+    }
+
+    /// The bulk query refused: its keywords are asked for by id, a few at a time, and the
+    /// failure is logged.
+    @Test func keywordsTheBulkQueryCannotAnswerAreAskedAFewAtATime() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            fake.queryRefused.withLock { $0 = true }
+            fake.delay.withLock { $0 = .milliseconds(20) }
+            let lines = Mutex<[String]>([])
+            let enricher = try await makeEnricher(
+                options(port: port), env: env, logger: capturing { line in lines.withLock { $0.append(line) } })
+            _ = await enricher.enrich((1...40).map { record(keyword: Int64($0)) })
+            // Names past `wait_ms` are still fetched, after the records went on.
+            for _ in 0..<500 where fake.count("keyword") < 40 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(fake.count("keyword") == 40)
+            #expect(fake.inFlight.withLock { $0.most } <= KeywordLookupEnricher.lookupsAtOnce)
+            #expect(lines.withLock { $0 }.contains { $0.contains("bulk query failed") })
+        }
+    }
+
     @Test func anExhaustedRateLimitPausesTheNextRequest() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }

@@ -242,22 +242,30 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
             let wanted = ids.filter { found[$0] == nil }
             for start in stride(from: 0, to: wanted.count, by: 1000) {
                 let chunk = Array(wanted[start..<min(start + 1000, wanted.count)])
-                let query: [String: Any] = [
-                    "filters": [["field": "id", "operator": "IN", "value": chunk]],
-                    "pagination": ["offset": 0, "pageSize": chunk.count],
-                ]
-                let json = try await http.post(
-                    "/keywords/query", json: try JSONSerialization.data(withJSONObject: query),
-                    context: "adAccountId=\(account)")
-                guard let json else { continue }
-                guard let results = json["result"] as? [[String: Any]] else {
-                    throw AppleAdsHTTP.Failure(description: "/keywords/query: an answer without its result")
-                }
-                for keyword in results {
-                    guard let id = Self.int(keyword["id"]), let text = keyword["text"] as? String,
-                        AppleAdsHTTP.isName(text)
-                    else { continue }
-                    found[id] = (text, AppleAdsHTTP.matchType(keyword["matchType"]))
+                // Apple may answer fewer than asked (its largest page is not documented):
+                // the pages that `pagination.totalCount` says remain are asked for too.
+                var offset = 0
+                for _ in 0..<AppleAdsHTTP.maxReportPages {
+                    let query: [String: Any] = [
+                        "filters": [["field": "id", "operator": "IN", "value": chunk]],
+                        "pagination": ["offset": offset, "pageSize": chunk.count],
+                    ]
+                    let json = try await http.post(
+                        "/keywords/query", json: try JSONSerialization.data(withJSONObject: query),
+                        context: "adAccountId=\(account)")
+                    guard let json else { break }
+                    guard let results = json["result"] as? [[String: Any]] else {
+                        throw AppleAdsHTTP.Failure(description: "/keywords/query: an answer without its result")
+                    }
+                    for keyword in results {
+                        guard let id = Self.int(keyword["id"]), let text = keyword["text"] as? String,
+                            AppleAdsHTTP.isName(text)
+                        else { continue }
+                        found[id] = (text, AppleAdsHTTP.matchType(keyword["matchType"]))
+                    }
+                    offset += results.count
+                    let total = ((json["pagination"] as? [String: Any])?["totalCount"]).flatMap(Self.int)
+                    guard !results.isEmpty, let total, offset < total else { break }
                 }
             }
         }

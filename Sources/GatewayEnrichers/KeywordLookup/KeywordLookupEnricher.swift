@@ -39,9 +39,12 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
     private let waitingLate = Mutex<[String: [AttributionRecord]]>([:])
     /// At most one `name lookup failed` line each 10 s, saying how many it stands for.
     private let failureLines = OncePerInterval(.seconds(10))
+    private let bulkFailureLines = OncePerInterval(.seconds(10))
     private let owedPruning = OncePerInterval(.seconds(3600))
     /// At most this many records wait for late names; older ones keep their ids only.
     static let maxWaitingLate = 10_000
+    /// Names asked for by id at once, where the bulk query left them.
+    static let lookupsAtOnce = 8
 
     init(
         source: any AppleAdsNameSource, cache: any KeywordNameStore, spend: SpendCampaigns? = nil, wait: Duration,
@@ -423,23 +426,34 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
             if case .keyword(let id, _, _, _)? = lookups[key] { ids[id] = key }
         }
         var entries: [String: KeywordNameEntry] = [:]
-        if let found = try? await source.keywords(ids: Array(ids.keys), orgID: orgID) {
-            for (id, keyword) in found {
+        do {
+            for (id, keyword) in try await source.keywords(ids: Array(ids.keys), orgID: orgID) ?? [:] {
                 guard let key = ids[id] else { continue }
                 let entry = KeywordNameEntry(name: keyword.text, matchType: keyword.matchType, fetchedAt: now())
                 try? await cache.store(key, entry)
                 entries[key] = entry
             }
+        } catch {
+            if let held = bulkFailureLines.pass() {
+                var metadata: Logger.Metadata = ["keywords": "\(ids.count)", "error": "\(error)"]
+                if held > 0 { metadata["similar_failures_not_logged"] = "\(held)" }
+                logger.warning("keyword names' bulk query failed; asking for each by id", metadata: metadata)
+            }
         }
         for (key, entry) in entries { await done(key, entry) }
+        // Those the query did not answer, each by id, a few at a time: a thousand at once
+        // would meet Apple's rate limit in one burst.
+        let rest = keys.compactMap { key in entries[key] == nil ? lookups[key].map { (key, $0) } : nil }
         await withTaskGroup(of: (String, KeywordNameEntry?).self) { group in
-            for key in keys where entries[key] == nil {
-                guard let lookup = lookups[key] else { continue }
+            var next = rest.makeIterator()
+            for _ in 0..<Self.lookupsAtOnce {
+                guard let (key, lookup) = next.next() else { break }
                 group.addTask { (key, await self.fetch(key, lookup)) }
             }
             for await (key, entry) in group {
                 entries[key] = entry
                 await done(key, entry)
+                if let (key, lookup) = next.next() { group.addTask { (key, await self.fetch(key, lookup)) } }
             }
         }
         return entries

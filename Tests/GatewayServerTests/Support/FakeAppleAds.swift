@@ -34,6 +34,13 @@ final class FakeAppleAds: Sendable {
     let refuseClient = Mutex(false)
     /// Times the token endpoint refused the client.
     let clientRefusals = Mutex(0)
+    /// `/keywords/query` answers `400`, as for a filter Apple no longer takes.
+    let queryRefused = Mutex(false)
+    /// Entity GETs being answered now, and the most there were at once.
+    let inFlight = Mutex((now: 0, most: 0))
+    /// The most keywords one `/keywords/query` page answers, as Apple may answer fewer
+    /// than asked; nil answers every one asked.
+    let queryPage = Mutex<Int?>(nil)
     /// The token endpoint answers `400` with another OAuth error than `invalid_client`.
     let badTokenRequest = Mutex<String?>(nil)
     /// The token endpoint answers `503`, counting each request in `tokenFailures`.
@@ -121,6 +128,8 @@ final class FakeAppleAds: Sendable {
                 if let refusal = self.refuse(request, context: true) { return refusal }
                 let id = context.parameters.get("id") ?? ""
                 self.counts.withLock { $0[kind, default: 0] += 1 }
+                self.inFlight.withLock { $0 = ($0.now + 1, max($0.most, $0.now + 1)) }
+                defer { self.inFlight.withLock { $0.now -= 1 } }
                 let delay = self.delay.withLock { $0 }
                 if delay > .zero { try await Task.sleep(for: delay) }
                 guard id != "404404" else {
@@ -146,11 +155,15 @@ final class FakeAppleAds: Sendable {
         // Bulk keywords: only by id (the API wants an ad group or campaign filter otherwise).
         router.post("/v1/keywords/query") { request, _ -> Response in
             if let refusal = self.refuse(request, context: true) { return refusal }
+            if self.queryRefused.withLock({ $0 }) {
+                return Self.json(400, #"{"error":{"code":"bad_request","message":"filters","details":[]}}"#)
+            }
             let body = try await request.body.collect(upTo: 1 << 20)
             guard let query = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
                 let filters = query["filters"] as? [[String: Any]], let filter = filters.first,
                 filter["field"] as? String == "id", filter["operator"] as? String == "IN",
-                let ids = filter["value"] as? [Int], ids.count <= 1000
+                let ids = filter["value"] as? [Int], ids.count <= 1000,
+                let offset = (query["pagination"] as? [String: Any])?["offset"] as? Int
             else {
                 self.refusals.withLock { $0.append("keywords/query without an id IN filter") }
                 return Self.json(400, #"{"error":{"code":"bad_request","message":"filters","details":[]}}"#)
@@ -159,9 +172,10 @@ final class FakeAppleAds: Sendable {
             let found = ids.filter { $0 != 404_404 }.map {
                 #"{"id":\#($0),"text":"keyword \#($0)","matchType":"EXACT","deleted":false}"#
             }
+            let page = found.dropFirst(offset).prefix(self.queryPage.withLock { $0 } ?? found.count)
             return Self.json(
                 200,
-                #"{"result":[\#(found.joined(separator: ","))],"pagination":{"offset":0,"pageSize":\#(ids.count),"totalCount":\#(found.count)}}"#
+                #"{"result":[\#(page.joined(separator: ","))],"pagination":{"offset":\#(offset),"pageSize":\#(page.count),"totalCount":\#(found.count)}}"#
             )
         }
         // The Campaign Management API v5: orgId context, `data` envelope.
