@@ -974,6 +974,25 @@ import Testing
         #expect(enriched.campaignName == "US Search - Meditation")
     }
 
+    /// The UI's `--` for an id it has not, and the totals line some exports end with, are
+    /// read as `import spend` reads them: an empty cell, and no row.
+    @Test func aKeywordReportImportReadsTheUIsEmptyCellsAndSkipsItsTotalsLine() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        let config = try env.writeConfig()
+        let csv = """
+            Campaign Name,Campaign ID,Ad Group Name,Ad Group ID,Keyword,Match Type,Keyword ID,Spend,Currency
+            US Search,542370539,Broad,--,calm,Broad,87675436,1.00,USD
+            Total,,,,,,,1.00,USD
+
+            """
+        let file = env.directory.appendingPathComponent("keywords.csv").path
+        try csv.write(toFile: file, atomically: true, encoding: .utf8)
+        let result = try CommandLineTests().run(["keywords", "import", "--config", config, file])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("1 keywords, 0 ad groups, 1 campaigns; 0 rows rejected"), "\(result.stdout)")
+    }
+
     /// A record of `keyword` in `adGroup` as the enricher names it from imported names
     /// alone: nothing listens on port 9, so Apple is never asked.
     func enrichedFromImport(keyword: Int64, adGroup: Int64, env: TestEnvironment) async throws -> AttributionRecord {

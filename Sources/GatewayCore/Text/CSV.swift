@@ -15,6 +15,19 @@ public enum CSV {
         }.joined(separator: ",")
     }
 
+    /// A cell of an Apple Ads export as a value: trimmed, and nil when empty or `--` (the
+    /// UI's "none", as in a Search Match row's keyword).
+    public static func exportValue(_ cell: String) -> String? {
+        let value = cell.trimmingCharacters(in: .whitespaces)
+        return value.isEmpty || value == "--" ? nil : value
+    }
+
+    /// Whether an export's row is its totals line (a cell starting `Total`), which some
+    /// exports end with: no entity's row.
+    public static func isTotalsRow(_ cells: [String]) -> Bool {
+        cells.contains { $0.trimmingCharacters(in: .whitespaces).lowercased().hasPrefix("total") }
+    }
+
     static func startsFormula(_ cell: String) -> Bool {
         guard let first = cell.unicodeScalars.first, "=+-@\t\r".unicodeScalars.contains(first) else { return false }
         return !isPlainNumber(cell)

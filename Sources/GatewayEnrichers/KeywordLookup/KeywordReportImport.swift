@@ -134,9 +134,10 @@ public struct KeywordReportImport {
             if Self.isBlank(row) { continue }
             func cell(_ column: String) -> String? {
                 guard let position = index[column], position < row.count else { return nil }
-                let value = row[position].trimmingCharacters(in: .whitespaces)
-                return value.isEmpty ? nil : value
+                return CSV.exportValue(row[position])
             }
+            // A totals line closes some exports, as `import spend` skips it too.
+            if cell("keyword_id") == nil && CSV.isTotalsRow(row) { continue }
             // Names reach records, and the records' text fields are held to 1,024
             // characters without control characters wherever else they come from.
             func name(_ column: String) throws -> String? {

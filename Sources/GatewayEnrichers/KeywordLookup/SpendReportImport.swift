@@ -125,16 +125,10 @@ public struct SpendCSVReader: Sendable {
         else { return }
         func cell(_ column: String) -> String? {
             guard let position = header.index[column], position < cells.count else { return nil }
-            let value = cells[position].trimmingCharacters(in: .whitespaces)
-            return value.isEmpty || value == "--" ? nil : value
+            return CSV.exportValue(cells[position])
         }
         // A totals line (`Total`, its ids empty) closes some exports: no keyword's day.
-        if cell("keyword_id") == nil && cell("day") == nil { return }
-        if cells.contains(where: { $0.trimmingCharacters(in: .whitespaces).lowercased().hasPrefix("total") }),
-            cell("keyword_id") == nil
-        {
-            return
-        }
+        if cell("keyword_id") == nil && (cell("day") == nil || CSV.isTotalsRow(cells)) { return }
         func id(_ column: String, required: Bool) -> Int64?? {
             guard let text = cell(column) else {
                 if required { bad(line, column, "is empty") }
