@@ -17,4 +17,12 @@ import Testing
         // Read back, the cell is what was written, with its mark.
         #expect(CSV.parse(CSV.row(["=1+1", "x"]) + "\n") == [["'=1+1", "x"]])
     }
+
+    /// A quote opens a quoted cell only at its start: inside one that is not quoted (an
+    /// export's `12" tablet`), it is text, and the rows after it are rows.
+    @Test func aQuoteInsideAnUnquotedCellIsText() {
+        let rows = CSV.numberedRows("984,12\" tablet\n983,next\n982,\"a, b\"\n")
+        #expect(rows.map(\.line) == [1, 2, 3])
+        #expect(rows.map(\.cells) == [["984", "12\" tablet"], ["983", "next"], ["982", "a, b"]])
+    }
 }

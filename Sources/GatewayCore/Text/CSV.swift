@@ -106,7 +106,9 @@ public enum CSV {
         func isBreak(_ c: Character) -> Bool { c == "\r\n" || c == "\n" || c == "\r" }
         func handle(_ c: Character) {
             switch c {
-            case "\"": quoted = true
+            // Only a cell's first character opens quotes, as RFC 4180 has it: a `"` inside
+            // an unquoted cell (`12" tablet`) is text, and took the rest of the file with it.
+            case "\"" where cell.isEmpty: quoted = true
             case separator: row.append(cell); cell = ""
             case _ where isBreak(c):
                 row.append(cell)
