@@ -174,6 +174,17 @@ extension ReportRoutesTests {
                     "revenue_USD,spend_USD,cost_per_install_USD,cost_per_paying_user_USD,roas_USD") == true,
                 "\(lines)")
             #expect(lines.contains { $0.hasSuffix(",14.98,15,7.5,15,0.9987") }, "\(lines)")
+            // With a period, the installs its cost per install divides by are shown beside it:
+            // the installs (2020) are none of the period's, so there is no cost per install.
+            let period = campaigns + "&since=2023-11-14&until=2023-11-16"
+            let dated = String(
+                buffer: try await client.execute(uri: period, method: .get, headers: Self.bearer).body)
+            #expect(dated.contains(#"<th scope="col" class="num">Installs in period</th>"#), "\(dated)")
+            let datedCSV = String(
+                buffer: try await client.execute(uri: period + "&format=csv", method: .get, headers: Self.bearer).body
+            ).split(separator: "\r\n").map(String.init)
+            #expect(datedCSV.first?.hasSuffix(",roas_USD,installs_in_period") == true, "\(datedCSV)")
+            #expect(datedCSV.contains { $0.hasSuffix(",14.98,15,,15,0.9987,0") }, "\(datedCSV)")
         }
     }
 }

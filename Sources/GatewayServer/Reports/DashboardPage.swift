@@ -148,13 +148,19 @@ enum DashboardPage {
                 html += #"<th scope="col" class="num">\#(column) \#(escape(currency))</th>"#
             }
         }
+        if view.showsInstallsInPeriod(spendCurrencies) {
+            html += #"<th scope="col" class="num">Installs in period</th>"#
+        }
         html += "</tr></thead><tbody>"
         for group in groups {
             let label = escape(group.label)
             let cell = view.opening(group).map { #"<a href="\#(escape($0.url()))">\#(label)</a>"# } ?? label
             html += "<tr><td>\(cell)</td>"
             if view.level == .keyword { html += "<td>\(escape(group.matchType ?? ""))</td>" }
-            for number in group.numbers(currencies, spendCurrencies: spendCurrencies) {
+            for number in group.numbers(
+                currencies, spendCurrencies: spendCurrencies,
+                installsInPeriod: view.showsInstallsInPeriod(spendCurrencies))
+            {
                 html += #"<td class="num">\#(escape(number))</td>"#
             }
             html += "</tr>"

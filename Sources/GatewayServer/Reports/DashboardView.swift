@@ -40,11 +40,15 @@ struct DashboardView {
 
         /// The numbers of its row, as the page and the CSV show them: installs, paying users,
         /// conversion, purchases, refunds, revenue in each of `currencies`, then for each of
-        /// `spendCurrencies` the spend, cost per install, cost per paying user and ROAS.
-        func numbers(_ currencies: [String], spendCurrencies: [String] = []) -> [String] {
+        /// `spendCurrencies` the spend, cost per install, cost per paying user and ROAS, and
+        /// with spend and a period, the installs of the period the cost per install divides by.
+        func numbers(_ currencies: [String], spendCurrencies: [String] = [], installsInPeriod: Bool = false)
+            -> [String]
+        {
             func shown(_ amounts: [String: Decimal]?, _ currency: String) -> String {
                 amounts?[currency].map { "\($0)" } ?? ""
             }
+            let inPeriod = installsInPeriod ? [String(totals.installsInPeriod ?? 0)] : []
             return [
                 String(totals.installs), String(totals.payingUsers), conversion, String(totals.purchases),
                 String(totals.refunds),
@@ -53,7 +57,7 @@ struct DashboardView {
                     [totals.spend, totals.costPerInstall, totals.costPerPayingUser, totals.roas].map {
                         shown($0, currency)
                     }
-                }
+                } + inPeriod
         }
 
         /// Of the installs, those paying on the same line, as `report keywords` shows it.
@@ -222,6 +226,12 @@ struct DashboardView {
     }
 
     /// The headers of a spend currency's four columns, as `name` writes each.
+    /// Whether rows end with the period's installs (``Group/numbers(_:spendCurrencies:installsInPeriod:)``):
+    /// with spend shown and a period set, for the cost per install to be checked by.
+    func showsInstallsInPeriod(_ spendCurrencies: [String]) -> Bool {
+        !spendCurrencies.isEmpty && (since != nil || until != nil)
+    }
+
     static func spendHeaders(_ currency: String, _ name: (String) -> String) -> [String] {
         ["spend", "cost_per_install", "cost_per_paying_user", "roas"].map { name($0) + "_" + currency }
     }
@@ -236,6 +246,7 @@ struct DashboardView {
         header += ["installs", "paying_users", "conversion_pct", "purchases", "refunds"]
         header += currencies.map { "revenue_\($0)" }
         header += spendCurrencies.flatMap { Self.spendHeaders($0) { $0 } }
+        if showsInstallsInPeriod(spendCurrencies) { header.append("installs_in_period") }
         var lines = [CSV.row(header)]
         for group in groups {
             var cells = [group.appID, group.label]
@@ -244,7 +255,9 @@ struct DashboardView {
             default: cells.append("")
             }
             if level == .keyword { cells.append(group.matchType ?? "") }
-            cells += group.numbers(currencies, spendCurrencies: spendCurrencies)
+            cells += group.numbers(
+                currencies, spendCurrencies: spendCurrencies,
+                installsInPeriod: showsInstallsInPeriod(spendCurrencies))
             lines.append(CSV.row(cells))
         }
         return lines.joined(separator: "\r\n") + "\r\n"
