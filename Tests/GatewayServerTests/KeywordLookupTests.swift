@@ -167,8 +167,8 @@ import Testing
         }
     }
 
-    /// The bulk query refused: its keywords are asked for by id, a few at a time, and the
-    /// failure is logged.
+    /// The bulk query refused: its keywords are asked for by id, a few requests at a time,
+    /// and the failure is logged.
     @Test func keywordsTheBulkQueryCannotAnswerAreAskedAFewAtATime() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
@@ -182,7 +182,7 @@ import Testing
             // Names past `wait_ms` are still fetched, after the records went on.
             for _ in 0..<500 where fake.count("keyword") < 40 { try await Task.sleep(for: .milliseconds(10)) }
             #expect(fake.count("keyword") == 40)
-            #expect(fake.inFlight.withLock { $0.most } <= KeywordLookupEnricher.lookupsAtOnce)
+            #expect(fake.inFlight.withLock { $0.most } <= KeywordLookupEnricher.requestsAtOnce)
             #expect(lines.withLock { $0 }.contains { $0.contains("bulk query failed") })
         }
     }
@@ -281,7 +281,7 @@ import Testing
             let during = fake.requests - before
             #expect(during <= 60, "\(during) requests")
             let failures = lines.withLock { $0.filter { $0.contains("name lookup failed") }.count }
-            #expect(failures == 1, "\(failures) lines")
+            #expect(failures == 1, "\(lines.withLock { $0 }.filter { $0.contains("name lookup failed") })")
 
             fake.down.withLock { $0 = false }
             #expect(

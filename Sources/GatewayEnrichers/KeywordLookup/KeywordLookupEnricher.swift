@@ -43,8 +43,10 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
     private let owedPruning = OncePerInterval(.seconds(3600))
     /// At most this many records wait for late names; older ones keep their ids only.
     static let maxWaitingLate = 10_000
-    /// Names asked for by id at once, where the bulk query left them.
-    static let lookupsAtOnce = 8
+    /// Requests for names by id at once: a thousand keywords the bulk query left would
+    /// otherwise go in one burst into Apple's rate limit.
+    static let requestsAtOnce = 8
+    private let requests = ConcurrencyLimit(requestsAtOnce)
 
     init(
         source: any AppleAdsNameSource, cache: any KeywordNameStore, spend: SpendCampaigns? = nil, wait: Duration,
@@ -355,7 +357,7 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
         while true {
             let recoveries = await source.recoveries()
             do {
-                let entry = try await fetchOnce(key, lookup)
+                let entry = try await requests.run { try await self.fetchOnce(key, lookup) }
                 // Answered after failing (Apple Ads back): the other failing names are
                 // being asked now too, and records wait for them rather than go on with
                 // this one name alone, a late version per name.
@@ -441,19 +443,16 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
             }
         }
         for (key, entry) in entries { await done(key, entry) }
-        // Those the query did not answer, each by id, a few at a time: a thousand at once
-        // would meet Apple's rate limit in one burst.
-        let rest = keys.compactMap { key in entries[key] == nil ? lookups[key].map { (key, $0) } : nil }
+        // Those the query did not answer, each by id, with its own retries; their requests
+        // go at most `requestsAtOnce` at a time (``fetch(_:_:)``).
         await withTaskGroup(of: (String, KeywordNameEntry?).self) { group in
-            var next = rest.makeIterator()
-            for _ in 0..<Self.lookupsAtOnce {
-                guard let (key, lookup) = next.next() else { break }
+            for key in keys where entries[key] == nil {
+                guard let lookup = lookups[key] else { continue }
                 group.addTask { (key, await self.fetch(key, lookup)) }
             }
             for await (key, entry) in group {
                 entries[key] = entry
                 await done(key, entry)
-                if let (key, lookup) = next.next() { group.addTask { (key, await self.fetch(key, lookup)) } }
             }
         }
         return entries
