@@ -24,5 +24,9 @@ import Testing
         let rows = CSV.numberedRows("984,12\" tablet\n983,next\n982,\"a, b\"\n")
         #expect(rows.map(\.line) == [1, 2, 3])
         #expect(rows.map(\.cells) == [["984", "12\" tablet"], ["983", "next"], ["982", "a, b"]])
+        // Spaces before the opening quote are not the cell's, as a spreadsheet writes `a, "b"`.
+        #expect(CSV.numberedRows(#"8201, "tablet, cheap", x"#).map(\.cells) == [["8201", "tablet, cheap", " x"]])
+        // A line-by-line reader knows which lines continue a quoted cell.
+        #expect(CSV.endsInsideQuotes(#"1,"two"#) && !CSV.endsInsideQuotes(#"1,12" tablet"#))
     }
 }

@@ -111,6 +111,21 @@ import Testing
         #expect(read("Day,Keyword ID,Spend,Currency\n2026-03-01,1,\"0,500\",USD").spend.map(\.amount) == [0.5])
     }
 
+    /// A `"` inside an unquoted cell (a keyword `12" tablet`) is text: it opened a quoted cell
+    /// that joined the lines after it, and their days were lost.
+    @Test func aQuoteInsideAnUnquotedCellKeepsTheRowsAfterIt() {
+        let reader = read(
+            """
+            Day,Campaign ID,Keyword ID,Keyword,Spend,Currency
+            2026-11-16,800,8001,12" tablet,1.00,USD
+            2026-11-16,800,8002,case,2.00,USD
+            2026-11-16,800,8003, "cheap, case",3.00,USD
+            2026-11-16,800,8004,24" monitor,4.00,USD
+            """)
+        #expect(reader.badRows.isEmpty, "\(reader.badRows)")
+        #expect(reader.spend.map(\.keywordID) == [8001, 8002, 8003, 8004])
+    }
+
     @Test func badRowsNameTheirLineAndColumnAndTheRestIsRead() {
         let reader = read(
             """

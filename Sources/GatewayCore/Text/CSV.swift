@@ -97,6 +97,18 @@ public enum CSV {
     /// `,` but for files a spreadsheet saved in a locale whose decimal mark is the comma
     /// (`;`), or as "Unicode text" (a tab).
     public static func numberedRows(_ text: String, separator: Character = ",") -> [(line: Int, cells: [String])] {
+        scan(text, separator: separator).rows
+    }
+
+    /// Whether `text` ends inside a quoted cell, as ``numberedRows(_:separator:)`` reads it:
+    /// a reader taking a file line by line joins the next line to it.
+    public static func endsInsideQuotes(_ text: String, separator: Character = ",") -> Bool {
+        scan(text, separator: separator).quoted
+    }
+
+    private static func scan(_ text: String, separator: Character) -> (
+        rows: [(line: Int, cells: [String])], quoted: Bool
+    ) {
         var rows: [(line: Int, cells: [String])] = []
         var row: [String] = []
         var cell = ""
@@ -106,9 +118,12 @@ public enum CSV {
         func isBreak(_ c: Character) -> Bool { c == "\r\n" || c == "\n" || c == "\r" }
         func handle(_ c: Character) {
             switch c {
-            // Only a cell's first character opens quotes, as RFC 4180 has it: a `"` inside
-            // an unquoted cell (`12" tablet`) is text, and took the rest of the file with it.
-            case "\"" where cell.isEmpty: quoted = true
+            // Only a cell's first character opens quotes, as RFC 4180 has it (spaces before
+            // it, as in `a, "b, c"`, are dropped): a `"` inside an unquoted cell (`12" tablet`)
+            // is text, and took the rest of the file with it.
+            case "\"" where cell.allSatisfy(\.isWhitespace):
+                cell = ""
+                quoted = true
             case separator: row.append(cell); cell = ""
             case _ where isBreak(c):
                 row.append(cell)
@@ -141,7 +156,8 @@ public enum CSV {
                 handle(c)
             }
         }
+        let open = quoted
         if !cell.isEmpty || !row.isEmpty { row.append(cell); rows.append((rowStart, row)) }
-        return rows
+        return (rows, open)
     }
 }

@@ -69,8 +69,9 @@ public struct SpendCSVReader: Sendable {
         } else {
             start = number
         }
-        // An odd number of quotes leaves a quoted cell open: its line break is part of it.
-        if text.utf8.reduce(0, { $0 + ($1 == UInt8(ascii: "\"") ? 1 : 0) }) % 2 == 1 {
+        // A quoted cell left open: its line break is part of it (a `"` inside an unquoted
+        // cell, `12" tablet`, opens none).
+        if CSV.endsInsideQuotes(text, separator: separator) {
             pending = (text, start)
             return
         }
