@@ -157,9 +157,43 @@ extension KeywordLookupTests {
                 currency: "USD", amount: 4)
             try await spend.store.replace([held], scopes: [])
             fake.reports.refused.withLock { $0 = true }
+            // v1 asks each of the org's accounts: another's empty report is no report of the
+            // campaign when the account that refused may be its owner.
+            if api == "v1" { fake.otherAccount.withLock { $0 = true } }
             #expect(
                 try await spend.fetcher.fetchIfDue() == .init(campaigns: 1, failed: 0, keywordDays: 0, unanswered: 1))
             #expect(try await spend.store.totals(from: nil, until: nil)[87_675_432]?.amounts == ["USD": 4])
+        }
+    }
+
+    /// A report longer than the pages the fetch reads is not stored in part: the days the
+    /// unread pages hold would be replaced with nothing.
+    @Test(arguments: ["v1", "v5"])
+    func aReportPastThePageLimitReplacesNothing(_ api: String) async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            fake.reports.days.withLock { days in
+                // The fake's pages hold two keywords: past the limit's pages.
+                for keyword in 0..<Int64(AppleAdsHTTP.maxReportPages * 2 + 1) {
+                    days.append(
+                        .init(
+                            campaign: Self.campaign, adGroup: Self.adGroup, keyword: 1000 + keyword, date: "2026-11-27",
+                            amount: "1.00"))
+                }
+            }
+            let enricher = try await spendEnricher(
+                api == "v5" ? v5Options(port: port) : options(port: port), path: env.databasePath,
+                now: { Self.fetchDay })
+            let spend = try #require(enricher.spend)
+            try await spend.store.noteCampaigns([Self.campaign: .some(FakeAppleAds.orgID)])
+            let held = SpendEntry(
+                campaignID: Self.campaign, adGroupID: Self.adGroup, keywordID: 87_675_432, day: "2026-11-27",
+                currency: "USD", amount: 4)
+            try await spend.store.replace([held], scopes: [])
+            #expect(try await spend.fetcher.fetchIfDue() == .init(campaigns: 1, failed: 1, keywordDays: 0))
+            let totals = try await spend.store.totals(from: nil, until: nil)
+            #expect(totals[87_675_432]?.amounts == ["USD": 4] && totals[1000] == nil)
         }
     }
 

@@ -40,6 +40,11 @@ extension AppleAdsHTTP {
         return (amount, currency)
     }
 
+    /// A report longer than ``maxReportPages`` pages: read in part, it is not replaced.
+    static func tooManyPages(_ path: String) -> Failure {
+        Failure(description: "\(path): the report runs past \(maxReportPages) pages; nothing of it was stored")
+    }
+
     /// A report's later page refused (`403`, `404`) after its first was answered.
     static func refusedPage(_ path: String, _ page: Int) -> Failure {
         Failure(description: "\(path): Apple Ads refused page \(page + 1) of the report after answering the first")
@@ -56,13 +61,15 @@ extension AppleAdsPlatformV1: AppleAdsSpendSource {
     /// `POST /v1/reports/apps/keywords/query`, filtered by the campaign (the API requires
     /// it), daily in UTC: `result.rows[]`, each a keyword (`metadata.id`) with its
     /// `granularMetrics[]` by `date`, each with `localSpend`. Asked of the org's ad accounts
-    /// in turn until one knows the campaign.
+    /// in turn until one knows the campaign. An account that refuses may be the one that
+    /// does: then an empty answer from another is no report of the campaign (nil).
     func keywordSpend(campaignID: Int64, orgID: Int64?, from: String, to: String) async throws -> [SpendEntry]? {
         let path = "/reports/apps/keywords/query"
-        var answered = false
+        var refused = false
         for account in try await adAccounts(orgID: orgID) {
             var entries: [SpendEntry] = []
             var offset = 0
+            var whole = false
             for page in 0..<AppleAdsHTTP.maxReportPages {
                 let query: [String: Any] = [
                     "timeRange": ["start": from, "end": to, "timeZone": "UTC", "granularity": "DAILY"],
@@ -76,9 +83,10 @@ extension AppleAdsPlatformV1: AppleAdsSpendSource {
                         context: "adAccountId=\(account)")
                 else {
                     if page > 0 { throw AppleAdsHTTP.refusedPage(path, page) }
+                    refused = true
+                    whole = true
                     break
                 }
-                answered = true
                 if let failure = AppleAdsHTTP.reportError(json, at: path) { throw failure }
                 guard let result = json["result"] as? [String: Any], let rows = result["rows"] as? [[String: Any]]
                 else { throw AppleAdsHTTP.Failure(description: "\(path): an answer without result.rows") }
@@ -97,11 +105,16 @@ extension AppleAdsPlatformV1: AppleAdsSpendSource {
                 }
                 offset += rows.count
                 let total = ((json["pagination"] as? [String: Any])?["totalCount"]).flatMap(Self.int)
-                if rows.isEmpty || total.map({ offset >= $0 }) ?? (rows.count < 1000) { break }
+                if rows.isEmpty || total.map({ offset >= $0 }) ?? (rows.count < 1000) {
+                    whole = true
+                    break
+                }
             }
+            // Pages past the limit left unread: a part of the report would replace the whole.
+            if !whole { throw AppleAdsHTTP.tooManyPages(path) }
             if !entries.isEmpty { return entries }
         }
-        return answered ? [] : nil
+        return refused ? nil : []
     }
 }
 
@@ -114,6 +127,7 @@ extension AppleAdsCampaignManagementV5: AppleAdsSpendSource {
         let path = "/reports/campaigns/\(campaignID)/keywords"
         var entries: [SpendEntry] = []
         var offset = 0
+        var whole = false
         for page in 0..<AppleAdsHTTP.maxReportPages {
             let body: [String: Any] = [
                 "startTime": from, "endTime": to, "granularity": "DAILY", "timeZone": "UTC",
@@ -151,8 +165,13 @@ extension AppleAdsCampaignManagementV5: AppleAdsSpendSource {
             }
             offset += rows.count
             let total = ((json["pagination"] as? [String: Any])?["totalResults"]).flatMap(AppleAdsPlatformV1.int)
-            if rows.isEmpty || total.map({ offset >= $0 }) ?? (rows.count < 1000) { break }
+            if rows.isEmpty || total.map({ offset >= $0 }) ?? (rows.count < 1000) {
+                whole = true
+                break
+            }
         }
+        // Pages past the limit left unread: a part of the report would replace the whole.
+        guard whole else { throw AppleAdsHTTP.tooManyPages(path) }
         return entries
     }
 }

@@ -28,6 +28,10 @@ final class FakeAppleAds: Sendable {
     let malformed = Mutex(false)
     /// `GET /acls` answers no account.
     let noAccounts = Mutex(false)
+    /// `GET /acls` lists a second account of the org, ``otherAccountID``, whose reports
+    /// hold none of the campaigns.
+    let otherAccount = Mutex(false)
+    static let otherAccountID: Int64 = 777
     /// Every token is refused with `401` (a revoked key or role).
     let refuseTokens = Mutex(false)
     /// The token endpoint refuses the client (`400 invalid_client`), as for a revoked key.
@@ -116,9 +120,14 @@ final class FakeAppleAds: Sendable {
             if let refusal = self.refuse(request, context: false) { return refusal }
             self.counts.withLock { $0["acls", default: 0] += 1 }
             if self.noAccounts.withLock({ $0 }) { return Self.json(200, #"{"result":{"acls":[]}}"#) }
+            // The other account first, as an org's accounts come in no set order.
+            let other =
+                self.otherAccount.withLock { $0 }
+                ? #"{"adAccount":{"id":\#(Self.otherAccountID),"name":"Other","orgId":\#(Self.orgID)},"roles":["API Account Read Only"]},"#
+                : ""
             return Self.json(
                 200,
-                #"{"result":{"acls":[{"adAccount":{"id":\#(Self.adAccountID),"name":"Main","orgId":\#(Self.orgID)},"roles":["API Account Read Only"]}]}}"#
+                #"{"result":{"acls":[\#(other){"adAccount":{"id":\#(Self.adAccountID),"name":"Main","orgId":\#(Self.orgID)},"roles":["API Account Read Only"]}]}}"#
             )
         }
         for (path, kind) in [

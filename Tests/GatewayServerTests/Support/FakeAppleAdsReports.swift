@@ -28,6 +28,11 @@ final class FakeAppleAdsReports: Sendable {
 
     func add(_ fake: FakeAppleAds, to router: Router<BasicRequestContext>) {
         router.post("/v1/reports/apps/keywords/query") { request, _ -> Response in
+            if request.headers[HTTPFields.Element.Name("X-AP-Context")!] == "adAccountId=\(FakeAppleAds.otherAccountID)"
+            {
+                return FakeAppleAds.json(
+                    200, #"{"result":{"rows":[]},"pagination":{"offset":0,"pageSize":0,"totalCount":0}}"#)
+            }
             if let refusal = fake.refusal(request, context: true) { return refusal }
             if self.refused.withLock({ $0 }) {
                 return FakeAppleAds.json(403, #"{"error":{"errors":[{"messageCode":"FORBIDDEN"}]}}"#)
