@@ -140,6 +140,21 @@ extension KeywordLookupTests {
         }
     }
 
+    /// The spend of `api`'s enricher, its campaign noted and USD 4 held for one keyword's
+    /// day in the window the next fetch asks about.
+    func heldSpend(_ api: String, port: Int, env: TestEnvironment) async throws -> SpendCampaigns {
+        let enricher = try await spendEnricher(
+            api == "v5" ? v5Options(port: port) : options(port: port), path: env.databasePath,
+            now: { Self.fetchDay })
+        let spend = try #require(enricher.spend)
+        try await spend.store.noteCampaigns([Self.campaign: .some(FakeAppleAds.orgID)])
+        let held = SpendEntry(
+            campaignID: Self.campaign, adGroupID: Self.adGroup, keywordID: 87_675_432, day: "2026-11-27",
+            currency: "USD", amount: 4)
+        try await spend.store.replace([held], scopes: [])
+        return spend
+    }
+
     /// A report Apple refuses (`403`) is no report: the spend held for the campaign's days
     /// stays, where an empty report would have replaced it with nothing.
     @Test(arguments: ["v1", "v5"])
@@ -147,15 +162,7 @@ extension KeywordLookupTests {
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            let enricher = try await spendEnricher(
-                api == "v5" ? v5Options(port: port) : options(port: port), path: env.databasePath,
-                now: { Self.fetchDay })
-            let spend = try #require(enricher.spend)
-            try await spend.store.noteCampaigns([Self.campaign: .some(FakeAppleAds.orgID)])
-            let held = SpendEntry(
-                campaignID: Self.campaign, adGroupID: Self.adGroup, keywordID: 87_675_432, day: "2026-11-27",
-                currency: "USD", amount: 4)
-            try await spend.store.replace([held], scopes: [])
+            let spend = try await heldSpend(api, port: port, env: env)
             fake.reports.refused.withLock { $0 = true }
             // v1 asks each of the org's accounts: another's empty report is no report of the
             // campaign when the account that refused may be its owner.
@@ -182,15 +189,7 @@ extension KeywordLookupTests {
                             amount: "1.00"))
                 }
             }
-            let enricher = try await spendEnricher(
-                api == "v5" ? v5Options(port: port) : options(port: port), path: env.databasePath,
-                now: { Self.fetchDay })
-            let spend = try #require(enricher.spend)
-            try await spend.store.noteCampaigns([Self.campaign: .some(FakeAppleAds.orgID)])
-            let held = SpendEntry(
-                campaignID: Self.campaign, adGroupID: Self.adGroup, keywordID: 87_675_432, day: "2026-11-27",
-                currency: "USD", amount: 4)
-            try await spend.store.replace([held], scopes: [])
+            let spend = try await heldSpend(api, port: port, env: env)
             #expect(try await spend.fetcher.fetchIfDue() == .init(campaigns: 1, failed: 1, keywordDays: 0))
             let totals = try await spend.store.totals(from: nil, until: nil)
             #expect(totals[87_675_432]?.amounts == ["USD": 4] && totals[1000] == nil)
