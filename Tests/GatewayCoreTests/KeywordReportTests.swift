@@ -417,11 +417,17 @@ extension KeywordReportTests {
             10: KeywordSpend(amounts: ["USD": 6]),
         ]
         let priced = KeywordReport.spending(rows, spend)
-        // The spend no line may take comes after the lines, by campaign (none first).
-        #expect(priced.map(\.spend) == [nil, ["USD": 30], ["USD": 8], nil, nil, nil, ["USD": 6], ["USD": 5]])
+        // The spend no line may take comes after the lines, by app (none known first).
+        #expect(priced.map(\.spend) == [nil, ["USD": 30], ["USD": 8], nil, nil, nil, ["USD": 5], ["USD": 6]])
         #expect(priced[1].costPerInstall == ["USD": 10])
-        #expect(priced[6].campaignID == nil && priced[6].keywordID == 10 && priced[6].installs == 0)
-        #expect(priced[7].campaignID == 3 && priced[7].keywordID == 9 && priced[7].installs == 0)
+        #expect(priced[6].campaignID == 3 && priced[6].keywordID == 9 && priced[6].installs == 0)
+        // The tied lines' app is that of the spend's own line, so the app's report shows it.
+        #expect(priced[7].campaignID == nil && priced[7].keywordID == 10 && priced[7].appID == "1")
+        // Lines alike but for their app tie too: a key of one app posting under another.
+        var otherApp = line(campaign: 1, keyword: 7, installs: 5)
+        otherApp.appID = "2"
+        let forged = KeywordReport.spending([otherApp, line(campaign: 1, keyword: 7, installs: 1)], [7: spend[7]!])
+        #expect(forged.prefix(2).allSatisfy { $0.spend == nil } && forged.last?.spend == ["USD": 30])
     }
 
     /// A campaign's cost per install and ROAS divide by its keywords' installs and revenue in

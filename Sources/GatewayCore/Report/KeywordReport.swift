@@ -632,19 +632,24 @@ public struct KeywordReport: Sendable {
         // (an app's key is public) must not copy the keyword's spend onto a line of its own.
         // Lines of different campaigns or ad groups that agree alike (the spend names
         // neither) leave it to a line of its own: which is the keyword's cannot be told.
-        var chosen: [Int64: (index: Int, agreement: Int, tied: Bool)] = [:]
+        // Lines of different apps tie too (an app's key may post under another app id), and
+        // spend left to a line of its own takes the app its tied lines share, if they do.
+        var chosen: [Int64: (index: Int, agreement: Int, tied: Bool, apps: Set<String>)] = [:]
         var appOfCampaign: [Int64: String] = [:]
         for (index, row) in rows.enumerated() where row.network == appleSearchAds {
             if let campaign = row.campaignID, appOfCampaign[campaign] == nil { appOfCampaign[campaign] = row.appID }
             guard let id = row.keywordID, let known = spend[id], let agreement = agreement(of: row, with: known)
             else { continue }
             guard let best = chosen[id], agreement <= best.agreement else {
-                chosen[id] = (index, agreement, false)
+                chosen[id] = (index, agreement, false, [row.appID])
                 continue
             }
             let other = rows[best.index]
-            if agreement == best.agreement, (other.campaignID, other.adGroupID) != (row.campaignID, row.adGroupID) {
+            if agreement == best.agreement,
+                (other.appID, other.campaignID, other.adGroupID) != (row.appID, row.campaignID, row.adGroupID)
+            {
                 chosen[id]?.tied = true
+                chosen[id]?.apps.insert(row.appID)
             }
         }
         let rows = rows.enumerated().map { index, row in
@@ -657,7 +662,8 @@ public struct KeywordReport: Sendable {
         }
         let unlined = spend.compactMap { id, known -> Row? in
             guard chosen[id].map(\.tied) ?? true, known.amounts.values.contains(where: { $0 > 0 }) else { return nil }
-            let app = known.appID ?? known.campaignID.flatMap { appOfCampaign[$0] } ?? ""
+            let tiedApp = chosen[id].flatMap { $0.apps.count == 1 ? $0.apps.first : nil }
+            let app = known.appID ?? known.campaignID.flatMap { appOfCampaign[$0] } ?? tiedApp ?? ""
             if let appID, app != appID { return nil }
             var row = Row(
                 appID: app, network: appleSearchAds, campaignID: known.campaignID, adGroupID: known.adGroupID,
