@@ -196,6 +196,22 @@ extension KeywordLookupTests {
         }
     }
 
+    /// On v5, a campaign only `import spend` named has no org to ask by: not a failure, which
+    /// would have the whole fetch tried again every hour.
+    @Test func aV5CampaignWithoutItsOrgIsNotAFailure() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            let enricher = try await spendEnricher(
+                v5Options(port: port), path: env.databasePath, now: { Self.fetchDay })
+            let spend = try #require(enricher.spend)
+            try await spend.store.noteCampaigns([Self.campaign: .none])
+            #expect(
+                try await spend.fetcher.fetchIfDue() == .init(campaigns: 1, failed: 0, keywordDays: 0, unanswered: 1))
+            #expect(try await spend.store.lastFetched() == Self.fetchDay)
+        }
+    }
+
     static let replicaStores = TestPostgres.expected ? ["postgres"] : []
 
     /// Two replicas on one PostgreSQL store: one fetches the day's spend, the other finds it

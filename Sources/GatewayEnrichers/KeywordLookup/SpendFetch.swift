@@ -274,6 +274,13 @@ final class SpendFetcher: Service, Sendable {
                 }
                 try await store.replace(entries, scopes: asked)
                 outcome.keywordDays += SpendEntry.summed(entries).count
+            } catch is AppleAdsHTTP.CannotAsk {
+                // v5 asks by org, and a campaign only `import spend` named has none yet: not
+                // Apple failing, so not a reason to ask every campaign again within the hour.
+                outcome.unanswered += 1
+                logger.info(
+                    "a campaign's org is not known yet (v5 asks by org); a record of it will tell",
+                    metadata: ["campaign_id": "\(campaign)"])
             } catch {
                 outcome.failed += 1
                 // The error says the path and Apple's status, never the token.
