@@ -80,7 +80,7 @@ extension AppleAdsPlatformV1: AppleAdsSpendSource {
                 guard
                     let json = try await http.post(
                         path, json: try JSONSerialization.data(withJSONObject: query),
-                        context: "adAccountId=\(account)")
+                        context: "adAccountId=\(account)", waitOut: true)
                 else {
                     if page > 0 { throw AppleAdsHTTP.refusedPage(path, page) }
                     refused = true
@@ -139,7 +139,8 @@ extension AppleAdsCampaignManagementV5: AppleAdsSpendSource {
             ]
             guard
                 let json = try await http.post(
-                    path, json: try JSONSerialization.data(withJSONObject: body), context: "orgId=\(orgID)")
+                    path, json: try JSONSerialization.data(withJSONObject: body), context: "orgId=\(orgID)",
+                    waitOut: true)
             else {
                 if page > 0 { throw AppleAdsHTTP.refusedPage(path, page) }
                 return nil
