@@ -54,31 +54,21 @@ struct AppleAdsHTTP: Sendable {
         var retryIn: Duration? = nil
     }
 
-    /// The JSON object answered, or nil for 404 and 403. While Apple asks every request to
-    /// wait (a `429`'s `Retry-After`, `RateLimit-Remaining: 0`), a request that does not
-    /// `waitOut` the pause throws it as ``Failure/retryIn``: a name lookup is retried by its
-    /// lookup, and the records waiting for the name go on meanwhile, as in an outage.
-    func get(_ path: String, context: String?, waitOut: Bool = false) async throws -> [String: Any]? {
-        try await send(path, body: nil, context: context, waitOut: waitOut)
+    /// The JSON object answered, or nil for 404 and 403.
+    func get(_ path: String, context: String?) async throws -> [String: Any]? {
+        try await send(path, body: nil, context: context)
     }
 
-    /// A POST of a JSON body (bulk queries, reports), with the same rules as ``get(_:context:waitOut:)``.
-    func post(_ path: String, json: Data, context: String?, waitOut: Bool = false) async throws -> [String: Any]? {
-        try await send(path, body: json, context: context, waitOut: waitOut)
+    /// A POST of a JSON body (bulk queries), with the same rules as ``get(_:context:)``.
+    func post(_ path: String, json: Data, context: String?) async throws -> [String: Any]? {
+        try await send(path, body: json, context: context)
     }
 
-    private func send(_ path: String, body: Data?, context: String?, waitOut: Bool) async throws -> [String: Any]? {
+    private func send(_ path: String, body: Data?, context: String?) async throws -> [String: Any]? {
         var backoff = initialBackoff
         var refreshed = false
         for _ in 0..<maxAttempts {
-            if let pause = await gate.pause() {
-                guard waitOut else {
-                    throw Failure(
-                        description: "\(path): Apple Ads asked to wait \(max(1, pause.components.seconds)) s",
-                        retryIn: pause)
-                }
-                try await sleep(pause)
-            }
+            if let pause = await gate.pause() { try await sleep(pause) }
             if let left = await gate.refusedCredentials() {
                 throw Failure(
                     description:

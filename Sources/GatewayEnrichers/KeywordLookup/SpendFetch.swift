@@ -80,7 +80,7 @@ extension AppleAdsPlatformV1: AppleAdsSpendSource {
                 guard
                     let json = try await http.post(
                         path, json: try JSONSerialization.data(withJSONObject: query),
-                        context: "adAccountId=\(account)", waitOut: true)
+                        context: "adAccountId=\(account)")
                 else {
                     if page > 0 { throw AppleAdsHTTP.refusedPage(path, page) }
                     refused = true
@@ -139,8 +139,7 @@ extension AppleAdsCampaignManagementV5: AppleAdsSpendSource {
             ]
             guard
                 let json = try await http.post(
-                    path, json: try JSONSerialization.data(withJSONObject: body), context: "orgId=\(orgID)",
-                    waitOut: true)
+                    path, json: try JSONSerialization.data(withJSONObject: body), context: "orgId=\(orgID)")
             else {
                 if page > 0 { throw AppleAdsHTTP.refusedPage(path, page) }
                 return nil
