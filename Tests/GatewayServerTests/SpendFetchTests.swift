@@ -202,12 +202,21 @@ extension KeywordLookupTests {
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
+            let clock = Mutex(Self.fetchDay)
             let enricher = try await spendEnricher(
-                v5Options(port: port), path: env.databasePath, now: { Self.fetchDay })
+                v5Options(port: port), path: env.databasePath, now: { clock.withLock { $0 } })
             let spend = try #require(enricher.spend)
             try await spend.store.noteCampaigns([Self.campaign: .none])
             #expect(
                 try await spend.fetcher.fetchIfDue() == .init(campaigns: 1, failed: 0, keywordDays: 0, unanswered: 1))
+            #expect(try await spend.store.lastFetched() == Self.fetchDay)
+            // Beside it, a campaign Apple fails for: every campaign asked failed, so the
+            // fetch is tried again within the hour, not a day later.
+            try await spend.store.noteCampaigns([Self.campaign + 1: .some(FakeAppleAds.orgID)])
+            fake.down.withLock { $0 = true }
+            clock.withLock { $0 += 86_400 + 60 }
+            let later = try await spend.fetcher.fetchIfDue()
+            #expect(later == .init(campaigns: 2, failed: 1, keywordDays: 0, unanswered: 1))
             #expect(try await spend.store.lastFetched() == Self.fetchDay)
         }
     }

@@ -290,7 +290,9 @@ final class SpendFetcher: Service, Sendable {
         }
         // Every campaign failing (Apple down, the key revoked) is asked again after the
         // claim's hour, not a day later; a campaign failing alone is asked with the next.
-        if outcome.failed > 0 && outcome.failed == outcome.campaigns { return outcome }
+        // Campaigns not asked (no org yet) or not answered (refused) do not count: an outage
+        // failing every campaign that was asked is still retried within the hour.
+        if outcome.failed > 0 && outcome.failed == outcome.campaigns - outcome.unanswered { return outcome }
         try await store.fetched(at: now())
         logger.info(
             "spend fetched",
