@@ -428,6 +428,8 @@ extension KeywordReportTests {
         otherApp.appID = "2"
         let forged = KeywordReport.spending([otherApp, line(campaign: 1, keyword: 7, installs: 1)], [7: spend[7]!])
         #expect(forged.prefix(2).allSatisfy { $0.spend == nil } && forged.last?.spend == ["USD": 30])
+        // Its line is no app's, not the campaign's first line's (the forged app's here).
+        #expect(forged.last?.appID == "")
     }
 
     /// A campaign's cost per install and ROAS divide by its keywords' installs and revenue in

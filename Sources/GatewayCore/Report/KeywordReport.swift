@@ -662,8 +662,9 @@ public struct KeywordReport: Sendable {
         }
         let unlined = spend.compactMap { id, known -> Row? in
             guard chosen[id].map(\.tied) ?? true, known.amounts.values.contains(where: { $0 > 0 }) else { return nil }
-            let tiedApp = chosen[id].flatMap { $0.apps.count == 1 ? $0.apps.first : nil }
-            let app = known.appID ?? known.campaignID.flatMap { appOfCampaign[$0] } ?? tiedApp ?? ""
+            // Tied lines' own apps, not the campaign's first line's (a forged app's may be it).
+            let tied = chosen[id].map { $0.apps.count == 1 ? $0.apps.first ?? "" : "" }
+            let app = known.appID ?? tied ?? known.campaignID.flatMap { appOfCampaign[$0] } ?? ""
             if let appID, app != appID { return nil }
             var row = Row(
                 appID: app, network: appleSearchAds, campaignID: known.campaignID, adGroupID: known.adGroupID,
