@@ -7,22 +7,38 @@ import GatewayCore
 ///
 /// Payloads are small JSON objects whose keys repeat from one record to the next, which
 /// deflate alone barely shrinks; a preset dictionary of those keys does the work. The
-/// dictionary of a tag never changes once stored rows use it: a new one takes a new tag.
+/// record's stored body joins that dictionary: it holds the values the payload was read
+/// into (ids, names, dates), so the payload costs little beyond what the body already
+/// says. The payload is therefore packed again whenever its body changes. The dictionary
+/// of a tag never changes once stored rows use it: a new one takes a new tag.
 public enum CompactRaw {
-    /// The stored value for a payload's JSON text.
-    public static func pack(_ json: some Collection<UInt8>) -> [UInt8] {
+    /// The stored value for a payload's JSON text, kept beside the stored `body`.
+    public static func pack(_ json: some Collection<UInt8>, beside body: some Collection<UInt8>) -> [UInt8] {
         let input = Array(json)
-        if let deflated = deflate(input) { return [Tag.deflatedV1] + deflated }
+        if let deflated = deflate(input, dictionary: dictionaryV1 + body) {
+            return [Tag.deflatedBesideBody] + checksum(input) + deflated
+        }
         return [Tag.plain] + input
     }
 
-    /// The payload's JSON text back from a stored value.
-    public static func unpackText(_ stored: some Collection<UInt8>) throws -> [UInt8] {
+    /// The payload's JSON text back from a stored value and the stored `body` it was packed beside.
+    public static func unpackText(_ stored: some Collection<UInt8>, beside body: some Collection<UInt8>) throws
+        -> [UInt8]
+    {
         guard let tag = stored.first else { throw Unreadable(description: "the stored raw payload is empty") }
-        let body = Array(stored.dropFirst())
+        let packed = Array(stored.dropFirst())
         switch tag {
-        case Tag.plain: return body
-        case Tag.deflatedV1: return try inflate(body)
+        case Tag.plain: return packed
+        case Tag.deflatedV1: return try inflate(packed, dictionary: dictionaryV1)
+        case Tag.deflatedBesideBody:
+            // Inflated against another body (one changed in the database by hand), the bytes
+            // are wrong rather than unreadable, and may still be JSON: the checksum tells.
+            guard packed.count >= 4 else { throw Unreadable(description: "the stored raw payload is cut short") }
+            let text = try inflate(Array(packed.dropFirst(4)), dictionary: dictionaryV1 + body)
+            guard checksum(text) == Array(packed.prefix(4)) else {
+                throw Unreadable(description: "the stored raw payload does not match its body, which was changed")
+            }
+            return text
         default: throw Unreadable(description: "the stored raw payload has an unknown format (\(tag))")
         }
     }
@@ -34,12 +50,16 @@ public enum CompactRaw {
 
     enum Tag {
         static let plain: UInt8 = 0
+        /// ``dictionaryV1`` alone.
         static let deflatedV1: UInt8 = 1
+        /// The payload's CRC-32 (4 bytes, big-endian), then deflate with ``dictionaryV1``
+        /// followed by the record's stored body.
+        static let deflatedBesideBody: UInt8 = 2
     }
 
     /// The keys and common values of the payloads the built-in providers receive (iAd's
     /// `Version3.1`, AdServices answers, SKAN postbacks, S2S events), most common last,
-    /// where deflate looks first. Fixed for ``Tag/deflatedV1``.
+    /// where deflate looks first. Fixed for ``Tag/deflatedV1`` and ``Tag/deflatedBesideBody``.
     static let dictionaryV1 = Array(
         """
         {"ad-network-id":"","app-id":,"attribution-signature":"","campaign-id":,"conversion-value":,\
@@ -59,10 +79,16 @@ public enum CompactRaw {
         """.utf8)
 
     // Raw deflate (no zlib header: the tag says what follows) with a small window: the
-    // dictionary fits, and setting up a stream per payload stays cheap.
+    // dictionary fits, and setting up a stream per payload stays cheap. Past the window, a
+    // dictionary's last bytes count, on both sides alike.
     private static let windowBits: Int32 = -13
 
-    private static func deflate(_ input: [UInt8]) -> [UInt8]? {
+    private static func checksum(_ bytes: [UInt8]) -> [UInt8] {
+        let value = bytes.withUnsafeBufferPointer { crc32(0, $0.baseAddress, uInt($0.count)) }
+        return (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) }
+    }
+
+    private static func deflate(_ input: [UInt8], dictionary: [UInt8]) -> [UInt8]? {
         var stream = z_stream()
         guard
             deflateInit2_(
@@ -70,7 +96,7 @@ public enum CompactRaw {
                 Int32(MemoryLayout<z_stream>.size)) == Z_OK
         else { return nil }
         defer { deflateEnd(&stream) }
-        let set = dictionaryV1.withUnsafeBufferPointer {
+        let set = dictionary.withUnsafeBufferPointer {
             deflateSetDictionary(&stream, $0.baseAddress, uInt($0.count))
         }
         guard set == Z_OK else { return nil }
@@ -90,13 +116,13 @@ public enum CompactRaw {
         return output
     }
 
-    private static func inflate(_ input: [UInt8]) throws -> [UInt8] {
+    private static func inflate(_ input: [UInt8], dictionary: [UInt8]) throws -> [UInt8] {
         var stream = z_stream()
         guard inflateInit2_(&stream, windowBits, zlibVersion(), Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
             throw Unreadable(description: "zlib could not start")
         }
         defer { inflateEnd(&stream) }
-        let set = dictionaryV1.withUnsafeBufferPointer {
+        let set = dictionary.withUnsafeBufferPointer {
             inflateSetDictionary(&stream, $0.baseAddress, uInt($0.count))
         }
         guard set == Z_OK else { throw Unreadable(description: "zlib refused the dictionary") }
@@ -141,7 +167,7 @@ extension AttributionRecord {
         var joined = Data(body[..<close])
         let empty = joined.last(where: { ![0x20, 0x0A, 0x0D, 0x09].contains($0) }) == UInt8(ascii: "{")
         joined.append(contentsOf: (empty ? "\"raw\":" : ",\"raw\":").utf8)
-        joined.append(contentsOf: try CompactRaw.unpackText(compactRaw))
+        joined.append(contentsOf: try CompactRaw.unpackText(compactRaw, beside: body))
         joined.append(UInt8(ascii: "}"))
         try self.init(jsonData: joined, keptApart: keptApart)
     }
@@ -154,7 +180,7 @@ extension EncodedRecord {
     /// quarantined record counts against its provider's cap the same on every backend.
     public var stored: (body: String, raw: [UInt8]?, size: Int) {
         let (body, raw) = storedBody(apartFrom: "raw")
-        let packed = raw.map(CompactRaw.pack)
+        let packed = raw.map { CompactRaw.pack($0, beside: body) }
         return (String(decoding: body, as: UTF8.self), packed, json.count - (raw?.count ?? 0) + (packed?.count ?? 0))
     }
 }

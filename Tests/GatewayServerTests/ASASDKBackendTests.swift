@@ -120,11 +120,11 @@ import Testing
     }
 
     /// The store's own copy of the one purchase: its record id and body.
-    func purchaseBody(_ gateway: Gateway) throws -> (id: String, body: String)? {
+    func purchaseBody(_ gateway: Gateway) throws -> (id: String, body: String, raw: Data?)? {
         try gateway.sqlite!.pool.read { db in
             try Row.fetchOne(
-                db, sql: "SELECT record_id, body FROM records WHERE json_extract(body, '$.kind') = 'purchase'"
-            ).map { ($0["record_id"], $0["body"]) }
+                db, sql: "SELECT record_id, body, raw FROM records WHERE json_extract(body, '$.kind') = 'purchase'"
+            ).map { ($0["record_id"], $0["body"], $0["raw"]) }
         }
     }
 
@@ -263,7 +263,8 @@ import Testing
             // user linked to it, their purchase as it was before the crediting.
             try await gateway.sqlite!.pool.write { db in
                 try db.execute(
-                    sql: "UPDATE records SET body = ? WHERE record_id = ?", arguments: [waiting.body, waiting.id])
+                    sql: "UPDATE records SET body = ?, raw = ? WHERE record_id = ?",
+                    arguments: [waiting.body, waiting.raw, waiting.id])
             }
         }
         try await harness.withGateway(apple, env: env, options: Self.sdk) { _, gateway in

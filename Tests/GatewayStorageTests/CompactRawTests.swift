@@ -18,20 +18,45 @@ import Testing
         "app_id":"1234567890","app_user_id":"e2a214e8-bbe9-4675-9d52-490575ffc53d"}
         """#
 
+    /// The body an iAd install with ``iadPayload`` is stored with.
+    static let iadBody = Array(
+        #"""
+        {"ad_group_id":542317100,"ad_group_name":"Exact","app_user_id":"e2a214e8-bbe9-4675-9d52-490575ffc53d",\#
+        "attributed":true,"campaign_id":542370541,"campaign_name":"US Search","click_date":"2025-01-01T00:40:00Z",\#
+        "conversion_date":"2025-01-01T00:40:00Z","conversion_type":"Download","country_or_region":"US",\#
+        "is_test":false,"keyword":"keyword 48","keyword_id":87000048,"keyword_match_type":"EXACT","kind":"install",\#
+        "org_id":40669820,"org_name":"Mindful Apps Inc.","received_at":"2025-01-01T00:40:00Z","resolution":"resolved"}
+        """#.utf8)
+
     @Test func aPayloadComesBackAsItWasAndSmaller() throws {
         for text in [Self.iadPayload, "{}", #"{"a":"\#(String(repeating: "é\u{0}x", count: 50_000))"}"#] {
-            let packed = CompactRaw.pack(Array(text.utf8))
-            #expect(try CompactRaw.unpackText(packed) == Array(text.utf8))
+            for body in [Self.iadBody, [], Array(String(repeating: "b", count: 20_000).utf8)] {
+                let packed = CompactRaw.pack(Array(text.utf8), beside: body)
+                #expect(try CompactRaw.unpackText(packed, beside: body) == Array(text.utf8))
+            }
         }
-        // The keys every iAd payload repeats are in the dictionary.
-        #expect(CompactRaw.pack(Array(Self.iadPayload.utf8)).count * 3 < Self.iadPayload.utf8.count)
+        // The keys every iAd payload repeats are in the dictionary, and the body holds its values.
+        let payload = Array(Self.iadPayload.utf8)
+        let alone = CompactRaw.pack(payload, beside: [UInt8]())
+        let besideBody = CompactRaw.pack(payload, beside: Self.iadBody)
+        #expect(alone.count * 3 < payload.count)
+        #expect(besideBody.count * 3 < alone.count * 2)
     }
 
     @Test func aValueThisVersionCannotReadIsAnErrorNotACrash() throws {
-        let packed = CompactRaw.pack(Array(Self.iadPayload.utf8))
-        #expect(throws: CompactRaw.Unreadable.self) { try CompactRaw.unpackText([UInt8]()) }
-        #expect(throws: CompactRaw.Unreadable.self) { try CompactRaw.unpackText([9] + packed.dropFirst()) }
-        #expect(throws: CompactRaw.Unreadable.self) { try CompactRaw.unpackText(packed.prefix(packed.count / 2)) }
+        let body = Self.iadBody
+        let packed = CompactRaw.pack(Array(Self.iadPayload.utf8), beside: body)
+        #expect(throws: CompactRaw.Unreadable.self) { try CompactRaw.unpackText([UInt8](), beside: body) }
+        #expect(throws: CompactRaw.Unreadable.self) {
+            try CompactRaw.unpackText([9] + packed.dropFirst(), beside: body)
+        }
+        #expect(throws: CompactRaw.Unreadable.self) {
+            try CompactRaw.unpackText(packed.prefix(packed.count / 2), beside: body)
+        }
+        // A body changed by hand in the database no longer unpacks its payload into wrong bytes.
+        let changed = Array(String(decoding: body, as: UTF8.self).replacing("542370541", with: "542370999").utf8)
+        #expect(changed != body)
+        #expect(throws: CompactRaw.Unreadable.self) { try CompactRaw.unpackText(packed, beside: changed) }
     }
 
     func temporaryPath() -> String {
