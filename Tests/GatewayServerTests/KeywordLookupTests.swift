@@ -594,6 +594,34 @@ import Testing
         }
     }
 
+    /// While Apple throttles (a `429`'s `Retry-After`), a record needing a name not cached
+    /// goes on at once, not after `wait_ms`, as during an outage; the lookup waits the hold
+    /// out and the name still comes.
+    @Test func aRecordDoesNotWaitForANameWhileAppleThrottles() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        // The hold lasts until the test ends it.
+        let holdEnded = Mutex(false)
+        try await withFake { fake, port in
+            let enricher = try await makeEnricher(
+                options(port: port, wait: .seconds(60)), env: env,
+                sleep: { _ in
+                    while !holdEnded.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+                })
+            _ = await enricher.enrich([record(keyword: 1)])
+            fake.tooMany.withLock { $0 = 1 }
+            let started = ContinuousClock.now
+            let enriched = await enricher.enrich([record(keyword: 2)])
+            #expect(ContinuousClock.now - started < .seconds(30), "the record waited out the hold")
+            #expect(enriched[0].keyword == nil)
+            holdEnded.withLock { $0 = true }
+            let named = try await env.eventually {
+                await enricher.enrich([record(keyword: 2)])[0].keyword == "keyword 2"
+            }
+            #expect(named)
+        }
+    }
+
     /// A name past its TTL that Apple cannot renew in time is still the record's name.
     @Test func aStaleNameServesWhileAppleAdsIsDown() async throws {
         let env = try TestEnvironment()

@@ -54,6 +54,13 @@ struct AppleAdsHTTP: Sendable {
         var retryIn: Duration? = nil
     }
 
+    /// Called by a request of this task about to wait out a pause Apple asked for (a `429`,
+    /// `RateLimit-Remaining: 0`). A name lookup marks its names failing with it, so the
+    /// records waiting for them go on, as in an outage, while the request itself waits the
+    /// pause out: its backoff keeps doubling, and lookups other callers share (`/acls`, a
+    /// bulk query) are not cut short.
+    @TaskLocal static var onHold: (@Sendable () async -> Void)?
+
     /// The JSON object answered, or nil for 404 and 403.
     func get(_ path: String, context: String?) async throws -> [String: Any]? {
         try await send(path, body: nil, context: context)
@@ -68,7 +75,10 @@ struct AppleAdsHTTP: Sendable {
         var backoff = initialBackoff
         var refreshed = false
         for _ in 0..<maxAttempts {
-            if let pause = await gate.pause() { try await sleep(pause) }
+            if let pause = await gate.pause() {
+                await Self.onHold?()
+                try await sleep(pause)
+            }
             if let left = await gate.refusedCredentials() {
                 throw Failure(
                     description:

@@ -357,7 +357,9 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
         while true {
             let recoveries = await source.recoveries()
             do {
-                let entry = try await requests.run { try await self.fetchOnce(key, lookup) }
+                let entry = try await AppleAdsHTTP.$onHold.withValue({ await self.heldByApple([key]) }) {
+                    try await requests.run { try await self.fetchOnce(key, lookup) }
+                }
                 // Answered after failing (Apple Ads back): the other failing names are
                 // being asked now too, and records wait for them rather than go on with
                 // this one name alone, a late version per name.
@@ -401,6 +403,12 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
         }
     }
 
+    /// Apple asked every request to wait (throttling): the fetches of `keys` wait it out,
+    /// counted failing meanwhile, so their records go on without the names and get them late.
+    func heldByApple(_ keys: [String]) async {
+        for key in keys where await fetches.markFailing(key) { await completeLate(key, keepWaiting: true) }
+    }
+
     enum Pause { case slept, recovered, cancelled }
 
     /// `delay`, cut short when an Apple Ads outage ends after `recoveries` had (at once
@@ -429,7 +437,10 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
         }
         var entries: [String: KeywordNameEntry] = [:]
         do {
-            for (id, keyword) in try await source.keywords(ids: Array(ids.keys), orgID: orgID) ?? [:] {
+            let found = try await AppleAdsHTTP.$onHold.withValue({ await self.heldByApple(keys) }) {
+                try await source.keywords(ids: Array(ids.keys), orgID: orgID)
+            }
+            for (id, keyword) in found ?? [:] {
                 guard let key = ids[id] else { continue }
                 let entry = KeywordNameEntry(name: keyword.text, matchType: keyword.matchType, fetchedAt: now())
                 try? await cache.store(key, entry)
