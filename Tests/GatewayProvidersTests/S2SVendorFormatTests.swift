@@ -402,6 +402,17 @@ import Testing
             params == .object(["plan": .string("annual & more"), "trial": .string("false"), "seats": .string("3")]))
     }
 
+    /// Adjust refuses revenue below 0.001 ("Invalid revenue"): a free trial's purchase
+    /// still reaches it, as the event without an amount.
+    @Test(arguments: [("0", nil), ("0.0009", nil), ("0.001", "0.001")] as [(String, String?)])
+    func adjustGetsAPurchaseBelowItsSmallestRevenueWithoutTheAmount(revenue: String, sent: String?) throws {
+        let body = Self.event("purchase", ["revenue": revenue, "currency": Self.q("USD")])
+        let values = try form(try request(adjust, body))
+        #expect(values["event_token"] == "pur1")
+        #expect(values["revenue"] == sent)
+        #expect(values["currency"] == (sent == nil ? nil : "USD"))
+    }
+
     @Test func adjustRefusesWhatAdjustWouldRefuse() throws {
         let day: TimeInterval = 24 * 3600
         let recent = Self.event(
