@@ -62,6 +62,34 @@ import Testing
         #expect(try await other.totals(from: nil, until: nil)[8]?.amounts == nil)
     }
 
+    /// An export without `Campaign ID` or `Ad Group ID` keeps where the keyword stands, from
+    /// its other days (even the day it replaces) or the same file: a report of that day alone
+    /// places its spend, and the next report of the campaign's day replaces it.
+    @Test(arguments: backends)
+    func aDayWithoutItsCampaignKeepsTheKeywordsCampaign(_ backend: String) async throws {
+        let store = try await Self.make(backend)()
+        try await store.replace([Self.entry(200, "2026-03-01", "10")], scopes: [])
+        func unplaced(_ keyword: Int64, _ day: String, _ amount: Decimal) -> SpendEntry {
+            SpendEntry(campaignID: 0, adGroupID: 0, keywordID: keyword, day: day, currency: "USD", amount: amount)
+        }
+        try await store.replace(
+            [
+                unplaced(200, "2026-03-01", 11), unplaced(200, "2026-03-02", 4), unplaced(201, "2026-03-02", 3),
+                SpendEntry(campaignID: 9, adGroupID: 0, keywordID: 201, day: "2026-03-03", currency: "USD", amount: 1),
+                unplaced(202, "2026-03-02", 2),
+            ], scopes: [])
+        let second = try await store.totals(from: "2026-03-02", until: "2026-03-03")
+        #expect(second[200]?.amounts == ["USD": 4])
+        #expect(second[200]?.campaignID == 542_370_539 && second[200]?.adGroupID == 542_317_095)
+        #expect(second[201]?.campaignID == 9 && second[201]?.adGroupID == nil)
+        #expect(second[202]?.campaignID == nil)
+        #expect(try await store.totals(from: "2026-03-01", until: "2026-03-02")[200]?.campaignID == 542_370_539)
+        // Apple's report of the campaign's day no longer has the keyword: its spend that day is gone.
+        try await store.replace(
+            [], scopes: [SpendScope(campaignID: 542_370_539, adGroupID: 0, day: "2026-03-02")])
+        #expect(try await store.totals(from: "2026-03-02", until: "2026-03-03")[200] == nil)
+    }
+
     /// A corrected report of a campaign's day replaces the whole day: a keyword it no longer
     /// has, or a currency it no longer reports in, is gone, and other campaigns and days stay.
     @Test(arguments: backends)

@@ -32,7 +32,23 @@ final class PostgresSpend: SpendStore {
     }
 
     func replace(_ entries: [SpendEntry], scopes: [SpendScope]) async throws {
-        let rows = try SpendSchema.rows(entries)
+        let unplaced = Array(Set(entries.filter(\.unplaced).map(\.keywordID)))
+        var stored: [Int64: (campaignID: Int64, adGroupID: Int64)] = [:]
+        if !unplaced.isEmpty {
+            stored = try await run { [logger] client in
+                var places: [Int64: (campaignID: Int64, adGroupID: Int64)] = [:]
+                let rows = try await client.query(
+                    """
+                    SELECT keyword_id, MAX(campaign_id), MAX(ad_group_id) FROM apple_ads_spend
+                    WHERE keyword_id = ANY(\(unplaced)::int8[]) GROUP BY keyword_id
+                    """, logger: logger)
+                for try await (keyword, campaign, adGroup) in rows.decode((Int64, Int64, Int64).self) {
+                    places[keyword] = (campaign, adGroup)
+                }
+                return places
+            }
+        }
+        let rows = try SpendSchema.rows(entries, stored: stored)
         let clearing: [PostgresQuery] = [
             """
             DELETE FROM apple_ads_spend s

@@ -16,8 +16,22 @@ struct SQLiteSpend: SpendStore {
 
     func replace(_ entries: [SpendEntry], scopes: [SpendScope]) async throws {
         guard !entries.isEmpty || !scopes.isEmpty else { return }
-        let rows = try SpendSchema.rows(entries)
         try await pool.write { db in
+            let unplaced = Set(entries.filter(\.unplaced).map(\.keywordID))
+            var stored: [Int64: (campaignID: Int64, adGroupID: Int64)] = [:]
+            if !unplaced.isEmpty {
+                let places = try Row.fetchCursor(
+                    db,
+                    sql: """
+                        SELECT keyword_id, MAX(campaign_id) AS campaign_id, MAX(ad_group_id) AS ad_group_id
+                        FROM apple_ads_spend WHERE keyword_id IN (SELECT value FROM json_each(?)) GROUP BY keyword_id
+                        """,
+                    arguments: [String(decoding: try JSONEncoder().encode(Array(unplaced)), as: UTF8.self)])
+                while let row = try places.next() {
+                    stored[row["keyword_id"]] = (row["campaign_id"], row["ad_group_id"])
+                }
+            }
+            let rows = try SpendSchema.rows(entries, stored: stored)
             for cleared in scopes {
                 try db.execute(
                     sql: """
@@ -140,9 +154,12 @@ enum SpendSchema {
         }
     }
 
-    /// Entries summed per key, with their amounts in millionths.
-    static func rows(_ entries: [SpendEntry]) throws -> [(entry: SpendEntry, micros: Int64)] {
-        try SpendEntry.summed(entries).map { entry in
+    /// Entries summed per key, placed (``SpendEntry/placed(_:stored:)``), with their amounts
+    /// in millionths.
+    static func rows(_ entries: [SpendEntry], stored: [Int64: (campaignID: Int64, adGroupID: Int64)]) throws
+        -> [(entry: SpendEntry, micros: Int64)]
+    {
+        try SpendEntry.placed(SpendEntry.summed(entries), stored: stored).map { entry in
             guard let micros = entry.micros else { throw TooPrecise(entry: entry) }
             return (entry, micros)
         }

@@ -96,6 +96,32 @@ public struct SpendEntry: Sendable, Equatable {
         totals[keyword] = entry
     }
 
+    /// The source left out the keyword's campaign or ad group (an export without the column).
+    var unplaced: Bool { campaignID == 0 || adGroupID == 0 }
+
+    /// Entries without their keyword's campaign or ad group take them from another entry of
+    /// the keyword, else from what the store holds of it (`stored`): a keyword id is one
+    /// ad group's. Stored as 0, a day escaped the replacing of its campaign's day, and a
+    /// report of that day alone could not place its spend.
+    static func placed(_ entries: [SpendEntry], stored: [Int64: (campaignID: Int64, adGroupID: Int64)])
+        -> [SpendEntry]
+    {
+        var known: [Int64: (campaignID: Int64, adGroupID: Int64)] = [:]
+        for entry in entries {
+            let was = known[entry.keywordID] ?? (0, 0)
+            known[entry.keywordID] = (max(was.campaignID, entry.campaignID), max(was.adGroupID, entry.adGroupID))
+        }
+        return entries.map { entry in
+            guard entry.unplaced else { return entry }
+            let batch = known[entry.keywordID] ?? (0, 0)
+            let store = stored[entry.keywordID] ?? (0, 0)
+            var placed = entry
+            if placed.campaignID == 0 { placed.campaignID = batch.campaignID > 0 ? batch.campaignID : store.campaignID }
+            if placed.adGroupID == 0 { placed.adGroupID = batch.adGroupID > 0 ? batch.adGroupID : store.adGroupID }
+            return placed
+        }
+    }
+
     /// Several rows of one keyword's day (an export split by country, a fetch's pages)
     /// summed into one per key.
     static func summed(_ entries: [SpendEntry]) -> [SpendEntry] {
