@@ -13,12 +13,13 @@ extension PostgresStore {
         // then conflict; the next round finds its row.
         for _ in 0..<3 {
             var keyTaken = false
-            for (table, resolved) in [("records", true), ("pending", false)] {
-                let rows = try await query(
-                    """
-                    SELECT record_id, app_id, dedupe_key FROM \(unescaped: table)
-                    WHERE dedupe_key = \(work.dedupeKey) OR dedupe_key = \(ownKey)
-                    """, logger: logger)
+            let keys = [work.dedupeKey, ownKey]
+            let lookups: [(PostgresQuery, resolved: Bool)] = [
+                (Self.recordsByDedupeKey(keys, select: "record_id, app_id, dedupe_key"), true),
+                ("SELECT record_id, app_id, dedupe_key FROM pending WHERE dedupe_key = ANY(\(keys)::text[])", false),
+            ]
+            for (lookup, resolved) in lookups {
+                let rows = try await query(lookup, logger: logger)
                 for try await (recordID, appID, key) in rows.decode((String, String?, String).self) {
                     if appID == work.appID { return .duplicate(of: recordID, resolved: resolved) }
                     keyTaken = keyTaken || key == work.dedupeKey

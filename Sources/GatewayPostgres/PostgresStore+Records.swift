@@ -56,7 +56,7 @@ extension PostgresStore {
                         quarantined_bytes)
                     VALUES (\(record.recordID), \(record.dedupeKey), \(record.provider), \(record.appID),
                         \(seconds(record.receivedAt)), \(body), \(raw.map { Data($0) }), \(quarantinedBytes))
-                    ON CONFLICT (dedupe_key) DO NOTHING RETURNING seq, record_id
+                    ON CONFLICT ((md5(dedupe_key)::uuid)) DO NOTHING RETURNING seq, record_id
                 ), queued AS (
                     INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
                     SELECT s.sink, stored.record_id, 0, \(now), \(now), \(record.deliveryLane)
@@ -71,7 +71,10 @@ extension PostgresStore {
             } else {
                 let original = try await firstString(
                     connection.query(
-                        "SELECT record_id FROM records WHERE dedupe_key = \(record.dedupeKey)", logger: logger))
+                        """
+                        SELECT record_id FROM records
+                        WHERE md5(dedupe_key)::uuid = md5(\(record.dedupeKey))::uuid
+                        """, logger: logger))
                 results.append(.duplicate(of: original ?? record.recordID))
             }
         }
@@ -145,7 +148,7 @@ extension PostgresStore {
                     received_at, body, CASE WHEN raw_null THEN NULL ELSE raw END,
                     CASE WHEN quarantined_null THEN NULL ELSE quarantined_bytes END
                 FROM input ORDER BY ord
-                ON CONFLICT (dedupe_key) DO NOTHING RETURNING seq, record_id, dedupe_key
+                ON CONFLICT ((md5(dedupe_key)::uuid)) DO NOTHING RETURNING seq, record_id, dedupe_key
             ), inserted AS (
                 SELECT min(input.ord) AS ord, stored.seq FROM stored
                 JOIN input ON input.record_id = stored.record_id AND input.dedupe_key = stored.dedupe_key
@@ -172,8 +175,7 @@ extension PostgresStore {
             missing.append(dedupeKeys[index])
         }
         if !missing.isEmpty {
-            let found = try await connection.query(
-                "SELECT dedupe_key, record_id FROM records WHERE dedupe_key = ANY(\(missing)::text[])", logger: logger)
+            let found = try await connection.query(Self.recordsByDedupeKey(missing), logger: logger)
             for try await (key, id) in found.decode((String, String).self) { originals[DedupeKey.Bytes(key)] = id }
         }
         return (0..<count).map { index in
@@ -186,10 +188,21 @@ extension PostgresStore {
     public func existingRecordIDs(dedupeKeys: [String]) async throws -> [DedupeKey.Bytes: String] {
         guard !dedupeKeys.isEmpty else { return [:] }
         var found: [DedupeKey.Bytes: String] = [:]
-        let rows = try await query(
-            "SELECT dedupe_key, record_id FROM records WHERE dedupe_key = ANY(\(dedupeKeys)::text[])", logger: logger)
+        let rows = try await query(Self.recordsByDedupeKey(dedupeKeys), logger: logger)
         for try await (key, id) in rows.decode((String, String).self) { found[DedupeKey.Bytes(key)] = id }
         return found
+    }
+
+    /// The `columns` of the records of `keys`, found through the keys' digests, which the
+    /// index holds (`store-v8-dedupe-key-digest`).
+    static func recordsByDedupeKey(_ keys: [String], select columns: String = "dedupe_key, record_id")
+        -> PostgresQuery
+    {
+        """
+        SELECT \(unescaped: columns) FROM records
+        WHERE md5(dedupe_key)::uuid = ANY(ARRAY(SELECT md5(k)::uuid FROM unnest(\(keys)::text[]) AS k))
+            AND dedupe_key = ANY(\(keys)::text[])
+        """
     }
 
     public func record(id: String) async throws -> AttributionRecord? {

@@ -34,7 +34,8 @@ extension PostgresStore {
             query(
                 """
                 SELECT p.record_id FROM sdk_transactions t
-                JOIN records p ON p.dedupe_key = \(keyPrefix) || t.transaction_id
+                JOIN records p ON md5(p.dedupe_key)::uuid = md5(\(keyPrefix) || t.transaction_id)::uuid
+                    AND p.dedupe_key = \(keyPrefix) || t.transaction_id
                 WHERE t.user_id = \(userID) AND gateway_json(p.body) ->> 'resolution' = 'pending'
                 """, logger: logger))
     }
@@ -45,7 +46,8 @@ extension PostgresStore {
                 """
                 SELECT DISTINCT u.attribution_record_id FROM sdk_transactions t
                 JOIN sdk_users u ON u.id = t.user_id
-                JOIN records p ON p.dedupe_key = \(keyPrefix) || t.transaction_id
+                JOIN records p ON md5(p.dedupe_key)::uuid = md5(\(keyPrefix) || t.transaction_id)::uuid
+                    AND p.dedupe_key = \(keyPrefix) || t.transaction_id
                 WHERE gateway_json(p.body) ->> 'resolution' = 'pending'
                 AND EXISTS (SELECT 1 FROM records a WHERE a.record_id = u.attribution_record_id)
                 """, logger: logger))
