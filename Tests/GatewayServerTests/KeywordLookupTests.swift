@@ -327,6 +327,37 @@ import Testing
         }
     }
 
+    /// A name failing in an outage is asked again as soon as Apple Ads answers one request,
+    /// not at its own next retry (up to a minute later): here retries never wake on their own.
+    @Test(.timeLimit(.minutes(1)))
+    func aFailingNameIsAskedAgainAsSoonAsAppleAdsAnswersAgain() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            var options = options(port: port, wait: .milliseconds(50))
+            options.backoffInitial = .milliseconds(100)
+            let enricher = try await makeEnricher(
+                options, env: env, sleep: { _ in try await Task.sleep(for: .seconds(3600)) })
+            let versions = Mutex<[AttributionRecord]>([])
+            let collector = Task { for await batch in enricher.lateRecords { versions.withLock { $0 += batch } } }
+            defer { collector.cancel() }
+            _ = await enricher.enrich([record(keyword: 7)])
+            fake.down.withLock { $0 = true }
+            let waiting = record(keyword: 72)
+            #expect(await enricher.enrich([waiting]).first?.keyword == nil)
+            fake.down.withLock { $0 = false }
+            // New names, until one is sent as the probe and answered.
+            var next: Int64 = 1000
+            #expect(
+                try await env.eventually(seconds: 30) {
+                    next += 1
+                    return await enricher.enrich([record(keyword: next)]).first?.keyword != nil
+                })
+            let id = waiting.recordID
+            #expect(try await env.eventually(seconds: 10) { versions.withLock { $0.contains { $0.recordID == id } } })
+        }
+    }
+
     /// An outage of Apple Ads held every record its full `wait` (a second by default), one
     /// after another: the AdServices resolver settled one token a second. A name whose
     /// fetch has failed is not waited for; the fetch goes on retrying in the background.
@@ -598,9 +629,33 @@ import Testing
     /// goes on at once, not after `wait_ms`, as during an outage; the lookup waits the hold
     /// out and the name still comes.
     @Test func aRecordDoesNotWaitForANameWhileAppleThrottles() async throws {
+        try await expectNoWaitWhileThrottled(after: [record(keyword: 1)], [record(keyword: 2)]) {
+            $0.keyword == "keyword 2"
+        }
+    }
+
+    /// Lookups waiting for a turn (requests go a few at a time) count as failing too once
+    /// Apple throttles, so records needing many names not cached go on at once as well.
+    @Test func recordsWaitingForQueuedLookupsGoOnWhileAppleThrottles() async throws {
+        // Twelve campaigns and ad groups: more lookups than go at once.
+        let records = (0..<12).map { index -> AttributionRecord in
+            var record = record(keyword: 100 + Int64(index))
+            record.campaignID = 700 + Int64(index)
+            record.adGroupID = 800 + Int64(index)
+            return record
+        }
+        try await expectNoWaitWhileThrottled(after: [], records) { $0.campaignName == "campaign \($0.campaignID!)" }
+    }
+
+    /// Enriches `records` (after `warmUp`) while Apple holds every request, its pause lasting
+    /// until the test ends it: they come back at once without names, and with them
+    /// (`named`) once the hold is over.
+    func expectNoWaitWhileThrottled(
+        after warmUp: [AttributionRecord], _ records: [AttributionRecord],
+        named: @escaping @Sendable (AttributionRecord) -> Bool
+    ) async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
-        // The hold lasts until the test ends it.
         let holdEnded = Mutex(false)
         try await withFake { fake, port in
             let enricher = try await makeEnricher(
@@ -608,17 +663,14 @@ import Testing
                 sleep: { _ in
                     while !holdEnded.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
                 })
-            _ = await enricher.enrich([record(keyword: 1)])
+            _ = await enricher.enrich(warmUp)
             fake.tooMany.withLock { $0 = 1 }
             let started = ContinuousClock.now
-            let enriched = await enricher.enrich([record(keyword: 2)])
-            #expect(ContinuousClock.now - started < .seconds(30), "the record waited out the hold")
-            #expect(enriched[0].keyword == nil)
+            let enriched = await enricher.enrich(records)
+            #expect(ContinuousClock.now - started < .seconds(30), "records waited out the hold")
+            #expect(!enriched.contains(where: named))
             holdEnded.withLock { $0 = true }
-            let named = try await env.eventually {
-                await enricher.enrich([record(keyword: 2)])[0].keyword == "keyword 2"
-            }
-            #expect(named)
+            #expect(try await env.eventually { await enricher.enrich(records).allSatisfy(named) })
         }
     }
 

@@ -15,10 +15,21 @@ protocol AppleAdsNameSource: Sendable {
     func campaignName(id: Int64, orgID: Int64?) async throws -> String?
     /// True when an entity is found only by its org (and campaign and ad group): v5.
     var asksByOrg: Bool { get }
+    // Requirements, not only the extension's defaults: called on `any AppleAdsNameSource`,
+    // a method the protocol does not declare is the extension's, whatever the source.
+    func recoveries() async -> Int
+    func untilRecovered(after recoveries: Int) async
+    func onHold(_ handler: @escaping @Sendable () async -> Void) async
+    func heldFor() async -> Duration?
 }
 
 extension AppleAdsNameSource {
     var asksByOrg: Bool { false }
+    /// Has `handler` called whenever a request is about to wait out a pause Apple asked
+    /// every request for (a `429`, `RateLimit-Remaining: 0`).
+    func onHold(_ handler: @escaping @Sendable () async -> Void) async {}
+    /// What is left of such a pause, if Apple asked for one.
+    func heldFor() async -> Duration? { nil }
     /// How many outages have ended: a retry that failed during one and then waits knows
     /// by it whether the outage ended meanwhile.
     func recoveries() async -> Int { 0 }
@@ -54,13 +65,6 @@ struct AppleAdsHTTP: Sendable {
         var retryIn: Duration? = nil
     }
 
-    /// Called by a request of this task about to wait out a pause Apple asked for (a `429`,
-    /// `RateLimit-Remaining: 0`). A name lookup marks its names failing with it, so the
-    /// records waiting for them go on, as in an outage, while the request itself waits the
-    /// pause out: its backoff keeps doubling, and lookups other callers share (`/acls`, a
-    /// bulk query) are not cut short.
-    @TaskLocal static var onHold: (@Sendable () async -> Void)?
-
     /// The JSON object answered, or nil for 404 and 403.
     func get(_ path: String, context: String?) async throws -> [String: Any]? {
         try await send(path, body: nil, context: context)
@@ -76,7 +80,7 @@ struct AppleAdsHTTP: Sendable {
         var refreshed = false
         for _ in 0..<maxAttempts {
             if let pause = await gate.pause() {
-                await Self.onHold?()
+                await gate.holdHandler?()
                 try await sleep(pause)
             }
             if let left = await gate.refusedCredentials() {
@@ -174,6 +178,8 @@ actor AppleAdsPlatformV1: AppleAdsNameSource {
 
     func recoveries() async -> Int { await http.gate.recoveries }
     func untilRecovered(after recoveries: Int) async { await http.gate.untilRecovered(after: recoveries) }
+    func onHold(_ handler: @escaping @Sendable () async -> Void) async { await http.gate.onHold(handler) }
+    func heldFor() async -> Duration? { await http.gate.pause() }
     /// Ad account ids by org id (concurrent lookups share the request), and when it was asked.
     private var accounts: (task: Task<[Int64: [Int64]], Error>, at: ContinuousClock.Instant)?
     /// How long the accounts are kept; an org not among them is asked for again sooner.
@@ -318,6 +324,8 @@ struct AppleAdsCampaignManagementV5: AppleAdsNameSource {
 
     func recoveries() async -> Int { await http.gate.recoveries }
     func untilRecovered(after recoveries: Int) async { await http.gate.untilRecovered(after: recoveries) }
+    func onHold(_ handler: @escaping @Sendable () async -> Void) async { await http.gate.onHold(handler) }
+    func heldFor() async -> Duration? { await http.gate.pause() }
     var asksByOrg: Bool { true }
 
     /// v5's bulk find is per campaign; lookups go one by one.
@@ -394,6 +402,13 @@ extension AppleAdsHTTP {
 actor RateGate {
     private var until: ContinuousClock.Instant?
     private var refusedUntil: ContinuousClock.Instant?
+    /// Called by each request about to wait out a pause: the name lookups count as failing
+    /// meanwhile, so the records waiting for names go on, while every request (a name's, a
+    /// bulk query's, the spend fetch's, the shared `/acls`) waits the pause out in its own
+    /// loop, its backoff doubling.
+    private(set) var holdHandler: (@Sendable () async -> Void)?
+
+    func onHold(_ handler: @escaping @Sendable () async -> Void) { holdHandler = handler }
 
     /// Every request waits `duration` from now (a `429`'s `Retry-After`).
     func hold(for duration: Duration) {

@@ -146,7 +146,9 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
                 await fetches.start(
                     key, { [self] in await self.fetch(key, lookup) }, then: { [self] in await self.completeLate(key) })
             }
-            let deadline = ContinuousClock.now.advanced(by: wait)
+            // While Apple asks every request to wait (throttling), a name cannot come within
+            // `wait`: the records go on at once, as for a failing name.
+            let deadline = ContinuousClock.now.advanced(by: await source.heldFor() == nil ? wait : .zero)
             for key in missing.keys {
                 if let entry = await fetches.wait(key, until: deadline) { known[key] = entry }
             }
@@ -357,9 +359,7 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
         while true {
             let recoveries = await source.recoveries()
             do {
-                let entry = try await AppleAdsHTTP.$onHold.withValue({ await self.heldByApple([key]) }) {
-                    try await requests.run { try await self.fetchOnce(key, lookup) }
-                }
+                let entry = try await requests.run { try await self.fetchOnce(key, lookup) }
                 // Answered after failing (Apple Ads back): the other failing names are
                 // being asked now too, and records wait for them rather than go on with
                 // this one name alone, a late version per name.
@@ -403,10 +403,11 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
         }
     }
 
-    /// Apple asked every request to wait (throttling): the fetches of `keys` wait it out,
-    /// counted failing meanwhile, so their records go on without the names and get them late.
-    func heldByApple(_ keys: [String]) async {
-        for key in keys where await fetches.markFailing(key) { await completeLate(key, keepWaiting: true) }
+    /// Apple asked every request to wait (throttling): every fetch, those queued for a turn
+    /// too, waits it out, counted failing meanwhile, so the records go on without the names
+    /// and get them late.
+    func heldByApple() async {
+        for key in await fetches.markAllFailing() { await completeLate(key, keepWaiting: true) }
     }
 
     enum Pause { case slept, recovered, cancelled }
@@ -437,10 +438,7 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
         }
         var entries: [String: KeywordNameEntry] = [:]
         do {
-            let found = try await AppleAdsHTTP.$onHold.withValue({ await self.heldByApple(keys) }) {
-                try await source.keywords(ids: Array(ids.keys), orgID: orgID)
-            }
-            for (id, keyword) in found ?? [:] {
+            for (id, keyword) in try await source.keywords(ids: Array(ids.keys), orgID: orgID) ?? [:] {
                 guard let key = ids[id] else { continue }
                 let entry = KeywordNameEntry(name: keyword.text, matchType: keyword.matchType, fetchedAt: now())
                 try? await cache.store(key, entry)

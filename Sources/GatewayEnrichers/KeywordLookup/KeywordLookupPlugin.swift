@@ -132,7 +132,7 @@ public enum KeywordLookupPlugin: EnricherPlugin {
                     logger: context.logger.withSpendJob(), now: now),
                 logger: context.logger)
         }
-        return KeywordLookupEnricher(
+        let enricher = KeywordLookupEnricher(
             source: source,
             cache: try await KeywordNameStorage.open(
                 storagePath: context.storagePath, storageURL: context.storageURL, logger: context.logger),
@@ -141,6 +141,9 @@ public enum KeywordLookupPlugin: EnricherPlugin {
             ttl: options.ttl,
             unknownTTL: options.unknownTTL, logger: context.logger, now: now, sleep: sleep,
             retryInitial: options.backoffInitial, metrics: context.metrics)
+        // Weak: the gate outlives nothing of the enricher's, and a reload drops the enricher.
+        await source.onHold { [weak enricher] in await enricher?.heldByApple() }
+        return enricher
     }
 }
 

@@ -109,6 +109,12 @@ actor NameFetches {
         return first
     }
 
+    /// Every fetch running (Apple asked every request to wait) counts as failing: their
+    /// waiters go on. Returns the keys that were not failing yet.
+    func markAllFailing() -> [String] {
+        running.filter { markFailing($0) }
+    }
+
     /// Apple Ads answers again: every fetch that was failing is retried now, so each is
     /// worth waiting for again, and a record gets its names in one late version.
     func clearFailing() { failing.removeAll() }
