@@ -332,12 +332,13 @@ extension PostgresStore {
     /// Any 64-bit number no other application of the database uses for its own lock.
     static let quarantineLock: Int64 = 0x4154_5452_4757_0002
 
-    /// The record a row's columns of ``StoredColumns/selectList(of:)`` hold.
-    static func record(of row: PostgresRandomAccessRow) throws -> AttributionRecord {
+    /// The record a row's columns of ``StoredColumns/selectList(of:)`` hold; without
+    /// `withRaw`, without its raw payload kept apart.
+    static func record(of row: PostgresRandomAccessRow, withRaw: Bool = true) throws -> AttributionRecord {
         let columns = StoredColumns(
             recordID: try row["record_id"].decode(String.self), dedupeKey: try row["dedupe_key"].decode(String.self),
             provider: try row["provider"].decode(String.self), appID: try row["app_id"].decode(String?.self))
-        let raw = try row["raw"].decode(Data?.self)
+        let raw = withRaw ? try row["raw"].decode(Data?.self) : nil
         return try AttributionRecord(
             body: Data(try row["body"].decode(String.self).utf8), keptApart: columns,
             compactRaw: raw.map { [UInt8]($0) })

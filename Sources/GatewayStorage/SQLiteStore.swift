@@ -453,9 +453,10 @@ public final class SQLiteStore: AttributionStore {
         }
     }
 
-    /// The record a row's columns of ``StoredColumns/selectList(of:)`` hold.
-    static func record(of row: Row) throws -> AttributionRecord {
-        let raw: Data? = row["raw"]
+    /// The record a row's columns of ``StoredColumns/selectList(of:)`` hold; without
+    /// `withRaw`, without its raw payload kept apart.
+    static func record(of row: Row, withRaw: Bool = true) throws -> AttributionRecord {
+        let raw: Data? = withRaw ? row["raw"] : nil
         let columns = StoredColumns(
             recordID: row["record_id"], dedupeKey: row["dedupe_key"], provider: row["provider"], appID: row["app_id"])
         return try AttributionRecord(body: try body(of: row), keptApart: columns, compactRaw: raw.map { [UInt8]($0) })
@@ -557,7 +558,7 @@ public final class SQLiteStore: AttributionStore {
                 db.cachedStatement(
                     sql: "SELECT \(StoredColumns.selectList()) FROM records WHERE record_id = ?"),
                 arguments: [id]
-            ).map(Self.record(of:))
+            ).map { try Self.record(of: $0) }
         }
     }
 

@@ -119,6 +119,26 @@ import Testing
 
     /// `é` sent composed by the app and decomposed in the request (or the other way round)
     /// is one user, as the report counts them: the store compares bytes.
+    /// A body changed by hand in the database leaves its raw payload unreadable: the
+    /// forget still takes the user's ids out of the body, and the payload with them.
+    @Test(arguments: StoreBackend.available.filter { $0 != .memory })
+    func aRecordWhoseBodyWasChangedByHandIsForgottenToo(backend: StoreBackend) async throws {
+        let made = try await backend.make(clock: TestClock())
+        var install = StoreConformanceTests.install("u1", at: Date())
+        install.raw = .object(["app_user_id": .string("u1"), "campaign": .string("Spring")])
+        _ = try await made.store.ingest([RoutedRecord(record: install, sinks: ["a"])])
+        try await made.execute(
+            "UPDATE records SET body = replace(body, '\"keyword\"', '\"keyword_x\"') WHERE app_id = '1'")
+        await #expect(throws: (any Error).self) { _ = try await made.store.record(id: install.recordID) }
+
+        let status = try await made.store.forget(
+            ForgetSubject(appID: "1", appUserID: "u1"), requestID: "req-1", userDigest: "digest", sinks: ["a"],
+            now: Date())
+        #expect(status.recordsForgotten == 1)
+        let stored = try #require(try await made.store.record(id: install.recordID))
+        #expect(stored.raw == nil && stored.appUserID?.hasPrefix("forgotten-") == true)
+    }
+
     @Test(arguments: StoreBackend.available)
     func aUserIdSpelledInAnotherUnicodeFormIsTheSameUser(backend: StoreBackend) async throws {
         let clock = TestClock()

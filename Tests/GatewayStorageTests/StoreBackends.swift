@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import GatewayCore
 import GatewayPostgres
 import GatewayStorage
@@ -40,13 +41,19 @@ enum StoreBackend: String, CaseIterable, CustomTestStringConvertible, Sendable {
             let open: @Sendable () async throws -> any AttributionStore = {
                 try SQLiteStore(path: path, durability: .normal, now: { clock.now })
             }
-            return StoreUnderTest(store: try await open(), open: open)
+            return StoreUnderTest(
+                store: try await open(), open: open,
+                execute: { sql in try await DatabaseQueue(path: path).write { try $0.execute(sql: sql) } })
         case .postgres:
             let target = try await TestPostgres.newDatabase()
             let open: @Sendable () async throws -> any AttributionStore = { [target] in
                 try await PostgresStore(url: target, poolSize: 4, outboxLease: .seconds(60), now: { clock.now })
             }
-            return StoreUnderTest(store: try await open(), open: open)
+            return StoreUnderTest(
+                store: try await open(), open: open,
+                execute: { sql in
+                    try await TestPostgres.withClient(target) { _ = try await $0.query(PostgresQuery(unsafeSQL: sql)) }
+                })
         }
     }
 }
@@ -55,6 +62,8 @@ struct StoreUnderTest: Sendable {
     let store: any AttributionStore
     /// Another store on the same data.
     let open: @Sendable () async throws -> any AttributionStore
+    /// Runs SQL on the store's database, as an operator at its console would; not on memory.
+    var execute: @Sendable (String) async throws -> Void = { _ in Issue.record("no SQL in memory") }
 }
 
 /// The time the stores queue rows at, moved by the test.
