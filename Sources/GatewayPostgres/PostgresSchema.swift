@@ -273,6 +273,15 @@ enum PostgresSchema {
                 "CREATE UNIQUE INDEX records_dedupe_digest ON records ((md5(dedupe_key)::uuid))",
             ]
         ),
+        (
+            "store-v9-raw-beside-body",
+            [
+                // No table changes: `raw` values written from now on are packed against their
+                // body (`CompactRaw`'s format 2), which a release before it cannot read. Named,
+                // so that such a release refuses the database rather than dead-letter each record.
+                "SELECT 1"
+            ]
+        ),
     ]
 
     /// Applies the migrations the database lacks. Replicas starting at once queue on the

@@ -237,6 +237,11 @@ enum SQLiteStoreSchema {
                     );
                     """)
         }
+        migrator.registerMigration("store-v14-raw-beside-body") { _ in
+            // No table changes: `raw` values written from now on are packed against their
+            // body (``CompactRaw``'s format 2), which a release before it cannot read. Named,
+            // so that such a release refuses the store rather than dead-letter each record.
+        }
         return migrator
     }
 
