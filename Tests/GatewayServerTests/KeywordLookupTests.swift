@@ -664,6 +664,8 @@ import Testing
                     while !holdEnded.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
                 })
             _ = await enricher.enrich(warmUp)
+            // Longer than any test, however slow the machine: the pause is Apple's, in real time.
+            fake.retryAfter.withLock { $0 = "600" }
             fake.tooMany.withLock { $0 = 1 }
             let started = ContinuousClock.now
             let enriched = await enricher.enrich(records)

@@ -56,8 +56,10 @@ final class FakeAppleAds: Sendable {
     let tokenLifetime = Mutex(3600)
     /// When set, the JSON value (already encoded) answered as every v1 entity's name or text.
     let nameOverride = Mutex<String?>(nil)
-    /// The next this many API requests get `429` with `Retry-After: 7`.
+    /// The next this many API requests get `429` with `Retry-After` (``retryAfter``).
     let tooMany = Mutex(0)
+    /// The `Retry-After` of those answers, in seconds.
+    let retryAfter = Mutex("7")
     /// Requests made to the API (not the token endpoint), by path.
     private let apiRequests = Mutex(0)
     /// Refusals a real Apple would give, with why.
@@ -231,7 +233,7 @@ final class FakeAppleAds: Sendable {
         }
         if throttled {
             var response = Self.json(429, #"{"error":{"code":"rate_limit","message":"too many","details":[]}}"#)
-            response.headers[HTTPFields.Element.Name("Retry-After")!] = "7"
+            response.headers[HTTPFields.Element.Name("Retry-After")!] = retryAfter.withLock { $0 }
             return response
         }
         if refuseTokens.withLock({ $0 }) {
