@@ -53,6 +53,41 @@ import Testing
         await sink.shutdown()
     }
 
+    /// A sink whose database does not answer (here its setup waits for a lock another
+    /// session holds) is still made within the timeout, so a start or a reload goes on:
+    /// its batches fail, to be retried, until the database answers, and then the rows land.
+    @Test(.timeLimit(.minutes(1)), arguments: StoreBackend.shared)
+    func aSinkWhoseDatabaseDoesNotAnswerIsMadeAndWritesOnceItDoes(backend: StoreBackend) async throws {
+        let url = try await TestPostgres.newDatabase()
+        let held = AsyncStream<Void>.makeStream()
+        let locked = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await TestPostgres.withClient(url) { client in
+                try await client.withConnection { connection in
+                    let lock = Int64(0x4154_5452_4757_0002)
+                    _ = try await connection.query("SELECT pg_advisory_lock(\(lock))", logger: Logger(label: "test"))
+                    locked.continuation.yield()
+                    for await _ in held.stream { break }
+                    _ = try await connection.query("SELECT pg_advisory_unlock(\(lock))", logger: Logger(label: "test"))
+                }
+            }
+        }
+        for await _ in locked.stream { break }
+        var sinkURL = url
+        sinkURL.timeout = .seconds(1)
+        let sink = try await PostgresSink(url: sinkURL, indexes: ["app_id"], logger: Logger(label: "test"))
+        await #expect(throws: (any Error).self) { _ = try await sink.deliver([Self.purchase(user: "u1")]) }
+        held.continuation.yield()
+        try await holder.value
+        // Retried as the sink's worker does, each try waiting the second the URL allows.
+        var delivered: [DeliveryOutcome]?
+        while delivered == nil {
+            delivered = try? await sink.deliver([Self.purchase(user: "u1")])
+        }
+        #expect(delivered == [.delivered])
+        await sink.shutdown()
+    }
+
     /// With `raw: false` the row has every field but the payload, which the store keeps.
     @Test(arguments: StoreBackend.shared)
     func withoutRawTheRowLeavesThePayloadOut(backend: StoreBackend) async throws {
