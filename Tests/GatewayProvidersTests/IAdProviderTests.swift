@@ -23,6 +23,18 @@ import Testing
         }
     }
 
+    /// A NUL anywhere (an unknown field, a nested one, a key) is refused naming the field:
+    /// stored, the payload would be refused by the `postgres` sink's `jsonb` for good.
+    @Test(arguments: [
+        (#"{"app_id":"1","extra":"a\u0000b","Version3.1":{"iad-attribution":"false"}}"#, "extra"),
+        (#"{"app_id":"1","Version3.1":{"iad-attribution":"false","future":["x","\u0000"]}}"#, "Version3.1.future[1]"),
+        (#"{"app_id":"1","k\u0000":1,"Version3.1":{"iad-attribution":"false"}}"#, #"k\u0000"#),
+    ])
+    func aNULAnywhereIsRefusedNamingItsField(json: String, field: String) {
+        let refusal = error(json)
+        #expect(refusal?.code == .invalidField && refusal?.field == field, "\(String(describing: refusal))")
+    }
+
     @Test func stringValuesAsDevicesSendThem() throws {
         let record = try normalize(
             """

@@ -71,12 +71,40 @@ public struct PayloadFields: Sendable {
 
     static func parseJSON(_ body: Data, expected: String) throws -> JSONValue {
         guard !body.isEmpty else { throw GatewayError(.malformedJSON, "the body is empty; expected \(expected)") }
+        let value: JSONValue
         do {
-            return try JSONValue.parse(body)
+            value = try JSONValue.parse(body)
         } catch is JSONValue.TooDeep {
             throw GatewayError(.malformedJSON, "the body nests deeper than \(JSONValue.maxDepth) levels")
         } catch {
             throw GatewayError(.malformedJSON, "the body is not valid JSON")
+        }
+        try refuseNUL(in: value)
+        return value
+    }
+
+    /// An error naming the first field, anywhere in `value` (an unknown one, a custom
+    /// property, a key), whose text holds a NUL (`\u0000`). The payload is stored and
+    /// sent on whole: PostgreSQL's `jsonb` refuses a NUL, so the `postgres` sink would
+    /// dead-letter the record for good, and the store's own JSON reads (forget's search,
+    /// the report) would not see it.
+    public static func refuseNUL(in value: JSONValue, path: String = "") throws {
+        func name(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+        switch value {
+        case .string(let text) where text.utf8.contains(0):
+            throw GatewayError.invalid(path.isEmpty ? "body" : path, "contains a NUL character (\\u0000)")
+        case .object(let object):
+            for (key, item) in object.sorted(by: { $0.key < $1.key }) {
+                if key.utf8.contains(0) {
+                    throw GatewayError.invalid(
+                        name(key.replacingOccurrences(of: "\u{0}", with: "\\u0000")), "a key holds a NUL character")
+                }
+                try refuseNUL(in: item, path: name(key))
+            }
+        case .array(let items):
+            for (index, item) in items.enumerated() { try refuseNUL(in: item, path: "\(path)[\(index)]") }
+        default:
+            return
         }
     }
 

@@ -98,6 +98,7 @@ public struct SKAdNetworkProvider: PostbackProvider {
         } catch {
             throw GatewayError(.malformedJSON, "the body is not valid JSON")
         }
+        try PayloadFields.refuseNUL(in: value)
         let items: [(prefix: String, object: [String: JSONValue])]
         switch value {
         case .object(let object):

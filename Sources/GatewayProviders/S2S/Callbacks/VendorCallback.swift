@@ -136,6 +136,13 @@ enum VendorCallback {
     /// fills a placeholder it has nothing for with an empty string, AppsFlyer sends `null`,
     /// and an organic install's `click_time=` must not refuse the install.
     static func values(_ payload: IngestPayload) throws -> [String: JSONValue] {
+        let object = try merged(payload)
+        // `%00` in the query or a form decodes to a NUL, as `\u0000` does in JSON.
+        try PayloadFields.refuseNUL(in: .object(object))
+        return object
+    }
+
+    private static func merged(_ payload: IngestPayload) throws -> [String: JSONValue] {
         var object = payload.query.filter { !$0.value.isEmpty }.mapValues(JSONValue.string)
         let body = payload.body
         guard !body.isEmpty else { return object }
