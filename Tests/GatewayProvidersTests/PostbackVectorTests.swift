@@ -50,6 +50,23 @@ import Testing
             ).first)
     }
 
+    /// In 2.2 `did-win` is not signed, so whether `source-app-id` is depends on no signed
+    /// field: a relay adding or changing `did-win` must not make Apple's postback invalid.
+    /// Only the layout that verified says whether the source app is Apple's.
+    @Test(arguments: [
+        ("skan22-apple-doc", JSONValue.bool(false), true), ("skan22-apple-doc", .bool(true), true),
+        ("skan22-unity-nonwinning-test", nil, false), ("skan22-unity-nonwinning-test", .bool(true), false),
+    ])
+    func a22PostbackVerifiesWhateverItsUnsignedDidWinSays(id: String, didWin: JSONValue?, sourceAppSigned: Bool)
+        throws
+    {
+        var postback = try vector(id)
+        postback["did-win"] = didWin
+        let verdict = SKANSignature.verify(postback, keys: .apple)
+        #expect(verdict.outcome == .verified, "\(verdict.line)")
+        #expect(verdict.signedFields.contains("source-app-id") == sourceAppSigned)
+    }
+
     /// The first copy of a postback keeps its key, and Apple's open route takes anyone's:
     /// a relay's copy with unsigned fields added or changed must make the record Apple's
     /// own would, or it takes the install's place (a test, a loss, another campaign).

@@ -14,11 +14,31 @@ enum SKANSignature {
 
     /// The signed fields of `postback`, in order, or nil for an unknown version.
     static func signedFields(version: String, _ postback: [String: JSONValue]) -> [String]? {
+        signedFields(version: version, postback, sourceAppSigned: nil)
+    }
+
+    /// The layouts `postback` may have been signed with, the likelier first. A 2.2 or 3.0
+    /// postback's `source-app-id` is signed in a winning postback and not in a nonwinning
+    /// one; in 2.2 `did-win` itself is not signed, so a relay that adds or changes it must
+    /// not make a genuine postback invalid: both layouts are tried.
+    static func signedLayouts(version: String, _ postback: [String: JSONValue]) -> [[String]]? {
+        guard let likely = signedFields(version: version, postback) else { return nil }
+        let sourceApp = postback["source-app-id"] != nil && postback["source-app-id"] != .null
+        guard sourceApp, version == "2.2" || version == "3.0" else { return [likely] }
+        let signed = likely.contains("source-app-id")
+        return [likely, signedFields(version: version, postback, sourceAppSigned: !signed)].compactMap { $0 }
+    }
+
+    /// With `sourceAppSigned` nil, `source-app-id` (when present) is taken as signed unless
+    /// the postback says it did not win.
+    private static func signedFields(version: String, _ postback: [String: JSONValue], sourceAppSigned: Bool?)
+        -> [String]?
+    {
         let didWin = boolValue(postback["did-win"])
         let sourceApp = postback["source-app-id"] != nil && postback["source-app-id"] != .null
         // Nonwinning postbacks carry no authenticated source app (Apple's 2.2 test-mode
         // postbacks still send `source-app-id: 0`, unsigned).
-        let signedSourceApp = sourceApp && didWin != false ? ["source-app-id"] : []
+        let signedSourceApp = sourceApp && (sourceAppSigned ?? (didWin != false)) ? ["source-app-id"] : []
         let base = ["version", "ad-network-id", "campaign-id", "app-id", "transaction-id", "redownload"]
         switch version {
         case "1.0": return ["ad-network-id", "campaign-id", "app-id", "transaction-id"]
@@ -44,9 +64,22 @@ enum SKANSignature {
 
     static func verify(_ postback: [String: JSONValue], keys: PostbackKeys) -> PostbackVerdict {
         let version = version(postback)
-        guard let fields = signedFields(version: version, postback) else {
+        guard let layouts = signedLayouts(version: version, postback) else {
             return PostbackVerdict(.unverifiable, version: version, reason: "unknown version")
         }
+        // The first layout that verifies; else what the likeliest one found.
+        var first: PostbackVerdict?
+        for fields in layouts {
+            let verdict = verify(postback, version: version, fields: fields, keys: keys)
+            if verdict.outcome == .verified { return verdict }
+            first = first ?? verdict
+        }
+        return first!
+    }
+
+    private static func verify(
+        _ postback: [String: JSONValue], version: String, fields: [String], keys: PostbackKeys
+    ) -> PostbackVerdict {
         var values: [String] = []
         for field in fields {
             guard let value = text(postback[field]) else {
