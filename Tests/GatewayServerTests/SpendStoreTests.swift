@@ -84,6 +84,18 @@ import Testing
         #expect(second[201]?.campaignID == 9 && second[201]?.adGroupID == nil)
         #expect(second[202]?.campaignID == nil)
         #expect(try await store.totals(from: "2026-03-01", until: "2026-03-02")[200]?.campaignID == 542_370_539)
+        // A keyword met under two campaigns (two files disagreeing) takes the latest day's
+        // campaign with that day's ad group, never a pair no file gave.
+        try await store.replace(
+            [
+                SpendEntry(
+                    campaignID: 100, adGroupID: 900, keywordID: 555, day: "2026-01-05", currency: "USD", amount: 1),
+                SpendEntry(
+                    campaignID: 200, adGroupID: 800, keywordID: 555, day: "2026-01-06", currency: "USD", amount: 1),
+            ], scopes: [])
+        try await store.replace([unplaced(555, "2026-01-07", 1)], scopes: [])
+        let seventh = try await store.totals(from: "2026-01-07", until: "2026-01-08")[555]
+        #expect(seventh?.campaignID == 200 && seventh?.adGroupID == 800)
         // Apple's report of the campaign's day no longer has the keyword: its spend that day is gone.
         try await store.replace(
             [], scopes: [SpendScope(campaignID: 542_370_539, adGroupID: 0, day: "2026-03-02")])

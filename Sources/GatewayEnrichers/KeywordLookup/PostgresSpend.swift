@@ -37,10 +37,12 @@ final class PostgresSpend: SpendStore {
         if !unplaced.isEmpty {
             stored = try await run { [logger] client in
                 var places: [Int64: (campaignID: Int64, adGroupID: Int64)] = [:]
+                // Each keyword's latest day with a campaign, both ids from that row.
                 let rows = try await client.query(
                     """
-                    SELECT keyword_id, MAX(campaign_id), MAX(ad_group_id) FROM apple_ads_spend
-                    WHERE keyword_id = ANY(\(unplaced)::int8[]) GROUP BY keyword_id
+                    SELECT DISTINCT ON (keyword_id) keyword_id, campaign_id, ad_group_id FROM apple_ads_spend
+                    WHERE keyword_id = ANY(\(unplaced)::int8[]) AND campaign_id > 0
+                    ORDER BY keyword_id, day DESC, ad_group_id DESC
                     """, logger: logger)
                 for try await (keyword, campaign, adGroup) in rows.decode((Int64, Int64, Int64).self) {
                     places[keyword] = (campaign, adGroup)

@@ -20,15 +20,18 @@ struct SQLiteSpend: SpendStore {
             let unplaced = Set(entries.filter(\.unplaced).map(\.keywordID))
             var stored: [Int64: (campaignID: Int64, adGroupID: Int64)] = [:]
             if !unplaced.isEmpty {
+                // Each keyword's latest day with a campaign, both ids from that row.
                 let places = try Row.fetchCursor(
                     db,
                     sql: """
-                        SELECT keyword_id, MAX(campaign_id) AS campaign_id, MAX(ad_group_id) AS ad_group_id
-                        FROM apple_ads_spend WHERE keyword_id IN (SELECT value FROM json_each(?)) GROUP BY keyword_id
+                        SELECT keyword_id, campaign_id, ad_group_id FROM apple_ads_spend
+                        WHERE keyword_id IN (SELECT value FROM json_each(?)) AND campaign_id > 0
+                        ORDER BY keyword_id, day DESC, ad_group_id DESC
                         """,
                     arguments: [String(decoding: try JSONEncoder().encode(Array(unplaced)), as: UTF8.self)])
                 while let row = try places.next() {
-                    stored[row["keyword_id"]] = (row["campaign_id"], row["ad_group_id"])
+                    let keyword: Int64 = row["keyword_id"]
+                    if stored[keyword] == nil { stored[keyword] = (row["campaign_id"], row["ad_group_id"]) }
                 }
             }
             let rows = try SpendSchema.rows(entries, stored: stored)

@@ -100,24 +100,23 @@ public struct SpendEntry: Sendable, Equatable {
     var unplaced: Bool { campaignID == 0 || adGroupID == 0 }
 
     /// Entries without their keyword's campaign or ad group take them from another entry of
-    /// the keyword, else from what the store holds of it (`stored`): a keyword id is one
-    /// ad group's. Stored as 0, a day escaped the replacing of its campaign's day, and a
-    /// report of that day alone could not place its spend.
+    /// the keyword, else from what the store holds of it (`stored`, its latest day with a
+    /// campaign): a keyword id is one ad group's. Stored as 0, a day escaped the replacing
+    /// of its campaign's day, and a report of that day alone could not place its spend.
+    /// Both ids come from the same entry or row; an ad group only with its own campaign.
     static func placed(_ entries: [SpendEntry], stored: [Int64: (campaignID: Int64, adGroupID: Int64)])
         -> [SpendEntry]
     {
         var known: [Int64: (campaignID: Int64, adGroupID: Int64)] = [:]
-        for entry in entries {
-            let was = known[entry.keywordID] ?? (0, 0)
-            known[entry.keywordID] = (max(was.campaignID, entry.campaignID), max(was.adGroupID, entry.adGroupID))
+        for entry in entries where entry.campaignID > 0 {
+            if let was = known[entry.keywordID], was.adGroupID > 0 || entry.adGroupID == 0 { continue }
+            known[entry.keywordID] = (entry.campaignID, entry.adGroupID)
         }
         return entries.map { entry in
-            guard entry.unplaced else { return entry }
-            let batch = known[entry.keywordID] ?? (0, 0)
-            let store = stored[entry.keywordID] ?? (0, 0)
+            guard entry.unplaced, let place = known[entry.keywordID] ?? stored[entry.keywordID] else { return entry }
             var placed = entry
-            if placed.campaignID == 0 { placed.campaignID = batch.campaignID > 0 ? batch.campaignID : store.campaignID }
-            if placed.adGroupID == 0 { placed.adGroupID = batch.adGroupID > 0 ? batch.adGroupID : store.adGroupID }
+            if placed.campaignID == 0 { placed.campaignID = place.campaignID }
+            if placed.adGroupID == 0, placed.campaignID == place.campaignID { placed.adGroupID = place.adGroupID }
             return placed
         }
     }
