@@ -89,7 +89,8 @@ import Testing
                 #expect(
                     try await webhook.deliver(batch)
                         == Array(repeating: .retry(reason: "webhook answered 503", after: .zero), count: 3))
-                #expect(try await webhook.deliver(batch) == Array(repeating: .delivered, count: 3))
+                // Retried, the outbox may read the same records back in another order.
+                #expect(try await webhook.deliver(batch.reversed()) == Array(repeating: .delivered, count: 3))
 
                 let seen = receiver.requests
                 #expect(seen.count == 2)
@@ -102,7 +103,7 @@ import Testing
 
                 let json = try #require(try JSONSerialization.jsonObject(with: delivered.body) as? [String: Any])
                 let sent = try #require(json["records"] as? [[String: Any]])
-                #expect(sent.map { $0["record_id"] as? String } == batch.map(\.recordID))
+                #expect(sent.map { $0["record_id"] as? String } == batch.reversed().map(\.recordID))
                 #expect(sent.first?["keyword"] as? String == "meditation app")
 
                 let header = try #require(delivered.signature)

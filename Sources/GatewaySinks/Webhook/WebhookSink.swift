@@ -183,8 +183,10 @@ public final class WebhookSink: AttributionSink {
     }
 
     /// Stable for the same records in the same order: a retried batch keeps its key.
+    /// The batch's records by id, in any order: a retry reads its rows back in another order
+    /// (the outbox's, once they share a due time) than the first send made them.
     static func idempotencyKey(_ records: [AttributionRecord]) -> String {
-        let digest = SHA256.hash(data: Data(records.map(\.recordID).joined(separator: ",").utf8))
+        let digest = SHA256.hash(data: Data(records.map(\.recordID).sorted().joined(separator: ",").utf8))
         return Hex.lowercase(digest.prefix(16))
     }
 }
