@@ -88,6 +88,23 @@ import Testing
         await sink.shutdown()
     }
 
+    /// A database nobody answers at: the sink is still made, and the reason its batches
+    /// fail (logged by the worker, kept with a dead letter) names the database and the cause,
+    /// not PostgresNIO's placeholder.
+    @Test(.timeLimit(.minutes(1)), arguments: StoreBackend.shared)
+    func aDatabaseNobodyAnswersAtIsNamedWithItsCause(backend: StoreBackend) async throws {
+        var url = try PostgresURL("postgres://gateway@127.0.0.1:1/nowhere")
+        url.timeout = .seconds(2)
+        let sink = try await PostgresSink(url: url, indexes: [], logger: Logger(label: "test"))
+        do {
+            _ = try await sink.deliver([Self.purchase(user: "u1")])
+            Issue.record("delivered to a closed port")
+        } catch {
+            #expect("\(error)".contains("127.0.0.1:1") && !"\(error)".contains("Generic description"), "\(error)")
+        }
+        await sink.shutdown()
+    }
+
     /// With `raw: false` the row has every field but the payload, which the store keeps.
     @Test(arguments: StoreBackend.shared)
     func withoutRawTheRowLeavesThePayloadOut(backend: StoreBackend) async throws {

@@ -100,7 +100,8 @@ public final class PostgresSink: AttributionSink {
     }
 }
 
-/// Why a sink could not be built.
+/// Why a sink could not be built, or could not reach its database, in words a log can
+/// show (a `PSQLError`'s own description is a placeholder).
 struct SinkSetupError: Error, CustomStringConvertible {
     let reason: String
     var description: String { reason }

@@ -87,8 +87,13 @@ final class PostgresSinkClient: Sendable {
         } catch {
             throw SinkSetupError(reason: "PostgreSQL at \(url): \(PostgresStore.describe(error))")
         }
-        try await answered(within: url.timeout, from: url) { [client] in
-            _ = try await client.query(query, logger: logger)
+        do {
+            try await answered(within: url.timeout, from: url) { [client] in
+                _ = try await client.query(query, logger: logger)
+            }
+        } catch let error as PSQLError where error.code != .server {
+            // Its own description is a placeholder; the worker logs and shows this one.
+            throw SinkSetupError(reason: "PostgreSQL at \(url): \(PostgresStore.describe(error))")
         }
     }
 
