@@ -487,6 +487,15 @@ import Testing
         #expect(refusal(#"{"foo":3}"#)?.code == .missingField)
         let noSignature = try JSONEncoder().encode(JSONValue.object(Self.base))
         #expect(refusal(String(decoding: noSignature, as: UTF8.self))?.field == "attribution-signature")
+        // A field Apple sends as text or a number, sent as an object or a list, is refused too.
+        for (field, value) in [
+            ("transaction-id", JSONValue.object(["a": .integer(1)])), ("app-id", .array([.integer(1)])),
+        ] {
+            var odd = Self.base
+            odd[field] = value
+            let body = String(decoding: try JSONEncoder().encode(JSONValue.object(odd)), as: UTF8.self)
+            #expect(refusal(body)?.code == .invalidField && refusal(body)?.field == field, "\(field)")
+        }
         let aak = SKAdNetworkProvider.aakCopyPath
         #expect(refusal("{}", path: aak)?.field == "jws-string")
         #expect(refusal(#"{"jws-string":"a.b.c"}"#, path: aak)?.field == "jws-string")

@@ -292,6 +292,10 @@ public struct SKAdNetworkProvider: PostbackProvider {
             switch object[key] {
             case nil, .null: throw GatewayError.missing(prefix + key)
             case .string(let text) where text.isEmpty: throw GatewayError.missing(prefix + key)
+            case .object, .array:
+                // Apple sends each as text or a number; stored, it would key no record.
+                throw GatewayError.invalid(
+                    prefix + key, "expected a string or a number, found \(object[key]!.typeName)")
             default: continue
             }
         }
