@@ -35,6 +35,17 @@ import Testing
         #expect(refusal?.code == .invalidField && refusal?.field == field, "\(String(describing: refusal))")
     }
 
+    /// A number JSON allows but a double cannot hold is valid JSON: refused naming its field,
+    /// not called malformed.
+    @Test(arguments: [
+        (#"{"app_id":"1","extra":1e309,"Version3.1":{"iad-attribution":"false"}}"#, "extra"),
+        (#"{"app_id":"1","Version3.1":{"iad-attribution":"false","future":[1,-1e400]}}"#, "Version3.1.future[1]"),
+    ])
+    func aNumberPastADoubleIsRefusedNamingItsField(json: String, field: String) {
+        let refusal = error(json)
+        #expect(refusal?.code == .invalidField && refusal?.field == field, "\(String(describing: refusal))")
+    }
+
     @Test func stringValuesAsDevicesSendThem() throws {
         let record = try normalize(
             """

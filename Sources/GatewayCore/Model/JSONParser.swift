@@ -95,7 +95,14 @@ struct JSONParser {
             guard current == UInt8(ascii: ":") else { throw Invalid() }
             index += 1
             skipWhitespace()
-            members.append((key, try value(depth: depth)))
+            do {
+                members.append((key, try value(depth: depth)))
+            } catch var error as JSONValue.NumberOutOfRange {
+                // Named only on the way out of a failure: no cost to a document that parses.
+                error.path =
+                    error.path.isEmpty ? key : error.path.hasPrefix("[") ? key + error.path : "\(key).\(error.path)"
+                throw error
+            }
             skipWhitespace()
             switch current {
             case UInt8(ascii: ","): index += 1
@@ -119,7 +126,15 @@ struct JSONParser {
         }
         while true {
             skipWhitespace()
-            items.append(try value(depth: depth))
+            do {
+                items.append(try value(depth: depth))
+            } catch var error as JSONValue.NumberOutOfRange {
+                let place = "[\(items.count)]"
+                error.path =
+                    error.path.isEmpty
+                    ? place : error.path.hasPrefix("[") ? place + error.path : "\(place).\(error.path)"
+                throw error
+            }
             skipWhitespace()
             switch current {
             case UInt8(ascii: ","): index += 1
@@ -251,7 +266,8 @@ struct JSONParser {
         }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
         if integral, let n = Int64(text) { return .integer(n) }
-        guard let d = Double(text), d.isFinite else { throw Invalid() }
+        guard let d = Double(text) else { throw Invalid() }
+        guard d.isFinite else { throw JSONValue.NumberOutOfRange(path: "") }
         return .double(d)
     }
 

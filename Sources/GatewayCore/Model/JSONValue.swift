@@ -50,6 +50,12 @@ public enum JSONValue: Sendable, Hashable, Codable {
     /// Thrown by ``parse(_:)`` for a document nested deeper than ``maxDepth``.
     public struct TooDeep: Error {}
 
+    /// Thrown by ``parse(_:)`` for a number valid in JSON but past what a double holds
+    /// (`1e309`), with where it is: `a.b[2]`, or "" at the top.
+    public struct NumberOutOfRange: Error {
+        public internal(set) var path: String
+    }
+
     /// Parses a JSON document (any value at the top) with ``JSONParser``.
     public static func parse(_ data: Data) throws -> JSONValue {
         try JSONParser.parse(data)

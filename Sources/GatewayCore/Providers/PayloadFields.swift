@@ -76,6 +76,8 @@ public struct PayloadFields: Sendable {
             value = try JSONValue.parse(body)
         } catch is JSONValue.TooDeep {
             throw GatewayError(.malformedJSON, "the body nests deeper than \(JSONValue.maxDepth) levels")
+        } catch let error as JSONValue.NumberOutOfRange {
+            throw GatewayError.invalid(error.path.isEmpty ? "body" : error.path, "a number past what a double holds")
         } catch {
             throw GatewayError(.malformedJSON, "the body is not valid JSON")
         }
