@@ -1,11 +1,12 @@
 import Foundation
 import GatewayCore
-import GatewaySinks
 import GatewayStorage
 import Hummingbird
 import HummingbirdTesting
 import Synchronization
 import Testing
+
+@testable import GatewaySinks
 
 /// The webhook sink against a local receiver that checks what a real one would.
 @Suite struct WebhookSinkTests {
@@ -100,6 +101,10 @@ import Testing
                 // A retry of the same batch carries the same key, so the receiver can drop repeats.
                 #expect(seen[0].idempotencyKey == delivered.idempotencyKey)
                 #expect(delivered.idempotencyKey?.count == 32)
+                // A late version of a record (its names came) is not a repeat of the batch.
+                var late = batch
+                late[0].campaignName = "Spring"
+                #expect(WebhookSink.idempotencyKey(late) != WebhookSink.idempotencyKey(batch))
 
                 let json = try #require(try JSONSerialization.jsonObject(with: delivered.body) as? [String: Any])
                 let sent = try #require(json["records"] as? [[String: Any]])

@@ -183,10 +183,15 @@ public final class WebhookSink: AttributionSink {
     }
 
     /// Stable for the same records in the same order: a retried batch keeps its key.
-    /// The batch's records by id, in any order: a retry reads its rows back in another order
-    /// (the outbox's, once they share a due time) than the first send made them.
+    /// The batch's records, each by its id and its content, in any order: a retry reads its
+    /// rows back in another order (the outbox's, once they share a due time) than the first
+    /// send made them, and a late version of a record (its keyword names come) is another
+    /// batch, which a receiver honouring the key must not drop as a repeat.
     static func idempotencyKey(_ records: [AttributionRecord]) -> String {
-        let digest = SHA256.hash(data: Data(records.map(\.recordID).sorted().joined(separator: ",").utf8))
+        let versions = records.map { record in
+            record.recordID + ":" + Hex.lowercase(SHA256.hash(data: record.jsonData()).prefix(8))
+        }
+        let digest = SHA256.hash(data: Data(versions.sorted().joined(separator: ",").utf8))
         return Hex.lowercase(digest.prefix(16))
     }
 }
