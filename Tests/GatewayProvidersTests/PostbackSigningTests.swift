@@ -502,6 +502,14 @@ import Testing
         let claims = base64URL(#"{"did-win":true,"postback-identifier":"p-1"}"#)
         let jws = base64URL(#"{"alg":"ES256","kid":"x"}"#) + "." + claims + ".c2ln"
         #expect(refusal(#"{"jws-string":"\#(jws)"}"#, path: aak)?.field == "jws-string.ad-network-identifier")
+        // A NUL in the JWS's header or claims, stored and echoed too, is refused as in any body.
+        let full = base64URL(
+            #"{"ad-network-identifier":"a","advertised-item-identifier":1,"postback-identifier":"p\u0000"}"#)
+        let nulClaim = base64URL(#"{"alg":"ES256","kid":"x"}"#) + "." + full + ".c2ln"
+        #expect(refusal(#"{"jws-string":"\#(nulClaim)"}"#, path: aak)?.field == "jws-string.postback-identifier")
+        let fine = base64URL(#"{"ad-network-identifier":"a","advertised-item-identifier":1,"postback-identifier":"p"}"#)
+        let nulKid = base64URL(#"{"alg":"ES256","kid":"k\u0000"}"#) + "." + fine + ".c2ln"
+        #expect(refusal(#"{"jws-string":"\#(nulKid)"}"#, path: aak)?.field == "jws-string.kid")
     }
 
     /// Apple sends a fine value or a coarse one: a postback with both is not Apple's as sent.

@@ -55,12 +55,21 @@ enum AAKSignature {
     /// The claims of the JWS in `jws-string`, read without checking its signature: only to
     /// refuse a caller early, never as data.
     static func unverifiedClaims(_ body: [String: JSONValue]) -> [String: JSONValue] {
+        unverifiedPart(1, of: body)
+    }
+
+    /// The JWS header as sent (`alg`, `kid`), unchecked.
+    static func unverifiedHeader(_ body: [String: JSONValue]) -> [String: JSONValue] {
+        unverifiedPart(0, of: body)
+    }
+
+    private static func unverifiedPart(_ index: Int, of body: [String: JSONValue]) -> [String: JSONValue] {
         guard case .string(let jws)? = body["jws-string"] else { return [:] }
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let payload = base64URL(parts[1]),
-            case .object(let claims)? = try? JSONValue.parse(payload)
+        guard parts.count == 3, let part = base64URL(parts[index]),
+            case .object(let object)? = try? JSONValue.parse(part)
         else { return [:] }
-        return claims
+        return object
     }
 
     static func base64URL(_ text: Substring) -> Data? {

@@ -211,6 +211,9 @@ public struct SKAdNetworkProvider: PostbackProvider {
                 prefix + "jws-string", "expected a JWS: header.payload.signature, base64url JSON")
         }
         try Self.requireFields(Self.aakRequired, in: unverified, prefix: prefix + "jws-string.")
+        // The JWS's parts are JSON of their own, stored and echoed (an unknown `kid`) too.
+        try PayloadFields.refuseNUL(in: .object(AAKSignature.unverifiedHeader(object)), path: prefix + "jws-string")
+        try PayloadFields.refuseNUL(in: .object(unverified), path: prefix + "jws-string")
         let decoded = AAKSignature.verify(object, keys: options.keys)
         try enforce(decoded.verdict, prefix: prefix, signature: "jws-string")
         let claims = decoded.claims
