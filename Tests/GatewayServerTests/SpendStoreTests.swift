@@ -96,6 +96,11 @@ import Testing
         try await store.replace([unplaced(555, "2026-01-07", 1)], scopes: [])
         let seventh = try await store.totals(from: "2026-01-07", until: "2026-01-08")[555]
         #expect(seventh?.campaignID == 200 && seventh?.adGroupID == 800)
+        // A row with its campaign but not its ad group takes the ad group the table knows.
+        try await store.replace(
+            [SpendEntry(campaignID: 200, adGroupID: 0, keywordID: 555, day: "2026-01-08", currency: "USD", amount: 1)],
+            scopes: [])
+        #expect(try await store.totals(from: "2026-01-08", until: "2026-01-09")[555]?.adGroupID == 800)
         // Apple's report of the campaign's day no longer has the keyword: its spend that day is gone.
         try await store.replace(
             [], scopes: [SpendScope(campaignID: 542_370_539, adGroupID: 0, day: "2026-03-02")])

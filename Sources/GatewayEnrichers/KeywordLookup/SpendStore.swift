@@ -113,10 +113,17 @@ public struct SpendEntry: Sendable, Equatable {
             known[entry.keywordID] = (entry.campaignID, entry.adGroupID)
         }
         return entries.map { entry in
-            guard entry.unplaced, let place = known[entry.keywordID] ?? stored[entry.keywordID] else { return entry }
+            guard entry.unplaced else { return entry }
+            let places = [known[entry.keywordID], stored[entry.keywordID]].compactMap { $0 }
             var placed = entry
-            if placed.campaignID == 0 { placed.campaignID = place.campaignID }
-            if placed.adGroupID == 0, placed.campaignID == place.campaignID { placed.adGroupID = place.adGroupID }
+            if placed.campaignID == 0, let place = places.first(where: { $0.campaignID > 0 }) {
+                placed.campaignID = place.campaignID
+            }
+            if placed.adGroupID == 0,
+                let place = places.first(where: { $0.campaignID == placed.campaignID && $0.adGroupID > 0 })
+            {
+                placed.adGroupID = place.adGroupID
+            }
             return placed
         }
     }
@@ -131,7 +138,9 @@ public struct SpendEntry: Sendable, Equatable {
                 existing.amount += entry.amount
                 existing.appID = existing.appID ?? entry.appID
                 if existing.campaignID == 0 { existing.campaignID = entry.campaignID }
-                if existing.adGroupID == 0 { existing.adGroupID = entry.adGroupID }
+                if existing.adGroupID == 0, existing.campaignID == entry.campaignID {
+                    existing.adGroupID = entry.adGroupID
+                }
                 byKey[entry.key] = existing
             } else {
                 byKey[entry.key] = entry
