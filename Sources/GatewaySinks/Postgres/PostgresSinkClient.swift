@@ -84,6 +84,9 @@ final class PostgresSinkClient: Sendable {
     func execute(_ query: PostgresQuery, logger: Logger) async throws {
         do {
             try await awaitPrepared()
+        } catch let error as StoreNotReady {
+            // Names the database already.
+            throw SinkSetupError(reason: error.reason)
         } catch {
             throw SinkSetupError(reason: "PostgreSQL at \(url): \(PostgresStore.describe(error))")
         }
