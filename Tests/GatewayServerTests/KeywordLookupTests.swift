@@ -647,6 +647,40 @@ import Testing
         try await expectNoWaitWhileThrottled(after: [], records) { $0.campaignName == "campaign \($0.campaignID!)" }
     }
 
+    /// A record whose three names were held by Apple's throttling gets one late version with
+    /// all three once the pause is over, not one per name.
+    @Test func aRecordHeldByThrottlingGetsOneLateVersionWithAllItsNames() async throws {
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            // Apple's pause is real here (2 s), as the gate counts it.
+            let enricher = try await makeEnricher(options(port: port, wait: .seconds(60)), env: env)
+            let versions = Mutex<[AttributionRecord]>([])
+            let collector = Task { for await batch in enricher.lateRecords { versions.withLock { $0 += batch } } }
+            defer { collector.cancel() }
+            _ = await enricher.enrich([record(keyword: 7)])
+            fake.retryAfter.withLock { $0 = "2" }
+            fake.tooMany.withLock { $0 = 1 }
+            var waiting = record(keyword: 73)
+            waiting.adGroupID = 73_001
+            waiting.campaignID = 73_002
+            let first = try #require(await enricher.enrich([waiting]).first)
+            func named(_ record: AttributionRecord) -> Bool {
+                record.keyword != nil && record.adGroupName != nil && record.campaignName != nil
+            }
+            // A machine slow enough that the pause ended before the record was enriched
+            // gets the names at once; otherwise they come together, once.
+            guard !named(first) else { return }
+            let id = waiting.recordID
+            #expect(try await env.eventually { versions.withLock { $0.contains { $0.recordID == id } } })
+            try await Task.sleep(for: .milliseconds(500))
+            let late = versions.withLock { $0 }.filter { $0.recordID == id }
+            #expect(
+                late.count == 1 && late.allSatisfy(named),
+                "\(late.map { [$0.keyword, $0.adGroupName, $0.campaignName] })")
+        }
+    }
+
     /// Enriches `records` (after `warmUp`) while Apple holds every request, its pause lasting
     /// until the test ends it: they come back at once without names, and with them
     /// (`named`) once the hold is over.

@@ -323,7 +323,7 @@ final class KeywordLookupEnricher: LateEnricher, EnricherWithServices, Sendable 
         guard !records.isEmpty else { return }
         var coming: Set<String> = []
         for other in Set(elsewhere.values.flatMap { $0 }) {
-            if await fetches.isRunning(other), await !fetches.isFailing(other) { coming.insert(other) }
+            if await fetches.isComing(other) { coming.insert(other) }
         }
         let ready = records.filter { (elsewhere[$0.recordID] ?? []).isDisjoint(with: coming) }
         guard !ready.isEmpty else { return }

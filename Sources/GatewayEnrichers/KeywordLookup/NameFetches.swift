@@ -13,6 +13,8 @@ actor NameFetches {
     /// or throttling): records do not wait for them. Waiting the whole `wait` for each made
     /// an outage of Apple Ads hold every AdServices record a second, one after another.
     private var failing: Set<String> = []
+    /// Those of `failing` marked only because Apple paused every request (``markAllFailing()``).
+    private var held: Set<String> = []
     /// How many fetches were started, for tests and metrics.
     private(set) var started = 0
     /// The fetches under way, to end when the enricher stops.
@@ -104,6 +106,7 @@ actor NameFetches {
     @discardableResult
     func markFailing(_ key: String) -> Bool {
         guard running.contains(key) else { return false }
+        held.remove(key)
         let first = failing.insert(key).inserted
         for waiter in waiters.removeValue(forKey: key) ?? [] { waiter.continuation.resume(returning: nil) }
         return first
@@ -112,16 +115,29 @@ actor NameFetches {
     /// Every fetch running (Apple asked every request to wait) counts as failing: their
     /// waiters go on. Returns the keys that were not failing yet.
     func markAllFailing() -> [String] {
-        running.filter { markFailing($0) }
+        let marked = running.filter { markFailing($0) }
+        held.formUnion(marked)
+        return Array(marked)
+    }
+
+    /// Whether `key`'s name is still to come for a record already waiting late for it: its
+    /// fetch runs and is not failing, or is held only by Apple's pause, after which it
+    /// answers, so the record waits to get all its names in one late version.
+    func isComing(_ key: String) -> Bool {
+        running.contains(key) && (!failing.contains(key) || held.contains(key))
     }
 
     /// Apple Ads answers again: every fetch that was failing is retried now, so each is
     /// worth waiting for again, and a record gets its names in one late version.
-    func clearFailing() { failing.removeAll() }
+    func clearFailing() {
+        failing.removeAll()
+        held.removeAll()
+    }
 
     private func finish(_ key: String, _ entry: KeywordNameEntry?) {
         running.remove(key)
         failing.remove(key)
+        held.remove(key)
         let now = ContinuousClock.now
         if recent.count > 10_000 { recent = recent.filter { now - $0.value.at < .seconds(60) } }
         // No entry (given up, or a record the API could not be asked for): nothing in the
