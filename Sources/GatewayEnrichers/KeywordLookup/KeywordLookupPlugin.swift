@@ -141,7 +141,8 @@ public enum KeywordLookupPlugin: EnricherPlugin {
             ttl: options.ttl,
             unknownTTL: options.unknownTTL, logger: context.logger, now: now, sleep: sleep,
             retryInitial: options.backoffInitial, metrics: context.metrics)
-        // Weak: the gate outlives nothing of the enricher's, and a reload drops the enricher.
+        // Weak: the gate is the enricher's own source's, so a strong reference would be a cycle
+        // keeping an enricher a reload replaced alive.
         await source.onHold { [weak enricher] in await enricher?.heldByApple() }
         return enricher
     }

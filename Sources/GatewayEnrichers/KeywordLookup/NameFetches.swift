@@ -93,9 +93,6 @@ actor NameFetches {
 
     func isRunning(_ key: String) -> Bool { running.contains(key) }
 
-    /// Running and answered by a failure so far (retrying): not worth waiting for.
-    func isFailing(_ key: String) -> Bool { running.contains(key) && failing.contains(key) }
-
     /// True when a fetch for `key` finished within the last minute.
     func finishedRecently(_ key: String) -> Bool {
         recent[key].map { ContinuousClock.now - $0.at < .seconds(60) } ?? false
