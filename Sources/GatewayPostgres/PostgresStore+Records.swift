@@ -71,10 +71,7 @@ extension PostgresStore {
             } else {
                 let original = try await firstString(
                     connection.query(
-                        """
-                        SELECT record_id FROM records
-                        WHERE md5(dedupe_key)::uuid = md5(\(record.dedupeKey))::uuid
-                        """, logger: logger))
+                        recordsByDedupeKey([record.dedupeKey], select: "record_id"), logger: logger))
                 results.append(.duplicate(of: original ?? record.recordID))
             }
         }
