@@ -40,7 +40,7 @@ final class PostgresSinkClient: Sendable {
             throw error
         } catch let error as PSQLError where Self.refusesTheSetup(error) {
             runner.cancel()
-            throw SinkSetupError(reason: "PostgreSQL at \(url): \(PostgresStore.describe(error))")
+            throw failure(error)
         } catch {
             logger.warning(
                 "the sink's database does not answer; its records wait until it does",
@@ -78,6 +78,11 @@ final class PostgresSinkClient: Sendable {
         prepared.withLock { $0 = true }
     }
 
+    /// `error` with the database it came from, in words a log can show.
+    private func failure(_ error: any Error) -> SinkSetupError {
+        SinkSetupError(reason: "PostgreSQL at \(url): \(PostgresStore.describe(error))")
+    }
+
     /// Runs one statement whose rows nobody reads, or fails once the timeout has passed;
     /// first the sink's preparation, if the database has not answered it yet. A failed
     /// preparation fails the batch, which is retried, rather than any row.
@@ -88,7 +93,7 @@ final class PostgresSinkClient: Sendable {
             // Names the database already.
             throw SinkSetupError(reason: error.reason)
         } catch {
-            throw SinkSetupError(reason: "PostgreSQL at \(url): \(PostgresStore.describe(error))")
+            throw failure(error)
         }
         do {
             try await answered(within: url.timeout, from: url) { [client] in
@@ -96,7 +101,7 @@ final class PostgresSinkClient: Sendable {
             }
         } catch let error as PSQLError where error.code != .server {
             // Its own description is a placeholder; the worker logs and shows this one.
-            throw SinkSetupError(reason: "PostgreSQL at \(url): \(PostgresStore.describe(error))")
+            throw failure(error)
         }
     }
 
