@@ -91,6 +91,23 @@ public struct PayloadFields: Sendable {
     /// dead-letter the record for good, and the store's own JSON reads (forget's search,
     /// the report) would not see it.
     public static func refuseNUL(in value: JSONValue, path: String = "") throws {
+        // Every payload passes here: the check itself builds no path and sorts no keys.
+        guard holdsNUL(value) else { return }
+        try nameNUL(in: value, path: path)
+    }
+
+    private static func holdsNUL(_ value: JSONValue) -> Bool {
+        switch value {
+        case .string(let text): text.utf8.contains(0)
+        case .object(let object): object.contains { $0.key.utf8.contains(0) || holdsNUL($0.value) }
+        case .array(let items): items.contains(where: holdsNUL)
+        default: false
+        }
+    }
+
+    /// Throws naming the first NUL in `value`, keys in order, so the same body always names
+    /// the same field.
+    private static func nameNUL(in value: JSONValue, path: String) throws {
         func name(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
         switch value {
         case .string(let text) where text.utf8.contains(0):
@@ -101,10 +118,10 @@ public struct PayloadFields: Sendable {
                     throw GatewayError.invalid(
                         name(key.replacingOccurrences(of: "\u{0}", with: "\\u0000")), "a key holds a NUL character")
                 }
-                try refuseNUL(in: item, path: name(key))
+                try nameNUL(in: item, path: name(key))
             }
         case .array(let items):
-            for (index, item) in items.enumerated() { try refuseNUL(in: item, path: "\(path)[\(index)]") }
+            for (index, item) in items.enumerated() { try nameNUL(in: item, path: "\(path)[\(index)]") }
         default:
             return
         }
