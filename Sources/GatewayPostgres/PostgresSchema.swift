@@ -282,6 +282,40 @@ enum PostgresSchema {
                 "SELECT 1"
             ]
         ),
+        (
+            "store-v10-coded-body-keys",
+            [
+                // Bodies are written under one-character keys (`StoredKey`, which these
+                // functions spell out: a code never changes). The lane reads them, and
+                // `gateway_record` gives a body under its fields' names, for SQL written by hand.
+                """
+                CREATE OR REPLACE FUNCTION gateway_lane(app_id text, body text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+                    SELECT app_id || '|' || COALESCE(j ->> 'F', 'user:' || (j ->> 'E'), j ->> 'G')
+                    FROM (SELECT gateway_json(body) AS j) b
+                $$
+                """,
+                """
+                CREATE FUNCTION gateway_record(body text) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+                    SELECT jsonb_object_agg(COALESCE(k.names ->> e.key, e.key), e.value)
+                    FROM jsonb_each(gateway_json(body)) e, (SELECT '{
+                        "A":"record_id","B":"received_at","C":"provider","D":"app_id","E":"app_user_id","F":"idfv",
+                        "G":"idfa","H":"att_status","I":"attributed","J":"kind","K":"resolution","L":"is_test",
+                        "M":"duplicate_of","N":"network","O":"org_id","P":"org_name","Q":"campaign_id",
+                        "R":"campaign_name","S":"ad_group_id","T":"ad_group_name","U":"keyword_id","V":"keyword",
+                        "W":"keyword_match_type","X":"ad_id","Y":"creative_set_id","Z":"creative_set_name",
+                        "a":"country_or_region","b":"conversion_type","c":"claim_type","d":"supply_placement",
+                        "e":"click_date","f":"impression_date","g":"conversion_date","h":"purchase_date",
+                        "i":"skan_version","j":"ad_network_id","k":"transaction_id","l":"source_app_id",
+                        "m":"source_identifier","n":"source_domain","o":"fine_value","p":"coarse_value",
+                        "q":"postback_sequence_index","r":"did_win","s":"fidelity_type","t":"redownload",
+                        "u":"signature","v":"events","w":"revenue_min","x":"revenue_max","y":"event_name","z":"revenue",
+                        "0":"currency","1":"transaction_ref","2":"vendor_ids","3":"raw","4":"dedupe_key",
+                        "5":"enriched_at"
+                    }'::jsonb AS names) k
+                $$
+                """,
+            ]
+        ),
     ]
 
     /// Applies the migrations the database lacks. Replicas starting at once queue on the

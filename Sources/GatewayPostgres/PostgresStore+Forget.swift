@@ -8,7 +8,7 @@ extension PostgresStore {
         async throws -> ForgetStatus
     {
         let carrier = AttributionRecord.forgetCarrier(requestID: requestID, appID: subject.appID, at: now)
-        let carrierBody = carrier.encoded().text
+        let carrierBody = carrier.encoded(codedKeys: true).text
         let at = Self.seconds(now)
         try await transaction { [logger] connection in
             var sweep = ForgetSweep(subject)
@@ -19,9 +19,9 @@ extension PostgresStore {
                 let rows = try await connection.query(
                     """
                     SELECT \(unescaped: StoredColumns.selectList()) FROM records WHERE app_id = \(subject.appID) AND provider <> 'forget' AND (
-                        gateway_json(body) ->> 'app_user_id' = ANY(\(ids.appUserIDs)::text[])
-                        OR gateway_json(body) ->> 'idfv' = ANY(\(ids.idfvs)::text[])
-                        OR gateway_json(body) ->> 'idfa' = ANY(\(ids.idfas)::text[]))
+                        \(unescaped: BodyField.text("app_user_id")) = ANY(\(ids.appUserIDs)::text[])
+                        OR \(unescaped: BodyField.text("idfv")) = ANY(\(ids.idfvs)::text[])
+                        OR \(unescaped: BodyField.text("idfa")) = ANY(\(ids.idfas)::text[]))
                     FOR UPDATE
                     """, logger: logger)
                 var found = false
@@ -37,7 +37,7 @@ extension PostgresStore {
             }
             let matchedIDs = sweep.matched.map(\.recordID)
             for record in sweep.reduced() {
-                let (body, raw, _) = record.encoded().stored
+                let (body, raw, _) = record.encoded(codedKeys: true).stored
                 _ = try await connection.query(
                     """
                     UPDATE records SET body = \(body), raw = \(raw.map { Data($0) }), dedupe_key = \(record.dedupeKey)

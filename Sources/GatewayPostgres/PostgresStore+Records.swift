@@ -44,7 +44,7 @@ extension PostgresStore {
         var results: [IngestResult] = []
         for (index, item) in batch.enumerated() {
             let record = item.record
-            let (body, raw, size) = record.encoded().stored
+            let (body, raw, size) = record.encoded(codedKeys: true).stored
             let listing = list.map { $0.flags[index] ? $0.insertion(from: "stored") : "" } ?? ""
             let quarantinedBytes = record.isQuarantined ? size : nil
             // Waits for a concurrent insert of the same key to end; if it committed, this one
@@ -106,7 +106,7 @@ extension PostgresStore {
         let listing = list?.insertion(from: "inserted JOIN input ON input.ord = inserted.ord WHERE input.listed") ?? ""
         for (index, item) in batch.enumerated() {
             let record = item.record
-            let (body, raw, size) = record.encoded().stored
+            let (body, raw, size) = record.encoded(codedKeys: true).stored
             let quarantinedBytes = record.isQuarantined ? size : nil
             recordIDs.append(record.recordID)
             dedupeKeys.append(record.dedupeKey)
@@ -250,7 +250,7 @@ extension PostgresStore {
             var replaced = 0
             for item in records {
                 let record = item.record
-                let (body, raw, size) = record.encoded().stored
+                let (body, raw, size) = record.encoded(codedKeys: true).stored
                 let quarantinedBytes = record.isQuarantined ? size : nil
                 let updated = try await Self.firstInt(
                     connection.query(

@@ -36,7 +36,7 @@ extension PostgresStore {
             SELECT r.record_id, r.provider, r.app_id, \(unescaped: Self.reportMembers)
             FROM records r CROSS JOIN LATERAL jsonb_to_record(r.body::jsonb) AS f(\(unescaped: Self.reportColumns))
             WHERE r.seq > \(cursor) AND r.seq <= \(last) AND (\(appID)::text IS NULL OR r.app_id = \(appID))
-                AND f.kind = ANY(\(kinds)::text[])
+                AND f.\(unescaped: BodyField.column("kind")) = ANY(\(kinds)::text[])
             ORDER BY r.seq
             """, logger: logger)
         var records: [AttributionRecord] = []
@@ -78,8 +78,10 @@ extension PostgresStore {
         return records
     }
 
-    static let reportMembers = ReportFields.Member.allCases.map { "f.\($0.name)" }.joined(separator: ", ")
+    static let reportMembers = ReportFields.Member.allCases.map { "f.\(BodyField.column($0.name))" }
+        .joined(separator: ", ")
     /// Every member as text: `jsonb_to_record` gives a number, a boolean or an array as its
     /// JSON text there, a number with every digit it was stored with.
-    static let reportColumns = ReportFields.Member.allCases.map { "\($0.name) text" }.joined(separator: ", ")
+    static let reportColumns = ReportFields.Member.allCases.map { "\(BodyField.column($0.name)) text" }
+        .joined(separator: ", ")
 }

@@ -281,7 +281,7 @@ extension PostgresStore: ReportIndexStore {
             """
             SELECT r.seq, r.record_id, r.provider, r.app_id, \(unescaped: reportMembers)
             FROM records r CROSS JOIN LATERAL jsonb_to_record(gateway_json(r.body)) AS f(\(unescaped: reportColumns))
-            WHERE r.seq = ANY(\(seqs)::int8[]) AND f.kind IN ('install', 'reinstall', 'purchase', 'refund', 'postback')
+            WHERE r.seq = ANY(\(seqs)::int8[]) AND f.\(unescaped: BodyField.column("kind")) IN ('install', 'reinstall', 'purchase', 'refund', 'postback')
             """, logger: logger)
         var records: [(seq: Int64, record: AttributionRecord)] = []
         for try await row in rows {

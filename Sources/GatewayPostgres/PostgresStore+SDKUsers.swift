@@ -36,7 +36,7 @@ extension PostgresStore {
                 SELECT p.record_id FROM sdk_transactions t
                 JOIN records p ON md5(p.dedupe_key)::uuid = md5(\(keyPrefix) || t.transaction_id)::uuid
                     AND p.dedupe_key = \(keyPrefix) || t.transaction_id
-                WHERE t.user_id = \(userID) AND gateway_json(p.body) ->> 'resolution' = 'pending'
+                WHERE t.user_id = \(userID) AND \(unescaped: BodyField.text("resolution", of: "p.body")) = 'pending'
                 """, logger: logger))
     }
 
@@ -48,7 +48,7 @@ extension PostgresStore {
                 JOIN sdk_users u ON u.id = t.user_id
                 JOIN records p ON md5(p.dedupe_key)::uuid = md5(\(keyPrefix) || t.transaction_id)::uuid
                     AND p.dedupe_key = \(keyPrefix) || t.transaction_id
-                WHERE gateway_json(p.body) ->> 'resolution' = 'pending'
+                WHERE \(unescaped: BodyField.text("resolution", of: "p.body")) = 'pending'
                 AND EXISTS (SELECT 1 FROM records a WHERE a.record_id = u.attribution_record_id)
                 """, logger: logger))
     }

@@ -89,6 +89,27 @@ import Testing
         #expect(try AttributionRecord(jsonData: record.jsonData()) == record)
     }
 
+    @Test(arguments: awkward)
+    func aBodyUnderCodedKeysReadsBackAsTheSameRecord(text: String) throws {
+        // PostgreSQL stores bodies under one-character codes; any reader takes either form.
+        let record = Self.record(text: text)
+        let coded = record.encoded(codedKeys: true)
+        let keys = try #require(try JSONSerialization.jsonObject(with: Data(coded.json)) as? [String: Any]).keys
+        #expect(keys.allSatisfy { $0.count == 1 })
+        #expect(try AttributionRecord(jsonData: Data(coded.json)) == record)
+        #expect(coded.namedCount == record.jsonData().count)
+        #expect(coded.jsonText(of: "raw") == record.encoded().jsonText(of: "raw"))
+    }
+
+    @Test func everyFieldHasItsOwnCodeAndNoCodeIsAName() {
+        let fields = AttributionRecord.fieldNames
+        let codes = fields.map { StoredKey.code(of: $0) }
+        #expect(codes.allSatisfy { $0.count == 1 })
+        #expect(Set(codes).count == fields.count)
+        #expect(Set(codes).isDisjoint(with: fields))
+        #expect(fields.allSatisfy { StoredKey.name(of: StoredKey.code(of: $0)) == $0 })
+    }
+
     @Test func aBodyThatIsNotARecordIsRefusedNamingTheField() {
         for body in [
             #"[]"#, #"{"provider":"iad"}"#,

@@ -74,17 +74,35 @@ import Testing
             stored.body
                 == #"{"app_user_id":"u1","attributed":true,"is_test":false,"keyword":"meditation","kind":"install","#
                 + #""received_at":"2027-01-15T08:00:00Z","resolution":"resolved"}"#)
-        let read = try AttributionRecord(
-            body: Data(stored.body.utf8),
-            keptApart: StoredColumns(
-                recordID: record.recordID, dedupeKey: record.dedupeKey, provider: record.provider, appID: record.appID),
-            compactRaw: stored.raw)
-        #expect(read == record)
+        #expect(try Self.read(stored, of: record) == record)
         // What a quarantined record counts against its cap: its JSON, the payload compressed.
         let json = record.encoded()
         #expect(
             stored.size
                 == json.json.count - (json.jsonText(of: "raw")?.utf8.count ?? 0) + (stored.raw?.count ?? 0))
+    }
+
+    /// PostgreSQL's body, under codes: its payload packed beside that body comes back, and
+    /// a quarantined record counts as many bytes as on SQLite.
+    @Test func aCodedBodyKeepsItsPayloadAndItsSize() throws {
+        let record = try install(at: 1_800_000_000)
+        let coded = record.encoded(codedKeys: true).stored
+        let named = record.encoded().stored
+        #expect(coded.body.utf8.count < named.body.utf8.count)
+        #expect(coded.size == named.size)
+        #expect(try Self.read(coded, of: record) == record)
+    }
+
+    /// The record a store reads back from `stored` and the columns holding `record`'s
+    /// kept-apart fields.
+    static func read(_ stored: (body: String, raw: [UInt8]?, size: Int), of record: AttributionRecord) throws
+        -> AttributionRecord
+    {
+        try AttributionRecord(
+            body: Data(stored.body.utf8),
+            keptApart: StoredColumns(
+                recordID: record.recordID, dedupeKey: record.dedupeKey, provider: record.provider, appID: record.appID),
+            compactRaw: stored.raw)
     }
 
     func remove(_ path: String) {

@@ -20,7 +20,7 @@ extension AttributionRecord {
     /// Every field by its JSON name, sorted as `JSONEncoder`'s `.sortedKeys` sorts them, and
     /// whether stores keep it apart from the body (``EncodedRecord/keptApart``), decided
     /// once here rather than for every field of every record encoded.
-    static let fieldReaders: [(name: String, read: FieldReader, apart: Bool)] = {
+    static let fieldReaders: [(name: String, code: String, read: FieldReader, apart: Bool)] = {
         @Sendable func s(_ v: String?) -> FieldValue? { v.map(FieldValue.string) }
         @Sendable func i(_ v: Int64?) -> FieldValue? { v.map(FieldValue.integer) }
         @Sendable func n(_ v: Int?) -> FieldValue? { v.map { .integer(Int64($0)) } }
@@ -59,7 +59,7 @@ extension AttributionRecord {
             ("dedupe_key", { .string($0.dedupeKey) }), ("enriched_at", { d($0.enrichedAt) }),
         ]
         return readers.sorted { $0.0 < $1.0 }.map {
-            (name: $0.0, read: $0.1, apart: EncodedRecord.keptApart.contains($0.0))
+            (name: $0.0, code: StoredKey.code(of: $0.0), read: $0.1, apart: EncodedRecord.keptApart.contains($0.0))
         }
     }()
 
@@ -85,11 +85,13 @@ extension AttributionRecord {
     }
 
     /// The record's JSON (as ``jsonData()``), remembering where each JSON-valued field's
-    /// text lies in it, and where the fields of ``EncodedRecord/keptApart`` lie.
-    public func encoded() -> EncodedRecord {
+    /// text lies in it, and where the fields of ``EncodedRecord/keptApart`` lie. With
+    /// `codedKeys`, each field goes under its ``StoredKey`` code rather than its name.
+    public func encoded(codedKeys: Bool = false) -> EncodedRecord {
         var out = JSONWriter()
-        var embedded: [(name: String, range: Range<Int>)] = []
+        var embedded: [(name: String, key: String, range: Range<Int>)] = []
         var apart: [Range<Int>] = []
+        var codedBy = 0
         out.byte(UInt8(ascii: "{"))
         var first = true
         for reader in Self.fieldReaders {
@@ -97,18 +99,20 @@ extension AttributionRecord {
             let field = out.bytes.count
             if !first { out.byte(UInt8(ascii: ",")) }
             first = false
-            out.string(reader.name)
+            let key = codedKeys ? reader.code : reader.name
+            codedBy += reader.name.utf8.count - key.utf8.count
+            out.string(key)
             out.byte(UInt8(ascii: ":"))
             let start = out.bytes.count
             out.value(value)
             switch value {
-            case .json, .strings: embedded.append((reader.name, start..<out.bytes.count))
+            case .json, .strings: embedded.append((reader.name, key, start..<out.bytes.count))
             default: break
             }
             if reader.apart { apart.append(field..<out.bytes.count) }
         }
         out.byte(UInt8(ascii: "}"))
-        return EncodedRecord(json: out.bytes, embedded: embedded, apart: apart)
+        return EncodedRecord(json: out.bytes, embedded: embedded, apart: apart, namedCount: out.bytes.count + codedBy)
     }
 }
 
@@ -118,9 +122,12 @@ extension AttributionRecord {
 public struct EncodedRecord: Sendable {
     /// The record's JSON, as ``AttributionRecord/jsonData()`` writes it.
     public let json: [UInt8]
-    let embedded: [(name: String, range: Range<Int>)]
+    let embedded: [(name: String, key: String, range: Range<Int>)]
     /// Where each field of ``keptApart`` lies, its name and the comma before it included.
     let apart: [Range<Int>]
+    /// The size of the JSON with every field under its name, which ``json`` has unless it
+    /// was written with ``StoredKey`` codes.
+    public let namedCount: Int
 
     /// The fields every store keeps in columns of their own (``StoredColumns``), left out
     /// of the stored body so that a record holds them once; the reader puts them back
@@ -141,7 +148,8 @@ public struct EncodedRecord: Sendable {
     /// value for it), cut from the text already written rather than encoded again. A field
     /// first in the record, which no JSON-valued field is, is left in place.
     public func storedBody(apartFrom name: String) -> (json: [UInt8], field: ArraySlice<UInt8>?) {
-        let prefix = Array(",\"\(name)\":".utf8)
+        let embedded = embedded.first { $0.name == name }
+        let prefix = Array(",\"\(embedded?.key ?? name)\":".utf8)
         // A field first in the body has no comma before it: it takes the one after it, which
         // is there, as `attributed` always follows these.
         var cuts = apart.map { cut in
@@ -149,7 +157,7 @@ public struct EncodedRecord: Sendable {
                 ? cut.lowerBound..<(cut.upperBound + 1) : cut
         }
         var field: ArraySlice<UInt8>?
-        if let range = embedded.first(where: { $0.name == name })?.range,
+        if let range = embedded?.range,
             range.lowerBound >= prefix.count,
             json[(range.lowerBound - prefix.count)..<range.lowerBound].elementsEqual(prefix)
         {
@@ -283,9 +291,10 @@ extension AttributionRecord {
     public init(jsonData data: Data, keptApart: StoredColumns?) throws {
         // A stored record nests its payload inside `raw`, deeper than the body's limit
         // allowed: its own limit is Foundation's.
-        guard case .object(let o) = try JSONParser.parse(data, maxDepth: 512) else {
+        guard case .object(let body) = try JSONParser.parse(data, maxDepth: 512) else {
             throw NotARecord(description: "not an object")
         }
+        let o = StoredKey.named(body)
         func string(_ key: String) throws -> String? {
             switch o[key] {
             case nil, .null: return nil

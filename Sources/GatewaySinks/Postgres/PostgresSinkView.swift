@@ -16,11 +16,10 @@ enum PostgresSinkView {
     /// `table` names `records` in the query (an index's expression names no table).
     static func expression(_ column: (name: String, type: String), table: String = "") -> String {
         if EncodedRecord.keptApart.contains(column.name) { return table + column.name }
-        let document = "gateway_json(\(table)body)"
-        let text = "(\(document) ->> '\(column.name)')"
+        let text = BodyField.text(column.name, of: table + "body")
         switch (column.name, column.type) {
         case ("raw", _): return "NULL::jsonb"
-        case (_, "jsonb"): return "(\(document) -> '\(column.name)')"
+        case (_, "jsonb"): return BodyField.json(column.name, of: table + "body")
         case (_, "text"): return text
         case (_, "timestamptz"): return "gateway_time\(text)"
         default: return "(\(text)::\(column.type))"

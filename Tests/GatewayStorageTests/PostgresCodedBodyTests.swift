@@ -1,0 +1,73 @@
+import Foundation
+import GatewayCore
+import GatewayPostgres
+import GatewayTestSupport
+import PostgresNIO
+import Testing
+
+/// PostgreSQL keeps a body under one-character codes (`StoredKey`). What SQL reads out of it
+/// must be what the record holds: the functions the schema spells the codes in, and the
+/// fields the store's own queries read.
+@Suite struct PostgresCodedBodyTests {
+    static func record(idfv: String?, appUserID: String?) -> AttributionRecord {
+        var record = AttributionRecord(
+            provider: "iad", kind: .install, dedupeKey: "iad:\(UUID())",
+            receivedAt: Date(timeIntervalSince1970: 1_700_000_000.25), attributed: true)
+        record.appID = "1234567890"
+        record.appUserID = appUserID
+        record.idfv = idfv
+        record.idfa = "idfa-1"
+        record.campaignID = 542_370_541
+        record.keyword = "meditation \"calm\""
+        record.clickDate = Date(timeIntervalSince1970: 1_699_999_000)
+        record.revenue = Decimal(string: "9.99")
+        record.events = ["session", "purchase"]
+        record.vendorIDs = ["adid": "a1"]
+        record.raw = .object(["iad-keyword": .string("meditation")])
+        return record
+    }
+
+    @Test(.enabled(if: TestPostgres.expected))
+    func sqlReadsACodedBodyAsTheRecordsFields() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let store = try await PostgresStore(url: url, poolSize: 2)
+        let records = [
+            Self.record(idfv: "idfv-1", appUserID: "u1"), Self.record(idfv: nil, appUserID: "u2"),
+            Self.record(idfv: nil, appUserID: nil),
+        ]
+        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
+        let rows = try await TestPostgres.withClient(url) { client in
+            var rows: [(id: String, body: String, named: String, lane: String?)] = []
+            let query = try await client.query(
+                "SELECT record_id, body, gateway_record(body)::text, gateway_lane(app_id, body) FROM records ORDER BY seq"
+            )
+            for try await row in query.decode((String, String, String, String?).self) { rows.append(row) }
+            return rows
+        }
+        #expect(rows.count == records.count)
+        for (record, row) in zip(records, rows) {
+            #expect(row.id == record.recordID)
+            let keys = try #require(try JSONSerialization.jsonObject(with: Data(row.body.utf8)) as? [String: Any]).keys
+            #expect(keys.allSatisfy { $0.count == 1 }, "\(row.body)")
+            // `gateway_record` names every field as the record's JSON does, kept-apart ones left out.
+            let named = Data(record.encoded().storedBody(apartFrom: "raw").json)
+            #expect(try JSONValue.parse(Data(row.named.utf8)) == JSONValue.parse(named))
+            #expect(row.lane == record.deliveryLane)
+        }
+        // The store's own reads by field: a user's records found by each of their ids.
+        for (record, field, value) in [
+            (records[0], "idfv", "idfv-1"), (records[1], "app_user_id", "u2"), (records[2], "idfa", "idfa-1"),
+        ] {
+            let found = try await TestPostgres.withClient(url) { client in
+                var ids: [String] = []
+                let query = try await client.query(
+                    PostgresQuery(
+                        unsafeSQL:
+                            "SELECT record_id FROM records WHERE \(BodyField.text(field)) = '\(value)' ORDER BY seq"))
+                for try await id in query.decode(String.self) { ids.append(id) }
+                return ids
+            }
+            #expect(found == (field == "idfa" ? records.map(\.recordID) : [record.recordID]))
+        }
+    }
+}
