@@ -490,8 +490,11 @@ import Testing
         // A field Apple sends as text or a number, sent as an object or a list, is refused too.
         for (field, value) in [
             ("transaction-id", JSONValue.object(["a": .integer(1)])), ("app-id", .array([.integer(1)])),
+            // Optional ones too: a `version` of `{}` had read as 1.0.
+            ("version", .object([:])), ("source-app-id", .array([])), ("campaign-id", .object(["id": .integer(4)])),
         ] {
             var odd = Self.base
+            odd["attribution-signature"] = .string("MEUCIQ")
             odd[field] = value
             let body = String(decoding: try JSONEncoder().encode(JSONValue.object(odd)), as: UTF8.self)
             #expect(refusal(body)?.code == .invalidField && refusal(body)?.field == field, "\(field)")

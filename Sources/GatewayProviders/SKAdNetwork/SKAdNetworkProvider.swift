@@ -131,6 +131,7 @@ public struct SKAdNetworkProvider: PostbackProvider {
 
     func skanRecord(_ object: [String: JSONValue], prefix: String, receivedAt: Date) throws -> AttributionRecord {
         try Self.requireFields(Self.skanRequired, in: object, prefix: prefix)
+        try Self.refuseNonScalar(Self.skanOptional, in: object, prefix: prefix)
         let verdict = SKANSignature.verify(object, keys: options.keys)
         try enforce(verdict, prefix: prefix, signature: "attribution-signature")
         let fields = PayloadFields(object, path: String(prefix.dropLast()))
@@ -278,6 +279,9 @@ public struct SKAdNetworkProvider: PostbackProvider {
     /// gets a `4xx` whatever `on_invalid_signature` says (quarantine keeps postbacks whose
     /// signature fails, not anything posted to an open route).
     static let skanRequired = ["ad-network-id", "app-id", "transaction-id", "attribution-signature"]
+    /// The fields a SKAdNetwork postback may leave out that Apple sends as text or a number:
+    /// an object or a list there would read as absent (a `version` of `{}` as 1.0).
+    static let skanOptional = ["version", "campaign-id", "source-identifier", "source-app-id", "source-domain"]
     /// The same for an AdAttributionKit JWS's claims.
     static let aakRequired = ["ad-network-identifier", "advertised-item-identifier", "postback-identifier"]
 
@@ -295,8 +299,18 @@ public struct SKAdNetworkProvider: PostbackProvider {
             switch object[key] {
             case nil, .null: throw GatewayError.missing(prefix + key)
             case .string(let text) where text.isEmpty: throw GatewayError.missing(prefix + key)
+            // Apple sends each as text or a number; stored, it would key no record.
+            case .object, .array: try refuseNonScalar([key], in: object, prefix: prefix)
+            default: continue
+            }
+        }
+    }
+
+    /// Refuses an object or a list in any of `keys`, which Apple sends as text or a number.
+    static func refuseNonScalar(_ keys: [String], in object: [String: JSONValue], prefix: String) throws {
+        for key in keys {
+            switch object[key] {
             case .object, .array:
-                // Apple sends each as text or a number; stored, it would key no record.
                 throw GatewayError.invalid(
                     prefix + key, "expected a string or a number, found \(object[key]!.typeName)")
             default: continue
