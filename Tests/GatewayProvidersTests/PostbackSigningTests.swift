@@ -348,10 +348,13 @@ import Testing
             1: .init(fine: [], coarse: ["low": .init(events: ["retained"])]),
         ])
         let provider = SKAdNetworkProvider(options: options)
-        func record(_ claims: String, interaction: String = "click") throws -> AttributionRecord {
+        func record(_ claims: String, interaction: String = "click", country: String = "US") throws
+            -> AttributionRecord
+        {
             let body: JSONValue = .object([
                 "jws-string": .string(try jws(kid: "test-network/0", claims: claims)),
                 "coarse-conversion-value": .string("low"), "ad-interaction-type": .string(interaction),
+                "country-code": .string(country),
             ])
             return try #require(
                 try provider.normalize(
@@ -363,7 +366,7 @@ import Testing
         let download = try record(Self.claims)
         #expect(download.signature == "verified" && download.postbackSequenceIndex == 1)
         #expect(download.conversionType == "Download" && download.redownload == false && download.fidelityType == 1)
-        #expect(download.events == ["retained"])
+        #expect(download.events == ["retained"] && download.countryOrRegion == "US")
 
         let reengagement = try record(
             Self.claims.replacingOccurrences(of: #""download""#, with: #""re-engagement""#), interaction: "view")
@@ -375,13 +378,15 @@ import Testing
         let unknown = try record(
             Self.claims.replacingOccurrences(of: #""postback-sequence-index":1"#, with: #""postback-sequence-index":7"#)
                 .replacingOccurrences(of: #""download""#, with: #""pre-order""#),
-            interaction: "banana")
+            interaction: "banana", country: "USA")
         #expect(unknown.conversionType == nil && unknown.redownload == nil)
         #expect(unknown.postbackSequenceIndex == nil && unknown.fidelityType == nil && unknown.events == nil)
+        #expect(unknown.countryOrRegion == nil)
         #expect(
             unknown.raw?["verification"]?["unrecognized_fields"]
                 == .array([
-                    .string("postback-sequence-index"), .string("conversion-type"), .string("ad-interaction-type"),
+                    .string("postback-sequence-index"), .string("conversion-type"), .string("country-code"),
+                    .string("ad-interaction-type"),
                 ]))
     }
 

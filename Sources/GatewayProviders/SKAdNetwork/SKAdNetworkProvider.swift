@@ -258,7 +258,14 @@ public struct SKAdNetworkProvider: PostbackProvider {
         try Self.refuseBothValues(record, prefix: prefix)
         // Like conversion values, these two sit outside the JWS in Apple's own format: no
         // signature covers them, so they are the postback's as received.
-        record.countryOrRegion = try fields.string("country-code")
+        record.countryOrRegion = try values.read("country-code") {
+            guard let code = try fields.string("country-code") else { return nil }
+            // Apple's two capital letters; anything else would count as no country in the report.
+            guard code.utf8.count == 2, code.utf8.allSatisfy({ (65...90).contains($0) }) else {
+                throw GatewayError.invalid(fields.fieldPath("country-code"), "expected two capital letters")
+            }
+            return code
+        }
         record.fidelityType = try values.read("ad-interaction-type") {
             guard let type = try fields.string("ad-interaction-type") else { return nil }
             guard let fidelity = ["view": 0, "click": 1][type] else {
