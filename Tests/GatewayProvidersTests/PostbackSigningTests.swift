@@ -85,17 +85,25 @@ import Testing
         #expect(!result.signedFields.contains("coarse-conversion-value"))
     }
 
-    @Test func aSourceDomainARelayAddsToANonwinningPostbackIsNotSigned() throws {
+    /// A SKAN 4 postback's fields without a source app or a value, and the order Apple signs them in.
+    static func v4(transaction: String, didWin: Bool, index: Int) -> (
+        fields: [String: JSONValue], order: [String]
+    ) {
         let fields: [String: JSONValue] = [
             "version": .string("4.0"), "ad-network-id": .string("KBD757YWX3.skadnetwork"),
             "source-identifier": .string("52"), "app-id": .integer(525_463_029),
-            "transaction-id": .string("6aafb7a5-0170-41b5-bbe4-fe71dedf1e40"), "redownload": .bool(false),
-            "fidelity-type": .integer(1), "did-win": .bool(false), "postback-sequence-index": .integer(0),
+            "transaction-id": .string(transaction), "redownload": .bool(false),
+            "fidelity-type": .integer(1), "did-win": .bool(didWin), "postback-sequence-index": .integer(Int64(index)),
         ]
         let order = [
             "version", "ad-network-id", "source-identifier", "app-id", "transaction-id", "redownload",
             "fidelity-type", "did-win", "postback-sequence-index",
         ]
+        return (fields, order)
+    }
+
+    @Test func aSourceDomainARelayAddsToANonwinningPostbackIsNotSigned() throws {
+        let (fields, order) = Self.v4(transaction: "6aafb7a5-0170-41b5-bbe4-fe71dedf1e40", didWin: false, index: 0)
         var relayed = try signed(fields, order: order)
         relayed["source-domain"] = .string("relay.example")
         let result = verdict(relayed)
@@ -256,6 +264,53 @@ import Testing
                 body: try JSONEncoder().encode(JSONValue.object(signedWin)), receivedAt: Date(),
                 path: "/v1/skadnetwork/postbacks"))
         #expect(won.first?.sourceAppID == "1234567891")
+    }
+
+    /// A fine value in a later window's postback, or a coarse value before SKAN 4, is not one
+    /// Apple sends: left out (so the model reads no conversion from it) and named.
+    @Test func conversionValuesAppleCannotSendAreLeftOut() throws {
+        var options = SKAdNetworkProvider.Options()
+        options.keys = keys
+        options.conversionModel = ConversionModel(windows: [
+            0: .init(
+                fine: [.init(values: 20...20, outcome: .init(events: ["purchase"]))],
+                coarse: ["high": .init(events: ["purchase"])]),
+            1: .init(
+                fine: [.init(values: 20...20, outcome: .init(events: ["purchase"]))],
+                coarse: ["high": .init(events: ["purchase"])]),
+        ])
+        let provider = SKAdNetworkProvider(options: options)
+        func normalize(_ postback: [String: JSONValue]) throws -> AttributionRecord {
+            try #require(
+                try provider.normalize(
+                    IngestPayload(
+                        body: try JSONEncoder().encode(JSONValue.object(postback)), receivedAt: Date(),
+                        path: "/.well-known/skadnetwork/report-attribution")
+                ).first)
+        }
+        func unrecognized(_ record: AttributionRecord) -> JSONValue? {
+            record.raw?["verification"]?["unrecognized_fields"]
+        }
+        var (fields, order) = Self.v4(transaction: "6aafb7a5-0170-41b5-bbe4-fe71dedf1e41", didWin: true, index: 1)
+        fields["conversion-value"] = .integer(20)
+        let later = try normalize(try signed(fields, order: order))
+        #expect(later.signature == "verified" && later.postbackSequenceIndex == 1)
+        #expect(later.fineValue == nil && later.events == nil)
+        #expect(unrecognized(later) == .array([.string("conversion-value")]))
+
+        fields["conversion-value"] = nil
+        fields["coarse-conversion-value"] = .string("high")
+        let coarse = try normalize(try signed(fields, order: order))
+        #expect(coarse.coarseValue == "high" && coarse.events == ["purchase"] && unrecognized(coarse) == nil)
+
+        var old = try v3()
+        old["coarse-conversion-value"] = .string("high")
+        let three = try normalize(old)
+        #expect(three.signature == "verified" && three.coarseValue == nil && three.events == nil)
+        #expect(unrecognized(three) == .array([.string("coarse-conversion-value")]))
+        old["coarse-conversion-value"] = nil
+        old["conversion-value"] = .integer(20)
+        #expect(try normalize(old).fineValue == 20)
     }
 
     /// Apple's device retries a refused postback nine times, then drops it: values the

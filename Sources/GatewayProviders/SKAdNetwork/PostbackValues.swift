@@ -11,6 +11,11 @@ import GatewayCore
 struct PostbackValues {
     private(set) var unrecognized: [String] = []
 
+    /// Leaves out the value of `field` read earlier, which Apple could not have sent there.
+    mutating func leaveOut(_ field: String) {
+        unrecognized.append(field)
+    }
+
     mutating func read<Value>(_ field: String, _ value: () throws -> Value?) throws -> Value? {
         do {
             return try value()

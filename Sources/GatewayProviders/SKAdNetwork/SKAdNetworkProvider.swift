@@ -181,6 +181,7 @@ public struct SKAdNetworkProvider: PostbackProvider {
         record.coarseValue = try values.read("coarse-conversion-value") { try coarse(fields) }
         try Self.refuseBothValues(record, prefix: prefix)
         record.postbackSequenceIndex = sequence
+        Self.leaveOutValuesAppleCannotSend(&record, &values)
         record.didWin = didWin
         record.fidelityType =
             isVouched("fidelity-type")
@@ -256,6 +257,7 @@ public struct SKAdNetworkProvider: PostbackProvider {
         record.fineValue = try values.read("conversion-value") { try fields.int("conversion-value", in: 0...63) }
         record.coarseValue = try values.read("coarse-conversion-value") { try coarse(fields) }
         try Self.refuseBothValues(record, prefix: prefix)
+        Self.leaveOutValuesAppleCannotSend(&record, &values)
         // Like conversion values, these two sit outside the JWS in Apple's own format: no
         // signature covers them, so they are the postback's as received.
         record.countryOrRegion = try values.read("country-code") {
@@ -299,6 +301,22 @@ public struct SKAdNetworkProvider: PostbackProvider {
         throw GatewayError.invalid(
             prefix + "coarse-conversion-value",
             "a postback carries conversion-value or coarse-conversion-value, not both")
+    }
+
+    /// Apple sends a fine value only in the first window's postback, and a coarse one from
+    /// SKAN 4 on (AdAttributionKit's included): one elsewhere was not Apple's, and the
+    /// model would read it as a conversion. Left out and named, as an unknown value is.
+    static func leaveOutValuesAppleCannotSend(_ record: inout AttributionRecord, _ values: inout PostbackValues) {
+        if record.fineValue != nil, let index = record.postbackSequenceIndex, index > 0 {
+            record.fineValue = nil
+            values.leaveOut("conversion-value")
+        }
+        if record.coarseValue != nil, let version = record.skanVersion, version != "aak",
+            (Double(version) ?? 0) < 4
+        {
+            record.coarseValue = nil
+            values.leaveOut("coarse-conversion-value")
+        }
     }
 
     static func requireFields(_ keys: [String], in object: [String: JSONValue], prefix: String) throws {
