@@ -176,9 +176,10 @@ extension AttributionRecord {
 extension EncodedRecord {
     /// The body to store (the record's JSON without `raw` and the fields kept in columns,
     /// ``EncodedRecord/keptApart``), its payload as a ``CompactRaw`` value (nil for a record
-    /// without one), and its size: the record's JSON with the payload compressed and every
-    /// field under its name, which a quarantined record counts against its provider's cap
-    /// the same on every backend.
+    /// without one), and its size: the record's JSON with every field under its name and the
+    /// payload compressed, which a quarantined record counts against its provider's cap. The
+    /// payload packs against the body each backend stores, so the backends' sizes of one
+    /// record can differ by a few bytes.
     public var stored: (body: String, raw: [UInt8]?, size: Int) {
         let (body, raw) = storedBody(apartFrom: "raw")
         let packed = raw.map { CompactRaw.pack($0, beside: body) }

@@ -82,14 +82,14 @@ import Testing
                 == json.json.count - (json.jsonText(of: "raw")?.utf8.count ?? 0) + (stored.raw?.count ?? 0))
     }
 
-    /// PostgreSQL's body, under codes: its payload packed beside that body comes back, and
-    /// a quarantined record counts as many bytes as on SQLite.
+    /// PostgreSQL's body, under codes: its payload packed beside that body comes back, and a
+    /// quarantined record counts its fields' names as on SQLite (the payload as it packs).
     @Test func aCodedBodyKeepsItsPayloadAndItsSize() throws {
         let record = try install(at: 1_800_000_000)
         let coded = record.encoded(codedKeys: true).stored
         let named = record.encoded().stored
         #expect(coded.body.utf8.count < named.body.utf8.count)
-        #expect(coded.size == named.size)
+        #expect(coded.size - (coded.raw?.count ?? 0) == named.size - (named.raw?.count ?? 0))
         #expect(try Self.read(coded, of: record) == record)
     }
 
