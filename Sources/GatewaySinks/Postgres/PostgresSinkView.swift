@@ -84,7 +84,8 @@ enum PostgresSinkView {
 
     /// The listed fields' indexes on `records`, made or dropped only where they differ from
     /// the list. `CONCURRENTLY`, so that ingest goes on while an index of a large store is
-    /// built; one a failed build left invalid is built again.
+    /// built; one a failed build left invalid is built again, and so is one of an expression
+    /// the view no longer reads (its comment names the expression), which no query would use.
     private static func makeIndexes(on connection: PostgresConnection, indexed: [String], logger: Logger)
         async throws
     {
@@ -92,14 +93,15 @@ enum PostgresSinkView {
         let wanted = Set(indexed)
         for column in PostgresSinkTable.columns {
             let index = SQLiteSinkTable.indexName(column.name)
-            let valid = existing[index]
+            let reads = expression(column)
+            let valid = existing[index].map { $0.valid && $0.comment == reads }
             var statements: [String] = []
             if valid != nil && (valid == false || !wanted.contains(column.name)) {
                 statements.append("DROP INDEX CONCURRENTLY IF EXISTS \(index)")
             }
             if wanted.contains(column.name) && column.name != "raw" && valid != true {
-                statements.append(
-                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS \(index) ON records ((\(expression(column))))")
+                statements.append("CREATE INDEX CONCURRENTLY IF NOT EXISTS \(index) ON records ((\(reads)))")
+                statements.append("COMMENT ON INDEX \(index) IS \(literal(reads))")
             }
             for statement in statements {
                 _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
@@ -107,19 +109,28 @@ enum PostgresSinkView {
         }
     }
 
+    /// `text` as an SQL string literal.
+    static func literal(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+    }
+
     /// The sink's indexes on `records` by name (``SQLiteSinkTable/indexName(_:)``), each
-    /// with whether it is valid: a view made them, and a table sink drops them.
-    static func indexesOnRecords(on connection: PostgresConnection, logger: Logger) async throws -> [String: Bool] {
+    /// with whether it is valid and its comment: a view made them, and a table sink drops them.
+    static func indexesOnRecords(on connection: PostgresConnection, logger: Logger) async throws
+        -> [String: (valid: Bool, comment: String?)]
+    {
         let names = PostgresSinkTable.columns.map { SQLiteSinkTable.indexName($0.name) }
         let rows = try await connection.query(
             """
-            SELECT c.relname::text, i.indisvalid FROM pg_index i
+            SELECT c.relname::text, i.indisvalid, obj_description(c.oid, 'pg_class') FROM pg_index i
             JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid
             WHERE t.relname = 'records' AND t.relnamespace = current_schema()::regnamespace
                 AND c.relname = ANY(\(names)::text[])
             """, logger: logger)
-        var indexes: [String: Bool] = [:]
-        for try await (index, valid) in rows.decode((String, Bool).self) { indexes[index] = valid }
+        var indexes: [String: (valid: Bool, comment: String?)] = [:]
+        for try await (index, valid, comment) in rows.decode((String, Bool, String?).self) {
+            indexes[index] = (valid, comment)
+        }
         return indexes
     }
 }
