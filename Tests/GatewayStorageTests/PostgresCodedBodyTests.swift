@@ -27,6 +27,27 @@ import Testing
         return record
     }
 
+    /// The schema spells every code out for `gateway_record`: each must name its field.
+    @Test(.enabled(if: TestPostgres.expected))
+    func gatewayRecordNamesEveryCodedField() async throws {
+        let url = try await TestPostgres.newDatabase()
+        _ = try await PostgresStore(url: url, poolSize: 2)
+        var body: [String: JSONValue] = [:]
+        for (index, field) in StoredKey.all.enumerated() { body[field.code] = .integer(Int64(index)) }
+        let text = String(decoding: try JSONEncoder().encode(JSONValue.object(body)), as: UTF8.self)
+        let named = try await TestPostgres.withClient(url) { client in
+            var named: [String] = []
+            for try await row in try await client.query("SELECT gateway_record(\(text))::text").decode(String.self) {
+                named.append(row)
+            }
+            return named
+        }
+        var expected: [String: JSONValue] = [:]
+        for (index, field) in StoredKey.all.enumerated() { expected[field.name] = .integer(Int64(index)) }
+        #expect(try named.map { try JSONValue.parse(Data($0.utf8)) } == [.object(expected)])
+        #expect(Set(StoredKey.all.map(\.name)) == Set(AttributionRecord.fieldNames))
+    }
+
     @Test(.enabled(if: TestPostgres.expected))
     func sqlReadsACodedBodyAsTheRecordsFields() async throws {
         let url = try await TestPostgres.newDatabase()
