@@ -97,11 +97,9 @@ struct JSONParser {
             skipWhitespace()
             do {
                 members.append((key, try value(depth: depth)))
-            } catch var error as JSONValue.NumberOutOfRange {
+            } catch let error as JSONValue.NumberOutOfRange {
                 // Named only on the way out of a failure: no cost to a document that parses.
-                error.path =
-                    error.path.isEmpty ? key : error.path.hasPrefix("[") ? key + error.path : "\(key).\(error.path)"
-                throw error
+                throw error.inside(key)
             }
             skipWhitespace()
             switch current {
@@ -128,12 +126,8 @@ struct JSONParser {
             skipWhitespace()
             do {
                 items.append(try value(depth: depth))
-            } catch var error as JSONValue.NumberOutOfRange {
-                let place = "[\(items.count)]"
-                error.path =
-                    error.path.isEmpty
-                    ? place : error.path.hasPrefix("[") ? place + error.path : "\(place).\(error.path)"
-                throw error
+            } catch let error as JSONValue.NumberOutOfRange {
+                throw error.inside("[\(items.count)]")
             }
             skipWhitespace()
             switch current {

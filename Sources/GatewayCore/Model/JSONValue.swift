@@ -54,6 +54,12 @@ public enum JSONValue: Sendable, Hashable, Codable {
     /// (`1e309`), with where it is: `a.b[2]`, or "" at the top.
     public struct NumberOutOfRange: Error {
         public internal(set) var path: String
+
+        /// The same number, found inside `place` (a key, or `[index]`).
+        func inside(_ place: String) -> NumberOutOfRange {
+            NumberOutOfRange(
+                path: path.isEmpty ? place : path.hasPrefix("[") ? place + path : "\(place).\(path)")
+        }
     }
 
     /// Parses a JSON document (any value at the top) with ``JSONParser``.

@@ -40,6 +40,6 @@ public enum StoredKey {
         return Dictionary(body.map { (name(of: $0.key), $0.value) }) { coded, _ in coded }
     }
 
-    /// Every field name with its code, for SQL that reads a coded body by name.
+    /// Every field's name with its code, as the schema's `gateway_record` spells them out.
     public static var all: [(name: String, code: String)] { table }
 }

@@ -108,7 +108,7 @@ public struct PayloadFields: Sendable {
     /// Throws naming the first NUL in `value`, keys in order, so the same body always names
     /// the same field.
     private static func nameNUL(in value: JSONValue, path: String) throws {
-        func name(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+        func name(_ key: String) -> String { joined(path, key) }
         switch value {
         case .string(let text) where text.utf8.contains(0):
             throw GatewayError.invalid(path.isEmpty ? "body" : path, "contains a NUL character (\\u0000)")
@@ -128,6 +128,11 @@ public struct PayloadFields: Sendable {
     }
 
     public func fieldPath(_ key: String) -> String {
+        Self.joined(path, key)
+    }
+
+    /// The path of `key` in the object at `path` ("" for the body itself).
+    static func joined(_ path: String, _ key: String) -> String {
         path.isEmpty ? key : "\(path).\(key)"
     }
 
