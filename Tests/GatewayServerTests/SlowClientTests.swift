@@ -494,14 +494,14 @@ import Testing
             #expect(warning.contains("server.trusted_proxies") && !warning.contains("127.0.0.1"), "\(warning)")
             held[0].hangUp()
             #expect(
-                try await env.eventually(seconds: 10) {
+                try await env.eventually {
                     await answer(try RawConnection(port: port)).hasPrefix("HTTP/1.1 200")
                 })
             // Room for one more once the server has seen the others close.
             held[1].hangUp()
             var text = ""
             #expect(
-                try await env.eventually(seconds: 10) {
+                try await env.eventually {
                     let metrics = try RawConnection(port: port)
                     metrics.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                     text = await metrics.readAll().text
