@@ -297,26 +297,58 @@ enum PostgresSchema {
                 """
                 CREATE FUNCTION gateway_record(body text) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
                     SELECT jsonb_object_agg(COALESCE(k.names ->> e.key, e.key), e.value)
-                    FROM jsonb_each(gateway_json(body)) e, (SELECT '{
-                        "A":"record_id","B":"received_at","C":"provider","D":"app_id","E":"app_user_id","F":"idfv",
-                        "G":"idfa","H":"att_status","I":"attributed","J":"kind","K":"resolution","L":"is_test",
-                        "M":"duplicate_of","N":"network","O":"org_id","P":"org_name","Q":"campaign_id",
-                        "R":"campaign_name","S":"ad_group_id","T":"ad_group_name","U":"keyword_id","V":"keyword",
-                        "W":"keyword_match_type","X":"ad_id","Y":"creative_set_id","Z":"creative_set_name",
-                        "a":"country_or_region","b":"conversion_type","c":"claim_type","d":"supply_placement",
-                        "e":"click_date","f":"impression_date","g":"conversion_date","h":"purchase_date",
-                        "i":"skan_version","j":"ad_network_id","k":"transaction_id","l":"source_app_id",
-                        "m":"source_identifier","n":"source_domain","o":"fine_value","p":"coarse_value",
-                        "q":"postback_sequence_index","r":"did_win","s":"fidelity_type","t":"redownload",
-                        "u":"signature","v":"events","w":"revenue_min","x":"revenue_max","y":"event_name","z":"revenue",
-                        "0":"currency","1":"transaction_ref","2":"vendor_ids","3":"raw","4":"dedupe_key",
-                        "5":"enriched_at"
-                    }'::jsonb AS names) k
+                    FROM jsonb_each(gateway_json(body)) e, (SELECT '\(codeNames)'::jsonb AS names) k
+                $$
+                """,
+            ]
+        ),
+        (
+            "store-v11-received-at-in-column",
+            [
+                // Bodies written from now on leave `received_at` to its column, which a release
+                // before cannot read. `gateway_record` takes the whole row, so that it gives the
+                // fields kept in columns too (`received_at` as the record's JSON has it); a
+                // body's own value of one, in a body written before, is the one read, as the
+                // record's reader does.
+                "DROP FUNCTION gateway_record(text)",
+                """
+                CREATE FUNCTION gateway_record(r records) RETURNS jsonb LANGUAGE sql STABLE AS $$
+                    SELECT jsonb_strip_nulls(jsonb_build_object(
+                        'record_id', r.record_id, 'dedupe_key', r.dedupe_key, 'provider', r.provider,
+                        'app_id', r.app_id, 'received_at', (
+                            SELECT to_char(to_timestamp(m.ms / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
+                                || CASE WHEN m.ms % 1000 = 0 THEN '' ELSE '.' || lpad((m.ms % 1000)::text, 3, '0') END
+                                || 'Z'
+                            FROM (SELECT floor(r.received_at * 1000 + 0.5)::int8 AS ms) m)
+                    )) || COALESCE((
+                        SELECT jsonb_object_agg(COALESCE(k.names ->> e.key, e.key), e.value)
+                        FROM jsonb_each(gateway_json(r.body)) e, (SELECT '\(codeNames)'::jsonb AS names) k
+                    ), '{}')
                 $$
                 """,
             ]
         ),
     ]
+
+    /// Every ``StoredKey`` code with its field's name, as a JSON object, for `gateway_record`
+    /// (`PostgresCodedBodyTests` checks it against the table).
+    static let codeNames = """
+        {
+            "A":"record_id","B":"received_at","C":"provider","D":"app_id","E":"app_user_id","F":"idfv",
+            "G":"idfa","H":"att_status","I":"attributed","J":"kind","K":"resolution","L":"is_test",
+            "M":"duplicate_of","N":"network","O":"org_id","P":"org_name","Q":"campaign_id",
+            "R":"campaign_name","S":"ad_group_id","T":"ad_group_name","U":"keyword_id","V":"keyword",
+            "W":"keyword_match_type","X":"ad_id","Y":"creative_set_id","Z":"creative_set_name",
+            "a":"country_or_region","b":"conversion_type","c":"claim_type","d":"supply_placement",
+            "e":"click_date","f":"impression_date","g":"conversion_date","h":"purchase_date",
+            "i":"skan_version","j":"ad_network_id","k":"transaction_id","l":"source_app_id",
+            "m":"source_identifier","n":"source_domain","o":"fine_value","p":"coarse_value",
+            "q":"postback_sequence_index","r":"did_win","s":"fidelity_type","t":"redownload",
+            "u":"signature","v":"events","w":"revenue_min","x":"revenue_max","y":"event_name","z":"revenue",
+            "0":"currency","1":"transaction_ref","2":"vendor_ids","3":"raw","4":"dedupe_key",
+            "5":"enriched_at"
+        }
+        """
 
     /// Applies the migrations the database lacks. Replicas starting at once queue on the
     /// advisory lock, and each finds the work done by the first. A database that a newer

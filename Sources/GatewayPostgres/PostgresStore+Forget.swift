@@ -40,7 +40,8 @@ extension PostgresStore {
                 let (body, raw, _) = record.encoded(codedKeys: true).stored
                 _ = try await connection.query(
                     """
-                    UPDATE records SET body = \(body), raw = \(raw.map { Data($0) }), dedupe_key = \(record.dedupeKey)
+                    UPDATE records SET body = \(body), raw = \(raw.map { Data($0) }), dedupe_key = \(record.dedupeKey),
+                        received_at = \(Self.seconds(record.receivedAt))
                     WHERE record_id = \(record.recordID)
                     """, logger: logger)
             }

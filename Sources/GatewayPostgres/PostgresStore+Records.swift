@@ -257,7 +257,7 @@ extension PostgresStore {
                         """
                         WITH updated AS (
                             UPDATE records SET body = \(body), raw = \(raw.map { Data($0) }),
-                                quarantined_bytes = \(quarantinedBytes)
+                                received_at = \(Self.seconds(record.receivedAt)), quarantined_bytes = \(quarantinedBytes)
                             WHERE record_id = \(record.recordID) AND dedupe_key = \(record.dedupeKey)
                             RETURNING 1)
                         SELECT count(*) FROM updated
@@ -334,7 +334,8 @@ extension PostgresStore {
     static func record(of row: PostgresRandomAccessRow, withRaw: Bool = true) throws -> AttributionRecord {
         let columns = StoredColumns(
             recordID: try row["record_id"].decode(String.self), dedupeKey: try row["dedupe_key"].decode(String.self),
-            provider: try row["provider"].decode(String.self), appID: try row["app_id"].decode(String?.self))
+            provider: try row["provider"].decode(String.self), appID: try row["app_id"].decode(String?.self),
+            receivedAt: try row["received_at"].decode(Double.self))
         let raw = withRaw ? try row["raw"].decode(Data?.self) : nil
         return try AttributionRecord(
             body: Data(try row["body"].decode(String.self).utf8), keptApart: columns,

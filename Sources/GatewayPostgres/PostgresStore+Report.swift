@@ -62,12 +62,15 @@ extension PostgresStore {
     {
         let rows = try await query(
             """
-            SELECT record_id, dedupe_key, provider, app_id, body FROM records
+            SELECT record_id, dedupe_key, provider, app_id, received_at, body FROM records
             WHERE seq > \(cursor) AND seq <= \(last) AND (\(appID)::text IS NULL OR app_id = \(appID)) ORDER BY seq
             """, logger: logger)
         var records: [AttributionRecord] = []
-        for try await (id, key, provider, app, body) in rows.decode((String, String, String, String?, String).self) {
-            let columns = StoredColumns(recordID: id, dedupeKey: key, provider: provider, appID: app)
+        for try await (id, key, provider, app, receivedAt, body) in rows.decode(
+            (String, String, String, String?, Double, String).self)
+        {
+            let columns = StoredColumns(
+                recordID: id, dedupeKey: key, provider: provider, appID: app, receivedAt: receivedAt)
             guard let record = try? AttributionRecord(jsonData: Data(body.utf8), keptApart: columns),
                 kinds.contains(record.kind)
             else {
@@ -78,8 +81,14 @@ extension PostgresStore {
         return records
     }
 
-    static let reportMembers = ReportFields.Member.allCases.map { "f.\(BodyField.column($0.name))" }
-        .joined(separator: ", ")
+    /// The members as the statements select them from `records r` and its body's fields `f`:
+    /// `received_at` from its column where the body leaves it out (a body written before
+    /// has it).
+    static let reportMembers = ReportFields.Member.allCases.map { member in
+        let field = "f.\(BodyField.column(member.name))"
+        return member == .receivedAt ? "COALESCE(\(field), r.received_at::text)" : field
+    }
+    .joined(separator: ", ")
     /// Every member as text: `jsonb_to_record` gives a number, a boolean or an array as its
     /// JSON text there, a number with every digit it was stored with.
     static let reportColumns = ReportFields.Member.allCases.map { "\(BodyField.column($0.name)) text" }

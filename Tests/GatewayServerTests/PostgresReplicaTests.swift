@@ -120,7 +120,7 @@ import Testing
         #expect(try await replica.post("/v1/iad", body: Self.install("after")).0 == 202)
         let users = try await TestPostgres.withClient(database) { client in
             var users: [String] = []
-            for try await user in try await client.query("SELECT gateway_record(body) ->> 'app_user_id' FROM records")
+            for try await user in try await client.query("SELECT gateway_record(r) ->> 'app_user_id' FROM records r")
                 .decode(String.self)
             {
                 users.append(user)

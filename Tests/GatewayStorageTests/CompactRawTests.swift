@@ -101,7 +101,8 @@ import Testing
         try AttributionRecord(
             body: Data(stored.body.utf8),
             keptApart: StoredColumns(
-                recordID: record.recordID, dedupeKey: record.dedupeKey, provider: record.provider, appID: record.appID),
+                recordID: record.recordID, dedupeKey: record.dedupeKey, provider: record.provider, appID: record.appID,
+                receivedAt: record.receivedAt.timeIntervalSince1970),
             compactRaw: stored.raw)
     }
 

@@ -36,12 +36,21 @@ import Testing
         for (index, field) in StoredKey.all.enumerated() { body[field.code] = .integer(Int64(index)) }
         let text = String(decoding: try JSONEncoder().encode(JSONValue.object(body)), as: UTF8.self)
         let named = try await TestPostgres.withClient(url) { client in
+            _ = try await client.query(
+                """
+                INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
+                VALUES ('r-1', 'k-1', 'iad', NULL, 1700000000.0456, \(text))
+                """)
             var named: [String] = []
-            for try await row in try await client.query("SELECT gateway_record(\(text))::text").decode(String.self) {
+            for try await row in try await client.query("SELECT gateway_record(r)::text FROM records r").decode(
+                String.self)
+            {
                 named.append(row)
             }
             return named
         }
+        // A body's own value of a field kept in a column is the one read, as the record's
+        // reader does: here every field is the body's.
         var expected: [String: JSONValue] = [:]
         for (index, field) in StoredKey.all.enumerated() { expected[field.name] = .integer(Int64(index)) }
         #expect(try named.map { try JSONValue.parse(Data($0.utf8)) } == [.object(expected)])
@@ -60,7 +69,7 @@ import Testing
         let rows = try await TestPostgres.withClient(url) { client in
             var rows: [(id: String, body: String, named: String, lane: String?)] = []
             let query = try await client.query(
-                "SELECT record_id, body, gateway_record(body)::text, gateway_lane(app_id, body) FROM records ORDER BY seq"
+                "SELECT record_id, body, gateway_record(r)::text, gateway_lane(app_id, body) FROM records r ORDER BY seq"
             )
             for try await row in query.decode((String, String, String, String?).self) { rows.append(row) }
             return rows
@@ -70,9 +79,13 @@ import Testing
             #expect(row.id == record.recordID)
             let keys = try #require(try JSONSerialization.jsonObject(with: Data(row.body.utf8)) as? [String: Any]).keys
             #expect(keys.allSatisfy { $0.count == 1 }, "\(row.body)")
-            // `gateway_record` names every field as the record's JSON does, kept-apart ones left out.
-            let named = Data(record.encoded().storedBody(apartFrom: "raw").json)
-            #expect(try JSONValue.parse(Data(row.named.utf8)) == JSONValue.parse(named))
+            // The body leaves out what has a column of its own: `received_at` too.
+            #expect(!keys.contains(StoredKey.code(of: "received_at")), "\(row.body)")
+            // `gateway_record` names every field as the record's JSON does; the payload is
+            // kept apart, packed.
+            guard case .object(var fields) = try JSONValue.parse(record.jsonData()) else { return }
+            fields["raw"] = nil
+            #expect(try JSONValue.parse(Data(row.named.utf8)) == .object(fields))
             #expect(row.lane == record.deliveryLane)
         }
         // The store's own reads by field: a user's records found by each of their ids.
@@ -90,5 +103,35 @@ import Testing
             }
             #expect(found == (field == "idfa" ? records.map(\.recordID) : [record.recordID]))
         }
+    }
+
+    /// `received_at` lives in its column, to the microsecond; a record read back has it to
+    /// the millisecond, as its JSON text had it, on every path the store reads by.
+    @Test(.enabled(if: TestPostgres.expected))
+    func receivedAtReadsBackAsTheRecordsTextHasIt() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let store = try await PostgresStore(url: url, poolSize: 2)
+        var records: [AttributionRecord] = []
+        for seconds in [1_700_000_000.123_456, 1_700_000_000.999_7, 1_700_000_000.000_4] {
+            var record = Self.record(idfv: nil, appUserID: "u\(records.count)")
+            record.receivedAt = Date(timeIntervalSince1970: seconds)
+            records.append(record)
+        }
+        _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
+        let page = try await store.reportRecords(appID: nil, kinds: [.install], after: 0, limit: 10)
+        for record in records {
+            let expected = try #require(ISO8601.parse(ISO8601.format(record.receivedAt)))
+            #expect(try await store.record(id: record.recordID)?.receivedAt == expected)
+            #expect(page.records.first { $0.recordID == record.recordID }?.receivedAt == expected)
+        }
+        let named = try await TestPostgres.withClient(url) { client in
+            var named: [String] = []
+            for try await text in try await client.query(
+                "SELECT gateway_record(r) ->> 'received_at' FROM records r ORDER BY seq"
+            ).decode(String.self) { named.append(text) }
+            return named
+        }
+        #expect(named == records.map { ISO8601.format($0.receivedAt) })
+        #expect(named == ["2023-11-14T22:13:20.123Z", "2023-11-14T22:13:21Z", "2023-11-14T22:13:20Z"])
     }
 }

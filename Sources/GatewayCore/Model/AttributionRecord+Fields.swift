@@ -20,7 +20,7 @@ extension AttributionRecord {
     /// Every field by its JSON name, sorted as `JSONEncoder`'s `.sortedKeys` sorts them, and
     /// whether stores keep it apart from the body (``EncodedRecord/keptApart``), decided
     /// once here rather than for every field of every record encoded.
-    static let fieldReaders: [(name: String, code: String, read: FieldReader, apart: Bool)] = {
+    static let fieldReaders: [(name: String, code: String, read: FieldReader, apart: Bool, codedApart: Bool)] = {
         @Sendable func s(_ v: String?) -> FieldValue? { v.map(FieldValue.string) }
         @Sendable func i(_ v: Int64?) -> FieldValue? { v.map(FieldValue.integer) }
         @Sendable func n(_ v: Int?) -> FieldValue? { v.map { .integer(Int64($0)) } }
@@ -59,7 +59,10 @@ extension AttributionRecord {
             ("dedupe_key", { .string($0.dedupeKey) }), ("enriched_at", { d($0.enrichedAt) }),
         ]
         return readers.sorted { $0.0 < $1.0 }.map {
-            (name: $0.0, code: StoredKey.code(of: $0.0), read: $0.1, apart: EncodedRecord.keptApart.contains($0.0))
+            (
+                name: $0.0, code: StoredKey.code(of: $0.0), read: $0.1, apart: EncodedRecord.keptApart.contains($0.0),
+                codedApart: EncodedRecord.keptApartWhenCoded.contains($0.0)
+            )
         }
     }()
 
@@ -86,7 +89,8 @@ extension AttributionRecord {
 
     /// The record's JSON (as ``jsonData()``), remembering where each JSON-valued field's
     /// text lies in it, and where the fields of ``EncodedRecord/keptApart`` lie. With
-    /// `codedKeys`, each field goes under its ``StoredKey`` code rather than its name.
+    /// `codedKeys`, each field goes under its ``StoredKey`` code rather than its name, and
+    /// those of ``EncodedRecord/keptApartWhenCoded`` are the ones kept apart.
     public func encoded(codedKeys: Bool = false) -> EncodedRecord {
         var out = JSONWriter()
         var embedded: [(name: String, key: String, range: Range<Int>)] = []
@@ -109,7 +113,7 @@ extension AttributionRecord {
             case .json, .strings: embedded.append((reader.name, key, start..<out.bytes.count))
             default: break
             }
-            if reader.apart { apart.append(field..<out.bytes.count) }
+            if codedKeys ? reader.codedApart : reader.apart { apart.append(field..<out.bytes.count) }
         }
         out.byte(UInt8(ascii: "}"))
         return EncodedRecord(json: out.bytes, embedded: embedded, apart: apart, namedCount: out.bytes.count + codedBy)
@@ -133,6 +137,10 @@ public struct EncodedRecord: Sendable {
     /// of the stored body so that a record holds them once; the reader puts them back
     /// (``AttributionRecord/init(jsonData:keptApart:)``).
     public static let keptApart: Set<String> = ["app_id", "dedupe_key", "provider", "record_id"]
+
+    /// What a store writing ``StoredKey`` codes (PostgreSQL) keeps apart: `received_at` too,
+    /// whose column gives it to the millisecond, as the body's text did.
+    public static let keptApartWhenCoded = keptApart.union(["received_at"])
 
     /// The JSON as text.
     public var text: String { String(decoding: json, as: UTF8.self) }
@@ -338,7 +346,7 @@ extension AttributionRecord {
         }
         guard let kind = RecordKind(rawValue: try required("kind")),
             let resolution = Resolution(rawValue: try required("resolution")),
-            let receivedAt = try date("received_at")
+            let receivedAt = try date("received_at") ?? keptApart?.receivedAt.map(ISO8601.milliseconds)
         else { throw NotARecord(description: "kind, resolution or received_at is missing or unknown") }
         self.init(
             provider: try string("provider") ?? keptApart?.provider ?? required("provider"), kind: kind,
@@ -422,19 +430,23 @@ public struct StoredColumns: Sendable {
     public var dedupeKey: String
     public var provider: String
     public var appID: String?
+    /// `received_at` in seconds since 1970, for a body that leaves it out
+    /// (``EncodedRecord/keptApartWhenCoded``).
+    public var receivedAt: Double?
 
-    public init(recordID: String, dedupeKey: String, provider: String, appID: String?) {
+    public init(recordID: String, dedupeKey: String, provider: String, appID: String?, receivedAt: Double? = nil) {
         self.recordID = recordID
         self.dedupeKey = dedupeKey
         self.provider = provider
         self.appID = appID
+        self.receivedAt = receivedAt
     }
 
     /// The `records` columns a store reads a record from, for a statement's select list:
     /// these fields, then the stored body and its compressed payload. `table` qualifies
     /// each where a statement joins other tables.
     public static func selectList(of table: String? = nil) -> String {
-        ["record_id", "dedupe_key", "provider", "app_id", "body", "raw"].map { column in
+        ["record_id", "dedupe_key", "provider", "app_id", "received_at", "body", "raw"].map { column in
             table.map { "\($0).\(column)" } ?? column
         }.joined(separator: ", ")
     }

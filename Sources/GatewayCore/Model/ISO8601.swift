@@ -85,6 +85,16 @@ public enum ISO8601 {
         return Date(timeIntervalSince1970: Double(seconds) + fraction)
     }
 
+    /// The date `seconds` after 1970 rounded to the millisecond, exactly as ``parse(_:)``
+    /// reads what ``format(_:)`` writes of it: a store keeping a time as a number gives
+    /// back the date its text would have.
+    public static func milliseconds(_ seconds: Double) -> Date {
+        let totalMillis = Int((seconds * 1000).rounded())
+        let millis = ((totalMillis % 1000) + 1000) % 1000
+        let whole = Double((totalMillis - millis) / 1000)
+        return Date(timeIntervalSince1970: millis == 0 ? whole : whole + Double(millis) / 1000)
+    }
+
     /// Formats in UTC with milliseconds only when the date has them: `2020-08-04T17:18:07Z`.
     public static func format(_ date: Date) -> String {
         let totalMillis = Int((date.timeIntervalSince1970 * 1000).rounded())

@@ -111,7 +111,11 @@ public enum ReportFields {
         func text(_ member: Member) -> String? { values[member.rawValue] }
         func flag(_ member: Member) -> Bool? { text(member).map { $0 == "true" || $0 == "1" } }
         func integer(_ member: Member) -> Int64? { text(member).flatMap { Int64($0) } }
-        func date(_ member: Member) -> Date? { text(member).flatMap(ISO8601.parse) }
+        // A time may come as seconds since 1970: a backend keeping it in a column of its own
+        // (``EncodedRecord/keptApartWhenCoded``) gives the column's number.
+        func date(_ member: Member) -> Date? {
+            text(member).flatMap { ISO8601.parse($0) ?? Double($0).map(ISO8601.milliseconds) }
+        }
         guard let kind = text(.kind).flatMap(RecordKind.init(rawValue:)), let receivedAt = date(.receivedAt) else {
             return nil
         }

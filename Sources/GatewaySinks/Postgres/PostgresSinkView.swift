@@ -16,6 +16,8 @@ enum PostgresSinkView {
     /// `table` names `records` in the query (an index's expression names no table).
     static func expression(_ column: (name: String, type: String), table: String = "") -> String {
         if EncodedRecord.keptApart.contains(column.name) { return table + column.name }
+        // The store keeps it as seconds since 1970; the record's JSON gives it to the millisecond.
+        if column.name == "received_at" { return "to_timestamp(floor(\(table)received_at * 1000 + 0.5) / 1000)" }
         let text = BodyField.text(column.name, of: table + "body")
         switch (column.name, column.type) {
         case ("raw", _): return "NULL::jsonb"
