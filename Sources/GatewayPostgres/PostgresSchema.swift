@@ -328,6 +328,31 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        (
+            "store-v12-people-by-seq",
+            [
+                // A person's install by its `seq`, not its id (37 bytes), the fixed-width
+                // columns first so that none is padded. The index is made again from the
+                // records: the next report indexes every record, as a first one does.
+                "TRUNCATE report_queue, report_nodes, report_members, report_people, report_purchases, report_postbacks",
+                "DROP TABLE report_people",
+                """
+                CREATE TABLE report_people (
+                    group_id bigint NOT NULL, line_id bigint NOT NULL, attribution_id bigint NOT NULL,
+                    installed_at double precision NOT NULL, install_seq bigint NOT NULL, country integer NOT NULL,
+                    attributed boolean NOT NULL, is_test boolean NOT NULL, app_id text NOT NULL
+                )
+                """,
+                "CREATE INDEX report_people_group ON report_people (group_id)",
+                "CREATE INDEX report_people_names ON report_people (line_id, attribution_id, installed_at)",
+                """
+                CREATE INDEX report_people_sums
+                    ON report_people (app_id, is_test, line_id, country, attributed, installed_at)
+                """,
+                "CREATE INDEX report_people_days ON report_people (app_id, is_test, installed_at, attributed)",
+                "INSERT INTO report_queue (seq) SELECT seq FROM records ORDER BY seq",
+            ]
+        ),
     ]
 
     /// Every ``StoredKey`` code with its field's name, as a JSON object, for `gateway_record`

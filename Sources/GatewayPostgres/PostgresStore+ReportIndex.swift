@@ -37,7 +37,8 @@ extension PostgresStore: ReportIndexStore {
             let records = try await fresh + Self.reportRecords(connection, seqs: members, logger: logger)
             try await Self.write(
                 IndexedGroup.groups(records, node: KeywordReport.indexNodeNumber), replacing: Array(groups),
-                members: former, connection, logger)
+                members: former, seqs: Dictionary(records.map { ($0.record.recordID, $0.seq) }) { first, _ in first },
+                connection, logger)
             try await Self.writePostbacks(of: fresh, queued: Array(queued), connection, logger)
             _ = try await connection.query(
                 "DELETE FROM report_queue WHERE id = ANY(\(entries)::int8[])", logger: logger)
@@ -66,9 +67,9 @@ extension PostgresStore: ReportIndexStore {
     /// Writes each group's nodes, members and facts in place of those of the `former`
     /// groups (with their `members`): a group keeps a former id where it can
     /// (``ReportIndexChanges``), and only the rows that differ are deleted and inserted, a
-    /// table at a time, the rows as column arrays.
+    /// table at a time, the rows as column arrays. `seqs` gives the groups' records' places.
     static func write(
-        _ groups: [IndexedGroup<Int64>], replacing former: [Int64], members: [Pair],
+        _ groups: [IndexedGroup<Int64>], replacing former: [Int64], members: [Pair], seqs: [String: Int64],
         _ connection: PostgresConnection, _ logger: Logger
     ) async throws {
         var ids = ReportIndexChanges.keptIDs(
@@ -105,7 +106,7 @@ extension PostgresStore: ReportIndexStore {
         }
         try await insert(changes.added.members, into: "report_members (seq, group_id)", connection, logger)
         try await insert(changes.added.nodes, into: "report_nodes (node, group_id)", connection, logger)
-        try await insert(changes.added.people, connection, logger)
+        try await insert(changes.added.people, seqs: seqs, connection, logger)
         try await insert(changes.added.purchases, connection, logger)
     }
 
@@ -134,15 +135,18 @@ extension PostgresStore: ReportIndexStore {
     }
 
     /// The `report_people` rows of `groups`, each with its place (`ctid`) to delete it by.
+    /// A row keeps its install's `seq`, not its id (37 bytes a person): a row whose install
+    /// is gone reads an empty id, which no row made again has, so it is replaced.
     static func people(of groups: [Int64], _ connection: PostgresConnection, _ logger: Logger) async throws
         -> [(key: String, row: ReportIndexRow.Person)]
     {
         guard !groups.isEmpty else { return [] }
         let rows = try await connection.query(
             """
-            SELECT ctid::text AS place, group_id, app_id, line_id, attribution_id, installed_at, record_id, attributed,
-                country, is_test
-            FROM report_people WHERE group_id = ANY(\(groups)::int8[])
+            SELECT p.ctid::text AS place, p.group_id, p.app_id, p.line_id, p.attribution_id, p.installed_at,
+                COALESCE(r.record_id, '') AS record_id, p.attributed, p.country, p.is_test
+            FROM report_people p LEFT JOIN records r ON r.seq = p.install_seq
+            WHERE p.group_id = ANY(\(groups)::int8[])
             """, logger: logger)
         var people: [(key: String, row: ReportIndexRow.Person)] = []
         for try await row in rows {
@@ -186,17 +190,17 @@ extension PostgresStore: ReportIndexStore {
         return purchases
     }
 
-    static func insert(_ people: [ReportIndexRow.Person], _ connection: PostgresConnection, _ logger: Logger)
-        async throws
-    {
+    static func insert(
+        _ people: [ReportIndexRow.Person], seqs: [String: Int64], _ connection: PostgresConnection, _ logger: Logger
+    ) async throws {
         guard !people.isEmpty else { return }
         _ = try await connection.query(
             """
-            INSERT INTO report_people (group_id, app_id, line_id, attribution_id, installed_at, record_id, attributed,
-                country, is_test)
+            INSERT INTO report_people (group_id, app_id, line_id, attribution_id, installed_at, install_seq,
+                attributed, country, is_test)
             SELECT * FROM unnest(\(people.map(\.group))::int8[], \(people.map(\.appID))::text[],
                 \(people.map(\.line))::int8[], \(people.map(\.attribution))::int8[],
-                \(people.map(\.installedAt))::float8[], \(people.map(\.recordID))::text[],
+                \(people.map(\.installedAt))::float8[], \(people.map { seqs[$0.recordID] ?? 0 })::int8[],
                 \(people.map(\.attributed))::bool[], \(people.map { Int32($0.country) })::int4[],
                 \(people.map(\.isTest))::bool[])
             """, logger: logger)

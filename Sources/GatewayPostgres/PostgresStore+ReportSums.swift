@@ -117,14 +117,14 @@ extension PostgresStore {
             SELECT pair.l, pair.a, newest.installed_at, newest.record_id
             FROM unnest(\(pairs.lines)::int8[], \(pairs.attributions)::int8[]) AS pair(l, a)
             CROSS JOIN LATERAL (
-                SELECT p.installed_at, p.record_id FROM report_people p
+                SELECT p.installed_at, r.record_id FROM report_people p JOIN records r ON r.seq = p.install_seq
                 WHERE p.line_id = pair.l AND p.attribution_id = pair.a AND NOT (p.group_id = ANY(\(live)::int8[]))
                     AND p.installed_at = (
                         SELECT q.installed_at FROM report_people q
                         WHERE q.line_id = pair.l AND q.attribution_id = pair.a
                             AND NOT (q.group_id = ANY(\(live)::int8[]))
                         ORDER BY q.installed_at DESC LIMIT 1)
-                ORDER BY p.record_id DESC LIMIT 1) AS newest
+                ORDER BY r.record_id COLLATE "C" DESC LIMIT 1) AS newest
             """, logger: logger)
         for try await (lineID, id, installedAt, recordID) in newest.decode((Int64, Int64, Double, String).self) {
             guard let line = attributions[lineID], let attribution = attributions[id] else { continue }

@@ -92,7 +92,7 @@ import Testing
             try await TestPostgres.withClient(url) { client in
                 var places: [String: String] = [:]
                 let people = try await client.query(
-                    "SELECT record_id, ctid::text || '/' || xmin::text, group_id FROM report_people")
+                    "SELECT install_seq::text, ctid::text || '/' || xmin::text, group_id FROM report_people")
                 for try await (record, place, group) in people.decode((String, String, Int64).self) {
                     places["person " + record] = "\(place)@\(group)"
                 }
