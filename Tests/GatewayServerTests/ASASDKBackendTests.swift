@@ -11,6 +11,9 @@ import Testing
 @Suite struct ASASDKBackendTests {
     let harness = AdServicesEndToEndTests()
     static let sdk = ["sdk": #"{ app_id: "1234567890" }"#]
+    /// For a token Apple holds: the call answers at once rather than waiting out the
+    /// answer's wait for an answer the test releases only after it.
+    static let sdkNotWaiting = sdk.merging(["answer_wait_ms": "0"]) { $1 }
 
     func call(_ client: TestClientProtocol, _ function: String, _ body: String) async throws
         -> (status: Int, json: [String: Any])
@@ -138,7 +141,7 @@ import Testing
         let relaunch = AdServicesEndToEndTests.token("sdk-relaunch")
         // Apple keeps the first token's answer until the relaunches are done.
         apple.held.withLock { $0 = [first] }
-        try await harness.withGateway(apple, env: env, options: Self.sdk) { client, gateway in
+        try await harness.withGateway(apple, env: env, options: Self.sdkNotWaiting) { client, gateway in
             let userID = try #require(try await call(client, "create-user", "{}").json["userId"] as? Int)
             let resolve = { (token: String) in
                 try await call(
@@ -209,7 +212,7 @@ import Testing
         let token = AdServicesEndToEndTests.token("sdk-bought-early")
         // Apple keeps its answer until the purchase is in.
         apple.held.withLock { $0 = [token] }
-        try await harness.withGateway(apple, env: env, options: Self.sdk) { client, gateway in
+        try await harness.withGateway(apple, env: env, options: Self.sdkNotWaiting) { client, gateway in
             let created = try await call(client, "create-user", #"{"asa_attribution_token": "\#(token)"}"#)
             #expect(created.json["asaAttributionResolved"] as? Bool == false)
             let userID = try #require(created.json["userId"] as? Int)
@@ -246,7 +249,7 @@ import Testing
         let apple = FakeAppleAdServices(fallback: .attributed(keywordID: 888))
         let token = AdServicesEndToEndTests.token("sdk-crash-before-credit")
         apple.held.withLock { $0 = [token] }
-        try await harness.withGateway(apple, env: env, options: Self.sdk) { client, gateway in
+        try await harness.withGateway(apple, env: env, options: Self.sdkNotWaiting) { client, gateway in
             let created = try await call(client, "create-user", #"{"asa_attribution_token": "\#(token)"}"#)
             let userID = try #require(created.json["userId"] as? Int)
             #expect(

@@ -105,12 +105,15 @@ import Testing
         let file = env.directory.appendingPathComponent("reload.yaml").path
         try Self.yaml(env, providers: "  iad: { enabled: true }\n").write(
             toFile: file, atomically: true, encoding: .utf8)
+        // The longest answer wait and a long timeout: a loaded machine must not turn the
+        // first call into a retry or the answer into a pending one.
         @Sendable func adservices(_ port: Int) -> String {
             """
               iad: { enabled: true }
               adservices:
                 endpoint: http://127.0.0.1:\(port)/api/v1/
-                answer_wait_ms: 10000
+                answer_wait_ms: 30000
+                timeout_ms: 30000
                 sdk: { app_id: "1234567890" }
 
             """

@@ -578,9 +578,11 @@ import Testing
             vendors.slowAnswers.withLock { $0 = 1 }
         }
         // The timeout is far from both the vendor's hold and a loaded machine's delays: the
-        // status of the stalled answer arrives well within it, the held answer far past it.
-        vendors.holdFor.withLock { $0 = .seconds(12) }
-        let extra = "\n        timeout_ms: 3000" + (retryUnanswered ? "\n        on_no_answer: retry" : "")
+        // status of the stalled answer arrives well within it, the held answer far past it,
+        // and so does the stalled body, which a gateway waiting for it would time out on.
+        vendors.holdFor.withLock { $0 = .seconds(stalled503 ? 40 : 12) }
+        let timeoutMs = stalled503 ? 15000 : 3000
+        let extra = "\n        timeout_ms: \(timeoutMs)" + (retryUnanswered ? "\n        on_no_answer: retry" : "")
         let purchase = Self.event("purchase", extra: #""revenue":9.99,"currency":"USD","transaction_id":"2000000998""#)
         try await withGateway(
             vendors, env: env, yaml: { yaml(env, vendorPort: $0, vendor: "singular", singularExtra: extra) }

@@ -67,9 +67,9 @@ extension KeywordLookupTests {
             // The records the gateway routes name the campaign (and its org, which v5 asks by).
             _ = await enricher.enrich([record(keyword: 87_675_432)])
             var campaigns: [(campaignID: Int64, orgID: Int64?)] = []
-            for _ in 0..<500 where campaigns.isEmpty {
+            _ = try await env.eventually {
                 campaigns = try await spend.store.campaigns()
-                if campaigns.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+                return !campaigns.isEmpty
             }
             #expect(
                 campaigns.map(\.campaignID) == [Self.campaign] && campaigns.map(\.orgID) == [.some(FakeAppleAds.orgID)])
@@ -299,9 +299,9 @@ extension KeywordLookupTests {
             try await spend.store.noteCampaigns([Self.campaign: .some(FakeAppleAds.orgID)])
             let running = Task { try await spend.fetcher.run() }
             var fetched: Date?
-            for _ in 0..<1000 where fetched == nil {
+            _ = try await env.eventually {
                 fetched = try await spend.store.lastFetched()
-                if fetched == nil { try await Task.sleep(for: .milliseconds(10)) }
+                return fetched != nil
             }
             #expect(fetched == Self.fetchDay)
             #expect(

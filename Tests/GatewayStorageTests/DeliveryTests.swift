@@ -447,7 +447,7 @@ import Testing
         let sink = PartlyAnswering()
         let worker = f.worker(sink: sink)
         let drain = Task { try await worker.drainOnce() }
-        for _ in 0..<1000 where !sink.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(try await eventually { sink.started.withLock { $0 } })
         drain.cancel()
         _ = try await drain.value
         let rows = try f.store.pool.read { db in
@@ -544,7 +544,7 @@ import Testing
         let worker = f.worker(sink: sink, store: store)
         let ids = try await f.store.dueEntries(sink: "memory", now: f.clock.now, limit: 10).map(\.id)
         let drain = Task { try await worker.drainOnce() }
-        for _ in 0..<1000 where !sink.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(try await eventually { sink.started.withLock { $0 } })
         drain.cancel()
         _ = try await drain.value
         let calls = store.calls.withLock { $0 }
@@ -563,7 +563,7 @@ import Testing
         let sink = PartlyAnswering()
         let worker = f.worker(sink: sink, store: store)
         let drain = Task { try await worker.drainOnce() }
-        for _ in 0..<1000 where !sink.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(try await eventually { sink.started.withLock { $0 } })
         drain.cancel()
         // Bounded far past the limit: a stop that waits for the store fails, not hangs.
         let stopped = try await withThrowingTaskGroup(of: Int?.self) { group in
@@ -616,7 +616,7 @@ import Testing
         let records = try await f.ingest(3)
         let sink = OneByOneThenHanging(hangs: true)
         let drain = Task { try await f.worker(sink: sink).drainOnce() }
-        for _ in 0..<1000 where sink.sent.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(try await eventually { sink.sent.withLock { $0.count } >= 2 })
         // While the second hangs, the first's answer is already on disk, and the second is
         // marked as being sent.
         let rows = try f.store.pool.read { db in
@@ -666,7 +666,7 @@ import Testing
         let records = try await f.ingest(2)
         let sink = AnsweringAfterTheSignal()
         let drain = Task { try await f.worker(sink: sink).drainOnce() }
-        for _ in 0..<1000 where !sink.sending.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(try await eventually { sink.sending.withLock { $0 } })
         drain.cancel()
         _ = try? await drain.value
         let rows = try f.store.pool.read { db in

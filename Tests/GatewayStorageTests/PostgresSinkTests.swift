@@ -56,7 +56,7 @@ import Testing
     /// A sink whose database does not answer (here its setup waits for a lock another
     /// session holds) is still made within the timeout, so a start or a reload goes on:
     /// its batches fail, to be retried, until the database answers, and then the rows land.
-    @Test(.timeLimit(.minutes(1)), arguments: StoreBackend.shared)
+    @Test(.timeLimit(.minutes(2)), arguments: StoreBackend.shared)
     func aSinkWhoseDatabaseDoesNotAnswerIsMadeAndWritesOnceItDoes(backend: StoreBackend) async throws {
         let url = try await TestPostgres.newDatabase()
         let held = AsyncStream<Void>.makeStream()
@@ -73,13 +73,14 @@ import Testing
             }
         }
         for await _ in locked.stream { break }
+        // Long enough for a loaded machine to connect and write within it once unlocked.
         var sinkURL = url
-        sinkURL.timeout = .seconds(1)
+        sinkURL.timeout = .seconds(10)
         let sink = try await PostgresSink(url: sinkURL, indexes: ["app_id"], logger: Logger(label: "test"))
         await #expect(throws: (any Error).self) { _ = try await sink.deliver([Self.purchase(user: "u1")]) }
         held.continuation.yield()
         try await holder.value
-        // Retried as the sink's worker does, each try waiting the second the URL allows.
+        // Retried as the sink's worker does, each try waiting the time the URL allows.
         var delivered: [DeliveryOutcome]?
         while delivered == nil {
             delivered = try? await sink.deliver([Self.purchase(user: "u1")])
