@@ -472,7 +472,13 @@ import Testing
     /// Only `invalid_client` refuses the client: another 400 (a proxy's, a grant type
     /// refused) is said with its OAuth error, and taken as an outage, not a revoked key.
     @Test func aTokenRequestRefusedForAnotherReasonIsNotARefusedClient() async throws {
-        try await withSource { fake, source in
+        let env = try TestEnvironment()
+        defer { env.remove() }
+        try await withFake { fake, port in
+            // The outage's pause a minute long, however slowly this machine runs the test.
+            var options = options(port: port)
+            options.backoffInitial = .seconds(60)
+            let source = try await makeEnricher(options, env: env, sleep: { _ in }).source
             fake.badTokenRequest.withLock { $0 = "unsupported_grant_type" }
             do {
                 _ = try await source.campaignName(id: 1, orgID: FakeAppleAds.orgID)
