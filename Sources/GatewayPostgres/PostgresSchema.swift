@@ -307,25 +307,9 @@ enum PostgresSchema {
             [
                 // Bodies written from now on leave `received_at` to its column, which a release
                 // before cannot read. `gateway_record` takes the whole row, so that it gives the
-                // fields kept in columns too (`received_at` as the record's JSON has it); a
-                // body's own value of one, in a body written before, is the one read, as the
-                // record's reader does.
+                // fields kept in columns too.
                 "DROP FUNCTION gateway_record(text)",
-                """
-                CREATE FUNCTION gateway_record(r records) RETURNS jsonb LANGUAGE sql STABLE AS $$
-                    SELECT jsonb_strip_nulls(jsonb_build_object(
-                        'record_id', r.record_id, 'dedupe_key', r.dedupe_key, 'provider', r.provider,
-                        'app_id', r.app_id, 'received_at', (
-                            SELECT to_char(to_timestamp(m.ms / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
-                                || CASE WHEN m.ms % 1000 = 0 THEN '' ELSE '.' || lpad((m.ms % 1000)::text, 3, '0') END
-                                || 'Z'
-                            FROM (SELECT floor(r.received_at * 1000 + 0.5)::int8 AS ms) m)
-                    )) || COALESCE((
-                        SELECT jsonb_object_agg(COALESCE(k.names ->> e.key, e.key), e.value)
-                        FROM jsonb_each(gateway_json(r.body)) e, (SELECT '\(codeNames)'::jsonb AS names) k
-                    ), '{}')
-                $$
-                """,
+                gatewayRecord,
             ]
         ),
         (
@@ -353,7 +337,36 @@ enum PostgresSchema {
                 "INSERT INTO report_queue (seq) SELECT seq FROM records ORDER BY seq",
             ]
         ),
+        (
+            "store-v13-usual-values-left-out",
+            [
+                // Bodies written from now on leave out `is_test: false` and `resolution:
+                // resolved` (`EncodedRecord.codedDefaults`), which a release before cannot
+                // read; `gateway_record` gives them back.
+                gatewayRecord
+            ]
+        ),
     ]
+
+    /// `gateway_record(r)`: a row of `records` as the record's JSON under its fields' names,
+    /// for SQL written by hand. The columns give the fields kept apart, a body's own value
+    /// of one (a body written before) is the one read, as the record's reader does, and a
+    /// value a body leaves out (`EncodedRecord.codedDefaults`) is given back.
+    static let gatewayRecord = """
+        CREATE OR REPLACE FUNCTION gateway_record(r records) RETURNS jsonb LANGUAGE sql STABLE AS $$
+            SELECT jsonb_build_object('is_test', false, 'resolution', 'resolved') || jsonb_strip_nulls(jsonb_build_object(
+                'record_id', r.record_id, 'dedupe_key', r.dedupe_key, 'provider', r.provider,
+                'app_id', r.app_id, 'received_at', (
+                    SELECT to_char(to_timestamp(m.ms / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
+                        || CASE WHEN m.ms % 1000 = 0 THEN '' ELSE '.' || lpad((m.ms % 1000)::text, 3, '0') END
+                        || 'Z'
+                    FROM (SELECT floor(r.received_at * 1000 + 0.5)::int8 AS ms) m)
+            )) || COALESCE((
+                SELECT jsonb_object_agg(COALESCE(k.names ->> e.key, e.key), e.value)
+                FROM jsonb_each(gateway_json(r.body)) e, (SELECT '\(codeNames)'::jsonb AS names) k
+            ), '{}')
+        $$
+        """
 
     /// Every ``StoredKey`` code with its field's name, as a JSON object, for `gateway_record`
     /// (`PostgresCodedBodyTests` checks it against the table).

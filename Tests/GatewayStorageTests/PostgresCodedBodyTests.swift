@@ -61,9 +61,12 @@ import Testing
     func sqlReadsACodedBodyAsTheRecordsFields() async throws {
         let url = try await TestPostgres.newDatabase()
         let store = try await PostgresStore(url: url, poolSize: 2)
+        var tester = Self.record(idfv: "idfv-4", appUserID: "u4")
+        tester.isTest = true
+        tester.resolution = .pending
         let records = [
             Self.record(idfv: "idfv-1", appUserID: "u1"), Self.record(idfv: nil, appUserID: "u2"),
-            Self.record(idfv: nil, appUserID: nil),
+            Self.record(idfv: nil, appUserID: nil), tester,
         ]
         _ = try await store.ingest(records.map { RoutedRecord(record: $0, sinks: []) })
         let rows = try await TestPostgres.withClient(url) { client in
@@ -79,8 +82,14 @@ import Testing
             #expect(row.id == record.recordID)
             let keys = try #require(try JSONSerialization.jsonObject(with: Data(row.body.utf8)) as? [String: Any]).keys
             #expect(keys.allSatisfy { $0.count == 1 }, "\(row.body)")
-            // The body leaves out what has a column of its own: `received_at` too.
+            // The body leaves out what has a column of its own: `received_at` too; and the
+            // usual values, which a tester's pending record does not have.
             #expect(!keys.contains(StoredKey.code(of: "received_at")), "\(row.body)")
+            let usual = ["is_test", "resolution"].map { StoredKey.code(of: $0) }
+            #expect(usual.allSatisfy(keys.contains) == record.isTest, "\(row.body)")
+            #expect(usual.contains(where: keys.contains) == record.isTest, "\(row.body)")
+            let read = try #require(try await store.record(id: record.recordID))
+            #expect(read.isTest == record.isTest && read.resolution == record.resolution)
             // `gateway_record` names every field as the record's JSON does; the payload is
             // kept apart, packed.
             guard case .object(var fields) = try JSONValue.parse(record.jsonData()) else { return }

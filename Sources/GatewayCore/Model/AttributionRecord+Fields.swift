@@ -13,14 +13,34 @@ extension AttributionRecord {
         case date(Date)
         case json(JSONValue)
         case strings([String])
+
+        /// The value as the record's reader takes it from a body, for a text, an integer or
+        /// a boolean.
+        var scalarJSON: JSONValue? {
+            switch self {
+            case .string(let text): .string(text)
+            case .integer(let number): .integer(number)
+            case .bool(let flag): .bool(flag)
+            default: nil
+            }
+        }
     }
 
     typealias FieldReader = @Sendable (AttributionRecord) -> FieldValue?
 
+    /// One field of the record, as the JSON writer and the stores read it.
+    struct Field: Sendable {
+        let name: String, code: String, read: FieldReader, apart: Bool, codedApart: Bool
+        /// The value a body under codes leaves out (``EncodedRecord/codedDefaults``), and
+        /// what the field would take in a body under its name: a comma, the quoted name, a
+        /// colon and the value.
+        let codedDefault: (value: FieldValue, namedSize: Int)?
+    }
+
     /// Every field by its JSON name, sorted as `JSONEncoder`'s `.sortedKeys` sorts them, and
     /// whether stores keep it apart from the body (``EncodedRecord/keptApart``), decided
     /// once here rather than for every field of every record encoded.
-    static let fieldReaders: [(name: String, code: String, read: FieldReader, apart: Bool, codedApart: Bool)] = {
+    static let fieldReaders: [Field] = {
         @Sendable func s(_ v: String?) -> FieldValue? { v.map(FieldValue.string) }
         @Sendable func i(_ v: Int64?) -> FieldValue? { v.map(FieldValue.integer) }
         @Sendable func n(_ v: Int?) -> FieldValue? { v.map { .integer(Int64($0)) } }
@@ -29,7 +49,8 @@ extension AttributionRecord {
         @Sendable func m(_ v: Decimal?) -> FieldValue? { v.map(FieldValue.decimal) }
         let readers: [(String, FieldReader)] = [
             ("record_id", { .string($0.recordID) }), ("received_at", { .date($0.receivedAt) }),
-            ("provider", { .string($0.provider) }), ("app_id", { s($0.appID) }), ("app_user_id", { s($0.appUserID) }),
+            ("provider", { .string($0.provider) }), ("app_id", { s($0.appID) }),
+            ("app_user_id", { s($0.appUserID) }),
             ("idfv", { s($0.idfv) }), ("idfa", { s($0.idfa) }), ("att_status", { n($0.attStatus) }),
             ("attributed", { .bool($0.attributed) }), ("kind", { .string($0.kind.rawValue) }),
             ("resolution", { .string($0.resolution.rawValue) }), ("is_test", { .bool($0.isTest) }),
@@ -58,11 +79,13 @@ extension AttributionRecord {
             ("raw", { $0.raw.map(FieldValue.json) }),
             ("dedupe_key", { .string($0.dedupeKey) }), ("enriched_at", { d($0.enrichedAt) }),
         ]
-        return readers.sorted { $0.0 < $1.0 }.map {
-            (
-                name: $0.0, code: StoredKey.code(of: $0.0), read: $0.1, apart: EncodedRecord.keptApart.contains($0.0),
-                codedApart: EncodedRecord.keptApartWhenCoded.contains($0.0)
-            )
+        return readers.sorted { $0.0 < $1.0 }.map { name, read in
+            Field(
+                name: name, code: StoredKey.code(of: name), read: read, apart: EncodedRecord.keptApart.contains(name),
+                codedApart: EncodedRecord.keptApartWhenCoded.contains(name),
+                codedDefault: EncodedRecord.codedDefaults[name].map {
+                    ($0, name.utf8.count + 4 + jsonText($0).utf8.count)
+                })
         }
     }()
 
@@ -89,8 +112,9 @@ extension AttributionRecord {
 
     /// The record's JSON (as ``jsonData()``), remembering where each JSON-valued field's
     /// text lies in it, and where the fields of ``EncodedRecord/keptApart`` lie. With
-    /// `codedKeys`, each field goes under its ``StoredKey`` code rather than its name, and
-    /// those of ``EncodedRecord/keptApartWhenCoded`` are the ones kept apart.
+    /// `codedKeys`, each field goes under its ``StoredKey`` code rather than its name, those
+    /// of ``EncodedRecord/keptApartWhenCoded`` are the ones kept apart, and a field holding
+    /// its value of ``EncodedRecord/codedDefaults`` is left out.
     public func encoded(codedKeys: Bool = false) -> EncodedRecord {
         var out = JSONWriter()
         var embedded: [(name: String, key: String, range: Range<Int>)] = []
@@ -100,6 +124,10 @@ extension AttributionRecord {
         var first = true
         for reader in Self.fieldReaders {
             guard let value = reader.read(self) else { continue }
+            if codedKeys, let fallback = reader.codedDefault, fallback.value == value {
+                codedBy += fallback.namedSize
+                continue
+            }
             let field = out.bytes.count
             if !first { out.byte(UInt8(ascii: ",")) }
             first = false
@@ -141,6 +169,13 @@ public struct EncodedRecord: Sendable {
     /// What a store writing ``StoredKey`` codes (PostgreSQL) keeps apart: `received_at` too,
     /// whose column gives it to the millisecond, as the body's text did.
     public static let keptApartWhenCoded = keptApart.union(["received_at"])
+
+    /// The values nearly every record has, which a body under codes leaves out and its
+    /// reader gives back: the fields' 25 bytes were what kept an iAd row from packing one
+    /// more to a PostgreSQL page.
+    public static let codedDefaults: [String: AttributionRecord.FieldValue] = [
+        "is_test": .bool(false), "resolution": .string(Resolution.resolved.rawValue),
+    ]
 
     /// The JSON as text.
     public var text: String { String(decoding: json, as: UTF8.self) }
@@ -302,7 +337,10 @@ extension AttributionRecord {
         guard case .object(let body) = try JSONParser.parse(data, maxDepth: 512) else {
             throw NotARecord(description: "not an object")
         }
-        let o = StoredKey.named(body)
+        var o = StoredKey.named(body)
+        if StoredKey.isCoded(body) {
+            for (name, value) in EncodedRecord.codedDefaults where o[name] == nil { o[name] = value.scalarJSON }
+        }
         func string(_ key: String) throws -> String? {
             switch o[key] {
             case nil, .null: return nil

@@ -35,9 +35,13 @@ public enum StoredKey {
     /// A body's members under their fields' names: those under a code renamed, the others
     /// as they are.
     static func named(_ body: [String: JSONValue]) -> [String: JSONValue] {
-        // Names are longer than one character: a body of names has nothing to rename.
-        guard body.keys.contains(where: { $0.utf8.count == 1 }) else { return body }
+        guard isCoded(body) else { return body }
         return Dictionary(body.map { (name(of: $0.key), $0.value) }) { coded, _ in coded }
+    }
+
+    /// Whether a body has any field under a code: names are longer than one character.
+    static func isCoded(_ body: [String: JSONValue]) -> Bool {
+        body.keys.contains { $0.utf8.count == 1 }
     }
 
     /// Every field's name with its code, as the schema's `gateway_record` spells them out.

@@ -19,12 +19,19 @@ enum PostgresSinkView {
         // The store keeps it as seconds since 1970; the record's JSON gives it to the millisecond.
         if column.name == "received_at" { return "to_timestamp(floor(\(table)received_at * 1000 + 0.5) / 1000)" }
         let text = BodyField.text(column.name, of: table + "body")
-        switch (column.name, column.type) {
-        case ("raw", _): return "NULL::jsonb"
-        case (_, "jsonb"): return BodyField.json(column.name, of: table + "body")
-        case (_, "text"): return text
-        case (_, "timestamptz"): return "gateway_time\(text)"
-        default: return "(\(text)::\(column.type))"
+        let read =
+            switch (column.name, column.type) {
+            case ("raw", _): "NULL::jsonb"
+            case (_, "jsonb"): BodyField.json(column.name, of: table + "body")
+            case (_, "text"): text
+            case (_, "timestamptz"): "gateway_time\(text)"
+            default: "(\(text)::\(column.type))"
+            }
+        // A body leaves out a field holding its usual value; the view gives it back.
+        switch EncodedRecord.codedDefaults[column.name] {
+        case .bool(let flag): return "COALESCE(\(read), \(flag))"
+        case .string(let value): return "COALESCE(\(read), '\(value)')"
+        default: return read
         }
     }
 
