@@ -106,8 +106,10 @@ extension PostgresStore: ReportIndexStore {
         }
         try await insert(changes.added.members, into: "report_members (seq, group_id)", connection, logger)
         try await insert(changes.added.nodes, into: "report_nodes (node, group_id)", connection, logger)
-        try await insert(changes.added.people, seqs: seqs, connection, logger)
-        try await insert(changes.added.purchases, connection, logger)
+        let apps = try await appNumbers(
+            Set(changes.added.people.map(\.appID) + changes.added.purchases.map(\.appID)), connection, logger)
+        try await insert(changes.added.people, seqs: seqs, apps: apps, connection, logger)
+        try await insert(changes.added.purchases, apps: apps, connection, logger)
     }
 
     typealias Pair = ReportIndexRows.Pair
@@ -143,9 +145,9 @@ extension PostgresStore: ReportIndexStore {
         guard !groups.isEmpty else { return [] }
         let rows = try await connection.query(
             """
-            SELECT p.ctid::text AS place, p.group_id, p.app_id, p.line_id, p.attribution_id, p.installed_at,
+            SELECT p.ctid::text AS place, p.group_id, a.app_id, p.line_id, p.attribution_id, p.installed_at,
                 COALESCE(r.record_id, '') AS record_id, p.attributed, p.country, p.is_test
-            FROM report_people p LEFT JOIN records r ON r.seq = p.install_seq
+            FROM report_people p JOIN report_apps a ON a.id = p.app LEFT JOIN records r ON r.seq = p.install_seq
             WHERE p.group_id = ANY(\(groups)::int8[])
             """, logger: logger)
         var people: [(key: String, row: ReportIndexRow.Person)] = []
@@ -171,9 +173,9 @@ extension PostgresStore: ReportIndexStore {
         guard !groups.isEmpty else { return [] }
         let rows = try await connection.query(
             """
-            SELECT ctid::text AS place, group_id, app_id, buyer, purchased_at, line_id, country, converts, refunded,
-                revenue, currency
-            FROM report_purchases WHERE group_id = ANY(\(groups)::int8[])
+            SELECT p.ctid::text AS place, p.group_id, a.app_id, p.buyer, p.purchased_at, p.line_id, p.country,
+                p.converts, p.refunded, p.revenue, p.currency
+            FROM report_purchases p JOIN report_apps a ON a.id = p.app WHERE p.group_id = ANY(\(groups)::int8[])
             """, logger: logger)
         var purchases: [(key: String, row: ReportIndexRow.Purchase)] = []
         for try await row in rows {
@@ -191,14 +193,15 @@ extension PostgresStore: ReportIndexStore {
     }
 
     static func insert(
-        _ people: [ReportIndexRow.Person], seqs: [String: Int64], _ connection: PostgresConnection, _ logger: Logger
+        _ people: [ReportIndexRow.Person], seqs: [String: Int64], apps: [String: Int32],
+        _ connection: PostgresConnection, _ logger: Logger
     ) async throws {
         guard !people.isEmpty else { return }
         _ = try await connection.query(
             """
-            INSERT INTO report_people (group_id, app_id, line_id, attribution_id, installed_at, install_seq,
+            INSERT INTO report_people (group_id, app, line_id, attribution_id, installed_at, install_seq,
                 attributed, country, is_test)
-            SELECT * FROM unnest(\(people.map(\.group))::int8[], \(people.map(\.appID))::text[],
+            SELECT * FROM unnest(\(people.map(\.group))::int8[], \(people.map { apps[$0.appID] ?? 0 })::int4[],
                 \(people.map(\.line))::int8[], \(people.map(\.attribution))::int8[],
                 \(people.map(\.installedAt))::float8[], \(people.map { seqs[$0.recordID] ?? 0 })::int8[],
                 \(people.map(\.attributed))::bool[], \(people.map { Int32($0.country) })::int4[],
@@ -208,16 +211,17 @@ extension PostgresStore: ReportIndexStore {
 
     /// PostgresNIO binds no array with NULL elements: an absent amount or currency goes as
     /// empty text, with a mask beside it.
-    static func insert(_ purchases: [ReportIndexRow.Purchase], _ connection: PostgresConnection, _ logger: Logger)
-        async throws
-    {
+    static func insert(
+        _ purchases: [ReportIndexRow.Purchase], apps: [String: Int32], _ connection: PostgresConnection,
+        _ logger: Logger
+    ) async throws {
         guard !purchases.isEmpty else { return }
         _ = try await connection.query(
             """
-            INSERT INTO report_purchases (group_id, app_id, buyer, purchased_at, line_id, country, converts,
+            INSERT INTO report_purchases (group_id, app, buyer, purchased_at, line_id, country, converts,
                 refunded, revenue, currency)
             SELECT g, a, b, t, l, c, cv, r, CASE WHEN hr THEN rv END, CASE WHEN hc THEN cu END
-            FROM unnest(\(purchases.map(\.group))::int8[], \(purchases.map(\.appID))::text[],
+            FROM unnest(\(purchases.map(\.group))::int8[], \(purchases.map { apps[$0.appID] ?? 0 })::int4[],
                 \(purchases.map(\.buyer))::int8[], \(purchases.map(\.time))::float8[],
                 \(purchases.map(\.line))::int8[], \(purchases.map { Int32($0.country) })::int4[],
                 \(purchases.map(\.converts))::bool[], \(purchases.map(\.refunded))::bool[],
@@ -252,6 +256,24 @@ extension PostgresStore: ReportIndexStore {
 
     /// The ids of `attributions` in `report_attributions`, those new added: lines and the
     /// names installs gave are few, and a fact names them by number.
+    /// The number each of `apps` goes by in the report's tables, given one if it has none:
+    /// four bytes a row and index entry where the app's id took about a dozen.
+    static func appNumbers(_ apps: Set<String>, _ connection: PostgresConnection, _ logger: Logger)
+        async throws -> [String: Int32]
+    {
+        guard !apps.isEmpty else { return [:] }
+        _ = try await connection.query(
+            """
+            INSERT INTO report_apps (app_id) SELECT * FROM unnest(\(Array(apps))::text[])
+            ON CONFLICT (app_id) DO NOTHING
+            """, logger: logger)
+        var numbers: [String: Int32] = [:]
+        let rows = try await connection.query(
+            "SELECT app_id, id FROM report_apps WHERE app_id = ANY(\(Array(apps))::text[])", logger: logger)
+        for try await (app, id) in rows.decode((String, Int32).self) { numbers[app] = id }
+        return numbers
+    }
+
     static func attributionIDs(
         _ attributions: Set<KeywordReport.Attribution>, _ connection: PostgresConnection, _ logger: Logger
     ) async throws -> [KeywordReport.Attribution: Int64] {

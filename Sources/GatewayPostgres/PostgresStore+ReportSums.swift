@@ -142,7 +142,7 @@ extension PostgresStore {
         func line(_ id: Int64) -> KeywordReport.Attribution { attributions[id] ?? KeywordReport.Attribution() }
         // Only the filters set are in the statements, so that the indexes serve them.
         var admitted = SQLConditions()
-        admitted.add("app_id = ?::text", appID)
+        admitted.add("app = (SELECT id FROM report_apps WHERE app_id = ?::text)", appID)
         if !live.isEmpty { admitted.add("NOT (group_id = ANY(?::int8[]))", live) }
         if let country = report.country {
             admitted.add("country = ?::int4", Int32(KeywordReport.countryNumber(country)))
