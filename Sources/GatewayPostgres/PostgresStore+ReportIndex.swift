@@ -257,20 +257,25 @@ extension PostgresStore: ReportIndexStore {
     /// The ids of `attributions` in `report_attributions`, those new added: lines and the
     /// names installs gave are few, and a fact names them by number.
     /// The number each of `apps` goes by in the report's tables, given one if it has none:
-    /// four bytes a row and index entry where the app's id took about a dozen.
+    /// four bytes a row and index entry where the app's id took about a dozen. Only the apps
+    /// without one are inserted: an insert that conflicts still takes a number from the
+    /// identity, and one a batch would run it out.
     static func appNumbers(_ apps: Set<String>, _ connection: PostgresConnection, _ logger: Logger)
         async throws -> [String: Int32]
     {
-        guard !apps.isEmpty else { return [:] }
-        _ = try await connection.query(
-            """
-            INSERT INTO report_apps (app_id) SELECT * FROM unnest(\(Array(apps))::text[])
-            ON CONFLICT (app_id) DO NOTHING
-            """, logger: logger)
         var numbers: [String: Int32] = [:]
-        let rows = try await connection.query(
-            "SELECT app_id, id FROM report_apps WHERE app_id = ANY(\(Array(apps))::text[])", logger: logger)
-        for try await (app, id) in rows.decode((String, Int32).self) { numbers[app] = id }
+        func read(_ apps: [String]) async throws {
+            let rows = try await connection.query(
+                "SELECT app_id, id FROM report_apps WHERE app_id = ANY(\(apps)::text[])", logger: logger)
+            for try await (app, id) in rows.decode((String, Int32).self) { numbers[app] = id }
+        }
+        try await read(Array(apps))
+        let missing = apps.filter { numbers[$0] == nil }.sorted()
+        guard !missing.isEmpty else { return numbers }
+        _ = try await connection.query(
+            "INSERT INTO report_apps (app_id) SELECT * FROM unnest(\(missing)::text[]) ON CONFLICT (app_id) DO NOTHING",
+            logger: logger)
+        try await read(missing)
         return numbers
     }
 

@@ -104,5 +104,17 @@ import Testing
                 return places
             }
         }
+        // Every batch named the one app again; it kept its number, and no batch took another
+        // from the identity, which a batch per number would run out.
+        let numbered = try await TestPostgres.withClient(url) { client in
+            var values: [Int64] = []
+            for try await value in try await client.query("SELECT last_value FROM report_apps_id_seq").decode(
+                Int64.self)
+            {
+                values.append(value)
+            }
+            return values
+        }
+        #expect(numbered == [1])
     }
 }
