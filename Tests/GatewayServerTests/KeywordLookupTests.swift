@@ -68,14 +68,18 @@ import Testing
             .test(.live) { client in try await body(fake, try #require(client.port)) }
     }
 
-    /// The enricher's Apple Ads source against the fake, its waits instant.
-    func withSource(_ body: @escaping @Sendable (FakeAppleAds, any AppleAdsNameSource) async throws -> Void)
-        async throws
-    {
+    /// The enricher's Apple Ads source against the fake, its waits instant; with
+    /// `outagePause`, an outage of Apple Ads refuses requests that long before the next probe.
+    func withSource(
+        outagePause: Duration? = nil,
+        _ body: @escaping @Sendable (FakeAppleAds, any AppleAdsNameSource) async throws -> Void
+    ) async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         try await withFake { fake, port in
-            try await body(fake, try await makeEnricher(options(port: port), env: env, sleep: { _ in }).source)
+            var options = options(port: port)
+            if let outagePause { options.backoffInitial = outagePause }
+            try await body(fake, try await makeEnricher(options, env: env, sleep: { _ in }).source)
         }
     }
 
@@ -472,13 +476,8 @@ import Testing
     /// Only `invalid_client` refuses the client: another 400 (a proxy's, a grant type
     /// refused) is said with its OAuth error, and taken as an outage, not a revoked key.
     @Test func aTokenRequestRefusedForAnotherReasonIsNotARefusedClient() async throws {
-        let env = try TestEnvironment()
-        defer { env.remove() }
-        try await withFake { fake, port in
-            // The outage's pause a minute long, however slowly this machine runs the test.
-            var options = options(port: port)
-            options.backoffInitial = .seconds(60)
-            let source = try await makeEnricher(options, env: env, sleep: { _ in }).source
+        // The outage's pause a minute long, however slowly this machine runs the test.
+        try await withSource(outagePause: .seconds(60)) { fake, source in
             fake.badTokenRequest.withLock { $0 = "unsupported_grant_type" }
             do {
                 _ = try await source.campaignName(id: 1, orgID: FakeAppleAds.orgID)
@@ -499,13 +498,8 @@ import Testing
     /// Apple's token endpoint failing is an outage to the gate: rather than every name
     /// asking it on its own retries, one probe finds out.
     @Test func anOutageOfTheTokenEndpointIsAskedByOneRequestAtATime() async throws {
-        let env = try TestEnvironment()
-        defer { env.remove() }
-        try await withFake { fake, port in
-            // The next probe a minute away, however slowly this machine runs the loop.
-            var options = options(port: port)
-            options.backoffInitial = .seconds(60)
-            let source = try await makeEnricher(options, env: env, sleep: { _ in }).source
+        // The next probe a minute away, however slowly this machine runs the loop.
+        try await withSource(outagePause: .seconds(60)) { fake, source in
             fake.tokenDown.withLock { $0 = true }
             for id: Int64 in 1...20 {
                 await #expect(throws: (any Error).self) {
