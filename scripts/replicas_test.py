@@ -633,7 +633,7 @@ def run(args, rng, url, replicas, receiver, signer, seed):
     copies, bodies = receiver.snapshot()
     rows = [line.split("|") for line in psql(url, "SELECT record_id, provider, dedupe_key FROM records")]
     outbox = int(psql(url, "SELECT count(*) FROM outbox")[0])
-    dead = psql(url, "SELECT sink, record_id, error FROM dead_letters")
+    dead = psql(url, "SELECT d.sink, r.record_id, d.error FROM dead_letters d JOIN records r ON r.seq = d.record_seq")
     pending = int(psql(url, "SELECT count(*) FROM pending")[0])
 
     stored_ids = collections.Counter(r[0] for r in rows)

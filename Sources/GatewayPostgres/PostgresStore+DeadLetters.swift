@@ -7,9 +7,10 @@ extension PostgresStore {
     public func deadLetters(sink: String?, ids: [Int64]?, limit: Int) async throws -> [DeadLetter] {
         let rows = try await query(
             """
-            SELECT id, sink, record_id, attempts, error, failed_at FROM dead_letters
-            WHERE (\(sink)::text IS NULL OR sink = \(sink)) AND (\(ids)::bigint[] IS NULL OR id = ANY(\(ids)::bigint[]))
-            ORDER BY id DESC LIMIT \(Int64(limit))
+            SELECT d.id, d.sink, r.record_id, d.attempts, d.error, d.failed_at
+            FROM dead_letters d JOIN records r ON r.seq = d.record_seq
+            WHERE (\(sink)::text IS NULL OR d.sink = \(sink)) AND (\(ids)::bigint[] IS NULL OR d.id = ANY(\(ids)::bigint[]))
+            ORDER BY d.id DESC LIMIT \(Int64(limit))
             """, logger: logger)
         var letters: [DeadLetter] = []
         for try await (id, sink, recordID, attempts, error, failedAt) in rows.decode(
@@ -43,12 +44,12 @@ extension PostgresStore {
                     DELETE FROM dead_letters d
                     WHERE (\(ids)::bigint[] IS NULL OR d.id = ANY(\(ids)::bigint[])) AND (\(sink)::text IS NULL OR d.sink = \(sink))
                         AND (\(sinks)::text[] IS NULL OR d.sink = ANY(\(sinks)::text[]))
-                    RETURNING d.sink, d.record_id),
+                    RETURNING d.sink, d.record_seq),
                 queued AS (
-                    INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-                    SELECT m.sink, m.record_id, 0, \(at), \(at), gateway_lane(r.app_id, r.body)
-                    FROM moved m JOIN records r ON r.record_id = m.record_id
-                    ON CONFLICT (sink, record_id) DO NOTHING)
+                    INSERT INTO outbox (sink, record_seq, attempts, next_attempt_at, created_at, lane)
+                    SELECT m.sink, m.record_seq, 0, \(at), \(at), gateway_lane(r.app_id, r.body)
+                    FROM moved m JOIN records r ON r.seq = m.record_seq
+                    ON CONFLICT (sink, record_seq) DO NOTHING)
                 SELECT count(*) FROM moved
                 """, logger: logger))
         return Int(moved ?? 0)

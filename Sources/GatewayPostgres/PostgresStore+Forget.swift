@@ -42,7 +42,7 @@ extension PostgresStore {
                     """
                     UPDATE records SET body = \(body), raw = \(raw.map { Data($0) }), dedupe_key = \(record.dedupeKey),
                         received_at = \(Self.seconds(record.receivedAt))
-                    WHERE record_id = \(record.recordID)
+                    WHERE seq = (SELECT seq FROM gateway_records(ARRAY[\(record.recordID)::text]))
                     """, logger: logger)
             }
             // Tokens of the user's still waiting for Apple would become records of theirs; the
@@ -65,9 +65,11 @@ extension PostgresStore {
                 "DELETE FROM pending WHERE record_id = ANY(\(waiting)::text[])", logger: logger)
             let recordIDs = matchedIDs + waiting
             _ = try await connection.query(
-                "DELETE FROM outbox WHERE record_id = ANY(\(recordIDs)::text[])", logger: logger)
+                "DELETE FROM outbox WHERE record_seq IN (SELECT seq FROM gateway_records(\(matchedIDs)::text[]))",
+                logger: logger)
             _ = try await connection.query(
-                "DELETE FROM dead_letters WHERE record_id = ANY(\(recordIDs)::text[])", logger: logger)
+                "DELETE FROM dead_letters WHERE record_seq IN (SELECT seq FROM gateway_records(\(matchedIDs)::text[]))",
+                logger: logger)
             _ = try await connection.query(
                 """
                 DELETE FROM sdk_transactions WHERE user_id IN (
@@ -80,16 +82,15 @@ extension PostgresStore {
             if !done {
                 _ = try await connection.query(
                     """
-                    INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
-                    VALUES (\(carrier.recordID), \(carrier.dedupeKey), \(carrier.provider), \(carrier.appID), \(at),
-                        \(carrierBody))
+                    WITH carrier AS (
+                        INSERT INTO records (record_id, dedupe_key, provider, app_id, received_at, body)
+                        VALUES (\(carrier.recordID), \(carrier.dedupeKey), \(carrier.provider), \(carrier.appID),
+                            \(at), \(carrierBody))
+                        RETURNING seq)
+                    INSERT INTO outbox (sink, record_seq, attempts, next_attempt_at, created_at)
+                    SELECT s, carrier.seq, 0, \(at), \(at) FROM carrier, unnest(\(sinks)::text[]) s
                     """, logger: logger)
             }
-            _ = try await connection.query(
-                """
-                INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at)
-                SELECT s, \(requestID), 0, \(at), \(at) FROM unnest(\(sinks)::text[]) s
-                """, logger: logger)
             let identifiers =
                 done ? nil : String(decoding: try JSONEncoder().encode(sweep.identifiers), as: UTF8.self)
             let completedAt = done ? at : nil
@@ -145,7 +146,10 @@ extension PostgresStore {
             // Still at work: the row stays, for the worker to schedule the next look.
             guard state != "pending" else { return }
             _ = try await connection.query(
-                "DELETE FROM outbox WHERE sink = \(sink) AND record_id = \(requestID)", logger: logger)
+                """
+                DELETE FROM outbox
+                WHERE sink = \(sink) AND record_seq = (SELECT seq FROM gateway_records(ARRAY[\(requestID)::text]))
+                """, logger: logger)
             let answered = try await Self.firstInt(
                 connection.query(
                     """
@@ -158,9 +162,16 @@ extension PostgresStore {
                 UPDATE forget_requests SET completed_at = \(at), identifiers = NULL
                 WHERE request_id = \(requestID) AND completed_at IS NULL
                 """, logger: logger)
-            _ = try await connection.query("DELETE FROM outbox WHERE record_id = \(requestID)", logger: logger)
-            _ = try await connection.query("DELETE FROM dead_letters WHERE record_id = \(requestID)", logger: logger)
-            _ = try await connection.query("DELETE FROM records WHERE record_id = \(requestID)", logger: logger)
+            for table in ["outbox", "dead_letters"] {
+                _ = try await connection.query(
+                    """
+                    DELETE FROM \(unescaped: table)
+                    WHERE record_seq IN (SELECT seq FROM gateway_records(ARRAY[\(requestID)::text]))
+                    """, logger: logger)
+            }
+            _ = try await connection.query(
+                "DELETE FROM records WHERE seq IN (SELECT seq FROM gateway_records(ARRAY[\(requestID)::text]))",
+                logger: logger)
         }
     }
 
@@ -178,8 +189,9 @@ extension PostgresStore {
             SELECT s, a.state, a.reason, d.error, o.id IS NOT NULL, o.last_error
             FROM unnest(\(sinks)::text[]) s
             LEFT JOIN forget_answers a ON a.request_id = \(id) AND a.sink = s
-            LEFT JOIN dead_letters d ON d.record_id = \(id) AND d.sink = s
-            LEFT JOIN outbox o ON o.record_id = \(id) AND o.sink = s
+            LEFT JOIN gateway_records(ARRAY[\(id)::text]) c ON true
+            LEFT JOIN dead_letters d ON d.record_seq = c.seq AND d.sink = s
+            LEFT JOIN outbox o ON o.record_seq = c.seq AND o.sink = s
             """, logger: logger)
         var byName: [String: ForgetSinkStatus] = [:]
         for try await (sink, state, reason, deadLetter, queued, lastError) in sinkRows.decode(

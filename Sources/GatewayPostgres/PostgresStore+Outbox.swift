@@ -24,7 +24,7 @@ extension PostgresStore {
                 ORDER BY o.next_attempt_at, o.id LIMIT \(Int64(limit))
                 FOR UPDATE OF o SKIP LOCKED)
             UPDATE outbox o SET next_attempt_at = \(leaseEnd)
-            FROM due JOIN outbox q ON q.id = due.id JOIN records r ON r.record_id = q.record_id
+            FROM due JOIN outbox q ON q.id = due.id JOIN records r ON r.seq = q.record_seq
             WHERE o.id = due.id
             RETURNING o.id, o.attempts, o.created_at, o.sending_since, due.due_at, o.next_attempt_at,
                 \(unescaped: StoredColumns.selectList(of: "r"))
@@ -85,11 +85,11 @@ extension PostgresStore {
                     // A new dead letter, newest first, replacing one of the same record.
                     _ = try await connection.query(
                         """
-                        WITH moved AS (DELETE FROM outbox WHERE id = \(id) RETURNING sink, record_id),
+                        WITH moved AS (DELETE FROM outbox WHERE id = \(id) RETURNING sink, record_seq),
                         replaced AS (
-                            DELETE FROM dead_letters d USING moved m WHERE d.sink = m.sink AND d.record_id = m.record_id)
-                        INSERT INTO dead_letters (sink, record_id, attempts, error, failed_at)
-                        SELECT sink, record_id, \(Int64(attempts)), \(error), \(failedAt) FROM moved
+                            DELETE FROM dead_letters d USING moved m WHERE d.sink = m.sink AND d.record_seq = m.record_seq)
+                        INSERT INTO dead_letters (sink, record_seq, attempts, error, failed_at)
+                        SELECT sink, record_seq, \(Int64(attempts)), \(error), \(failedAt) FROM moved
                         """, logger: logger)
                 }
             }
@@ -147,17 +147,18 @@ extension PostgresStore {
                 connection.query(
                     """
                     WITH queued AS (
-                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-                        SELECT \(sink), r.record_id, 0, \(at), \(at), gateway_lane(r.app_id, r.body)
-                        FROM records r WHERE r.record_id = ANY(\(recordIDs)::text[])
-                        ON CONFLICT (sink, record_id) DO NOTHING RETURNING 1)
+                        INSERT INTO outbox (sink, record_seq, attempts, next_attempt_at, created_at, lane)
+                        SELECT \(sink), r.seq, 0, \(at), \(at), gateway_lane(r.app_id, r.body)
+                        FROM gateway_records(\(recordIDs)::text[]) r
+                        ON CONFLICT (sink, record_seq) DO NOTHING RETURNING 1)
                     SELECT count(*) FROM queued
                     """, logger: logger))
             // A dead letter of a record queued again is being retried, as `dlq retry` does.
             _ = try await connection.query(
                 """
-                DELETE FROM dead_letters d WHERE d.sink = \(sink) AND d.record_id = ANY(\(recordIDs)::text[])
-                AND EXISTS (SELECT 1 FROM outbox o WHERE o.sink = d.sink AND o.record_id = d.record_id)
+                DELETE FROM dead_letters d
+                WHERE d.sink = \(sink) AND d.record_seq IN (SELECT seq FROM gateway_records(\(recordIDs)::text[]))
+                    AND EXISTS (SELECT 1 FROM outbox o WHERE o.sink = d.sink AND o.record_seq = d.record_seq)
                 """, logger: logger)
             return Int(queued ?? 0)
         }

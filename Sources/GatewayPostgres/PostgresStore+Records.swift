@@ -56,10 +56,10 @@ extension PostgresStore {
                         quarantined_bytes)
                     VALUES (\(record.recordID), \(record.dedupeKey), \(record.provider), \(record.appID),
                         \(seconds(record.receivedAt)), \(body), \(raw.map { Data($0) }), \(quarantinedBytes))
-                    ON CONFLICT ((md5(dedupe_key)::uuid)) DO NOTHING RETURNING seq, record_id
+                    ON CONFLICT ((md5(dedupe_key)::uuid)) DO NOTHING RETURNING seq
                 ), queued AS (
-                    INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-                    SELECT s.sink, stored.record_id, 0, \(now), \(now), \(record.deliveryLane)
+                    INSERT INTO outbox (sink, record_seq, attempts, next_attempt_at, created_at, lane)
+                    SELECT s.sink, stored.seq, 0, \(now), \(now), \(record.deliveryLane)
                     FROM stored CROSS JOIN unnest(\(item.sinks)::text[]) AS s(sink)
                 )\(unescaped: listing)
                 SELECT count(*) FROM stored
@@ -151,8 +151,8 @@ extension PostgresStore {
                 JOIN input ON input.record_id = stored.record_id AND input.dedupe_key = stored.dedupe_key
                 GROUP BY stored.record_id, stored.seq
             ), queued AS (
-                INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane)
-                SELECT s.sink, input.record_id, 0, \(now), \(now), CASE WHEN input.lane_null THEN NULL ELSE input.lane END
+                INSERT INTO outbox (sink, record_seq, attempts, next_attempt_at, created_at, lane)
+                SELECT s.sink, inserted.seq, 0, \(now), \(now), CASE WHEN input.lane_null THEN NULL ELSE input.lane END
                 FROM unnest(\(sinkOrdinals)::int8[], \(sinks)::text[]) WITH ORDINALITY AS s(ord, sink, n)
                 JOIN inserted ON inserted.ord = s.ord JOIN input ON input.ord = s.ord
                 ORDER BY s.n
@@ -204,7 +204,7 @@ extension PostgresStore {
 
     public func record(id: String) async throws -> AttributionRecord? {
         let rows = try await query(
-            "SELECT \(unescaped: StoredColumns.selectList()) FROM records WHERE record_id = \(id)", logger: logger)
+            "SELECT \(unescaped: StoredColumns.selectList()) FROM gateway_records(ARRAY[\(id)::text])", logger: logger)
         for try await row in rows { return try Self.record(of: row.makeRandomAccess()) }
         return nil
     }
@@ -255,23 +255,22 @@ extension PostgresStore {
                 let updated = try await Self.firstInt(
                     connection.query(
                         """
-                        WITH updated AS (
-                            UPDATE records SET body = \(body), raw = \(raw.map { Data($0) }),
-                                received_at = \(Self.seconds(record.receivedAt)), quarantined_bytes = \(quarantinedBytes)
-                            WHERE record_id = \(record.recordID) AND dedupe_key = \(record.dedupeKey)
-                            RETURNING 1)
-                        SELECT count(*) FROM updated
+                        UPDATE records SET body = \(body), raw = \(raw.map { Data($0) }),
+                            received_at = \(Self.seconds(record.receivedAt)), quarantined_bytes = \(quarantinedBytes)
+                        WHERE seq = (SELECT seq FROM gateway_records(ARRAY[\(record.recordID)::text]))
+                            AND dedupe_key = \(record.dedupeKey)
+                        RETURNING seq
                         """, logger: logger))
-                guard updated ?? 0 > 0 else { continue }
+                guard let seq = updated else { continue }
                 replaced += 1
                 for sink in item.sinks {
                     _ = try await connection.query(
                         """
                         WITH old AS (
-                            DELETE FROM outbox WHERE sink = \(sink) AND record_id = \(record.recordID)
+                            DELETE FROM outbox WHERE sink = \(sink) AND record_seq = \(seq)
                             RETURNING created_at, COALESCE(position, id) AS position)
-                        INSERT INTO outbox (sink, record_id, attempts, next_attempt_at, created_at, lane, position)
-                        SELECT \(sink), \(record.recordID), 0, \(at), COALESCE((SELECT created_at FROM old), \(at)),
+                        INSERT INTO outbox (sink, record_seq, attempts, next_attempt_at, created_at, lane, position)
+                        SELECT \(sink), \(seq), 0, \(at), COALESCE((SELECT created_at FROM old), \(at)),
                             \(record.deliveryLane), (SELECT position FROM old)
                         """, logger: logger)
                 }
@@ -299,8 +298,8 @@ extension PostgresStore {
                 let rows = try await connection.query(
                     """
                     SELECT seq, quarantined_bytes,
-                        EXISTS (SELECT 1 FROM outbox o WHERE o.record_id = r.record_id)
-                            OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.record_id = r.record_id)
+                        EXISTS (SELECT 1 FROM outbox o WHERE o.record_seq = r.seq)
+                            OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.record_seq = r.seq)
                     FROM records r
                     WHERE provider = \(provider) AND quarantined_bytes IS NOT NULL AND seq > \(after)
                     ORDER BY seq LIMIT 500

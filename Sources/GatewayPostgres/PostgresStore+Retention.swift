@@ -62,8 +62,8 @@ extension PostgresStore {
                     DELETE FROM records WHERE seq IN (
                         SELECT r.seq FROM records r
                         WHERE r.received_at < \(Self.seconds(before))
-                            AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.record_id = r.record_id)
-                            AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.record_id = r.record_id)
+                            AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.record_seq = r.seq)
+                            AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.record_seq = r.seq)
                             AND NOT EXISTS (SELECT 1 FROM sdk_users s WHERE s.attribution_record_id = r.record_id)
                         ORDER BY r.received_at, r.seq LIMIT \(Int64(limit))
                         FOR UPDATE SKIP LOCKED)

@@ -49,7 +49,7 @@ extension PostgresStore {
                 JOIN records p ON md5(p.dedupe_key)::uuid = md5(\(keyPrefix) || t.transaction_id)::uuid
                     AND p.dedupe_key = \(keyPrefix) || t.transaction_id
                 WHERE \(unescaped: BodyField.text("resolution", of: "p.body")) = 'pending'
-                AND EXISTS (SELECT 1 FROM records a WHERE a.record_id = u.attribution_record_id)
+                AND EXISTS (SELECT 1 FROM gateway_records(ARRAY[u.attribution_record_id]))
                 """, logger: logger))
     }
 

@@ -60,9 +60,9 @@ import Testing
             }
             let outbox = try await client.query(
                 """
-                SELECT sink, record_id, attempts, next_attempt_at, created_at, last_error, lane, position,
-                    sending_since
-                FROM outbox ORDER BY id
+                SELECT o.sink, r.record_id, o.attempts, o.next_attempt_at, o.created_at, o.last_error, o.lane,
+                    o.position, o.sending_since
+                FROM outbox o JOIN records r ON r.seq = o.record_seq ORDER BY o.id
                 """)
             for try await (sink, id, attempts, next, created, error, lane, position, sending) in outbox.decode(
                 (String, String, Int64, Double, Double, String?, String?, Int64?, Double?).self)

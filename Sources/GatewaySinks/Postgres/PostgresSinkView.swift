@@ -178,7 +178,7 @@ public final class PostgresViewSink: AttributionSink {
     private func list(_ ids: [String]) async throws {
         try await connection.execute(
             """
-            INSERT INTO attribution_records_rows (seq) SELECT seq FROM records WHERE record_id = ANY(\(ids)::text[])
+            INSERT INTO attribution_records_rows (seq) SELECT seq FROM gateway_records(\(ids)::text[])
             ON CONFLICT DO NOTHING
             """, logger: logger)
     }
@@ -190,7 +190,7 @@ public final class PostgresViewSink: AttributionSink {
         try await connection.execute(
             """
             DELETE FROM attribution_records_rows
-            WHERE seq IN (SELECT seq FROM records WHERE record_id = ANY(\(ids)::text[]))
+            WHERE seq IN (SELECT seq FROM gateway_records(\(ids)::text[]))
             """, logger: logger)
         return .done
     }
