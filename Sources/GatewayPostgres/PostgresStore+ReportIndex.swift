@@ -12,6 +12,44 @@ extension PostgresStore: ReportIndexStore {
     static let reportIndexLock: Int64 = 0x4154_5452_4757_0002
 
     public func indexReport(limit: Int) async throws -> ReportIndexBatch? {
+        let batch = try await indexBatch(limit: limit)
+        if batch != nil { await releaseDrainedQueue() }
+        return batch
+    }
+
+    /// The queue's index keeps every page an import's million entries took once the queue is
+    /// empty again: PostgreSQL reuses an index's free pages but never gives them back. An
+    /// empty queue with a large index is truncated, which gives both new files. Only when
+    /// no statement is writing to the queue (`NOWAIT`), so that no ingest waits behind the
+    /// lock; the next batch tries again. Emptiness is read through the index (`min(id)`),
+    /// which the batches' own reads have cleared of the entries they deleted.
+    func releaseDrainedQueue() async {
+        let drained = """
+            SELECT pg_relation_size('report_queue_pkey') FROM (SELECT min(id) AS first FROM report_queue) q
+            WHERE q.first IS NULL
+            """
+        do {
+            try await transaction { [logger] connection in
+                let size = try await Self.firstInt(connection.query(PostgresQuery(unsafeSQL: drained), logger: logger))
+                guard let size, size > Self.releasedQueueIndexBytes else { return }
+                _ = try await connection.query(
+                    "LOCK TABLE report_queue IN ACCESS EXCLUSIVE MODE NOWAIT", logger: logger)
+                guard
+                    try await Self.firstInt(connection.query(PostgresQuery(unsafeSQL: drained), logger: logger))
+                        != nil
+                else { return }
+                _ = try await connection.query("TRUNCATE report_queue", logger: logger)
+                logger.info("report queue drained: its index's pages given back", metadata: ["bytes": "\(size)"])
+            }
+        } catch {
+            logger.debug("report queue not truncated", metadata: ["error": "\(Self.describe(error))"])
+        }
+    }
+
+    /// Past this, a drained queue's index is given back (about 45,000 entries' worth).
+    static let releasedQueueIndexBytes: Int64 = 1 << 20
+
+    private func indexBatch(limit: Int) async throws -> ReportIndexBatch? {
         try await transaction { [logger] connection in
             _ = try await connection.query("SELECT pg_advisory_xact_lock(\(Self.reportIndexLock))", logger: logger)
             var entries: [Int64] = []
