@@ -11,8 +11,8 @@ import Testing
     }()
 
     /// The help of `path`, as the argument parser prints it.
-    static func help(_ path: [String]) throws -> String {
-        try CommandLineTests().run(["help"] + path).stdout
+    static func help(_ path: [String]) async throws -> String {
+        try await CommandLineTests().run(["help"] + path).stdout
     }
 
     /// The subcommands a help text lists.
@@ -40,12 +40,12 @@ import Testing
     }
 
     /// Every command with no subcommands of its own, as its words (`["dlq", "retry"]`).
-    static func leafCommands() throws -> [[String]] {
+    static func leafCommands() async throws -> [[String]] {
         var leaves: [[String]] = []
-        var queue: [[String]] = try subcommands(in: help([])).map { [$0] }
+        var queue: [[String]] = try await subcommands(in: help([])).map { [$0] }
         while let path = queue.first {
             queue.removeFirst()
-            let children = try subcommands(in: help(path))
+            let children = try await subcommands(in: help(path))
             if children.isEmpty { leaves.append(path) } else { queue += children.map { path + [$0] } }
         }
         return leaves
@@ -64,8 +64,8 @@ import Testing
         return nil
     }
 
-    @Test func everyCommandAndOptionIsInTheManual() throws {
-        let leaves = try Self.leafCommands()
+    @Test func everyCommandAndOptionIsInTheManual() async throws {
+        let leaves = try await Self.leafCommands()
         #expect(leaves.count >= 10, "\(leaves)")
         for path in leaves {
             let name = path.joined(separator: " ")
@@ -73,17 +73,17 @@ import Testing
                 Issue.record("docs/cli.md has no section for `\(name)`")
                 continue
             }
-            for option in Self.options(in: try Self.help(path)) where !section.contains(option) {
+            for option in Self.options(in: try await Self.help(path)) where !section.contains(option) {
                 Issue.record("docs/cli.md does not describe `\(name) \(option)`")
             }
         }
     }
 
-    @Test func theManualNamesNoOptionACommandLacks() throws {
+    @Test func theManualNamesNoOptionACommandLacks() async throws {
         var helpBySection: [String: Set<String>] = [:]
-        for path in try Self.leafCommands() {
+        for path in try await Self.leafCommands() {
             guard let section = Self.section(for: path) else { continue }
-            helpBySection[String(section), default: []].formUnion(Self.options(in: try Self.help(path)))
+            helpBySection[String(section), default: []].formUnion(Self.options(in: try await Self.help(path)))
         }
         for (section, options) in helpBySection {
             // The synopses: the code blocks that start with the command's name.

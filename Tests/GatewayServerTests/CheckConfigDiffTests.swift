@@ -6,7 +6,7 @@ import Testing
 @Suite struct CheckConfigDiffTests {
     static let token = "mixpanel-token-0123456789"
 
-    @Test func printsEachChangeAndNoSecret() throws {
+    @Test func printsEachChangeAndNoSecret() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let old = env.directory.appendingPathComponent("old.yaml").path
@@ -22,11 +22,11 @@ import Testing
             .write(toFile: bad, atomically: true, encoding: .utf8)
         let commands = CommandLineTests()
 
-        let same = try commands.run(["check-config", "--diff", old, old])
+        let same = try await commands.run(["check-config", "--diff", old, old])
         #expect(same.status == 0)
         #expect(same.stdout == "\(old) -> \(old): no changes\n")
 
-        let diff = try commands.run(["check-config", "--diff", old, new])
+        let diff = try await commands.run(["check-config", "--diff", old, new])
         #expect(diff.status == 0, "\(diff.stderr)")
         #expect(diff.stdout.hasPrefix("\(old) -> \(new): 3 changes\n"), "\(diff.stdout)")
         #expect(diff.stdout.contains("\nsink mp: added (mixpanel)\n"), "\(diff.stdout)")
@@ -35,10 +35,10 @@ import Testing
         #expect(!diff.stdout.contains(Self.token) && !diff.stderr.contains(Self.token))
 
         // Either file wrong: its problems, with their lines, and exit 1.
-        let refused = try commands.run(["check-config", "--diff", bad, new])
+        let refused = try await commands.run(["check-config", "--diff", bad, new])
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("bad.yaml:1:"), "\(refused.stderr)")
         #expect(refused.stdout.isEmpty)
-        #expect(try commands.run(["check-config", "--diff", old]).status != 0)
+        #expect(try await commands.run(["check-config", "--diff", old]).status != 0)
     }
 }

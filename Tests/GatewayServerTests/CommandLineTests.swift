@@ -10,13 +10,18 @@ import Testing
 
 /// The `attribution-gateway` commands, run as a user runs them.
 @Suite struct CommandLineTests {
-    struct Run {
+    struct Run: Sendable {
         let status: Int32
         let stdout: String
         let stderr: String
     }
 
-    func run(_ arguments: [String], stdin: String? = nil) throws -> Run {
+    /// Runs the command and waits for it on a thread of its own (see `onThread`).
+    func run(_ arguments: [String], stdin: String? = nil) async throws -> Run {
+        try await onThread { try Self.runBlocking(arguments, stdin: stdin) }
+    }
+
+    private static func runBlocking(_ arguments: [String], stdin: String?) throws -> Run {
         let out = Pipe(), err = Pipe(), input = Pipe()
         let process = try ChildProcess(
             executable: GatewayProcess.executableURL.path, arguments: arguments,
@@ -37,7 +42,7 @@ import Testing
             stderr: String(decoding: stderr, as: UTF8.self))
     }
 
-    @Test func checkConfigReportsEveryIssueWithItsLineAndFails() throws {
+    @Test func checkConfigReportsEveryIssueWithItsLineAndFails() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let path = env.directory.appendingPathComponent("bad.yaml").path
@@ -52,7 +57,7 @@ import Testing
           - sinks: [local, missing]
         """.write(toFile: path, atomically: true, encoding: .utf8)
 
-        let result = try run(["check-config", path])
+        let result = try await run(["check-config", path])
         #expect(result.status == 1)
         #expect(result.stderr.contains("bad.yaml:3:9: server.port: expected an integer, found 'abc'"))
         #expect(
@@ -60,13 +65,13 @@ import Testing
                 "bad.yaml:6:26: sinks.local.batch_sise: unknown key 'batch_sise', did you mean 'batch_size'?"))
         #expect(result.stderr.contains("bad.yaml:8:12: routes[0].sinks: route names sink 'missing'"))
         // Named with --config, as every other command takes it.
-        let named = try run(["check-config", "--config", path])
+        let named = try await run(["check-config", "--config", path])
         #expect(named.status == 1 && named.stderr.contains("server.port: expected an integer"))
     }
 
     /// The summary's batch size is the one delivery makes: `batch_size`, capped by the
     /// sink's own limit (an exec's `max_batch_size`, a SQLite table's 500 rows).
-    @Test func checkConfigShowsTheBatchesDeliveryMakes() throws {
+    @Test func checkConfigShowsTheBatchesDeliveryMakes() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let path = env.directory.appendingPathComponent("batches.yaml").path
@@ -80,7 +85,7 @@ import Testing
         routes:
           - sinks: [run, table, few, sheet]
         """.write(toFile: path, atomically: true, encoding: .utf8)
-        let result = try run(["check-config", path])
+        let result = try await run(["check-config", path])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("run (exec): runs /bin/cat, NDJSON over stdin/stdout; batches of up to 5,"))
         #expect(result.stdout.contains("; batches of up to 500,"), "\(result.stdout)")
@@ -112,7 +117,7 @@ import Testing
             "enrichers.keyword_lookup.private_key_file: the secret in \(keyFile.path) can be read by other users"
 
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: keyFile.path)
-        let loose = try run(["check-config", config])
+        let loose = try await run(["check-config", config])
         #expect(loose.status == 0, "\(loose.stderr)")
         #expect(loose.stderr.contains("warning: \(config):"), "\(loose.stderr)")
         #expect(loose.stderr.contains(warning + " (mode 0644); chmod 600 it"), "\(loose.stderr)")
@@ -123,14 +128,14 @@ import Testing
         #expect(log.contains(#""level":"warning""#) && log.contains(warning), "\(log)")
 
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile.path)
-        let tight = try run(["check-config", config])
+        let tight = try await run(["check-config", config])
         #expect(tight.status == 0 && !tight.stderr.contains("warning"), "\(tight.stderr)")
     }
 
-    @Test func checkConfigAcceptsTheRepositoryConfig() throws {
+    @Test func checkConfigAcceptsTheRepositoryConfig() async throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
-        let result = try run(["check-config", root.appendingPathComponent("config.yaml").path])
+        let result = try await run(["check-config", root.appendingPathComponent("config.yaml").path])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("providers: adservices, iad, skadnetwork"))
         // Commented out in the repository's file; said, so that a typo in its name shows.
@@ -140,19 +145,19 @@ import Testing
     }
 
     /// A folder where a file belongs is said in words, not as a Foundation error.
-    @Test func aFolderWhereAFileBelongsIsSaidSo() throws {
+    @Test func aFolderWhereAFileBelongsIsSaidSo() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = try env.writeConfig()
-        let checked = try run(["check-config", env.directory.path])
+        let checked = try await run(["check-config", env.directory.path])
         #expect(checked.status == 1 && checked.stderr.contains("a folder, not a configuration file"), "\(checked)")
-        let imported = try run(["import", "--provider", "iad", "--config", config, env.directory.path])
+        let imported = try await run(["import", "--provider", "iad", "--config", config, env.directory.path])
         #expect(imported.status == 2 && imported.stderr.contains("cannot read"), "\(imported.stderr)")
         #expect(!(checked.stderr + imported.stderr).contains("NSCocoaErrorDomain"))
     }
 
     /// The summary names the store the file chooses; it said SQLite for a PostgreSQL store.
-    @Test func checkConfigNamesAPostgresStoreWithoutItsPassword() throws {
+    @Test func checkConfigNamesAPostgresStoreWithoutItsPassword() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = env.directory.appendingPathComponent("pg.yaml").path
@@ -161,7 +166,7 @@ import Testing
         providers: { iad: {} }
         sinks: { out: { type: postgres } }
         """.write(toFile: config, atomically: true, encoding: .utf8)
-        let result = try run(["check-config", config])
+        let result = try await run(["check-config", config])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("storage: postgres postgres://gw@db.internal:5432/attribution (pool of 4)"))
         #expect(!result.stdout.contains("hunter2") && !result.stdout.contains("sqlite"), "\(result.stdout)")
@@ -169,15 +174,15 @@ import Testing
 
     /// "-1" was read as an option's name: "Missing value for '--limit'" said nothing of
     /// what was wrong.
-    @Test func dlqNamesANegativeLimitOrIDForWhatItIs() throws {
-        let limit = try run(["dlq", "list", "--limit", "-1"])
+    @Test func dlqNamesANegativeLimitOrIDForWhatItIs() async throws {
+        let limit = try await run(["dlq", "list", "--limit", "-1"])
         #expect(limit.status != 0 && limit.stderr.contains("--limit -1: at least 1"), "\(limit.stderr)")
-        let id = try run(["dlq", "retry", "--id", "-5"])
+        let id = try await run(["dlq", "retry", "--id", "-5"])
         #expect(id.status != 0 && id.stderr.contains("--id -5: ids are positive"), "\(id.stderr)")
     }
 
-    @Test func normalizePrintsTheRecordWithoutAServer() throws {
-        let result = try run(["normalize", "--provider", "iad"], stdin: IAdPayloads.attributed(user: "offline"))
+    @Test func normalizePrintsTheRecordWithoutAServer() async throws {
+        let result = try await run(["normalize", "--provider", "iad"], stdin: IAdPayloads.attributed(user: "offline"))
         #expect(result.status == 0, "\(result.stderr)")
         let record = try #require(
             try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
@@ -185,15 +190,15 @@ import Testing
         #expect(record["campaign_id"] as? Int == 542_370_539)
         #expect(record["dedupe_key"] as? String == "iad:1234567890:offline")
 
-        let bad = try run(["normalize", "--provider", "iad"], stdin: #"{"app_id": "1"}"#)
+        let bad = try await run(["normalize", "--provider", "iad"], stdin: #"{"app_id": "1"}"#)
         #expect(bad.status == 1)
         #expect(bad.stderr.contains("missing_field: app_user_id"))
     }
 
-    @Test func normalizeReadsAnAnswerFromAppleOffline() throws {
+    @Test func normalizeReadsAnAnswerFromAppleOffline() async throws {
         let answer =
             #"{"attribution":true,"orgId":40669820,"campaignId":542370539,"keywordId":87675432,"conversionType":"preorder","clickDate":"2024-10-08T17:17Z"}"#
-        let result = try run(["normalize", "--provider", "adservices"], stdin: answer)
+        let result = try await run(["normalize", "--provider", "adservices"], stdin: answer)
         #expect(result.status == 0, "\(result.stderr)")
         let record = try #require(
             try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
@@ -203,16 +208,16 @@ import Testing
         #expect(record["click_date"] as? String == "2024-10-08T17:17:00Z")
 
         for organicAnswer in [#"{"error" : "1"}"#, "{}", #"{"attribution":false}"#] {
-            let organic = try run(["normalize", "--provider", "adservices"], stdin: organicAnswer)
+            let organic = try await run(["normalize", "--provider", "adservices"], stdin: organicAnswer)
             #expect(organic.stdout.contains(#""attributed" : false"#), "\(organicAnswer)")
         }
         // Another source's payload is refused, not read as an organic answer.
-        let iAd = try run(["normalize", "--provider", "adservices"], stdin: IAdPayloads.attributed(user: "u1"))
+        let iAd = try await run(["normalize", "--provider", "adservices"], stdin: IAdPayloads.attributed(user: "u1"))
         #expect(iAd.status != 0)
         #expect(iAd.stderr.contains("not an answer from Apple's AdServices API"), "\(iAd.stderr)")
     }
 
-    @Test func verifyPostbackPrintsTheVerdictAndExitsByIt() throws {
+    @Test func verifyPostbackPrintsTheVerdictAndExitsByIt() async throws {
         let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("GatewayProvidersTests/Fixtures/skan_public_vectors.json")
         let vectors = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [[String: Any]])
@@ -220,22 +225,23 @@ import Testing
             let vector = try #require(vectors.first { $0["id"] as? String == id })
             return String(decoding: try JSONSerialization.data(withJSONObject: vector["postback"]!), as: UTF8.self)
         }
-        let genuine = try run(["verify-postback"], stdin: try postback("skan40-apple-doc-fine"))
+        let genuine = try await run(["verify-postback"], stdin: try postback("skan40-apple-doc-fine"))
         #expect(genuine.status == 0 && genuine.stdout == "verified 4.0\n")
-        let p192 = try run(["verify-postback"], stdin: try postback("skan10-ironsource-real"))
+        let p192 = try await run(["verify-postback"], stdin: try postback("skan10-ironsource-real"))
         #expect(p192.status == 0 && p192.stdout == "verified 1.0\n")
-        let tampered = try run(["verify-postback"], stdin: try postback("t-skan40-txid"))
+        let tampered = try await run(["verify-postback"], stdin: try postback("t-skan40-txid"))
         #expect(tampered.status == 1 && tampered.stdout == "invalid 4.0 bad signature\n")
-        let future = try run(["verify-postback"], stdin: #"{"version": "9.0", "attribution-signature": "MEUC"}"#)
+        let future = try await run(["verify-postback"], stdin: #"{"version": "9.0", "attribution-signature": "MEUC"}"#)
         #expect(future.status == 2 && future.stdout.hasPrefix("unverifiable 9.0 unknown version"))
         // Another key: Apple's genuine postback no longer verifies.
         let otherKey =
             "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8YzdO7eM97s/IJ25kdW5CZ3A14USE5IJ5Ha/vhWaxI6UBI1ZxCEvjrKxVluVGe6qWwF1BDFq+QHqKfH5u+wxHQ=="
-        let withKey = try run(["verify-postback", "--key", otherKey], stdin: try postback("skan40-apple-doc-fine"))
+        let withKey = try await run(
+            ["verify-postback", "--key", otherKey], stdin: try postback("skan40-apple-doc-fine"))
         #expect(withKey.status == 1)
     }
 
-    @Test func importIngestsAFileThroughThePipelineAndReportsBadLines() throws {
+    @Test func importIngestsAFileThroughThePipelineAndReportsBadLines() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = try env.writeConfig()
@@ -249,21 +255,21 @@ import Testing
         let file = env.directory.appendingPathComponent("history.jsonl").path
         try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
 
-        let result = try run(["import", "--provider", "iad", "--config", config, file])
+        let result = try await run(["import", "--provider", "iad", "--config", config, file])
         #expect(result.status == 1)
         #expect(result.stdout.contains("2 stored, 1 duplicates, 1 lines rejected"))
         #expect(result.stdout.contains("line 3: missing_field: Version3.1"))
         #expect(result.stderr.contains("importing"))
 
         // Stored and waiting in the outbox for the running gateway.
-        let again = try run(["import", "--provider", "iad", "--config", config, file])
+        let again = try await run(["import", "--provider", "iad", "--config", config, file])
         #expect(again.stdout.contains("0 stored, 3 duplicates, 1 lines rejected"))
     }
 
     /// A file is read a chunk at a time (it was read whole: an import held its file in memory):
     /// lines across chunk boundaries are read whole, a line too long to hold is skipped by its
     /// number, and a last line without its line break is read.
-    @Test func importReadsAFileLargerThanItsChunksLineByLine() throws {
+    @Test func importReadsAFileLargerThanItsChunksLineByLine() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = try env.writeConfig()
@@ -277,7 +283,7 @@ import Testing
         let file = env.directory.appendingPathComponent("large.jsonl").path
         try (before + [long] + after).joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
 
-        let result = try run(["import", "--provider", "iad", "--config", config, file])
+        let result = try await run(["import", "--provider", "iad", "--config", config, file])
         #expect(result.status == 1)
         #expect(result.stdout.contains("3500 stored, 0 duplicates, 1 lines rejected"), "\(result.stdout)")
         #expect(result.stdout.contains("line 3001: longer than 16 MB; skipped"), "\(result.stdout)")
@@ -287,7 +293,7 @@ import Testing
     /// `import` reads lines as `serve` reads posted ones: with the config's provider
     /// options. It used the defaults, so a forged postback that `serve` refused under
     /// `on_invalid_signature: reject` was stored by `import`, and exit 0.
-    @Test func importReadsLinesWithTheConfigsProviderOptions() throws {
+    @Test func importReadsLinesWithTheConfigsProviderOptions() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -299,14 +305,14 @@ import Testing
             .write(toFile: history, atomically: true, encoding: .utf8)
 
         let rejecting = try storeConfig(env, providers: "skadnetwork: { on_invalid_signature: reject }")
-        let refused = try run(["import", "--provider", "skadnetwork", "--config", rejecting, history])
+        let refused = try await run(["import", "--provider", "skadnetwork", "--config", rejecting, history])
         #expect(refused.status == 1, "\(refused)")
         #expect(refused.stdout.contains("0 stored, 0 duplicates, 1 lines rejected"), "\(refused.stdout)")
         #expect(refused.stdout.contains("invalid_signature"), "\(refused.stdout)")
 
         // A provider the config does not enable reads with its defaults (quarantine), and says so.
         let without = try storeConfig(env, providers: "iad: {}")
-        let quarantined = try run(["import", "--provider", "skadnetwork", "--config", without, history])
+        let quarantined = try await run(["import", "--provider", "skadnetwork", "--config", without, history])
         #expect(quarantined.status == 0, "\(quarantined)")
         #expect(quarantined.stdout.contains("1 stored"), "\(quarantined.stdout)")
         #expect(quarantined.stderr.contains("skadnetwork is not enabled"), "\(quarantined.stderr)")
@@ -327,7 +333,7 @@ import Testing
         return config
     }
 
-    @Test func reportKeywordsJoinsInstallsToPurchasesPerKeyword() throws {
+    @Test func reportKeywordsJoinsInstallsToPurchasesPerKeyword() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = try storeConfig(env, providers: "iad: {}, s2s: {}")
@@ -358,10 +364,10 @@ import Testing
         try installs.joined(separator: "\n").write(toFile: installFile, atomically: true, encoding: .utf8)
         try (purchases + [purchases[0]]).joined(separator: "\n").write(
             toFile: purchaseFile, atomically: true, encoding: .utf8)
-        #expect(try run(["import", "--provider", "iad", "--config", config, installFile]).status == 0)
-        #expect(try run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
+        #expect(try await run(["import", "--provider", "iad", "--config", config, installFile]).status == 0)
+        #expect(try await run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
 
-        let result = try run(["report", "keywords", "--config", config, "--format", "json"])
+        let result = try await run(["report", "keywords", "--config", config, "--format", "json"])
         #expect(result.status == 0, "\(result.stderr)")
         // Progress on stderr, the report alone on stdout.
         #expect(result.stderr.contains("reading [") && result.stderr.contains("100% 7/7"), "\(result.stderr)")
@@ -383,7 +389,7 @@ import Testing
         #expect(rows.contains { $0.keyword == "calm\nsleep\u{202E}" })
         #expect(!result.stdout.unicodeScalars.contains("\u{202E}") && result.stdout.contains(#"\u202e"#))
 
-        let table = try run(["report", "keywords", "--config", config])
+        let table = try await run(["report", "keywords", "--config", config])
         #expect(table.stdout.contains("meditation app") && table.stdout.contains("USD 14.98"))
         // One of the keyword's two installs paid: 50%, on the keyword's own row.
         let keywordRow = try #require(table.stdout.split(separator: "\n").first { $0.contains("meditation app") })
@@ -394,7 +400,7 @@ import Testing
         #expect(table.stdout.split(separator: "\n").first?.hasPrefix("network") == true)
     }
 
-    @Test func aUserWhoseTokenAppleHasNotAnsweredYetIsUnknownNotUnattributed() throws {
+    @Test func aUserWhoseTokenAppleHasNotAnsweredYetIsUnknownNotUnattributed() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = try storeConfig(env, providers: "adservices: {}, s2s: {}")
@@ -404,12 +410,12 @@ import Testing
         let purchaseFile = env.directory.appendingPathComponent("purchases.jsonl").path
         try [purchase("waiting", "w1"), purchase("nobody", "n1")].joined(separator: "\n")
             .write(toFile: purchaseFile, atomically: true, encoding: .utf8)
-        #expect(try run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
+        #expect(try await run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
         // The token of user `waiting`, as the AdServices route keeps it while Apple has not
         // answered (Apple down, or its 404 retries): a row of `pending`, no record yet.
         let state =
             #"{"appID":"1234567890","appUserID":"waiting","errors":3,"malformed":0,"notFound":0,"token":"TOKEN"}"#
-        try DatabaseQueue(path: env.databasePath).write { db in
+        try await DatabaseQueue(path: env.databasePath).write { db in
             try db.execute(
                 sql: """
                     INSERT INTO pending (record_id, provider, dedupe_key, app_id, received_at, state, attempts, next_attempt_at)
@@ -417,7 +423,7 @@ import Testing
                     """,
                 arguments: [Data(state.utf8)])
         }
-        let result = try run(["report", "keywords", "--config", config, "--format", "json"])
+        let result = try await run(["report", "keywords", "--config", config, "--format", "json"])
         #expect(result.status == 0, "\(result.stderr)")
         struct Row: Decodable { let network: String?, installs: Int, paying_users: Int, purchases: Int }
         let rows = try JSONDecoder().decode([Row].self, from: Data(result.stdout.utf8))
@@ -427,13 +433,13 @@ import Testing
         let unattributed = try #require(rows.first { $0.network == "unattributed" }, "\(result.stdout)")
         #expect(unattributed.paying_users == 1 && unattributed.purchases == 1)
         // --app-id holds for waiting tokens too.
-        let other = try run(["report", "keywords", "--config", config, "--format", "json", "--app-id", "42"])
+        let other = try await run(["report", "keywords", "--config", config, "--format", "json", "--app-id", "42"])
         #expect(try JSONDecoder().decode([Row].self, from: Data(other.stdout.utf8)).isEmpty, "\(other.stdout)")
     }
 
     /// An event with no timestamp, event_id or transaction is told from a second one alike
     /// only by its arrival: importing the file again stored it again, unannounced.
-    @Test func importSaysWhichEventsAnotherImportWouldStoreAgain() throws {
+    @Test func importSaysWhichEventsAnotherImportWouldStoreAgain() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = try storeConfig(env, providers: "s2s: {}")
@@ -444,15 +450,15 @@ import Testing
             #"{"type":"event","name":"level_up","app_id":"1234567890","app_user_id":"u2","timestamp":1700000000}"#,
             #"{"received_at":"2025-03-01T00:00:00Z","payload":{"type":"event","name":"level_up","app_id":"1234567890","app_user_id":"u3"}}"#,
         ].joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        let first = try run(["import", "--provider", "s2s", "--config", config, file])
+        let first = try await run(["import", "--provider", "s2s", "--config", config, file])
         #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
         #expect(first.stdout.contains("3 stored, 0 duplicates, 0 lines rejected"), "\(first.stdout)")
         #expect(first.stderr.contains("1 events have no timestamp, event_id or transaction_id"), "\(first.stderr)")
-        let again = try run(["import", "--provider", "s2s", "--config", config, file])
+        let again = try await run(["import", "--provider", "s2s", "--config", config, file])
         #expect(again.stdout.contains("1 stored, 2 duplicates"), "\(again.stdout)")
     }
 
-    @Test func importedHistoryKeepsItsTimeSoAPurchaseGoesToTheInstallBeforeIt() throws {
+    @Test func importedHistoryKeepsItsTimeSoAPurchaseGoesToTheInstallBeforeIt() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = try storeConfig(env, providers: "adservices: {}, s2s: {}")
@@ -472,11 +478,11 @@ import Testing
             .joined(separator: "\n").write(toFile: installFile, atomically: true, encoding: .utf8)
         try purchase.write(toFile: purchaseFile, atomically: true, encoding: .utf8)
         let started = Date().timeIntervalSince1970
-        let imported = try run(["import", "--provider", "adservices", "--config", config, installFile])
+        let imported = try await run(["import", "--provider", "adservices", "--config", config, installFile])
         #expect(imported.status == 0, "\(imported.stdout) \(imported.stderr)")
-        #expect(try run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
+        #expect(try await run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
 
-        let result = try run(["report", "keywords", "--config", config, "--format", "json"])
+        let result = try await run(["report", "keywords", "--config", config, "--format", "json"])
         #expect(result.status == 0, "\(result.stderr)")
         struct Row: Decodable {
             let keyword_id: Int64?
@@ -489,7 +495,7 @@ import Testing
         #expect(!rows.contains { $0.keyword_id == 222 }, "\(result.stdout)")
 
         let store = try DatabaseQueue(path: env.databasePath)
-        let (times, queued) = try store.read { db in
+        let (times, queued) = try await store.read { db in
             (
                 try Double.fetchAll(db, sql: "SELECT received_at FROM records ORDER BY received_at"),
                 try Double.fetchAll(db, sql: "SELECT created_at FROM outbox")
@@ -499,7 +505,7 @@ import Testing
         // Queued for the sink now: a year-old outbox row would fail /readyz's age bound.
         #expect(queued.allSatisfy { $0 >= started.rounded(.down) }, "\(queued)")
         // The event's dedupe key holds its time, so importing the file again adds nothing.
-        let again = try run(["import", "--provider", "s2s", "--config", config, purchaseFile])
+        let again = try await run(["import", "--provider", "s2s", "--config", config, purchaseFile])
         #expect(again.stdout.hasPrefix("0 stored, 1 duplicates"), "\(again.stdout)")
 
         let bad = [
@@ -513,7 +519,7 @@ import Testing
         ]
         let badFile = env.directory.appendingPathComponent("bad.jsonl").path
         try bad.joined(separator: "\n").write(toFile: badFile, atomically: true, encoding: .utf8)
-        let refused = try run(["import", "--provider", "s2s", "--config", config, badFile])
+        let refused = try await run(["import", "--provider", "s2s", "--config", config, badFile])
         #expect(refused.status == 1)
         for (line, reason) in [
             (1, "received_at: expected the time"), (2, "received_at: 1970-01-01T00:00:00Z is before the App Store"),
@@ -533,7 +539,7 @@ import Testing
             ),
             "\(refused.stdout)")
         // A payload of its own with a key named payload is a payload, not an envelope.
-        let plain = try run(
+        let plain = try await run(
             ["normalize", "--provider", "s2s"],
             stdin: #"{"type":"event","name":"x","app_id":"1","app_user_id":"u","payload":{}}"#)
         #expect(!plain.stderr.contains("envelope"), "\(plain.stderr)")
@@ -559,7 +565,7 @@ import Testing
         }
         let file = env.directory.appendingPathComponent("installs.jsonl").path
         try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        let imported = try run(["import", "--provider", "iad", "--config", config, file])
+        let imported = try await run(["import", "--provider", "iad", "--config", config, file])
         #expect(imported.stdout.contains("3 stored"), "\(imported.stdout) \(imported.stderr)")
         let (listed, waiting) = try await TestPostgres.withClient(database) { client in
             var counts: [Int64] = []
@@ -585,8 +591,9 @@ import Testing
             #"{"app_id":"1234567890","app_user_id":"u1","Version3.1":{"iad-attribution":"true","iad-campaign-id":"542370539","iad-adgroup-id":"542317095","iad-keyword-id":"87675499","iad-conversion-type":"Download"}}"#
         let installs = env.directory.appendingPathComponent("installs.jsonl").path
         try install.write(toFile: installs, atomically: true, encoding: .utf8)
-        #expect(try run(["import", "--provider", "iad", "--config", config, installs]).status == 0)
-        #expect(try run(["report", "keywords", "--config", config, "--format", "csv"]).stdout.contains("#87675499"))
+        #expect(try await run(["import", "--provider", "iad", "--config", config, installs]).status == 0)
+        #expect(
+            try await run(["report", "keywords", "--config", config, "--format", "csv"]).stdout.contains("#87675499"))
 
         // Then the team loads its keyword export.
         let csv = env.directory.appendingPathComponent("keywords.csv").path
@@ -595,15 +602,15 @@ import Testing
         US Search - Sleep,542370539,Exact - Core,542317095,sleep sounds,Exact,87675499
 
         """.write(toFile: csv, atomically: true, encoding: .utf8)
-        #expect(try run(["keywords", "import", "--config", config, csv]).status == 0)
+        #expect(try await run(["keywords", "import", "--config", config, csv]).status == 0)
         // A refused name is shown, not run: an escape sequence retitled and cleared the terminal.
         let hostile = env.directory.appendingPathComponent("hostile.csv").path
         try "Keyword ID,Keyword\n42,\u{1B}]0;owned\u{07}\u{1B}[2J\n".write(
             toFile: hostile, atomically: true, encoding: .utf8)
-        let refused = try run(["keywords", "import", "--config", config, hostile])
+        let refused = try await run(["keywords", "import", "--config", config, hostile])
         #expect(refused.status == 1 && refused.stdout.contains("line 2:"), "\(refused.stdout)")
         #expect(!refused.stdout.contains("\u{1B}") && refused.stdout.contains("\\u{1b}"), "\(refused.stdout)")
-        let named = try run(["report", "keywords", "--config", config, "--format", "csv"])
+        let named = try await run(["report", "keywords", "--config", config, "--format", "csv"])
         #expect(named.stdout.contains("sleep sounds") && named.stdout.contains("US Search - Sleep"), "\(named.stdout)")
         #expect(named.stdout.contains("Exact - Core") && !named.stdout.contains("#87675499"))
 
@@ -612,12 +619,12 @@ import Testing
         let forged =
             #"{"app_id":"1234567890","app_user_id":"u2","Version3.1":{"iad-attribution":"true","iad-campaign-id":"542370539","iad-campaign-name":"HIJACKED","iad-adgroup-id":"542317095","iad-adgroup-name":"HIJACKED","iad-keyword-id":"87675499","iad-keyword":"HIJACKED","iad-conversion-date":"2099-01-01T00:00:00Z","iad-conversion-type":"Download"}}"#
         try forged.write(toFile: installs, atomically: true, encoding: .utf8)
-        #expect(try run(["import", "--provider", "iad", "--config", config, installs]).status == 0)
-        let kept = try run(["report", "keywords", "--config", config, "--format", "csv"])
+        #expect(try await run(["import", "--provider", "iad", "--config", config, installs]).status == 0)
+        let kept = try await run(["report", "keywords", "--config", config, "--format", "csv"])
         #expect(kept.stdout.contains("sleep sounds") && !kept.stdout.contains("HIJACKED"), "\(kept.stdout)")
     }
 
-    @Test func commandsThatReadTheStoreRefuseAPathWithNoStore() throws {
+    @Test func commandsThatReadTheStoreRefuseAPathWithNoStore() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = env.directory.appendingPathComponent("elsewhere.yaml").path
@@ -625,7 +632,7 @@ import Testing
         try "storage: { sqlite: { path: \(missing) } }\nproviders: { iad: {} }\nsinks: { local: { type: sqlite } }\n"
             .write(toFile: config, atomically: true, encoding: .utf8)
         for command in [["report", "keywords"], ["dlq", "list"], ["replay", "--sink", "local"]] {
-            let result = try run(command + ["--config", config])
+            let result = try await run(command + ["--config", config])
             #expect(result.status == 1, "\(command)")
             #expect(result.stderr.contains("no store at \(missing)"), "\(command): \(result.stderr)")
         }
@@ -634,7 +641,7 @@ import Testing
 
     /// The Apple Ads private key is the enricher's, and only the commands that enrich need
     /// it: an operator's shell or cron job running `dlq` or `report` had to hold it too.
-    @Test func commandsThatNeverEnrichNeedNoneOfTheEnrichersSecrets() throws {
+    @Test func commandsThatNeverEnrichNeedNoneOfTheEnrichersSecrets() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = env.directory.appendingPathComponent("keys.yaml").path
@@ -654,11 +661,11 @@ import Testing
             ["backup", "--to", env.directory.appendingPathComponent("copy.sqlite").path],
         ]
         for command in commands {
-            let result = try run(command + ["--config", config])
+            let result = try await run(command + ["--config", config])
             #expect(result.status == 0, "\(command): \(result.stderr)")
         }
         // Those that enrich, or check, still need it, and say which.
-        let checked = try run(["check-config", config])
+        let checked = try await run(["check-config", config])
         #expect(checked.status == 1 && checked.stderr.contains("ADS_KEY_NEVER_SET_IN_TESTS"), "\(checked)")
     }
 
@@ -711,16 +718,16 @@ import Testing
         first.kill(SIGKILL)
         let third = try GatewayProcess(config: config, logURL: env.directory.appendingPathComponent("third.log"))
         try await third.start()
-        third.kill(SIGTERM)
+        #expect(try await third.stop(SIGTERM))
         #expect(third.process.terminationStatus == 0)
     }
 
     /// A store holding one iAd record, put there by `import` from the JSON Lines file returned.
-    func importOneRecord(_ env: TestEnvironment, _ config: String) throws -> String {
+    func importOneRecord(_ env: TestEnvironment, _ config: String) async throws -> String {
         let lines = env.directory.appendingPathComponent("one.jsonl").path
         try IAdPayloads.attributed(user: "u1").replacingOccurrences(of: "\n", with: "")
             .write(toFile: lines, atomically: true, encoding: .utf8)
-        #expect(try run(["import", "--provider", "iad", "--config", config, lines]).status == 0)
+        #expect(try await run(["import", "--provider", "iad", "--config", config, lines]).status == 0)
         return lines
     }
 
@@ -728,11 +735,11 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = try env.writeConfig()
-        _ = try importOneRecord(env, config)
+        _ = try await importOneRecord(env, config)
         // A store damaged after it opened: its records can no longer be read.
         try await DatabaseQueue(path: env.databasePath).write { db in try db.execute(sql: "DROP TABLE records") }
         for command in [["report", "keywords"], ["replay", "--sink", "local"]] {
-            let result = try run(command + ["--config", config])
+            let result = try await run(command + ["--config", config])
             #expect(result.status == 1, "\(command)")
             #expect(
                 result.stderr.hasPrefix(
@@ -745,7 +752,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = try env.writeConfig()
-        let lines = try importOneRecord(env, config)
+        let lines = try await importOneRecord(env, config)
         // What a later release's migration leaves, as this release's would.
         try await DatabaseQueue(path: env.databasePath).write { db in
             try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('store-v99-later')")
@@ -755,7 +762,7 @@ import Testing
             ["replay", "--sink", "local"],
         ]
         for command in commands {
-            let result = try run(command + ["--config", config])
+            let result = try await run(command + ["--config", config])
             #expect(result.status == 1, "\(command)")
             #expect(
                 result.stderr.contains(
@@ -764,7 +771,7 @@ import Testing
                 "\(command): \(result.stderr)")
         }
         let copy = env.directory.appendingPathComponent("copy.sqlite").path
-        let backup = try run(["backup", "--config", config, "--to", copy])
+        let backup = try await run(["backup", "--config", config, "--to", copy])
         #expect(backup.status == 0, "\(backup.stderr)")
         #expect(backup.stdout.hasPrefix("backed up 1 records"), "\(backup.stdout)")
     }
@@ -789,7 +796,7 @@ import Testing
             try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = ?", arguments: [last])
             return last
         }
-        let report = try run(["report", "keywords", "--config", config])
+        let report = try await run(["report", "keywords", "--config", config])
         #expect(report.status == 1)
         #expect(
             report.stderr.contains(
@@ -802,11 +809,11 @@ import Testing
         // The server goes on (SchemaUpgradeTests: with no server, the command upgrades the store).
         let (after, _) = try await server.post("/v1/iad", body: IAdPayloads.attributed(user: "older-server-2"))
         #expect(after == 202)
-        server.kill(SIGTERM)
+        #expect(try await server.stop(SIGTERM))
         #expect(server.process.terminationStatus == 0)
     }
 
-    @Test func aStorePathThatCannotHoldAStoreIsNamedWithItsKey() throws {
+    @Test func aStorePathThatCannotHoldAStoreIsNamedWithItsKey() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let file = env.directory.appendingPathComponent("a-file").path
@@ -822,7 +829,7 @@ import Testing
             try "storage: { sqlite: { path: \(path) } }\nproviders: { iad: {} }\nsinks: { local: { type: sqlite } }\n"
                 .write(toFile: config, atomically: true, encoding: .utf8)
             for command in [["serve"], ["import", "--provider", "iad", lines]] {
-                let result = try run(command + ["--config", config])
+                let result = try await run(command + ["--config", config])
                 #expect(result.status != 0, "\(command) \(path)")
                 #expect(
                     result.stderr.contains("cannot use the store at \(path) (storage.sqlite.path): \(reason)"),
@@ -831,7 +838,7 @@ import Testing
         }
     }
 
-    @Test func serveNamesWhereAnAuthIssueIsWithoutQuotingTheKey() throws {
+    @Test func serveNamesWhereAnAuthIssueIsWithoutQuotingTheKey() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let secret = "LiteralKey-0123456789-abcdef"
@@ -841,14 +848,14 @@ import Testing
             (env.yaml().replacingOccurrences(of: "port: 0", with: "port: abc")
             + "\nauth: { api_keys: [ { app_id: \"1234567890\", key \"\(secret)\" } ] }\n")
             .write(toFile: config, atomically: true, encoding: .utf8)
-        let served = try run(["serve", "--config", config])
+        let served = try await run(["serve", "--config", config])
         #expect(served.status == 1)
         #expect(!served.stderr.contains(secret), "\(served.stderr)")
         #expect(served.stderr.contains("auth: a problem here") && served.stderr.contains("check-config"))
         // Other issues are shown whole.
         #expect(served.stderr.contains("server.port: expected an integer, found 'abc'"), "\(served.stderr)")
         // check-config, run by the operator, shows everything.
-        let checked = try run(["check-config", config])
+        let checked = try await run(["check-config", config])
         #expect(checked.status == 1 && checked.stderr.contains(secret))
     }
 
@@ -872,14 +879,9 @@ import Testing
         try FileManager.default.createDirectory(
             atPath: (copy as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let finished = Flag()
-        // On a thread of its own: waiting for the child would block a cooperative thread.
         let backup = Task {
-            try await withCheckedThrowingContinuation { continuation in
-                Thread.detachNewThread {
-                    defer { finished.set() }
-                    continuation.resume(with: Result { try self.run(["backup", "--config", config, "--to", copy]) })
-                }
-            }
+            defer { finished.set() }
+            return try await self.run(["backup", "--config", config, "--to", copy])
         }
         var during = 0
         while !finished.isSet {
@@ -911,7 +913,7 @@ import Testing
 
         // Never over a file: not an earlier backup, not the store itself.
         for target in [copy, env.databasePath] {
-            let refused = try run(["backup", "--config", config, "--to", target])
+            let refused = try await run(["backup", "--config", config, "--to", target])
             #expect(refused.status == 1, "\(target)")
             #expect(refused.stderr.contains("backup not taken: \(target) exists"), "\(refused.stderr)")
         }
@@ -928,7 +930,7 @@ import Testing
         let (status, answer) = try await second.post("/v1/iad", body: IAdPayloads.attributed(user: "before-7"))
         #expect(status == 200 && answer["status"] as? String == "duplicate", "\(status) \(answer)")
         #expect(answer["record_id"] as? String == before[7])
-        second.kill(SIGTERM)
+        #expect(try await second.stop(SIGTERM))
     }
 }
 
@@ -942,7 +944,7 @@ final class Flag: Sendable {
 extension CommandLineTests {
     /// A port already taken is said plainly, before the store is opened or made: NIO's own
     /// message named neither the address nor the setting, after the workers had started.
-    @Test func servingOnATakenPortSaysWhichAndLeavesNoStore() throws {
+    @Test func servingOnATakenPortSaysWhichAndLeavesNoStore() async throws {
         let env = try TestEnvironment()
         defer { env.remove() }
         let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -961,7 +963,7 @@ extension CommandLineTests {
         let port = Int(UInt16(bigEndian: address.sin_port))
         let config = env.directory.appendingPathComponent("taken.yaml").path
         try env.yaml(port: port, logLevel: "info").write(toFile: config, atomically: true, encoding: .utf8)
-        let result = try run(["serve", "--config", config])
+        let result = try await run(["serve", "--config", config])
         #expect(result.status == 1)
         #expect(
             result.stderr.contains("cannot listen on 127.0.0.1:\(port) (server.host, server.port)"), "\(result.stderr)")

@@ -25,11 +25,12 @@ import Testing
         return path
     }
 
-    func importUsers(_ users: [String], appID: String = "1234567890", env: TestEnvironment, config: String) throws {
+    func importUsers(_ users: [String], appID: String = "1234567890", env: TestEnvironment, config: String) async throws
+    {
         let file = env.directory.appendingPathComponent("\(UUID()).jsonl").path
         try users.map { IAdPayloads.attributed(user: $0, appID: appID).replacingOccurrences(of: "\n", with: "") }
             .joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
-        let result = try cli.run(["import", "--provider", "iad", "--config", config, file])
+        let result = try await cli.run(["import", "--provider", "iad", "--config", config, file])
         #expect(result.status == 0, "\(result.stderr)")
     }
 
@@ -42,7 +43,7 @@ import Testing
             .joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
         let link = env.directory.appendingPathComponent("link.jsonl").path
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: file)
-        let result = try cli.run(["import", "--provider", "iad", "--config", config, link])
+        let result = try await cli.run(["import", "--provider", "iad", "--config", config, link])
         #expect(result.status == 0, "\(result.stderr)")
         let store = try SQLiteStore(path: env.databasePath, durability: .normal)
         #expect(try await store.countRecords(matching: .init()) == 50)
@@ -52,29 +53,31 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let before = try writeConfig(env)
-        try importUsers(["r1", "r2"], env: env, config: before)
-        try importUsers(["r3"], appID: "222", env: env, config: before)
+        try await importUsers(["r1", "r2"], env: env, config: before)
+        try await importUsers(["r3"], appID: "222", env: env, config: before)
 
         // Routed nothing, it is queued nothing: replay sends only what the routes would.
-        let unrouted = try cli.run(["replay", "--config", before, "--sink", "late"])
+        let unrouted = try await cli.run(["replay", "--config", before, "--sink", "late"])
         #expect(unrouted.status == 0, "\(unrouted.stderr)")
         #expect(unrouted.stdout.contains("0 of 3 records queued for late (3 not routed to it)"), "\(unrouted.stdout)")
 
         let after = try writeConfig(env, lateRoute: "222")
-        let first = try cli.run(["replay", "--config", after, "--sink", "late"])
+        let first = try await cli.run(["replay", "--config", after, "--sink", "late"])
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("1 of 3 records queued for late (2 not routed to it)"), "\(first.stdout)")
         // Already waiting: not queued twice.
-        let again = try cli.run(["replay", "--config", after, "--sink", "late", "--provider", "iad"])
+        let again = try await cli.run(["replay", "--config", after, "--sink", "late", "--provider", "iad"])
         #expect(
             again.stdout.contains("0 of 3 records queued for late (2 not routed to it, 1 already waiting for it)"),
             "\(again.stdout)")
-        let future = try cli.run(["replay", "--config", after, "--sink", "late", "--since", "2999-01-01T00:00Z"])
+        let future = try await cli.run(["replay", "--config", after, "--sink", "late", "--since", "2999-01-01T00:00Z"])
         #expect(future.stdout.contains("0 of 0 records queued"))
         // A bare date is that day's midnight UTC; a time without its zone is refused, naming the fix.
-        let date = try cli.run(["replay", "--config", after, "--sink", "late", "--since", "2999-01-01"])
+        let date = try await cli.run(["replay", "--config", after, "--sink", "late", "--since", "2999-01-01"])
         #expect(date.status == 0 && date.stdout.contains("0 of 0 records queued"), "\(date.stderr)")
-        let zoneless = try cli.run(["replay", "--config", after, "--sink", "late", "--since", "2999-01-01T00:00:00"])
+        let zoneless = try await cli.run([
+            "replay", "--config", after, "--sink", "late", "--since", "2999-01-01T00:00:00",
+        ])
         #expect(zoneless.status == 64 && zoneless.stderr.contains("--since needs a time zone"), "\(zoneless.stderr)")
 
         let stats = try await SQLiteStore(path: env.databasePath).outboxStats()
@@ -82,11 +85,11 @@ import Testing
         #expect(stats["local"]?.depth == 3)
         let config = after
 
-        let unknown = try cli.run(["replay", "--config", config, "--sink", "nowhere"])
+        let unknown = try await cli.run(["replay", "--config", config, "--sink", "nowhere"])
         #expect(unknown.status != 0)
         #expect(unknown.stderr.contains("no sink 'nowhere'"))
         // A misspelt provider matched nothing and said "0 of 0 records queued".
-        let misspelt = try cli.run(["replay", "--config", config, "--sink", "local", "--provider", "adservice"])
+        let misspelt = try await cli.run(["replay", "--config", config, "--sink", "local", "--provider", "adservice"])
         #expect(misspelt.status != 0)
         #expect(misspelt.stderr.contains("no provider 'adservice'; known: adservices"), "\(misspelt.stderr)")
     }
@@ -108,7 +111,7 @@ import Testing
         try (1...3).map { status in
             #"{"type":"event","name":"level_up","app_id":"1111111111","app_user_id":"u","event_id":"e\#(status)","att_status":\#(status)}"#
         }.joined(separator: "\n").write(toFile: events, atomically: true, encoding: .utf8)
-        let imported = try cli.run(["import", "--provider", "s2s", "--config", path, events])
+        let imported = try await cli.run(["import", "--provider", "s2s", "--config", path, events])
         #expect(imported.status == 0, "\(imported.stderr)")
         let store = try SQLiteStore(path: env.databasePath)
         // The routes queued the consented event alone; a replay must not add the others.
@@ -118,7 +121,7 @@ import Testing
             try await store.dueEntries(sink: "s2s.appsflyer", now: Date(), limit: 10).map { .delivered(id: $0.id) },
             now: Date())
 
-        let replay = try cli.run(["replay", "--config", path, "--sink", "s2s.appsflyer"])
+        let replay = try await cli.run(["replay", "--config", path, "--sink", "s2s.appsflyer"])
         #expect(replay.status == 0, "\(replay.stderr)")
         #expect(
             replay.stdout.contains("1 of 3 records queued for s2s.appsflyer (2 not routed to it)"), "\(replay.stdout)")
@@ -130,7 +133,7 @@ import Testing
         let env = try TestEnvironment()
         defer { env.remove() }
         let config = try writeConfig(env)
-        try importUsers(["d1", "d2"], env: env, config: config)
+        try await importUsers(["d1", "d2"], env: env, config: config)
 
         // The sink gives up on both records.
         let store = try SQLiteStore(path: env.databasePath)
@@ -145,7 +148,7 @@ import Testing
             [.deadLetter(id: entries[1].id, attempts: 10, error: "answered 400 \u{9B}2J\u{202E}gnp.exe")],
             now: Date())
 
-        let list = try cli.run(["dlq", "list", "--config", config])
+        let list = try await cli.run(["dlq", "list", "--config", config])
         let lines = list.stdout.split(separator: "\n")
         #expect(lines.count == 2)
         #expect(lines.allSatisfy { $0.contains(#""error":"answered 400"#) && $0.contains(#""sink":"local""#) })
@@ -157,15 +160,15 @@ import Testing
         #expect(lines.allSatisfy { $0.contains(#""attempts":10,"#) })
         // An id is found past the newest `--limit` letters.
         let oldest = try #require(try await store.deadLetters(sink: nil, limit: 10).last)
-        let byID = try cli.run(["dlq", "list", "--config", config, "--id", String(oldest.id), "--limit", "1"])
+        let byID = try await cli.run(["dlq", "list", "--config", config, "--id", String(oldest.id), "--limit", "1"])
         #expect(byID.stdout.contains(#""id":\#(oldest.id),"#), "\(byID.stdout)")
 
-        let refused = try cli.run(["dlq", "drop", "--config", config])
+        let refused = try await cli.run(["dlq", "drop", "--config", config])
         #expect(refused.status != 0)
         #expect(try await store.deadLetters(sink: nil, limit: 10).count == 2)
 
         let letters = try await store.deadLetters(sink: nil, limit: 10)
-        let retried = try cli.run(["dlq", "retry", "--config", config, "--id", String(letters[0].id)])
+        let retried = try await cli.run(["dlq", "retry", "--config", config, "--id", String(letters[0].id)])
         #expect(retried.stdout.contains("1 dead letters queued"))
         #expect(try await store.outboxStats()["local"]?.depth == 1)
 
@@ -174,20 +177,20 @@ import Testing
         try
             "storage: { sqlite: { path: \(env.databasePath) } }\nproviders: { iad: {} }\nsinks: { other: { type: sqlite } }\n"
             .write(toFile: without, atomically: true, encoding: .utf8)
-        let removed = try cli.run(["dlq", "list", "--config", without, "--sink", "local"])
+        let removed = try await cli.run(["dlq", "list", "--config", without, "--sink", "local"])
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(removed.stdout.split(separator: "\n").count == 1)
         // …but is not moved to an outbox no worker drains (it left `dlq list` and went nowhere).
-        let nowhere = try cli.run(["dlq", "retry", "--config", without, "--all"])
+        let nowhere = try await cli.run(["dlq", "retry", "--config", without, "--all"])
         #expect(nowhere.status == 0, "\(nowhere.stderr)")
         #expect(nowhere.stdout.contains("0 dead letters queued"), "\(nowhere.stdout)")
         #expect(nowhere.stdout.contains("1 left for sinks no longer in the config (local)"), "\(nowhere.stdout)")
-        #expect(try cli.run(["dlq", "retry", "--config", without, "--sink", "local"]).status == 1)
+        #expect(try await cli.run(["dlq", "retry", "--config", without, "--sink", "local"]).status == 1)
         #expect(try await store.deadLetters(sink: "local", limit: 10).count == 1)
         #expect(try await store.outboxStats()["local"]?.depth == 1)
         // A misspelt sink is an error, not "0 dead letters".
         for verb in ["list", "retry", "drop"] {
-            let typo = try cli.run(["dlq", verb, "--config", config, "--sink", "locl"])
+            let typo = try await cli.run(["dlq", verb, "--config", config, "--sink", "locl"])
             #expect(typo.status == 1, "\(verb)")
             #expect(typo.stderr.contains("no sink 'locl'"), "\(verb): \(typo.stderr)")
         }
@@ -195,7 +198,7 @@ import Testing
         // A replay that queues a dead-lettered record again retries it: its dead letter goes,
         // and no later `dlq retry` can send it once more.
         let dead = try #require(try await store.deadLetters(sink: "local", limit: 10).first)
-        let replayed = try cli.run(["replay", "--config", config, "--sink", "local"])
+        let replayed = try await cli.run(["replay", "--config", config, "--sink", "local"])
         #expect(replayed.stdout.contains("1 of 2 records queued for local"), "\(replayed.stdout)")
         #expect(try await store.deadLetters(sink: nil, limit: 10).isEmpty)
         let queued = try await store.dueEntries(sink: "local", now: Date(), limit: 10)
@@ -207,7 +210,7 @@ import Testing
                 .map { .deadLetter(id: $0.id, attempts: 10, error: "answered 400 again") }, now: Date())
         #expect(try await store.deadLetters(sink: "local", limit: 10).map(\.recordID) == [dead.recordID])
 
-        let dropped = try cli.run(["dlq", "drop", "--config", config, "--sink", "local"])
+        let dropped = try await cli.run(["dlq", "drop", "--config", config, "--sink", "local"])
         #expect(dropped.stdout.contains("1 dead letters dropped"))
         #expect(try await store.deadLetters(sink: nil, limit: 10).isEmpty)
     }

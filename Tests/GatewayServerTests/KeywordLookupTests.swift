@@ -1078,7 +1078,7 @@ import Testing
             """#.replacingOccurrences(of: "LONG", with: String(repeating: "k", count: 2_000))
         let file = env.directory.appendingPathComponent("keywords.csv").path
         try csv.write(toFile: file, atomically: true, encoding: .utf8)
-        let result = try CommandLineTests().run(["keywords", "import", "--config", config, file])
+        let result = try await CommandLineTests().run(["keywords", "import", "--config", config, file])
         #expect(result.status == 1)
         // Distinct ids, not rows: the campaign of every row is one campaign.
         #expect(result.stdout.contains("2 keywords, 2 ad groups, 1 campaigns; 3 rows rejected"), "\(result.stdout)")
@@ -1115,7 +1115,7 @@ import Testing
             """
         let file = env.directory.appendingPathComponent("keywords.csv").path
         try csv.write(toFile: file, atomically: true, encoding: .utf8)
-        let result = try CommandLineTests().run(["keywords", "import", "--config", config, file])
+        let result = try await CommandLineTests().run(["keywords", "import", "--config", config, file])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         #expect(result.stdout.contains("1 keywords, 0 ad groups, 1 campaigns; 0 rows rejected"), "\(result.stdout)")
     }
@@ -1162,7 +1162,7 @@ import Testing
             }
         let file = env.directory.appendingPathComponent("keywords.csv").path
         try data.write(to: URL(fileURLWithPath: file))
-        let result = try CommandLineTests().run(["keywords", "import", "--config", config, file])
+        let result = try await CommandLineTests().run(["keywords", "import", "--config", config, file])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(result.stdout.contains("1 keywords, 1 ad groups, 1 campaigns; 0 rows rejected"), "\(result.stdout)")
 

@@ -138,7 +138,7 @@ import Testing
             #expect(answer.headers[.cacheControl] == "no-store")
             let served = try JSONDecoder().decode(
                 [KeywordReport.Row].self, from: Data(String(buffer: answer.body).utf8))
-            let printed = try CommandLineTests().run(["report", "keywords", "--config", path, "--format", "json"])
+            let printed = try await CommandLineTests().run(["report", "keywords", "--config", path, "--format", "json"])
             #expect(printed.status == 0, "\(printed.stderr)")
             let rows = try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printed.stdout.utf8))
             #expect(served == rows && !rows.isEmpty)
@@ -156,7 +156,7 @@ import Testing
                 uri: "/v1/reports/keywords?since=2024-01-01", method: .get, headers: Self.bearer)
             let laterRows = try JSONDecoder().decode(
                 [KeywordReport.Row].self, from: Data(String(buffer: later.body).utf8))
-            let printedLater = try CommandLineTests().run([
+            let printedLater = try await CommandLineTests().run([
                 "report", "keywords", "--config", path, "--format", "json", "--since", "2024-01-01",
             ])
             #expect(
@@ -167,7 +167,7 @@ import Testing
                 uri: "/v1/reports/keywords?country=us&network=Apple%20Search%20Ads", method: .get, headers: Self.bearer)
             let americanRows = try JSONDecoder().decode(
                 [KeywordReport.Row].self, from: Data(String(buffer: american.body).utf8))
-            let printedAmerican = try CommandLineTests().run([
+            let printedAmerican = try await CommandLineTests().run([
                 "report", "keywords", "--config", path, "--format", "json", "--country", "us", "--network",
                 "Apple Search Ads",
             ])
@@ -176,7 +176,7 @@ import Testing
                 try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printedAmerican.stdout.utf8))
                     == americanRows)
             #expect(americanRows.count == 1 && americanRows.first?.installs == 2)
-            let badCountry = try CommandLineTests().run([
+            let badCountry = try await CommandLineTests().run([
                 "report", "keywords", "--config", path, "--country", "USA",
             ])
             #expect(badCountry.status != 0 && badCountry.stderr.contains("--country"))
@@ -186,12 +186,14 @@ import Testing
             let csv = env.directory.appendingPathComponent("keywords.csv").path
             try "Keyword ID,Keyword,Match Type\n87675432,sleep sounds,Exact\n".write(
                 toFile: csv, atomically: true, encoding: .utf8)
-            #expect(try CommandLineTests().run(["keywords", "import", "--config", path, csv]).status == 0)
+            #expect(try await CommandLineTests().run(["keywords", "import", "--config", path, csv]).status == 0)
             let named = try await client.execute(uri: "/v1/reports/keywords", method: .get, headers: Self.bearer)
             let namedRows = try JSONDecoder().decode(
                 [KeywordReport.Row].self, from: Data(String(buffer: named.body).utf8))
             #expect(namedRows.contains { $0.keyword == "sleep sounds" })
-            let printedNamed = try CommandLineTests().run(["report", "keywords", "--config", path, "--format", "json"])
+            let printedNamed = try await CommandLineTests().run([
+                "report", "keywords", "--config", path, "--format", "json",
+            ])
             #expect(
                 try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printedNamed.stdout.utf8)) == namedRows)
         }

@@ -2,6 +2,7 @@ import Foundation
 import GatewayConfig
 import GatewayCore
 import GatewayServer
+import GatewayTestSupport
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -68,17 +69,13 @@ import Testing
         /// What the server sends until it closes the connection or the bound passes;
         /// `closed` tells which.
         func readAll() async -> (text: String, closed: Bool) {
-            await withCheckedContinuation { continuation in
-                Thread.detachNewThread { continuation.resume(returning: self.readBlocking()) }
-            }
+            await onThread { self.readBlocking() }
         }
 
         /// One answer on a connection kept open: its head and a body of its
         /// `Content-Length` (or what came before the server closed or the bound passed).
         func readAnswer() async -> String {
-            await withCheckedContinuation { continuation in
-                Thread.detachNewThread { continuation.resume(returning: self.readAnswerBlocking()) }
-            }
+            await onThread { self.readAnswerBlocking() }
         }
 
         private func readAnswerBlocking() -> String {

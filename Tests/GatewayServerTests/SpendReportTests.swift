@@ -31,8 +31,8 @@ extension CommandLineTests {
         try installs.joined(separator: "\n").write(toFile: installFile, atomically: true, encoding: .utf8)
         try [purchase("t1", "30.00", march), purchase("t2", "15.00", march + 86_400)].joined(separator: "\n")
             .write(toFile: purchaseFile, atomically: true, encoding: .utf8)
-        #expect(try run(["import", "--provider", "iad", "--config", config, installFile]).status == 0)
-        #expect(try run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
+        #expect(try await run(["import", "--provider", "iad", "--config", config, installFile]).status == 0)
+        #expect(try await run(["import", "--provider", "s2s", "--config", config, purchaseFile]).status == 0)
 
         // The UI's export: a title row, a keyword's day split by country, a day in April.
         let csv = env.directory.appendingPathComponent("spend.csv").path
@@ -47,7 +47,7 @@ extension CommandLineTests {
         2026-03-05,542370539,542317095,99,US,4.00,USD
 
         """.write(toFile: csv, atomically: true, encoding: .utf8)
-        let imported = try run(["import", "spend", "--config", config, csv])
+        let imported = try await run(["import", "spend", "--config", config, csv])
         // The bad row is named by line and column; the good ones are loaded all the same.
         #expect(imported.status == 1, "\(imported.stdout)\(imported.stderr)")
         #expect(
@@ -66,7 +66,7 @@ extension CommandLineTests {
             let cost_per_paying_user: [String: Decimal]?
             let roas: [String: Decimal]?
         }
-        let result = try run([
+        let result = try await run([
             "report", "keywords", "--config", config, "--format", "json", "--since", "2026-03-01", "--until",
             "2026-04-01",
         ])
@@ -85,7 +85,7 @@ extension CommandLineTests {
         let midday = try JSONDecoder().decode(
             [Row].self,
             from: Data(
-                try run([
+                try await run([
                     "report", "keywords", "--config", config, "--format", "json", "--since", "2026-03-01T10:00:00Z",
                     "--until", "2026-04-01",
                 ]).stdout.utf8))
@@ -95,26 +95,27 @@ extension CommandLineTests {
         let idle = try #require(rows.first { $0.keyword_id == 99 })
         #expect(idle.app_id == "1234567890" && idle.installs == 0 && idle.spend == ["USD": 4])
         #expect(idle.cost_per_install == nil && idle.cost_per_paying_user == nil && idle.roas == nil)
-        let otherApp = try run(["report", "keywords", "--config", config, "--format", "json", "--app-id", "42"])
+        let otherApp = try await run(["report", "keywords", "--config", config, "--format", "json", "--app-id", "42"])
         #expect(try JSONDecoder().decode([Row].self, from: Data(otherApp.stdout.utf8)).isEmpty, "\(otherApp.stdout)")
 
         // Of all time, April's spend counts too; the table and CSV show the same.
         let all = try JSONDecoder().decode(
-            [Row].self, from: Data(try run(["report", "keywords", "--config", config, "--format", "json"]).stdout.utf8))
+            [Row].self,
+            from: Data(try await run(["report", "keywords", "--config", config, "--format", "json"]).stdout.utf8))
         #expect(all.first { $0.keyword_id == 87_675_432 }?.spend == ["USD": 530])
         #expect(all.first { $0.keyword_id == 87_675_432 }?.installs_in_period == nil)
-        let table = try run([
+        let table = try await run([
             "report", "keywords", "--config", config, "--since", "2026-03-01", "--until", "2026-04-01",
         ])
         #expect(table.stdout.contains("cost/install") && table.stdout.contains("USD 10"), "\(table.stdout)")
         // A corrected export of a day replaces it.
         try "Day,Keyword ID,Spend (USD)\n2026-03-31,87675432,8.00\n".write(
             toFile: csv, atomically: true, encoding: .utf8)
-        #expect(try run(["import", "spend", "--config", config, csv]).status == 0)
+        #expect(try await run(["import", "spend", "--config", config, csv]).status == 0)
         let corrected = try JSONDecoder().decode(
             [Row].self,
             from: Data(
-                try run([
+                try await run([
                     "report", "keywords", "--config", config, "--format", "json", "--since", "2026-03-01",
                 ]).stdout.utf8))
         #expect(corrected.first { $0.keyword_id == 87_675_432 }?.spend == ["USD": 520])
@@ -137,7 +138,7 @@ extension ReportRoutesTests {
             let csv = env.directory.appendingPathComponent("spend.csv").path
             try "Date,Keyword ID,Spend,Currency\n2023-11-14,87675432,10.00,USD\n2023-11-15,87675432,5.00,USD\n"
                 .write(toFile: csv, atomically: true, encoding: .utf8)
-            #expect(try CommandLineTests().run(["import", "spend", "--config", path, csv]).status == 0)
+            #expect(try await CommandLineTests().run(["import", "spend", "--config", path, csv]).status == 0)
 
             func served(_ query: String) async throws -> [KeywordReport.Row] {
                 let answer = try await client.execute(
@@ -146,7 +147,7 @@ extension ReportRoutesTests {
                 return try JSONDecoder().decode([KeywordReport.Row].self, from: Data(String(buffer: answer.body).utf8))
             }
             let rows = try await served("")
-            let printed = try CommandLineTests().run(["report", "keywords", "--config", path, "--format", "json"])
+            let printed = try await CommandLineTests().run(["report", "keywords", "--config", path, "--format", "json"])
             #expect(try JSONDecoder().decode([KeywordReport.Row].self, from: Data(printed.stdout.utf8)) == rows)
             let keyword = try #require(rows.first { $0.keywordID == 87_675_432 })
             #expect(keyword.spend == ["USD": 15] && keyword.costPerInstall == ["USD": Decimal(string: "7.5")!])

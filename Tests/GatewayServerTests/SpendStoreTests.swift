@@ -150,7 +150,7 @@ import Testing
         var lines = ["Day,Campaign ID,Ad Group ID,Keyword ID,Spend,Currency"]
         for keyword in 1...6000 { lines.append("2026-03-01,77,88,\(keyword),0.10,USD") }
         try lines.joined(separator: "\n").write(toFile: csv, atomically: true, encoding: .utf8)
-        let imported = try commands.run(["import", "spend", "--config", config, csv])
+        let imported = try await commands.run(["import", "spend", "--config", config, csv])
         #expect(imported.status == 0, "\(imported.stdout)\(imported.stderr)")
         let store = try await SpendStorage.open(
             storagePath: env.databasePath, storageURL: nil, logger: Logger(label: "test"))

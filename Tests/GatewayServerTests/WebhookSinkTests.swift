@@ -69,8 +69,10 @@ import Testing
         }
     }
 
+    /// The default timeout is a bound no local answer needs, not a speed: the receiver runs
+    /// in this process beside hundreds of other tests on a shared machine.
     func sink(
-        port: Int, timeout: Duration = .seconds(5), now: @escaping @Sendable () -> Date = { Date() }
+        port: Int, timeout: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() }
     ) -> WebhookSink {
         WebhookSink(
             options: .init(

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 @testable import GatewayStorage
 import GRDB
 import Synchronization
@@ -110,14 +111,6 @@ import Testing
         let server = try ServeLock(storePath: path)
         _ = try SQLiteStore(path: path, upgrade: .whileServing(server))
         withExtendedLifetime(server) {}
-    }
-
-    /// Runs `body` on a thread of its own: it blocks (waiting for a lock), which a thread
-    /// of Swift's small cooperative pool must not.
-    func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
-        }
     }
 
     /// Whether `condition` came true within a bound far above any wait here: a failure, not a hang.

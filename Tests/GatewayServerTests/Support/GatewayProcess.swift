@@ -87,6 +87,8 @@ final class GatewayProcess {
         process.signal(signal)
     }
 
+    /// Sends `signal` and blocks until the process ends: for `SIGKILL`, which ends it at
+    /// once. A graceful stop is `stop`, which waits without holding a thread.
     func kill(_ signal: Int32) {
         process.signal(signal)
         process.waitUntilExit()
